@@ -1,0 +1,94 @@
+"""The set of spaces by name and id: create, drop, look up.
+
+Owns: which spaces exist and the hooks through which space definitions
+(create/drop) and tuple changes of persistent spaces are reported to whoever
+journals them (the engine). Must not touch files, the clock or asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .space import ChangeHook, IndexDef, Space, SpaceDef, StorageError
+
+# (op, definition): op is "create_space" or "drop_space".
+DdlHook = Callable[[str, SpaceDef], None]
+
+
+class SpaceExists(StorageError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Space '{name}' already exists")
+        self.name = name
+
+
+class NoSuchSpace(StorageError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Space '{name}' does not exist")
+        self.name = name
+
+
+class Catalog:
+    """Spaces by name. Ids are allocated from 512 up, like Tarantool's user spaces."""
+
+    FIRST_ID = 512
+
+    def __init__(self, on_change: ChangeHook | None = None, on_ddl: DdlHook | None = None) -> None:
+        self._by_name: dict[str, Space] = {}
+        self.on_change = on_change
+        self.on_ddl = on_ddl
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[Space]:
+        return iter(list(self._by_name.values()))
+
+    def get(self, name: str) -> Space | None:
+        return self._by_name.get(name)
+
+    def space(self, name: str) -> Space:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise NoSuchSpace(name) from None
+
+    def next_id(self) -> int:
+        return max((s.id for s in self._by_name.values()), default=self.FIRST_ID - 1) + 1
+
+    def create_space(
+        self,
+        name: str,
+        indexes: list[IndexDef] | tuple[IndexDef, ...],
+        *,
+        temporary: bool = False,
+        format: tuple[str, ...] = (),
+        opts: dict[str, Any] | None = None,
+    ) -> Space:
+        if name in self._by_name:
+            raise SpaceExists(name)
+        definition = SpaceDef(
+            id=self.next_id(),
+            name=name,
+            indexes=tuple(indexes),
+            temporary=temporary,
+            format=format,
+            opts=dict(opts or {}),
+        )
+        return self.add(definition, log=True)
+
+    def add(self, definition: SpaceDef, *, log: bool) -> Space:
+        """Register a space from its definition (recovery passes log=False)."""
+        if definition.name in self._by_name:
+            raise SpaceExists(definition.name)
+        space = Space(definition, self.on_change)
+        self._by_name[definition.name] = space
+        if log and self.on_ddl is not None:
+            self.on_ddl("create_space", definition)
+        return space
+
+    def drop_space(self, name: str, *, log: bool = True) -> None:
+        space = self.space(name)
+        del self._by_name[name]
+        if log and self.on_ddl is not None:
+            self.on_ddl("drop_space", space.definition)
