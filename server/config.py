@@ -1,0 +1,345 @@
+"""Every setting of a queuebox server, and how the layers of them combine.
+
+Owns: the one `Config` dataclass (network, storage, queue and operational
+settings alike, so other parts read it and never edit it) and `load_config`,
+which layers defaults < TOML file < QUEUEBOX_* environment < command-line
+flags. Also owns the rule that decides what the guest user may do. Must not
+open sockets, start a loop or touch the data directory: it only reads the
+config file it is pointed at.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import ipaddress
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+READ = "read"
+WRITE = "write"
+ADMIN = "admin"
+ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN})
+NO_RIGHTS: frozenset[str] = frozenset()
+
+ENV_PREFIX = "QUEUEBOX_"
+
+
+class ConfigError(Exception):
+    """A setting is malformed or the combination is unsafe; the server must not start."""
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    """A user who authenticates with chap-sha1; only sha1(sha1(password)) is kept."""
+
+    name: str
+    hash2: bytes
+    rights: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Config:
+    # network
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 3301
+    port_file: str | None = None
+    max_frame: int = 16 * 1024 * 1024
+    max_connections: int = 1024
+    max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
+    write_high_water: int = 1024 * 1024
+    greeting_version: str = "2.6.0"
+    schema_version: int = 81
+    instance_uuid: str | None = None  # None: a fresh uuid at every start
+    # users and rights
+    users: Mapping[str, UserSpec] = field(default_factory=dict)
+    guest_rights: frozenset[str] | None = None  # None: decided by the listen address
+    allow_open_guest: bool = False
+    # storage (read by the storage/commit glue)
+    data_dir: str = "./queuebox-data"
+    wal_mode: str = "write"  # none | write | fsync
+    wal_segment_size: int = 64 * 1024 * 1024
+    snapshot_interval_s: float = 3600.0
+    snapshot_wal_bytes: int = 256 * 1024 * 1024
+    snapshot_keep: int = 2
+    force_recovery: bool = False
+    # queue (read by the queue glue)
+    queue_namespaces: tuple[str, ...] = ("queue",)
+    queue_error_prefix: str = "/usr/share/tarantool/"
+    # operation
+    loop: str = "uvloop"  # asyncio | uvloop
+    log_format: str = "console"  # console | json
+    log_level: str = "info"
+    shutdown_grace_s: float = 5.0
+    test_hooks: bool = False
+
+
+# --- parsing of single values; env and flags give strings, TOML gives typed values ---
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+_SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _parse_size(value: Any) -> int:
+    """An int, or a string like 65536, 64k, 16M, 1G (binary multiples)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        result = value
+    elif isinstance(value, str):
+        text = value.strip().lower().removesuffix("ib").removesuffix("b")
+        scale = _SIZE_SUFFIXES.get(text[-1:], 1)
+        result = int(text[:-1] if scale != 1 else text) * scale
+    else:
+        raise ValueError(f"not a size: {value!r}")
+    if result < 0:
+        raise ValueError(f"negative: {value!r}")
+    return result
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not a number: {value!r}")
+    result = float(value)
+    if result < 0:
+        raise ValueError(f"negative: {value!r}")
+    return result
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {value!r}")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _parse_str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _parse_names(value: Any) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"not a list: {value!r}")
+    names = tuple(_parse_str(item).strip() for item in items)
+    return tuple(name for name in names if name)
+
+
+def parse_rights(value: Any) -> frozenset[str]:
+    """ "all", "none", "read,write" or ["read", "write"] -> a set of access classes."""
+    if isinstance(value, str) and value.strip().lower() in ("all", "none"):
+        return ALL_RIGHTS if value.strip().lower() == "all" else NO_RIGHTS
+    rights = frozenset(name.lower() for name in _parse_names(value))
+    if "all" in rights:
+        return ALL_RIGHTS
+    unknown = rights - ALL_RIGHTS
+    if unknown:
+        raise ValueError(f"unknown rights {sorted(unknown)}; use read, write, admin or all")
+    return rights
+
+
+def parse_listen(value: Any) -> tuple[str, int]:
+    """ "HOST:PORT", "[v6]:PORT" or ":PORT" (loopback) -> (host, port)."""
+    text = _parse_str(value).strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    return host, int(port_text)
+
+
+def password_hash2(password: str) -> bytes:
+    """sha1(sha1(password)), what Tarantool stores (base64) in `_user`."""
+    return hashlib.sha1(hashlib.sha1(password.encode()).digest()).digest()
+
+
+# Settings that take one value; the same name is the TOML key, the env var
+# (QUEUEBOX_ + upper case) and, with dashes, the flag.
+SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "port_file": _parse_str,
+    "max_frame": _parse_size,
+    "max_connections": _parse_size,
+    "max_in_flight_per_conn": _parse_size,
+    "write_high_water": _parse_size,
+    "greeting_version": _parse_str,
+    "schema_version": _parse_size,
+    "instance_uuid": _parse_str,
+    "guest_rights": parse_rights,
+    "allow_open_guest": _parse_bool,
+    "data_dir": _parse_str,
+    "wal_mode": _choice("none", "write", "fsync"),
+    "wal_segment_size": _parse_size,
+    "snapshot_interval_s": _parse_float,
+    "snapshot_wal_bytes": _parse_size,
+    "snapshot_keep": _parse_size,
+    "force_recovery": _parse_bool,
+    "queue_namespaces": _parse_names,
+    "queue_error_prefix": _parse_str,
+    "loop": _choice("asyncio", "uvloop"),
+    "log_format": _choice("console", "json"),
+    "log_level": _choice("debug", "info", "warning", "error"),
+    "shutdown_grace_s": _parse_float,
+    "test_hooks": _parse_bool,
+}
+
+
+def _apply(layer: str, key: str, raw: Any, into: dict[str, Any]) -> None:
+    """Parse one setting `key` from `layer` (for error messages) into `into`."""
+    try:
+        if key == "listen":
+            into["listen_host"], into["listen_port"] = parse_listen(raw)
+        elif key in SCALAR_FIELDS:
+            into[key] = SCALAR_FIELDS[key](raw)
+        else:
+            raise ValueError("unknown setting")
+    except ValueError as exc:
+        raise ConfigError(f"{layer}: {key}: {exc}") from None
+
+
+def _parse_user(name: str, table: Any) -> UserSpec:
+    where = f"users.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table with password and rights")
+    if name == "guest":
+        raise ConfigError(f"{where}: guest has no password; set guest_rights instead")
+    unknown = set(table) - {"password", "password_hash2", "rights"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    try:
+        if "password_hash2" in table:
+            hash2 = base64.b64decode(_parse_str(table["password_hash2"]), validate=True)
+            if len(hash2) != 20:
+                raise ValueError("password_hash2 must be base64 of 20 bytes")
+        elif "password" in table:
+            hash2 = password_hash2(_parse_str(table["password"]))
+        else:
+            raise ValueError("needs password or password_hash2")
+        rights = parse_rights(table.get("rights", "all"))
+    except (ValueError, binascii.Error) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return UserSpec(name, hash2, rights)
+
+
+def toml_layer(path: str) -> tuple[dict[str, Any], dict[str, UserSpec]]:
+    """Settings and users of a TOML file (top-level keys, plus [users.NAME] tables)."""
+    try:
+        with open(path, "rb") as stream:
+            doc = tomllib.load(stream)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    settings: dict[str, Any] = {}
+    users: dict[str, UserSpec] = {}
+    for key, value in doc.items():
+        if key == "users":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: users must be a table of [users.NAME] tables")
+            users.update((name, _parse_user(name, spec)) for name, spec in value.items())
+        else:
+            _apply(path, key, value, settings)
+    return settings, users
+
+
+def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, UserSpec]]:
+    """Settings from QUEUEBOX_* variables; QUEUEBOX_USER + QUEUEBOX_PASSWORD add one user."""
+    settings: dict[str, Any] = {}
+    for key in ("listen", *SCALAR_FIELDS):
+        name = ENV_PREFIX + key.upper()
+        if name in env:
+            _apply(name, key, env[name], settings)
+    users: dict[str, UserSpec] = {}
+    user = env.get(ENV_PREFIX + "USER")
+    if user:
+        if ENV_PREFIX + "PASSWORD" not in env:
+            raise ConfigError("QUEUEBOX_USER is set but QUEUEBOX_PASSWORD is not")
+        table = {"password": env[ENV_PREFIX + "PASSWORD"]}
+        table["rights"] = env.get(ENV_PREFIX + "USER_RIGHTS", "all")
+        users[user] = _parse_user(user, table)
+    return settings, users
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> Config:
+    """defaults < TOML < env < flags. `flags` holds only the flags given (str values).
+
+    The TOML file is `config_file`, else $QUEUEBOX_CONFIG, else none.
+    """
+    env = env if env is not None else {}
+    path = config_file or env.get(ENV_PREFIX + "CONFIG") or None
+    settings: dict[str, Any] = {}
+    users: dict[str, UserSpec] = {}
+    layers = [toml_layer(path)] if path else []
+    layers.append(env_layer(env))
+    for layer_settings, layer_users in layers:
+        settings.update(layer_settings)
+        users.update(layer_users)
+    for key, value in (flags or {}).items():
+        if value is not None:
+            _apply(f"--{key.replace('_', '-')}", key, value, settings)
+    config = dataclasses.replace(Config(), **settings, users=users)
+    check_exposure(config)
+    return config
+
+
+# --- who may do what when nobody logged in ---
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach; unknown names count as open."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def effective_guest_rights(config: Config) -> frozenset[str]:
+    """Guest rights as configured, else everything on loopback (or if open guest is
+    allowed) and nothing on an address others can reach."""
+    if config.guest_rights is not None:
+        return config.guest_rights
+    if is_loopback(config.listen_host) or config.allow_open_guest:
+        return ALL_RIGHTS
+    return NO_RIGHTS
+
+
+def check_exposure(config: Config) -> None:
+    """Refuse settings that would let anyone on the network use the server unawares."""
+    if is_loopback(config.listen_host):
+        return
+    where = f"listening on {config.listen_host}:{config.listen_port} (not loopback)"
+    if effective_guest_rights(config) and not config.allow_open_guest:
+        raise ConfigError(
+            f"{where} with guest rights {sorted(effective_guest_rights(config))} would let "
+            "anyone on the network in; set allow_open_guest = true "
+            "(QUEUEBOX_ALLOW_OPEN_GUEST=1) if that is what you want"
+        )
+    if not config.users and not effective_guest_rights(config):
+        raise ConfigError(
+            f"{where} with no user configured: nobody could do anything; add a user "
+            "(QUEUEBOX_USER + QUEUEBOX_PASSWORD, or [users.NAME] in the config file) or "
+            "allow an open guest (allow_open_guest = true)"
+        )

@@ -1,0 +1,143 @@
+"""The table of server functions: which handler answers a CALL or an EVAL.
+
+Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table), the
+`CallContext` a handler receives, and the parsing of Tarantool function names
+(`a.b.c:method`). Must not touch sockets, the wire format or the queue: the
+queue glue plugs its names in through `register`, `add_resolver` and
+`register_eval`.
+
+Name resolution follows Tarantool 2.6: a name is a path through globals,
+`.` indexes a table and a final `:method` calls a method of the object the
+path before it names. So `queue.tube.jobs:put` is method `put` of object
+`queue.tube.jobs`, which must exist; a resolver is asked with the whole name
+and answers None when the object or the method is missing, which the server
+reports as ER_NO_SUCH_PROC `Procedure '<name>' is not defined`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ALL_RIGHTS
+
+CallResult = list[Any] | Awaitable[list[Any]]
+
+
+class CallContext:
+    """What a handler knows about the call: who, on which connection, for which app.
+
+    `closed` completes when the connection goes away, so a handler that waits
+    (a take) can stop waiting for a client that left.
+    """
+
+    __slots__ = ("app", "closed", "conn_id", "name", "user")
+
+    def __init__(
+        self, app: Any, conn_id: int, user: str, name: str, closed: asyncio.Future[None]
+    ) -> None:
+        self.app = app
+        self.conn_id = conn_id
+        self.user = user
+        self.name = name  # the function name (or EVAL text) as the client sent it
+        self.closed = closed
+
+    def __repr__(self) -> str:
+        return f"CallContext(conn_id={self.conn_id}, user={self.user!r}, name={self.name!r})"
+
+
+Handler = Callable[[CallContext, list[Any]], CallResult]
+Resolved = tuple[Handler, str]  # (handler, access class)
+Resolver = Callable[[str], Resolved | None]
+
+
+@dataclass(frozen=True)
+class CallPath:
+    """`queue.tube.jobs:put` -> objects ("queue", "tube", "jobs"), method "put"."""
+
+    objects: tuple[str, ...]
+    method: str | None
+
+    @property
+    def object_name(self) -> str:
+        return ".".join(self.objects)
+
+
+# Segments are Lua identifiers in practice, but Tarantool indexes with any
+# string, so only forbid what the syntax itself uses.
+_SEGMENT = r"[^.:\[\]]+"
+_NAME_RE = re.compile(rf"({_SEGMENT}(?:\.{_SEGMENT})*)(?::({_SEGMENT}))?")
+
+
+def parse_name(name: str) -> CallPath | None:
+    """Split a function name; None for names Tarantool could never resolve."""
+    match = _NAME_RE.fullmatch(name)
+    if match is None:
+        return None
+    return CallPath(tuple(match.group(1).split(".")), match.group(2))
+
+
+def normalize_eval(expr: str) -> str:
+    """EVAL texts compare with runs of whitespace folded to one space."""
+    return " ".join(expr.split())
+
+
+def _check_access(access: str) -> str:
+    if access not in ALL_RIGHTS:
+        raise ValueError(f"access must be one of {sorted(ALL_RIGHTS)}, not {access!r}")
+    return access
+
+
+class Registry:
+    """Function names and EVAL texts -> (handler, access class)."""
+
+    def __init__(self) -> None:
+        self._fixed: dict[str, Resolved] = {}
+        self._resolvers: list[Resolver] = []
+        self._evals: dict[str, Resolved] = {}
+
+    def register(self, name: str, handler: Handler, access: str, *, replace: bool = False) -> None:
+        """A fixed name. Registering a taken name needs replace=True, so overriding
+        a placeholder is always deliberate."""
+        if name in self._fixed and not replace:
+            raise ValueError(f"function {name!r} is already registered")
+        if parse_name(name) is None:
+            raise ValueError(f"{name!r} is not a function name a client can call")
+        self._fixed[name] = (handler, _check_access(access))
+
+    def add_resolver(self, resolver: Resolver) -> None:
+        """Asked, in order of adding, for names that are not registered as fixed."""
+        self._resolvers.append(resolver)
+
+    def register_eval(
+        self, expr: str, handler: Handler, access: str, *, replace: bool = False
+    ) -> None:
+        key = normalize_eval(expr)
+        if key in self._evals and not replace:
+            raise ValueError(f"EVAL {key!r} is already registered")
+        self._evals[key] = (handler, _check_access(access))
+
+    def has(self, name: str) -> bool:
+        return name in self._fixed
+
+    def has_eval(self, expr: str) -> bool:
+        return normalize_eval(expr) in self._evals
+
+    def resolve(self, name: str) -> Resolved | None:
+        found = self._fixed.get(name)
+        if found is not None:
+            return found
+        if not self._resolvers or parse_name(name) is None:
+            return None
+        for resolver in self._resolvers:
+            found = resolver(name)
+            if found is not None:
+                return found
+        return None
+
+    def resolve_eval(self, expr: str) -> Resolved | None:
+        found = self._evals.get(expr)
+        return found if found is not None else self._evals.get(normalize_eval(expr))

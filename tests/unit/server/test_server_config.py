@@ -1,0 +1,192 @@
+"""Config layering (defaults < TOML < env < flags), value parsing, the open-guest rule."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from server.config import (
+    ADMIN,
+    ALL_RIGHTS,
+    NO_RIGHTS,
+    READ,
+    WRITE,
+    Config,
+    ConfigError,
+    effective_guest_rights,
+    load_config,
+    parse_listen,
+    parse_rights,
+)
+
+
+def hash2(password: str) -> bytes:
+    return hashlib.sha1(hashlib.sha1(password.encode()).digest()).digest()
+
+
+def write_toml(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "queuebox.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_are_the_embedded_run() -> None:
+    config = load_config({}, {}, None)
+    assert (config.listen_host, config.listen_port) == ("127.0.0.1", 3301)
+    assert config.data_dir == "./queuebox-data"
+    assert config.wal_mode == "write"
+    assert config.greeting_version == "2.6.0"
+    assert config.queue_namespaces == ("queue",)
+    assert config.users == {}
+    assert effective_guest_rights(config) == ALL_RIGHTS
+
+
+def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
+    toml = write_toml(
+        tmp_path,
+        'listen = "127.0.0.1:4000"\nwal_mode = "fsync"\nmax_frame = "1M"\nloop = "asyncio"\n',
+    )
+    env = {"QUEUEBOX_WAL_MODE": "none", "QUEUEBOX_MAX_FRAME": "2048"}
+    flags = {"max_frame": "4k"}
+    config = load_config(flags, env, toml)
+    assert config.listen_port == 4000  # TOML only
+    assert config.loop == "asyncio"  # TOML only
+    assert config.wal_mode == "none"  # env beats TOML
+    assert config.max_frame == 4096  # flag beats env and TOML
+
+
+def test_flags_left_unset_do_not_override(tmp_path: Path) -> None:
+    config = load_config({"wal_mode": None, "listen": None}, {"QUEUEBOX_WAL_MODE": "fsync"})
+    assert config.wal_mode == "fsync"
+    assert config.listen_port == 3301
+
+
+def test_config_file_from_env(tmp_path: Path) -> None:
+    toml = write_toml(tmp_path, "snapshot_interval_s = 60\n")
+    config = load_config({}, {"QUEUEBOX_CONFIG": toml})
+    assert config.snapshot_interval_s == 60.0
+
+
+def test_users_from_toml_keep_only_hash2(tmp_path: Path) -> None:
+    h2 = base64.b64encode(hash2("other")).decode()
+    toml = write_toml(
+        tmp_path,
+        '[users.tester]\npassword = "secret"\nrights = ["read", "write"]\n'
+        f'[users.ops]\npassword_hash2 = "{h2}"\nrights = "all"\n',
+    )
+    config = load_config({}, {}, toml)
+    assert config.users["tester"].hash2 == hash2("secret")
+    assert config.users["tester"].rights == frozenset({READ, WRITE})
+    assert config.users["ops"].hash2 == hash2("other")
+    assert config.users["ops"].rights == ALL_RIGHTS
+    assert "secret" not in repr(config)
+
+
+def test_env_user_gets_all_rights() -> None:
+    config = load_config({}, {"QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "pw"})
+    assert config.users["app"].hash2 == hash2("pw")
+    assert config.users["app"].rights == ALL_RIGHTS
+
+
+def test_env_user_without_password_is_refused() -> None:
+    with pytest.raises(ConfigError, match="QUEUEBOX_PASSWORD"):
+        load_config({}, {"QUEUEBOX_USER": "app"})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("all", ALL_RIGHTS),
+        ("none", NO_RIGHTS),
+        ("read", frozenset({READ})),
+        ("read, admin", frozenset({READ, ADMIN})),
+        (["write"], frozenset({WRITE})),
+        ([], NO_RIGHTS),
+    ],
+)
+def test_parse_rights(text: object, expected: frozenset[str]) -> None:
+    assert parse_rights(text) == expected
+
+
+def test_unknown_right_is_refused() -> None:
+    with pytest.raises(ConfigError, match="guest_rights"):
+        load_config({}, {"QUEUEBOX_GUEST_RIGHTS": "read,execute"})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("0.0.0.0:3301", ("0.0.0.0", 3301)),
+        ("[::1]:3302", ("::1", 3302)),
+        (":3303", ("127.0.0.1", 3303)),
+    ],
+)
+def test_parse_listen(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["3301", "host:", "host:port", "h:70000"])
+def test_bad_listen_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--listen"):
+        load_config({"listen": bad}, {})
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("wal_mode", "sometimes"), ("max_frame", "-1"), ("loop", "trio"), ("test_hooks", "maybe")],
+)
+def test_bad_values_name_the_setting(setting: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=setting.upper()):
+        load_config({}, {f"QUEUEBOX_{setting.upper()}": value})
+
+
+def test_unknown_toml_key_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="wal_mdoe"):
+        load_config({}, {}, write_toml(tmp_path, 'wal_mdoe = "none"\n'))
+
+
+def test_guest_cannot_be_a_password_user(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="guest"):
+        load_config({}, {}, write_toml(tmp_path, '[users.guest]\npassword = "x"\n'))
+
+
+# --- the open-guest rule ---
+
+OPEN = {"listen": "0.0.0.0:3301"}
+USER_ENV = {"QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "pw"}
+
+
+def test_non_loopback_without_users_refuses_to_start() -> None:
+    with pytest.raises(ConfigError, match="no user configured"):
+        load_config(OPEN, {})
+
+
+def test_non_loopback_with_a_user_gives_guest_nothing() -> None:
+    config = load_config(OPEN, USER_ENV)
+    assert effective_guest_rights(config) == NO_RIGHTS
+
+
+def test_non_loopback_guest_rights_need_allow_open_guest() -> None:
+    with pytest.raises(ConfigError, match="allow_open_guest"):
+        load_config({**OPEN, "guest_rights": "read"}, USER_ENV)
+    config = load_config(
+        {**OPEN, "guest_rights": "read"}, {**USER_ENV, "QUEUEBOX_ALLOW_OPEN_GUEST": "1"}
+    )
+    assert effective_guest_rights(config) == frozenset({READ})
+
+
+def test_allow_open_guest_alone_opens_everything() -> None:
+    config = load_config({**OPEN, "allow_open_guest": True}, {})
+    assert effective_guest_rights(config) == ALL_RIGHTS
+
+
+def test_loopback_guest_rights_can_be_narrowed() -> None:
+    config = load_config({"guest_rights": "read"}, {})
+    assert effective_guest_rights(config) == frozenset({READ})
+    assert effective_guest_rights(Config(listen_host="localhost")) == ALL_RIGHTS
+    assert effective_guest_rights(Config(listen_host="::1")) == ALL_RIGHTS
+    assert effective_guest_rights(Config(listen_host="example.org")) == NO_RIGHTS

@@ -1,0 +1,119 @@
+"""Function-name resolution, the registry's override rule, and the EVAL table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from server.config import ADMIN, READ, WRITE
+from server.dispatch import CallContext, CallPath, Registry, normalize_eval, parse_name
+
+
+def h_a(ctx: CallContext, args: list[Any]) -> list[Any]:
+    return ["a"]
+
+
+def h_b(ctx: CallContext, args: list[Any]) -> list[Any]:
+    return ["b"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("queue.state", CallPath(("queue", "state"), None)),
+        ("queue.tube.jobs:put", CallPath(("queue", "tube", "jobs"), "put")),
+        ("box.info", CallPath(("box", "info"), None)),
+        ("f", CallPath(("f",), None)),
+        ("obj:m", CallPath(("obj",), "m")),
+        ("queue.tube.jobs.put", CallPath(("queue", "tube", "jobs", "put"), None)),
+    ],
+)
+def test_parse_name(name: str, expected: CallPath) -> None:
+    assert parse_name(name) == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "a.", ".a", "a..b", "a:b:c", "a:b.c", "a[1]", "queue.tube['x']:put", ":m"]
+)
+def test_names_tarantool_cannot_resolve(name: str) -> None:
+    assert parse_name(name) is None
+
+
+def test_object_name_of_a_method_call() -> None:
+    path = parse_name("queue.tube.jobs:put")
+    assert path is not None and path.object_name == "queue.tube.jobs"
+
+
+def test_fixed_names_win_over_resolvers() -> None:
+    registry = Registry()
+    registry.register("queue.state", h_a, READ)
+    registry.add_resolver(lambda name: (h_b, WRITE))
+    assert registry.resolve("queue.state") == (h_a, READ)
+    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+
+
+def test_resolvers_are_asked_in_order_until_one_answers() -> None:
+    asked: list[str] = []
+
+    def tubes(name: str) -> tuple[Any, str] | None:
+        asked.append(name)
+        path = parse_name(name)
+        if path and path.objects[:2] == ("queue", "tube") and path.objects[2:] == ("jobs",):
+            return (h_a, WRITE) if path.method == "put" else None
+        return None
+
+    registry = Registry()
+    registry.add_resolver(tubes)
+    registry.add_resolver(lambda name: (h_b, READ) if name == "other" else None)
+    assert registry.resolve("queue.tube.jobs:put") == (h_a, WRITE)
+    assert registry.resolve("queue.tube.q9:put") is None  # object missing
+    assert registry.resolve("queue.tube.jobs:nosuch") is None  # method missing
+    assert registry.resolve("other") == (h_b, READ)
+    assert asked == ["queue.tube.jobs:put", "queue.tube.q9:put", "queue.tube.jobs:nosuch", "other"]
+
+
+def test_malformed_names_never_reach_resolvers() -> None:
+    registry = Registry()
+    registry.add_resolver(lambda name: (h_a, READ))
+    assert registry.resolve("a..b") is None
+    assert registry.resolve("a") == (h_a, READ)
+
+
+def test_override_must_be_explicit() -> None:
+    registry = Registry()
+    registry.register("queue.state", h_a, READ)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("queue.state", h_b, READ)
+    registry.register("queue.state", h_b, READ, replace=True)
+    assert registry.resolve("queue.state") == (h_b, READ)
+    assert registry.has("queue.state") and not registry.has("queue.stats")
+
+
+def test_access_class_is_checked_at_registration() -> None:
+    registry = Registry()
+    with pytest.raises(ValueError, match="access"):
+        registry.register("f", h_a, "execute")
+    with pytest.raises(ValueError, match="function name"):
+        registry.register("a..b", h_a, READ)
+
+
+def test_eval_texts_match_with_whitespace_folded() -> None:
+    registry = Registry()
+    registry.register_eval(
+        "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)", h_a, ADMIN
+    )
+    sent = "local name, type, cfg = ...\n  ;\tqueue.create_tube(name,  type, cfg)\n"
+    assert registry.resolve_eval(sent) == (h_a, ADMIN)
+    assert registry.has_eval(sent)
+    assert registry.resolve_eval("return queue.create_tube()") is None
+    assert normalize_eval("  return   1 ") == "return 1"
+
+
+def test_eval_override_must_be_explicit() -> None:
+    registry = Registry()
+    registry.register_eval("return queue.state()", h_a, READ)
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_eval("return  queue.state()", h_b, READ)
+    registry.register_eval("return queue.state()", h_b, READ, replace=True)
+    assert registry.resolve_eval("return queue.state()") == (h_b, READ)
