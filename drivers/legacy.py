@@ -1,0 +1,394 @@
+"""The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
+
+Owns: the legacy functions of spec §12 (argument checks, defaults, the
+order of checks, error texts, reply shapes), the name -> function table the
+server glue routes to, waiting takes, timers (delay, ttr, ttl) and what a
+disconnect or a restart does to legacy tasks. Storage layout, counters and
+ownership live in drivers/legacy_store.py. Must not touch the modern tubes,
+the clock (time comes from the injected `clock`), sockets or asyncio.
+
+Replies are CALL data lists: a task is `[[id, tube, status_word, data...]]`,
+nothing is `[]`, a number is `[n]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from storage.catalog import Catalog
+
+from .legacy_args import (
+    US_PER_SECOND,
+    arg,
+    optional_seconds_us,
+    seconds_us,
+    space_no,
+    task_id,
+    tube_name,
+)
+from .legacy_args import number as parse_number
+from .legacy_base import ER_PROC_LUA, Blocked, QueueError, TakeWaiters
+from .legacy_store import (
+    BURIED,
+    DELAYED,
+    DONE,
+    F_CBURY,
+    F_CREATED,
+    F_CTAKEN,
+    F_DATA,
+    F_EVENT,
+    F_ID,
+    F_IPRI,
+    F_PRI,
+    F_SEQ,
+    F_STATUS,
+    F_TTL,
+    F_TTR,
+    F_TUBE,
+    F_UKEY,
+    READY,
+    TAKEN,
+    WORDS,
+    LegacySpace,
+    LegacyStore,
+    Task,
+    is_reserved_name,
+    new_task,
+    task_reply,
+    ttl_end,
+    unique_key,
+    with_fields,
+)
+
+__all__ = ["LegacyQueue", "is_legacy_statistics", "is_reserved_name"]
+
+DEFAULT_IPRI = 127
+MAX_PRI = 255
+TAKE_FOREVER_US = 365 * 86_400 * US_PER_SECOND  # take(space, tube) with no timeout
+
+Reply = list[Any]
+Clock = Callable[[], int]
+
+
+def fail(text: str) -> QueueError:
+    return QueueError(ER_PROC_LUA, text)
+
+
+def is_legacy_statistics(args: list[Any]) -> bool:
+    """queue.statistics is shared: a numeric first argument means the legacy form."""
+    if not args or args[0] is None:
+        return False
+    try:
+        space_no(args[0])
+    except QueueError:
+        return False
+    return True
+
+
+class LegacyQueue:
+    """All legacy spaces of one server. Construct it after recovery: that is a restart."""
+
+    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        self.clock = clock
+        self.waiters = TakeWaiters()
+        self.store = LegacyStore(catalog, self._wake)
+        self._release_after_restart()
+
+    # --- what the server glue calls ---
+
+    def has_name(self, name: str) -> bool:
+        return name in FUNCTIONS
+
+    def access_of(self, name: str) -> str:
+        if name == "queue.statistics":
+            return "read"
+        return FUNCTIONS[name][1]
+
+    def call(self, conn_id: int, name: str, args: list[Any]) -> Reply | Blocked:
+        return FUNCTIONS[name][0](self, conn_id, list(args))
+
+    def statistics(self, args: list[Any]) -> list[str]:
+        """The legacy flat list (a CALL answers it as `[that list]`)."""
+        number = None if arg(args, 0) is None else space_no(args[0])
+        tube = None if arg(args, 1) is None else tube_name(args[1])
+        return self.store.statistics(number, tube)
+
+    def connected(self, conn_id: int) -> None:
+        """Nothing to set up: ownership is recorded at the first take."""
+
+    def disconnected(self, conn_id: int) -> None:
+        # Waiters first, so the tasks released below cannot go to a dead take.
+        self.waiters.drop_connection(conn_id)
+        for space_number, tid in self.store.taken_by(conn_id):
+            ls = self.store.spaces[space_number]
+            task = ls.get(tid)
+            if task is not None:
+                self._to_ready(ls, task)
+                self.store.inc(space_number, task[F_TUBE], "ready_by_disconnect")
+
+    # --- timers: every task's next_event is in its space's "event" index ---
+
+    def next_deadline(self) -> int | None:
+        events = [
+            e for e in (ls.next_event() for ls in self.store.spaces.values()) if e is not None
+        ]
+        return min(events, default=None)
+
+    def tick(self, now_us: int) -> None:
+        for ls in list(self.store.spaces.values()):
+            while (task := ls.by_event.first()) is not None and task[F_EVENT] <= now_us:
+                self._expire(ls, task, now_us)
+
+    def _expire(self, ls: LegacySpace, task: Task, now_us: int) -> None:
+        if now_us >= ttl_end(task):
+            # ttl wins over everything, whatever the status (done tasks end here).
+            self.store.write(ls, task, None)
+            self.store.inc(ls.number, task[F_TUBE], "ttl.total")
+            self.store.inc(ls.number, task[F_TUBE], f"ttl.{WORDS[task[F_STATUS]]}")
+        else:
+            # A delay or a ttr has ended (taken → ready also drops the owner);
+            # the only events before ttl_end belong to delayed and taken tasks.
+            self._to_ready(ls, task)
+
+    def _wake(self, number: int, tube: str) -> None:
+        self.waiters.wake_one((number, tube))
+
+    def _release_after_restart(self) -> None:
+        for ls in self.store.spaces.values():
+            for task in [t for t in ls.space if t[F_STATUS] == TAKEN]:
+                self._to_ready(ls, task)
+                self.store.inc(ls.number, task[F_TUBE], "ready_by_restart")
+
+    def _to_ready(self, ls: LegacySpace, task: Task, changes: dict[int, Any] | None = None) -> Task:
+        fields = {F_STATUS: READY, F_EVENT: ttl_end(task)}
+        fields.update(changes or {})
+        return self.store.update(ls, task, fields)
+
+    def _existing(self, args: list[Any]) -> tuple[LegacySpace, Task]:
+        """(space, task) named by args[0], args[1]; `Task not found` otherwise."""
+        ls = self.store.space(space_no(arg(args, 0)), create=False)
+        task = None if ls is None else ls.get(task_id(arg(args, 1)))
+        if ls is None or task is None:
+            raise fail("Task not found")
+        return ls, task
+
+    def _owned(self, conn_id: int, args: list[Any], verb: str) -> tuple[LegacySpace, Task]:
+        ls, task = self._existing(args)
+        if task[F_STATUS] != TAKEN:
+            raise fail("Task is not taken")
+        if self.store.owner_of(ls, task) != conn_id:
+            raise fail(f"Only consumer that took the task can it {verb}")
+        return ls, task
+
+    def _counted(self, ls: LegacySpace, task: Task, counter: str) -> Reply:
+        self.store.inc(ls.number, task[F_TUBE], counter)
+        return [task_reply(task)]
+
+    # --- producers ---
+
+    def _put_task(self, args: list[Any], *, urgent: bool = False, counter: str = "put") -> Reply:
+        number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
+        delay = seconds_us("delay", arg(args, 2))
+        ttl = seconds_us("ttl", arg(args, 3))
+        ttr = seconds_us("ttr", arg(args, 4))
+        pri = number_pri(arg(args, 5))
+        ls = self.store.space(number)
+        assert ls is not None
+        ipri, head = DEFAULT_IPRI, False
+        if urgent and delay <= 0:
+            # Jump ahead of every ready task: one ipri step before the head.
+            first = ls.first(tube, READY)
+            ipri = DEFAULT_IPRI if first is None else max(0, first[F_IPRI] - 1)
+            head = True
+        task = new_task(
+            tube, tuple(args[6:]), now=self.clock(), delay=delay, ttl=ttl, ttr=ttr,
+            pri=pri, ipri=ipri, seq=ls.next_seq(head),
+        )  # fmt: skip
+        self.store.write(ls, None, task)
+        return self._counted(ls, task, counter)
+
+    def put(self, conn_id: int, args: list[Any]) -> Reply:
+        return self._put_task(args)
+
+    def urgent(self, conn_id: int, args: list[Any]) -> Reply:
+        return self._put_task(args, urgent=True, counter="urgent")
+
+    def put_unique(self, conn_id: int, args: list[Any]) -> Reply:
+        number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
+        delay = seconds_us("delay", arg(args, 2))
+        for name, i in (("ttl", 3), ("ttr", 4)):
+            seconds_us(name, arg(args, i))
+        number_pri(arg(args, 5))
+        if arg(args, 6) is None:
+            raise fail("Can not put unique task without data")
+        ls = self.store.space(number)
+        assert ls is not None
+        status = DELAYED if delay > 0 else READY
+        twin = ls.by_unique.first((tube, status, unique_key(tuple(args[6:7]))))
+        if twin is not None:
+            return [task_reply(twin)]
+        return self._put_task(args)
+
+    # --- consumers ---
+
+    def take(self, conn_id: int, args: list[Any]) -> Reply | Blocked:
+        number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
+        timeout = optional_seconds_us("timeout", arg(args, 2), TAKE_FOREVER_US)
+        if timeout < 0:
+            raise fail("Timeout can't be less then 0")
+        ls = self.store.space(number, create=False)
+        first = None if ls is None else ls.first(tube, READY)
+        now = self.clock()
+        # Quirk kept from 1.5: an expired head makes the tube look empty
+        # until the timer deletes it (it never hands out an expired task).
+        if ls is not None and first is not None and ttl_end(first) > now:
+            task = self.store.update(
+                ls, first,
+                {F_STATUS: TAKEN, F_EVENT: min(now + first[F_TTR], ttl_end(first)),
+                 F_CTAKEN: first[F_CTAKEN] + 1},
+            )  # fmt: skip
+            self.store.own((number, task[F_ID]), conn_id)
+            return self._counted(ls, task, "take")
+        if timeout == 0:
+            self.store.inc(number, tube, "take_timeout")
+            return []
+        return Blocked(self.waiters.add((number, tube), conn_id, timeout, now), timeout)
+
+    def ack(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "ack")
+        self.store.write(ls, task, None)
+        return self._counted(ls, task, "ack")  # the task as it was: status taken
+
+    def touch(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "touch")
+        deadline = min(self.clock() + task[F_TTR], ttl_end(task))
+        return self._counted(ls, self.store.update(ls, task, {F_EVENT: deadline}), "touch")
+
+    def done(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "done")
+        data = tuple(args[2:])
+        # Kept, with the new data, until its ttl: a finished task stays visible.
+        changes = {F_STATUS: DONE, F_EVENT: ttl_end(task), F_UKEY: unique_key(data)}
+        kept = (*with_fields(task[:F_DATA], changes), *data)
+        self.store.write(ls, task, kept)
+        return self._counted(ls, kept, "done")
+
+    def bury(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "done")  # sic: 1.5 said "done" here
+        changes = {F_STATUS: BURIED, F_EVENT: ttl_end(task), F_CBURY: task[F_CBURY] + 1}
+        return self._counted(ls, self.store.update(ls, task, changes), "bury")
+
+    def dig(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._existing(args)
+        if task[F_STATUS] != BURIED:
+            raise fail("Task is not buried")
+        return self._counted(ls, self._to_ready(ls, task), "dig")
+
+    def kick(self, conn_id: int, args: list[Any]) -> Reply:
+        number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
+        count = Decimal(1) if arg(args, 2) is None else parse_number("count", args[2])
+        ls = self.store.space(number, create=False)
+        kicked = 0
+        # Up to `count`, in take order (1.5 kicked them all: a bug not kept).
+        while ls is not None and kicked < count:
+            task = ls.first(tube, BURIED)
+            if task is None:
+                break
+            self._to_ready(ls, task)
+            self.store.inc(number, tube, "dig")
+            kicked += 1
+        return [kicked]
+
+    def release(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "release")
+        delay = max(0, optional_seconds_us("delay", arg(args, 2), 0))
+        ttl = optional_seconds_us("ttl", arg(args, 3), 0)
+        now, created = self.clock(), task[F_CREATED]
+        # A new ttl counts from now (plus the delay); ttl is stored from creation.
+        new_ttl = ttl + (now - created) + delay if ttl > 0 else task[F_TTL]
+        if delay > 0:
+            changes = {
+                F_STATUS: DELAYED, F_TTL: new_ttl,
+                F_EVENT: min(now + delay, created + new_ttl),
+            }  # fmt: skip
+            released = self.store.update(ls, task, changes)
+        else:
+            released = self._to_ready(ls, task, {F_TTL: new_ttl, F_EVENT: created + new_ttl})
+        return self._counted(ls, released, "release")
+
+    def requeue(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._owned(conn_id, args, "release")  # 1.5 shares release's text
+        last = ls.last(task[F_TUBE], READY)
+        ipri = DEFAULT_IPRI if last is None else min(MAX_PRI, last[F_IPRI] + 1)
+        requeued = self._to_ready(ls, task, {F_IPRI: ipri, F_SEQ: ls.next_seq()})
+        return self._counted(ls, requeued, "requeue")
+
+    # --- any task ---
+
+    def delete(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._existing(args)
+        self.store.write(ls, task, None)
+        return self._counted(ls, task, "delete")
+
+    def truncate(self, conn_id: int, args: list[Any]) -> Reply:
+        number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
+        ls = self.store.space(number, create=False)
+        victims = [] if ls is None else list(ls.of_tube(tube))
+        for task in victims:
+            assert ls is not None
+            self.store.write(ls, task, None)
+        return [len(victims)]
+
+    def peek(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._existing(args)
+        return self._counted(ls, task, "peek")
+
+    def meta(self, conn_id: int, args: list[Any]) -> Reply:
+        ls, task = self._existing(args)
+        self.store.inc(ls.number, task[F_TUBE], "meta")
+        fields = [
+            task[F_ID], task[F_TUBE], WORDS[task[F_STATUS]], task[F_EVENT],
+            str(task[F_IPRI]), str(task[F_PRI]), self.store.owner_of(ls, task),
+            task[F_CREATED], _seconds(task[F_TTL]), _seconds(task[F_TTR]),
+            task[F_CBURY], task[F_CTAKEN], self.clock(),
+        ]  # fmt: skip
+        return [fields]
+
+
+def number_pri(value: Any) -> int:
+    """pri is an offset from 127; stored as 255 - effective so ascending = served first."""
+    effective = max(Decimal(0), min(Decimal(MAX_PRI), parse_number("pri", value) + DEFAULT_IPRI))
+    return int(MAX_PRI - effective)
+
+
+def _seconds(us: int) -> int | float:
+    whole, part = divmod(us, US_PER_SECOND)
+    return whole if part == 0 else us / US_PER_SECOND
+
+
+Function = Callable[[LegacyQueue, int, list[Any]], "Reply | Blocked"]
+READ, WRITE, ADMIN = "read", "write", "admin"
+
+# name -> (function, access class). queue.statistics is not here: the name is
+# shared with the modern API, and the glue routes it with is_legacy_statistics.
+FUNCTIONS: dict[str, tuple[Function, str]] = {
+    "queue.put": (LegacyQueue.put, WRITE),
+    "queue.urgent": (LegacyQueue.urgent, WRITE),
+    "queue.put_unique": (LegacyQueue.put_unique, WRITE),
+    "queue.take": (LegacyQueue.take, WRITE),
+    "queue.ack": (LegacyQueue.ack, WRITE),
+    "queue.touch": (LegacyQueue.touch, WRITE),
+    "queue.done": (LegacyQueue.done, WRITE),
+    "queue.bury": (LegacyQueue.bury, WRITE),
+    "queue.dig": (LegacyQueue.dig, WRITE),
+    "queue.unbury": (LegacyQueue.dig, WRITE),
+    "queue.kick": (LegacyQueue.kick, WRITE),
+    "queue.release": (LegacyQueue.release, WRITE),
+    "queue.requeue": (LegacyQueue.requeue, WRITE),
+    "queue.delete": (LegacyQueue.delete, WRITE),
+    "queue.truncate": (LegacyQueue.truncate, ADMIN),
+    "queue.peek": (LegacyQueue.peek, READ),
+    "queue.meta": (LegacyQueue.meta, READ),
+}
