@@ -29,7 +29,7 @@ from .legacy_args import (
     tube_name,
 )
 from .legacy_args import number as parse_number
-from .legacy_base import ER_PROC_LUA, Blocked, QueueError, TakeWaiters
+from .legacy_base import ER_PROC_LUA, Blocked, QueueError, Waiters
 from .legacy_store import (
     BURIED,
     DELAYED,
@@ -59,11 +59,13 @@ from .legacy_store import (
     task_reply,
     ttl_end,
     unique_key,
+    wait_key,
     with_fields,
 )
 
 __all__ = ["LegacyQueue", "is_legacy_statistics", "is_reserved_name"]
 
+TAKE = "take"  # the waiter kind (the modern core also has "put")
 DEFAULT_IPRI = 127
 MAX_PRI = 255
 TAKE_FOREVER_US = 365 * 86_400 * US_PER_SECOND  # take(space, tube) with no timeout
@@ -77,11 +79,15 @@ def fail(text: str) -> QueueError:
 
 
 def is_legacy_statistics(args: list[Any]) -> bool:
-    """queue.statistics is shared: a numeric first argument means the legacy form."""
+    """queue.statistics is shared: a number or numeric string first means the legacy form.
+
+    A number that is no valid space (1.5, -1) still picks the legacy form, so
+    its caller gets `Invalid value of space: ...` rather than a modern error.
+    """
     if not args or args[0] is None:
         return False
     try:
-        space_no(args[0])
+        parse_number("space", args[0])
     except QueueError:
         return False
     return True
@@ -92,9 +98,13 @@ class LegacyQueue:
 
     def __init__(self, catalog: Catalog, clock: Clock) -> None:
         self.clock = clock
-        self.waiters = TakeWaiters()
+        # Wake callbacks are the server's; they run once the current call has
+        # finished changing state, never in the middle of it (as in Queue).
+        self._wakes: list[Callable[[], None]] = []
+        self.waiters = Waiters(notify=self._wakes.append)
         self.store = LegacyStore(catalog, self._wake)
         self._release_after_restart()
+        self._wakes.clear()  # nobody can be waiting yet
 
     # --- what the server glue calls ---
 
@@ -107,7 +117,10 @@ class LegacyQueue:
         return FUNCTIONS[name][1]
 
     def call(self, conn_id: int, name: str, args: list[Any]) -> Reply | Blocked:
-        return FUNCTIONS[name][0](self, conn_id, list(args))
+        try:
+            return FUNCTIONS[name][0](self, conn_id, list(args))
+        finally:
+            self._run_wakes()
 
     def statistics(self, args: list[Any]) -> list[str]:
         """The legacy flat list (a CALL answers it as `[that list]`)."""
@@ -120,13 +133,14 @@ class LegacyQueue:
 
     def disconnected(self, conn_id: int) -> None:
         # Waiters first, so the tasks released below cannot go to a dead take.
-        self.waiters.drop_connection(conn_id)
+        self.waiters.remove_conn(conn_id)
         for space_number, tid in self.store.taken_by(conn_id):
             ls = self.store.spaces[space_number]
             task = ls.get(tid)
             if task is not None:
                 self._to_ready(ls, task)
                 self.store.inc(space_number, task[F_TUBE], "ready_by_disconnect")
+        self._run_wakes()
 
     # --- timers: every task's next_event is in its space's "event" index ---
 
@@ -140,6 +154,7 @@ class LegacyQueue:
         for ls in list(self.store.spaces.values()):
             while (task := ls.by_event.first()) is not None and task[F_EVENT] <= now_us:
                 self._expire(ls, task, now_us)
+        self._run_wakes()
 
     def _expire(self, ls: LegacySpace, task: Task, now_us: int) -> None:
         if now_us >= ttl_end(task):
@@ -153,7 +168,13 @@ class LegacyQueue:
             self._to_ready(ls, task)
 
     def _wake(self, number: int, tube: str) -> None:
-        self.waiters.wake_one((number, tube))
+        self.waiters.wake_one(wait_key(number, tube), TAKE)
+
+    def _run_wakes(self) -> None:
+        wakes = list(self._wakes)  # the list itself is Waiters' notify target: keep it
+        self._wakes.clear()
+        for wake in wakes:
+            wake()
 
     def _release_after_restart(self) -> None:
         for ls in self.store.spaces.values():
@@ -254,7 +275,7 @@ class LegacyQueue:
         if timeout == 0:
             self.store.inc(number, tube, "take_timeout")
             return []
-        return Blocked(self.waiters.add((number, tube), conn_id, timeout, now), timeout)
+        return Blocked(wait_key(number, tube), TAKE, timeout / US_PER_SECOND)
 
     def ack(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._owned(conn_id, args, "ack")

@@ -78,6 +78,12 @@ def space_name(number: int) -> str:
     return f"{SPACE_PREFIX}{number}"
 
 
+def wait_key(number: int, tube: str) -> str:
+    """The name a waiting take is filed under: unique per (space, tube), since
+    the number ends at the first ':'. Legacy waiters have their own Waiters."""
+    return f"{number}:{tube}"
+
+
 def is_reserved_name(name: str) -> bool:
     """True for names the legacy API owns in the shared catalog."""
     return name.startswith(SPACE_PREFIX)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_legacy_harness import T0, Legacy, S
+from test_legacy_harness import SEC, T0, Legacy
 
 from drivers.legacy import LegacyQueue, is_legacy_statistics
 
@@ -79,7 +79,7 @@ def test_huge_times_are_capped_at_a_hundred_years_and_stay_storable(lq: Legacy) 
     meta = lq.task("meta", 0, task[0])
     hundred_years = 3_153_600_000
     assert meta[8] == 2 * hundred_years  # ttl += delay, both capped
-    assert meta[3] == T0 + hundred_years * S
+    assert meta[3] == T0 + hundred_years * SEC
     assert lq.recover().status(task[0]) == "delayed"
 
 
@@ -94,8 +94,12 @@ def test_huge_times_are_capped_at_a_hundred_years_and_stay_storable(lq: Legacy) 
         ([" 12 "], True),
         ([3, "jobs"], True),
         (["3", "jobs"], True),
-        ([1.5], False),
+        ([1.5], True),  # then statistics says: Invalid value of space: 1.5
+        (["-1"], True),
+        (["1e3"], True),
+        (["12abc"], False),
         ([True], False),
+        ([[0]], False),
     ],
 )
 def test_is_legacy_statistics_picks_the_form_by_first_argument(

@@ -18,7 +18,7 @@ from storage.catalog import Catalog
 from storage.space import SpaceDef
 
 T0 = 1_700_000_000_000_000  # epoch µs
-S = 1_000_000  # µs per second
+SEC = 1_000_000  # µs per second
 
 
 class FakeClock:
@@ -61,7 +61,7 @@ class Legacy:
         return str(self.task("peek", space, task_id)[2])
 
     def advance(self, seconds: float) -> None:
-        self.clock.now += int(seconds * S)
+        self.clock.now += int(seconds * SEC)
         self.q.tick(self.clock.now)
 
     def stats(self, *args: Any) -> dict[str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_legacy_harness import T0, Legacy, S
+from test_legacy_harness import SEC, T0, Legacy
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_touch_restarts_the_ttr_window(lq: Legacy) -> None:
     tid = taken(lq, "x", ttr=10)
     lq.advance(8)
     assert lq.task("touch", 0, tid) == [tid, "t", "taken", "x"]
-    assert lq.task("meta", 0, tid)[3] == T0 + 18 * S
+    assert lq.task("meta", 0, tid)[3] == T0 + 18 * SEC
     lq.advance(8)  # past the original ttr: still taken
     assert lq.status(tid) == "taken"
     lq.advance(3)
@@ -61,7 +61,7 @@ def test_touch_never_extends_past_ttl(lq: Legacy) -> None:
     tid = taken(lq, "x", ttl=12, ttr=10)
     lq.advance(8)
     lq.task("touch", 0, tid)
-    assert lq.task("meta", 0, tid)[3] == T0 + 12 * S
+    assert lq.task("meta", 0, tid)[3] == T0 + 12 * SEC
 
 
 def test_done_replaces_the_data_and_keeps_the_task_until_its_ttl(lq: Legacy) -> None:
@@ -69,7 +69,7 @@ def test_done_replaces_the_data_and_keeps_the_task_until_its_ttl(lq: Legacy) -> 
     assert lq.task("done", 0, tid, "out", {"ok": True}) == [tid, "t", "done", "out", {"ok": True}]
     assert lq.task("peek", 0, tid) == [tid, "t", "done", "out", {"ok": True}]
     meta = lq.task("meta", 0, tid)
-    assert meta[3] == T0 + 30 * S and meta[6] == 0
+    assert meta[3] == T0 + 30 * SEC and meta[6] == 0
     assert lq.error("ack", 0, tid) == "Task is not taken"
     assert lq.take_id() is None
     lq.advance(29)
@@ -155,7 +155,7 @@ def test_release_with_delay_delays_it(lq: Legacy) -> None:
     lq.advance(10)
     assert lq.task("release", 0, tid, "5")[2] == "delayed"
     meta = lq.task("meta", 0, tid)
-    assert meta[3] == T0 + 15 * S and meta[8] == 100  # ttl unchanged without a new ttl
+    assert meta[3] == T0 + 15 * SEC and meta[8] == 100  # ttl unchanged without a new ttl
     lq.advance(4)
     assert lq.take_id() is None
     lq.advance(1)
@@ -165,7 +165,7 @@ def test_release_with_delay_delays_it(lq: Legacy) -> None:
 def test_release_delay_is_capped_by_ttl(lq: Legacy) -> None:
     tid = taken(lq, "x", ttl=10)
     lq.task("release", 0, tid, 60)
-    assert lq.task("meta", 0, tid)[3] == T0 + 10 * S
+    assert lq.task("meta", 0, tid)[3] == T0 + 10 * SEC
     lq.advance(10)
     assert lq.error("peek", 0, tid) == "Task not found"
     assert lq.stats(0, "t")["space0.t.ttl.delayed"] == "1"
@@ -176,7 +176,7 @@ def test_release_with_a_new_ttl_counts_it_from_now(lq: Legacy) -> None:
     lq.advance(6)
     lq.task("release", 0, tid, 0, 20)
     meta = lq.task("meta", 0, tid)
-    assert meta[8] == 26 and meta[3] == T0 + 26 * S
+    assert meta[8] == 26 and meta[3] == T0 + 26 * SEC
     lq.advance(19)
     assert lq.status(tid) == "ready"
     lq.advance(1)
@@ -188,7 +188,7 @@ def test_release_with_delay_and_new_ttl_adds_the_delay(lq: Legacy) -> None:
     lq.advance(2)
     lq.task("release", 0, tid, "3", "20")
     meta = lq.task("meta", 0, tid)
-    assert meta[2] == "delayed" and meta[8] == 25 and meta[3] == T0 + 5 * S
+    assert meta[2] == "delayed" and meta[8] == 25 and meta[3] == T0 + 5 * SEC
 
 
 @pytest.mark.parametrize(("delay", "ttl"), [(0, 0), (-4, -4), (None, None), ("0", "-1")])
@@ -199,7 +199,7 @@ def test_release_without_positive_delay_or_ttl_keeps_them(
     lq.advance(3)
     assert lq.task("release", 0, tid, delay, ttl)[2] == "ready"
     meta = lq.task("meta", 0, tid)
-    assert meta[8] == 10 and meta[3] == T0 + 10 * S
+    assert meta[8] == 10 and meta[3] == T0 + 10 * SEC
 
 
 def test_requeue_puts_the_task_at_the_tail(lq: Legacy) -> None:

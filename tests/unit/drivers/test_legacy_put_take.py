@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_legacy_harness import T0, Legacy, S
+from test_legacy_harness import SEC, T0, Legacy
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_put_defaults_ttl_25_days_ttr_60_s_pri_offset_127(lq: Legacy) -> None:
     meta = lq.task("meta", 0, task[0])
     assert meta == [
         task[0], "t", "ready",
-        T0 + 2_160_000 * S,  # next_event: created + ttl
+        T0 + 2_160_000 * SEC,  # next_event: created + ttl
         "127", "128",  # ipri default; stored pri = 255 - (0 + 127)
         0, T0, 2_160_000, 60, 0, 0, T0,
     ]  # fmt: skip
@@ -47,7 +47,7 @@ def test_put_defaults_ttl_25_days_ttr_60_s_pri_offset_127(lq: Legacy) -> None:
 def test_delay_is_added_to_ttl(lq: Legacy) -> None:
     task = lq.put("x", delay=5, ttl=10)
     meta = lq.task("meta", 0, task[0])
-    assert meta[3] == T0 + 5 * S and meta[8] == 15
+    assert meta[3] == T0 + 5 * SEC and meta[8] == 15
 
 
 @pytest.mark.parametrize(
@@ -152,14 +152,14 @@ def test_take_marks_the_task_taken_by_the_connection(lq: Legacy) -> None:
     assert taken == [task[0], "t", "taken", "x"]
     meta = lq.task("meta", 0, task[0])
     assert meta[2] == "taken" and meta[6] == 9 and meta[11] == 1
-    assert meta[3] == T0 + 30 * S  # deadline now + ttr
+    assert meta[3] == T0 + 30 * SEC  # deadline now + ttr
 
 
 def test_take_deadline_is_capped_by_ttl(lq: Legacy) -> None:
     task = lq.put("x", ttl=10, ttr=30)
     lq.advance(4)
     lq.take_id()
-    assert lq.task("meta", 0, task[0])[3] == T0 + 10 * S
+    assert lq.task("meta", 0, task[0])[3] == T0 + 10 * SEC
 
 
 def test_take_from_an_empty_tube_with_zero_timeout_answers_nothing(lq: Legacy) -> None:
@@ -195,10 +195,10 @@ def test_meta_has_13_fields_with_owner_and_now(lq: Legacy) -> None:
     meta = lq.task("meta", 0, task[0])
     assert len(meta) == 13
     assert meta[:3] == [task[0], "t", "taken"]
-    assert meta[3] == T0 + int(1.5 * S)  # min(now + ttr, created + ttl)
+    assert meta[3] == T0 + int(1.5 * SEC)  # min(now + ttr, created + ttl)
     assert (meta[4], meta[5], meta[6]) == ("127", "125", 4)
     assert (meta[7], meta[8], meta[9], meta[10], meta[11]) == (T0, 1.5, 2, 0, 1)
-    assert meta[12] == T0 + S // 4
+    assert meta[12] == T0 + SEC // 4
 
 
 def test_peek_and_meta_of_unknown_tasks(lq: Legacy) -> None:
