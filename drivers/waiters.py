@@ -1,0 +1,123 @@
+"""Waiting takes (and waiting limfifottl puts): who is woken, in which order.
+
+Owns: the pure half of waiting. The server registers a waiter when a call
+answers `Blocked`; a transition that makes a task takeable (or, for puts, a
+deletion that makes room) wakes AT MOST ONE waiter of that tube and kind:
+the one with the smallest key. The key is upstream's (spec §6):
+
+    finite timeout T ≤ 3153.6 s :  T_µs · 10^6 + wait_start_µs   (T scaled twice)
+    otherwise (nil, huge)       :  +inf                           (start time ignored)
+    then the connection id, then a sequence number (upstream: the fiber id)
+
+so the smallest requested timeout goes first, then the earliest waiter, and
+all "forever" waiters go in connection order (the X/Y example of §6).
+A woken waiter is removed before its callback runs; if it loses the race it
+re-registers with its remaining time, which gives it a new key.
+Must not touch: tasks, the clock, the event loop. The wake callback belongs
+to the server and must only schedule the retry, never call back into the
+queue synchronously (Queue defers the callbacks to the end of the call).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from itertools import count
+
+from sortedcontainers import SortedDict
+
+from .args import US
+
+# Longest timeout that still orders by its length (upstream compares µs with MAX_TIMEOUT s).
+FINITE_KEY_LIMIT_S = 3153.6
+Kind = str  # "take" or "put"
+WaitKey = tuple[float, int, int]
+
+
+@dataclass(eq=False)
+class Waiter:
+    """The handle the server keeps: pass it to Waiters.remove when the wait ends."""
+
+    tube: Hashable  # a tube name (the legacy API keys its waiters its own way)
+    kind: Kind
+    conn_id: int
+    key: WaitKey
+    wake: Callable[[], None] = field(repr=False)
+    active: bool = True
+
+
+def wait_key(timeout_s: float | None, start_us: int, conn_id: int, seq: int) -> WaitKey:
+    if timeout_s is None or not timeout_s <= FINITE_KEY_LIMIT_S:
+        return (math.inf, conn_id, seq)
+    return (int(timeout_s * US) * US + start_us, conn_id, seq)
+
+
+class Waiters:
+    def __init__(self, notify: Callable[[Callable[[], None]], None] | None = None) -> None:
+        # notify(wake) runs a wake callback; Queue makes it "run at the end of this call".
+        self._notify = notify or (lambda wake: wake())
+        self._lists: dict[tuple[Hashable, Kind], SortedDict] = {}
+        self._by_conn: dict[int, set[Waiter]] = {}
+        self._seq = count()
+
+    def add(
+        self,
+        tube: Hashable,
+        kind: Kind,
+        conn_id: int,
+        timeout_s: float | None,
+        now_us: int,
+        wake: Callable[[], None],
+    ) -> Waiter:
+        key = wait_key(timeout_s, now_us, conn_id, next(self._seq))
+        waiter = Waiter(tube, kind, conn_id, key, wake)
+        self._lists.setdefault((tube, kind), SortedDict())[key] = waiter
+        self._by_conn.setdefault(conn_id, set()).add(waiter)
+        return waiter
+
+    def remove(self, waiter: Waiter) -> None:
+        """Forget a waiter (its timeout passed, or it was served); idempotent."""
+        if not waiter.active:
+            return
+        waiter.active = False
+        waiters = self._lists.get((waiter.tube, waiter.kind))
+        if waiters is not None:
+            waiters.pop(waiter.key, None)
+            if not waiters:
+                del self._lists[(waiter.tube, waiter.kind)]
+        conn_waiters = self._by_conn.get(waiter.conn_id)
+        if conn_waiters is not None:
+            conn_waiters.discard(waiter)
+            if not conn_waiters:
+                del self._by_conn[waiter.conn_id]
+
+    def wake_one(self, tube: Hashable, kind: Kind) -> bool:
+        """Remove the waiter with the smallest key and wake it; False if none waits."""
+        waiters = self._lists.get((tube, kind))
+        if not waiters:
+            return False
+        waiter = waiters.peekitem(0)[1]
+        self.remove(waiter)
+        self._notify(waiter.wake)
+        return True
+
+    def has(self, tube: Hashable, kind: Kind) -> bool:
+        return bool(self._lists.get((tube, kind)))
+
+    def count(self, tube: Hashable, kind: Kind) -> int:
+        return len(self._lists.get((tube, kind), ()))
+
+    def remove_conn(self, conn_id: int) -> list[Waiter]:
+        """A closed connection's waiters: removed, never woken, they take nothing."""
+        gone = list(self._by_conn.get(conn_id, ()))
+        for waiter in gone:
+            self.remove(waiter)
+        return gone
+
+    def wake_all(self, tube: Hashable, kind: Kind) -> int:
+        """Wake every waiter of a tube and kind (its tube was dropped or emptied)."""
+        woken = 0
+        while self.wake_one(tube, kind):
+            woken += 1
+        return woken
