@@ -1,0 +1,304 @@
+"""The driver contract, and the base every driver builds on.
+
+Owns: the task states and their machine (drawn below), the `Driver`
+protocol the framework calls (checked when a driver class registers, like
+upstream's list of required methods), the `TaskEvents` a driver reports to
+the framework, and `TaskStore`: the one place where a driver writes its
+space, so that per-status counts, ownership release, wakeups and the
+"room for a waiting put" signal can never be forgotten by a code path.
+Must not touch: sessions, waiters, statistics objects, the clock (time comes
+in as `now`, epoch µs), anything outside its own space(s).
+
+Task states (spec §5); `-` only appears in the answer of ack/delete:
+
+                put{delay>0}                      put
+                    │                              │
+                    ▼          delay ends          ▼
+                  ┌───┐ ─────────────────────────► ┌───┐ ◄─────── kick ───────┐
+       ┌───────── │ ~ │                            │ r │ ── bury ──► ┌───┐ ───┘
+       │          └───┘ ◄── release{delay>0} ──┐   └───┘             │ ! │
+       │            ▲       (ttl drivers)      │  take │ ▲           └───┘
+       │            │                          │       ▼ │ release, ttr,  ▲
+       │ bury       │                          └──── ┌───┐ session end,   │
+       │            │                                │ t │ release_all,   │
+       │            │                                └───┘ restart        │
+       │            │                                  │ bury             │
+       └────────────┴──────────────────────────────────┴──────────────────┘
+                                                  (every arrow ending at !)
+
+    gone ("-"): ack (t) · delete (any state) · ttl expiry (r, !)
+    Every arrival in r can make a task takeable: one waiting take is woken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from storage.catalog import Catalog
+from storage.space import IndexDef, Space
+
+from .errors import field_missing, module_error
+
+Tuple = tuple[Any, ...]
+
+
+class _Missing:
+    """put() called without a data argument (not even nil): ER 39 at insert."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+READY, TAKEN, BURIED, DELAYED, DONE = "r", "t", "!", "~", "-"
+STATUSES = (READY, TAKEN, BURIED, DELAYED)
+
+# Upstream's driver API (gh-126), in our names: a driver class must have all of these.
+REQUIRED_METHODS = (
+    "create_space",
+    "normalize",
+    "put",
+    "take",
+    "delete",
+    "release",
+    "bury",
+    "kick",
+    "peek",
+    "touch",
+    "truncate",
+    "taken_ids",
+    "next_deadline",
+    "fire",
+    "rebuild",
+)
+
+
+class TaskEvents(Protocol):
+    """What a driver tells its tube (the framework) about its tasks."""
+
+    def stat(self, name: str) -> None:
+        """Count one call/event in the tube's statistics (upstream's stats_data)."""
+
+    def ready(self) -> None:
+        """A task became takeable: wake at most one waiting take."""
+
+    def untaken(self, task_id: int) -> None:
+        """A taken task left `t`: its ownership record goes."""
+
+    def removed(self) -> None:
+        """A task was deleted: a waiting put may now have room."""
+
+
+@runtime_checkable
+class Driver(Protocol):
+    TYPE: ClassVar[str]
+    space: Space
+    counts: dict[str, int]
+
+    @classmethod
+    def check_create(cls, opts: dict[str, Any]) -> None:
+        """Refuse a tube before its space is made (limfifottl refuses vinyl)."""
+
+    @classmethod
+    def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
+        """Checks and extra spaces once the main space exists (utube's ready_buffer)."""
+
+    @classmethod
+    def create_space(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> Space: ...
+    def normalize(self, task: Tuple) -> list[Any]: ...
+    def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None: ...
+    def take(self, now: int) -> Tuple | None: ...
+    def touch(self, task_id: int, delta_us: int) -> Tuple: ...
+    def delete(self, task_id: int) -> Tuple | None: ...
+    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple: ...
+    def bury(self, task_id: int) -> Tuple: ...
+    def kick(self, count: int) -> int: ...
+    def peek(self, task_id: int) -> Tuple | None: ...
+    def truncate(self) -> None: ...
+    def taken_ids(self) -> list[int]: ...
+    def next_deadline(self) -> int | None: ...
+    def fire(self, now: int) -> bool: ...
+    def rebuild(self, now: int) -> None: ...
+
+
+DRIVERS: dict[str, type[Any]] = {}
+
+
+def register_driver(name: str, cls: type[Any]) -> None:
+    """Add a driver type; its class must implement the whole contract."""
+    if name in DRIVERS:
+        raise module_error(f'overriding registered driver "{name}"')
+    for method in REQUIRED_METHODS:
+        if not callable(getattr(cls, method, None)):
+            raise module_error(
+                f'The "{name}" driver does not have an implementation of method "{method}".'
+            )
+    DRIVERS[name] = cls
+
+
+def missing_index(space: Space, names: tuple[str, ...]) -> str | None:
+    return next((n for n in names if n not in space.indexes), None)
+
+
+class TaskStore:
+    """A tube's space of task tuples; subclasses give the layout and the rules.
+
+    Fields 0 and 1 are always (task_id, status); F_DATA is where the data is.
+    """
+
+    TYPE: ClassVar[str] = ""
+    F_DATA: ClassVar[int] = 2
+    FORMAT: ClassVar[tuple[str, ...]] = ("task_id", "status", "data")
+    INDEXES: ClassVar[tuple[IndexDef, ...]] = (
+        IndexDef("task_id", (0,)),
+        IndexDef("status", (1, 0)),
+    )
+
+    def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
+        self.space = space
+        self.events = events
+        self.opts = opts
+        self.by_status = space.index("status")
+        self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+
+    # -- creation (class level, like upstream's tube.create_space) --
+    @classmethod
+    def fill_defaults(cls, opts: dict[str, Any]) -> None:
+        """Tube options the driver stores with the tube (ttl drivers add ttl/ttr/pri)."""
+
+    @classmethod
+    def check_create(cls, opts: dict[str, Any]) -> None:
+        """Refuse a tube before its space is made (limfifottl refuses vinyl)."""
+
+    @classmethod
+    def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
+        """Checks and extra spaces once the main space exists (utube's ready_buffer)."""
+
+    @classmethod
+    def create_space(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> Space:
+        return catalog.create_space(
+            name,
+            cls.INDEXES,
+            temporary=bool(opts.get("temporary") not in (None, False)),
+            format=cls.FORMAT,
+            opts={"engine": opts.get("engine", "memtx")},
+        )
+
+    @classmethod
+    def missing_index(cls, space: Space) -> str | None:
+        """The first index this driver needs that `space` lacks (if_not_exists reuse)."""
+        return missing_index(space, tuple(i.name for i in cls.INDEXES))
+
+    def drop_spaces(self, catalog: Catalog) -> None:
+        catalog.drop_space(self.space.name)
+
+    # -- reading --
+    def normalize(self, task: Tuple) -> list[Any]:
+        return [task[0], task[1], task[self.F_DATA]]
+
+    def peek(self, task_id: int) -> Tuple | None:
+        return self.space.get((task_id,))
+
+    def taken_ids(self) -> list[int]:
+        return [t[0] for t in self.by_status.iterate((TAKEN,))]
+
+    def next_id(self) -> int:
+        last = self.space.primary.last()
+        return 0 if last is None else last[0] + 1
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    def fire(self, now: int) -> bool:
+        return False
+
+    # -- the common transitions --
+    def delete(self, task_id: int) -> Tuple | None:
+        task = self._delete(task_id)
+        if task is not None:
+            self.events.stat("delete")
+        return task
+
+    def kick(self, count: int) -> int:
+        """Kick up to `count` buried tasks in index order; the caller handles count ≤ 0."""
+        for kicked in range(count):
+            task = self.by_status.first((BURIED,))
+            if task is None:
+                return kicked
+            self._update(task[0], {1: READY})
+            self.events.stat("kick")
+        return count
+
+    def truncate(self) -> None:
+        self.space.truncate()
+        self.counts = dict.fromkeys(STATUSES, 0)
+
+    def rebuild(self, now: int) -> None:
+        """After a restart: recount, and every taken task is released (counted)."""
+        self.counts = dict.fromkeys(STATUSES, 0)
+        for task in self.space:
+            self.counts[task[1]] += 1
+        for task_id in self.taken_ids():
+            self.release(task_id, {}, now)
+
+    # -- what each driver decides for itself --
+    def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
+        """Add a task; None means "no room" (limfifottl)."""
+        raise NotImplementedError
+
+    def take(self, now: int) -> Tuple | None:
+        raise NotImplementedError
+
+    def touch(self, task_id: int, delta_us: int) -> Tuple:
+        raise NotImplementedError
+
+    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
+        raise NotImplementedError
+
+    def bury(self, task_id: int) -> Tuple:
+        raise NotImplementedError
+
+    # -- the only writers of the space --
+    def _insert(self, task: Tuple) -> Tuple:
+        if task[self.F_DATA] is MISSING:
+            raise field_missing(self.F_DATA + 1)
+        task = self.space.insert(task)
+        self._moved(None, task)
+        return task
+
+    def _update(self, task_id: int, changes: dict[int, Any]) -> Tuple:
+        old = self.space.get((task_id,))
+        new = self.space.update((task_id,), changes)
+        self._moved(old, new)
+        return new
+
+    def _delete(self, task_id: int) -> Tuple | None:
+        old = self.space.delete((task_id,))
+        if old is not None:
+            self._moved(old, None)
+        return old
+
+    def _moved(self, old: Tuple | None, new: Tuple | None) -> None:
+        was = old[1] if old is not None else None
+        now = new[1] if new is not None else None
+        if was is not None:
+            self.counts[was] -= 1
+        if now is not None:
+            self.counts[now] += 1
+        if was == TAKEN and now != TAKEN:
+            self.events.untaken((old or new)[0])  # type: ignore[index]
+        if new is None:
+            self.events.removed()
+        self._status_changed(old, new)
+
+    def _status_changed(self, old: Tuple | None, new: Tuple | None) -> None:
+        """Plain queues: every arrival in r is a takeable task."""
+        if new is not None and new[1] == READY and (old is None or old[1] != READY):
+            self.events.ready()
+
+
+def done(task: Tuple) -> Tuple:
+    """The task as ack/delete answer it: status `-`."""
+    return (task[0], DONE, *task[2:])
