@@ -1,0 +1,68 @@
+"""utube: fifo with sub-queues; a utube gives out one task at a time.
+
+Owns: the utube tuple layout `(task_id, status, utube, data)`: put stores
+tostring(opts.utube) ("nil" when absent), take gives the lowest id among
+utubes with no taken task (through heads.py, O(log n)), touch is refused,
+release ignores delay. Deliberate fixes (spec §10): kick commits and answers
+its count; a kicked task is takeable in ready_buffer mode too.
+Must not touch: anything but its own space.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from storage.space import IndexDef
+
+from .args import lua_tostring
+from .driver import BURIED, READY, TAKEN, Tuple, register_driver
+from .errors import module_error
+from .heads import HeadKey, UtubeRules
+
+F_UTUBE = 2
+
+
+class Utube(UtubeRules):
+    TYPE = "utube"
+    F_UTUBE = F_UTUBE
+    F_DATA = 3
+    FORMAT = ("task_id", "status", "utube", "data")
+    UTUBE_INDEX = "utube"
+    INDEXES: ClassVar[tuple[IndexDef, ...]] = (
+        IndexDef("task_id", (0,)),
+        IndexDef("status", (1, 0)),
+        IndexDef("utube", (1, F_UTUBE, 0)),
+    )
+
+    def head_key(self, task: Tuple) -> HeadKey:
+        return (task[0],)
+
+    def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
+        utube = lua_tostring(opts.get("utube"))
+        task = self._insert((self.next_id(), READY, utube, data))
+        self.events.stat("put")
+        return task
+
+    def take(self, now: int) -> Tuple | None:
+        task = self.take_head()
+        if task is None:
+            return None
+        task = self._update(task[0], {1: TAKEN})
+        self.events.stat("take")
+        return task
+
+    def touch(self, task_id: int, delta_us: int) -> Tuple:
+        raise module_error("utube queue does not support touch")
+
+    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
+        task = self._update(task_id, {1: READY})
+        self.events.stat("release")
+        return task
+
+    def bury(self, task_id: int) -> Tuple:
+        task = self._update(task_id, {1: BURIED})
+        self.events.stat("bury")
+        return task
+
+
+register_driver(Utube.TYPE, Utube)

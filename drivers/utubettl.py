@@ -1,0 +1,61 @@
+"""utubettl: utube with priorities, ttl, ttr, delay and touch.
+
+Owns: the layout `(task_id, status, next_event, ttl, ttr, pri, created,
+utube, data)`, the take order (lowest (pri, id) among utubes with no taken
+task, through heads.py) and utubettl's own readings of the time rules: the
+take deadline is now+ttr with NO cap at the ttl (the task stays `t` until
+its ttr, then goes r and is deleted by its ttl), and a delay ending counts
+under the statistics key "delayed". Deliberate fix (spec §10 #3): release
+keeps a correct expiry (created+ttl), so an expired released task is deleted.
+Must not touch: anything but its own space.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from storage.space import IndexDef
+
+from .args import add_u64, lua_tostring
+from .driver import Tuple, register_driver
+from .heads import HeadKey, UtubeRules
+from .ttl import F_NEXT, F_PRI, F_TTR, TtlStore
+
+F_UTUBE = 7
+
+
+class UtubeTtl(UtubeRules, TtlStore):
+    TYPE = "utubettl"
+    F_UTUBE = F_UTUBE
+    F_DATA = 8
+    FORMAT = (
+        "task_id", "status", "next_event", "ttl", "ttr", "pri", "created", "utube", "data"
+    )  # fmt: skip
+    UTUBE_INDEX = "utube_pri"
+    INDEXES: ClassVar[tuple[IndexDef, ...]] = (
+        IndexDef("task_id", (0,)),
+        IndexDef("status", (1, F_PRI, 0)),
+        IndexDef("watch", (F_NEXT,), unique=False),
+        IndexDef("utube_pri", (1, F_UTUBE, F_PRI, 0)),
+    )
+    DELAY_STAT = "delayed"
+
+    def head_key(self, task: Tuple) -> HeadKey:
+        return (task[F_PRI], task[0])
+
+    def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
+        fields = self.ttl_fields(opts, now)
+        utube = lua_tostring(opts.get("utube"))
+        task = self._insert((self.next_id(), *fields, utube, data))
+        self.events.stat("put")
+        return task
+
+    def take(self, now: int) -> Tuple | None:
+        task = self.take_head()
+        return None if task is None else self._take(task, now)
+
+    def take_deadline(self, task: Tuple, now: int) -> int:
+        return add_u64(now, task[F_TTR])
+
+
+register_driver(UtubeTtl.TYPE, UtubeTtl)
