@@ -1,0 +1,315 @@
+"""The queue module as the server sees it: one object, called by name.
+
+Owns: the call table (every `queue.*` name, its handler and its access
+level), the module-level calls (create_tube, tube, cfg, identify,
+statistics/stats, state), the connection lifecycle, the queue-wide timer
+(`next_deadline`/`tick` over one Deadlines set) and the deferral of wake
+callbacks to the end of each entry point, so the server never re-enters a
+half-done call. Before every call the due timers run, so a call always sees
+the queue as of `clock()`.
+Must not touch: sockets, the event loop, wall time (the clock is injected),
+users and grants (the server's), EVAL parsing (the server maps the known
+EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
+
+    from drivers.queue import Queue, QueueError, Blocked
+    q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
+    q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from storage.catalog import Catalog
+
+# Importing the drivers registers them.
+from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
+from .args import is_number, lua_tostring, lua_truthy
+from .deadlines import Deadlines
+from .errors import QueueError, module_error, no_such_proc
+from .sessions import Ownership, SessionId, Sessions
+from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
+from .tubes import TubeRegistry
+from .waiters import Waiters
+
+__all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
+
+VERSION = "1.5.0"
+READ, WRITE, ADMIN = "read", "write", "admin"
+
+TUBE_ACCESS = {
+    "peek": READ,
+    "put": WRITE,
+    "take": WRITE,
+    "touch": WRITE,
+    "ack": WRITE,
+    "release": WRITE,
+    "bury": WRITE,
+    "kick": WRITE,
+    "delete": WRITE,
+    "release_all": WRITE,
+    "drop": ADMIN,
+    "truncate": ADMIN,
+    "on_task_change": ADMIN,
+}
+MODULE_ACCESS = {
+    "statistics": READ,
+    "stats": READ,
+    "state": READ,
+    "tube": READ,
+    "identify": READ,
+    "create_tube": ADMIN,
+    "cfg": ADMIN,
+}
+assert set(TUBE_ACCESS) == set(METHODS) | {"drop"}
+
+Handler = Callable[[Call], Answer]
+
+
+class Queue:
+    VERSION = VERSION
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        clock: Callable[[], int],
+        *,
+        namespaces: tuple[str, ...] = ("queue",),
+        new_session_id: Callable[[], bytes] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._namespaces = namespaces
+        self._depth = 0
+        self._wakes: list[Callable[[], None]] = []
+        self.waiters = Waiters(notify=self._wakes.append)
+        self.deadlines = Deadlines()
+        self.owners = Ownership()
+        extra = {"new_id": new_session_id} if new_session_id else {}
+        self.sessions = Sessions(self.deadlines, self._end_session, **extra)
+        self.in_replicaset = False
+        self.registry = TubeRegistry(
+            catalog, Shared(self.waiters, self.owners, self.sessions, self.deadlines)
+        )
+        self._module: dict[str, Handler] = {
+            "create_tube": self._create_tube,
+            "tube": self._tube,
+            "cfg": self._cfg,
+            "identify": self._identify,
+            "statistics": self._statistics,
+            "stats": self._statistics,
+            "state": self._state,
+        }
+        self._fire: dict[str, Callable[[Any, int], None]] = {
+            "tube": self._fire_tube,
+            "session": self.sessions.expire,
+        }
+        with self._entry():
+            self.registry.rebuild(clock())
+
+    # -- the server's entry points --
+    def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
+        """Run one CALL; the answer is the IPROTO_DATA list, or Blocked."""
+        handler = self._resolve(name)
+        with self._entry():
+            now = self._clock()
+            self._advance(now)
+            return handler(Call(conn_id, name, list(args or ()), now))
+
+    def has_name(self, name: str) -> bool:
+        try:
+            self._resolve(name)
+        except QueueError:
+            return False
+        return True
+
+    def access_of(self, name: str) -> str:
+        """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
+        parsed = self._parse(name)
+        if parsed is None:
+            return ADMIN
+        module, tube, method = parsed
+        if tube is None:
+            return MODULE_ACCESS.get(module, ADMIN)
+        return TUBE_ACCESS.get(method or "", ADMIN)
+
+    def connected(self, conn_id: int) -> None:
+        """A connection opened. Sessions are made lazily, so nothing happens yet."""
+
+    def disconnected(self, conn_id: int) -> None:
+        """A connection closed: its waiters go (they take nothing), it leaves its session."""
+        with self._entry():
+            now = self._clock()
+            self._advance(now)
+            self.waiters.remove_conn(conn_id)
+            self.sessions.leave(conn_id, now)
+
+    def next_deadline(self) -> int | None:
+        """Epoch µs of the earliest timed event (delay, ttr, ttl, session expiry)."""
+        first = self.deadlines.first()
+        return None if first is None else first[0]
+
+    def tick(self, now_us: int) -> None:
+        """Run every event due at `now_us`, in deadline order."""
+        with self._entry():
+            self._advance(now_us)
+
+    def eval_create(self, name: Any, type_: Any, opts: Any) -> list[Any]:
+        """EVAL `local name, type, cfg = ... ; queue.create_tube(name, type, cfg)`."""
+        return self.call(0, f"{self._namespaces[0]}.create_tube", [name, type_, opts])  # type: ignore[return-value]
+
+    def tube_exists(self, name: Any) -> bool:
+        """EVAL `local name = ... ; return queue.tube[name] ~= nil`."""
+        return self.registry.get(name) is not None
+
+    def state(self) -> str:
+        return "RUNNING"
+
+    # -- plumbing --
+    @contextmanager
+    def _entry(self) -> Iterator[None]:
+        """Wake callbacks run once the outermost entry point has finished its change."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                wakes, self._wakes[:] = list(self._wakes), []
+                for wake in wakes:
+                    wake()
+
+    def _advance(self, now: int) -> None:
+        while (first := self.deadlines.first()) is not None and first[0] <= now:
+            kind, ident = first[1]
+            self._fire[kind](ident, now)
+
+    def _fire_tube(self, name: str, now: int) -> None:
+        tube = self.registry.tubes.get(name)
+        if tube is None:
+            self.deadlines.discard(("tube", name))
+        else:
+            tube.fire(now)
+
+    def _end_session(self, session: SessionId, now: int) -> None:
+        """Release every task the session holds, in (tube id, task id) order."""
+        held = []
+        for tube_name, task_id in self.owners.held_by(session):
+            tube = self.registry.tubes.get(tube_name)
+            if tube is None:
+                self.owners.clear(tube_name, task_id)
+            else:
+                held.append((tube.tube_id, task_id, tube))
+        for _, task_id, tube in sorted(held, key=lambda h: h[:2]):
+            tube.release_owned(task_id, now)
+
+    def _parse(self, name: str) -> tuple[str, str | None, str | None] | None:
+        """name -> (module function, tube, method); tube methods come as ("tube", t, m)."""
+        if not isinstance(name, str):
+            return None
+        for ns in self._namespaces:
+            if not name.startswith(ns + "."):
+                continue
+            rest = name[len(ns) + 1 :]
+            if rest in self._module:
+                return rest, None, None
+            if rest.startswith("tube."):
+                tail = rest[len("tube.") :]
+                for sep in (":", "."):
+                    tube, found, method = tail.partition(sep)
+                    if found and tube and "." not in tube and ":" not in tube:
+                        return "tube" + sep, tube, method
+        return None
+
+    def _resolve(self, name: str) -> Handler:
+        parsed = self._parse(name)
+        if parsed is None:
+            raise no_such_proc(name)
+        module, tube_name, method = parsed
+        if tube_name is None:
+            return self._module[module]
+        tube = self.registry.get(tube_name)
+        if tube is None or method not in TUBE_ACCESS:
+            raise no_such_proc(name)
+        if module == "tube.":
+            # The dot form reaches the method without `self` (spec §1).
+            def without_self(call: Call) -> Answer:
+                raise module_error("attempt to index field 'raw' (a nil value)")
+
+            return without_self
+        if method == "drop":
+            return lambda call: self._drop(tube)
+        return lambda call: self._tube_call(tube, method, call)
+
+    def _tube_call(self, tube: Tube, method: str, call: Call) -> Answer:
+        if self.registry.tubes.get(tube.name) is not tube:
+            raise no_such_proc(call.name)  # dropped while the call waited
+        return tube.call(method, call)
+
+    def _drop(self, tube: Tube) -> Answer:
+        self.registry.drop(tube)
+        return [True]
+
+    # -- module-level calls --
+    def _create_tube(self, call: Call) -> Answer:
+        self.registry.create(call.arg(0), call.arg(1), call.arg(2), self.in_replicaset)
+        return []  # deliberate: upstream answers "unsupported Lua type" after succeeding
+
+    def _tube(self, call: Call) -> Answer:
+        name = call.arg(0)
+        if name is None:
+            return [list(self.registry.tubes)]
+        if name is False:
+            return [False]  # Lua: `false and ...` skips the type check
+        if not isinstance(name, str):
+            raise module_error("argument #1 should be string or nil")
+        return [name in self.registry.tubes]
+
+    def _cfg(self, call: Call) -> Answer:
+        raw = call.arg(0)
+        if raw is None:
+            raw = {}
+        if isinstance(raw, dict):
+            items = [(k, v) for k, v in raw.items() if v is not None]
+        elif isinstance(raw, list | tuple):
+            items = [(i + 1, v) for i, v in enumerate(raw) if v is not None]
+        else:
+            raise module_error(f"attempt to index local 'opts' (a {lua_tostring(raw)} value)")
+        opts = dict(items)
+        opts.setdefault("in_replicaset", False)
+        for key, value in opts.items():
+            if key == "in_replicaset" and not isinstance(value, bool):
+                raise module_error(f"Invalid value of in_replicaset: {lua_tostring(value)}")
+            if key not in ("ttr", "in_replicaset"):
+                raise module_error(f"Unknown option {lua_tostring(key)}")
+        if "ttr" in opts:
+            ttr = opts["ttr"]
+            if not is_number(ttr) or ttr < 0:
+                raise module_error(f"Invalid value of ttr: {lua_tostring(ttr)}")
+            self.sessions.ttr = ttr
+        replicaset = opts["in_replicaset"]
+        if replicaset and any(lua_truthy(t.opts.get("temporary")) for t in self._tubes()):
+            replicaset = False  # upstream only logs: temporary tubes exist
+        self.in_replicaset = replicaset
+        return []
+
+    def _identify(self, call: Call) -> Answer:
+        session = self.sessions.identify(call.conn_id, call.arg(0), call.now)
+        # 16 raw bytes as MP_STR: the codec packs str with surrogateescape.
+        return [session.decode("utf-8", "surrogateescape")]
+
+    def _statistics(self, call: Call) -> Answer:
+        name = call.arg(0)
+        if name is not None:
+            return [self.registry.stats(name)]
+        tubes = self._tubes()
+        if not tubes:
+            return [[]]
+        return [{t.name: t.report() for t in tubes}]
+
+    def _state(self, call: Call) -> Answer:
+        return [self.state()]
+
+    def _tubes(self) -> list[Tube]:
+        return list(self.registry.tubes.values())

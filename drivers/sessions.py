@@ -1,0 +1,160 @@
+"""Queue sessions and task ownership (spec §6).
+
+Owns: which session (a 16-byte UUID) each connection belongs to, the live
+and pending sessions, and which session holds each taken task. A connection
+gets a session lazily, the first time it needs one. When the last connection
+of a session leaves (disconnect, or identify into another session):
+
+    cfg.ttr == 0 ──► the session ends now: its taken tasks are released
+    cfg.ttr  > 0 ──► pending, expiry = now + ttr (a deadline in Deadlines,
+                     no sweeper); identify(uuid) before then reactivates it;
+                     at expiry it ends as above and its UUID is forgotten.
+
+Must not touch: tasks (ending a session calls back `on_end`, which releases
+through the tubes), the clock (`now` comes in), the wire.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+from .args import event_time, lua_truthy
+from .deadlines import Deadlines
+from .errors import module_error
+
+SessionId = bytes
+UUID_LEN = 16
+
+
+def session_text(raw: bytes) -> str:
+    """The canonical UUID text as Tarantool prints it: first groups in host (LE) order."""
+    return str(uuidlib.UUID(bytes_le=raw))
+
+
+def uuid_arg(value: object) -> bytes:
+    """identify's argument: MP_STR (decoded with surrogateescape) or MP_BIN of 16 bytes."""
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, bytes):
+        raw = value
+    else:
+        raise module_error("Invalid UUID format.")
+    if len(raw) != UUID_LEN:
+        raise module_error("Invalid UUID format.")
+    return raw
+
+
+class Ownership:
+    """Which session holds each taken task, per tube (upstream's _queue_taken_2)."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, dict[int, SessionId]] = {}
+        self._held: dict[SessionId, set[tuple[str, int]]] = {}
+
+    def take(self, tube: str, task_id: int, session: SessionId) -> None:
+        self.clear(tube, task_id)
+        self._owner.setdefault(tube, {})[task_id] = session
+        self._held.setdefault(session, set()).add((tube, task_id))
+
+    def owner(self, tube: str, task_id: int) -> SessionId | None:
+        return self._owner.get(tube, {}).get(task_id)
+
+    def clear(self, tube: str, task_id: int) -> None:
+        owners = self._owner.get(tube)
+        if owners is None:
+            return
+        session = owners.pop(task_id, None)
+        if session is None:
+            return
+        if not owners:
+            del self._owner[tube]
+        held = self._held[session]
+        held.discard((tube, task_id))
+        if not held:
+            del self._held[session]
+
+    def clear_tube(self, tube: str) -> None:
+        for task_id in list(self._owner.get(tube, ())):
+            self.clear(tube, task_id)
+
+    def tube_has_taken(self, tube: str) -> bool:
+        return bool(self._owner.get(tube))
+
+    def held_by(self, session: SessionId) -> list[tuple[str, int]]:
+        return list(self._held.get(session, ()))
+
+
+class Sessions:
+    def __init__(
+        self,
+        deadlines: Deadlines,
+        on_end: Callable[[SessionId, int], None],
+        new_id: Callable[[], bytes] = lambda: uuidlib.uuid4().bytes,
+    ) -> None:
+        self._deadlines = deadlines
+        self._on_end = on_end
+        self._new_id = new_id
+        self.ttr: Any = 0  # queue.cfg{ttr=...}, seconds
+        self._of_conn: dict[int, SessionId] = {}
+        self._conns: dict[SessionId, set[int]] = {}
+        self._pending: set[SessionId] = set()
+
+    def session_of(self, conn_id: int) -> SessionId:
+        """The connection's session, created on first need."""
+        session = self._of_conn.get(conn_id)
+        if session is None:
+            session = self._new_id()
+            self._join(conn_id, session)
+        return session
+
+    def current(self, conn_id: int) -> SessionId | None:
+        return self._of_conn.get(conn_id)
+
+    def known(self, session: SessionId) -> bool:
+        return session in self._conns or session in self._pending
+
+    def is_pending(self, session: SessionId) -> bool:
+        return session in self._pending
+
+    def identify(self, conn_id: int, value: object, now: int) -> SessionId:
+        if value is None:
+            return self.session_of(conn_id)
+        session = uuid_arg(value)
+        if not self.known(session):
+            raise module_error(f"The UUID {session_text(session)} is unknown.")
+        if self._of_conn.get(conn_id) != session:
+            self.leave(conn_id, now)
+            self._join(conn_id, session)
+        if session in self._pending:
+            self._pending.discard(session)
+            self._deadlines.discard(("session", session))
+        return session
+
+    def leave(self, conn_id: int, now: int) -> None:
+        """The connection leaves its session (disconnect, or identify elsewhere)."""
+        session = self._of_conn.pop(conn_id, None)
+        if session is None:
+            return
+        conns = self._conns[session]
+        conns.discard(conn_id)
+        if conns:
+            return
+        del self._conns[session]
+        if lua_truthy(self.ttr) and self.ttr > 0:
+            self._pending.add(session)
+            self._deadlines.set(("session", session), event_time(self.ttr, now))
+        else:
+            self._on_end(session, now)
+
+    def expire(self, session: SessionId, now: int) -> None:
+        """A pending session's deadline passed: it ends, and its UUID is forgotten."""
+        self._deadlines.discard(("session", session))
+        if session in self._pending:
+            self._pending.discard(session)
+            self._on_end(session, now)
+
+    def _join(self, conn_id: int, session: SessionId) -> None:
+        self._of_conn[conn_id] = session
+        self._conns.setdefault(session, set()).add(conn_id)

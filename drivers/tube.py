@@ -1,0 +1,273 @@
+"""One tube: the driver-independent rules of every tube method (upstream abstract.lua).
+
+Owns: argument reading for each method, the ownership check (a task is
+acked, released or touched only by the session that took it), the counting
+rules that are not the driver's (touch +1 before the driver's +1, ack = +ack
+−delete), the answer shapes, and `Blocked`, the answer of a take (or a
+limfifottl put) that found nothing and may wait. It also is the driver's
+TaskEvents: wakeups, ownership release and statistics land here.
+Must not touch: other tubes, the registry (create/drop live in tubes.py),
+the clock (`now` comes in with each call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .args import (
+    MAX_TIMEOUT_S,
+    U64_MAX,
+    US,
+    is_number,
+    lua_or,
+    number,
+    options,
+    task_id,
+    to_us,
+)
+from .deadlines import Deadlines
+from .driver import BURIED, MISSING, TaskStore, done
+from .errors import module_error, not_taken, task_not_found
+from .sessions import Ownership, Sessions
+from .stats import TubeStats
+from .waiters import Waiters
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Nothing to give yet: the server waits, then calls again with `retry(remaining)`.
+
+    `kind` is "take" or "put" (a full limfifottl). `timeout_s` is how long the
+    call may wait (None: forever). Register a waiter with
+    `q.waiters.add(tube, kind, conn, timeout_s, now_us, wake)`; when woken, or
+    when the time is up (then remaining_s = 0: one last attempt), call
+    `q.call(conn, *blocked.retry(remaining_s))`. A retry never answers
+    Blocked once remaining_s ≤ 0.
+    """
+
+    tube: str
+    kind: str
+    timeout_s: float | None
+    name: str
+    args: tuple[Any, ...]
+
+    def retry(self, remaining_s: float | None) -> tuple[str, list[Any]]:
+        """The call to make again: the same one with its timeout rewritten."""
+        args = list(self.args)
+        if self.kind == "take":
+            return self.name, [remaining_s]
+        if remaining_s is None:  # "forever" stays as the caller wrote it
+            return self.name, args
+        opts = dict(args[1]) if len(args) > 1 and isinstance(args[1], dict) else {}
+        opts["timeout"] = remaining_s
+        return self.name, [args[0] if args else None, opts]
+
+
+@dataclass
+class Shared:
+    """Queue-wide state a tube works with."""
+
+    waiters: Waiters
+    owners: Ownership
+    sessions: Sessions
+    deadlines: Deadlines
+
+
+@dataclass(frozen=True)
+class Call:
+    conn_id: int
+    name: str
+    args: list[Any]
+    now: int
+
+    def arg(self, n: int) -> Any:
+        return self.args[n] if len(self.args) > n else None
+
+
+Answer = list[Any] | Blocked
+
+
+def _wait_seconds(timeout: float | int) -> float | None:
+    return None if timeout > MAX_TIMEOUT_S else float(timeout)
+
+
+class Tube:
+    def __init__(
+        self,
+        name: str,
+        tube_id: int,
+        type_: str,
+        opts: dict[str, Any],
+        driver_cls: type[TaskStore],
+        space: Any,
+        shared: Shared,
+    ) -> None:
+        self.name = name
+        self.tube_id = tube_id
+        self.type = type_
+        self.opts = opts
+        self.shared = shared
+        self.stats = TubeStats()
+        self.driver = driver_cls(space, self, opts)
+
+    # -- TaskEvents: what the driver reports --
+    def stat(self, name: str) -> None:
+        self.stats.inc(name)
+
+    def ready(self) -> None:
+        self.shared.waiters.wake_one(self.name, "take")
+
+    def untaken(self, task_id: int) -> None:
+        self.shared.owners.clear(self.name, task_id)
+
+    def removed(self) -> None:
+        self.shared.waiters.wake_one(self.name, "put")
+
+    # -- framework hooks --
+    def sync_deadline(self) -> None:
+        self.shared.deadlines.set(("tube", self.name), self.driver.next_deadline())
+
+    def fire(self, now: int) -> None:
+        self.driver.fire(now)
+        self.sync_deadline()
+
+    def release_owned(self, task_id: int, now: int) -> None:
+        """A session ended while holding this task: back to r (counted as release)."""
+        self.driver.release(task_id, {}, now)
+        self.sync_deadline()
+
+    def report(self) -> dict[str, Any]:
+        return self.stats.report(self.driver.counts)
+
+    def call(self, method: str, call: Call) -> Answer:
+        try:
+            return METHODS[method](self, call)
+        finally:
+            self.sync_deadline()
+
+    # -- helpers --
+    def _answer(self, task: Any) -> list[Any]:
+        return [self.driver.normalize(task)]
+
+    def _existing(self, raw_id: object) -> Any:
+        tid = task_id(raw_id)
+        task = self.driver.peek(tid)
+        if task is None:
+            raise task_not_found(tid)
+        return task
+
+    def _owned(self, call: Call, raw_id: object) -> int:
+        tid = task_id(raw_id)
+        session = self.shared.sessions.session_of(call.conn_id)
+        if self.shared.owners.owner(self.name, tid) != session:
+            raise not_taken()
+        return tid
+
+    # -- the methods --
+    def put(self, call: Call) -> Answer:
+        data = call.args[0] if call.args else MISSING
+        opts = options(call.arg(1))
+        task = self.driver.put(data, opts, call.now)
+        if task is not None:
+            return self._answer(task)
+        # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
+        timeout = number(lua_or(opts.get("timeout"), 0))
+        if timeout <= 0:
+            return [None]
+        return Blocked(self.name, "put", _wait_seconds(timeout), call.name, tuple(call.args))
+
+    def take(self, call: Call) -> Answer:
+        timeout = call.arg(0)
+        wait_us = U64_MAX if timeout is None else to_us(number(timeout))
+        task = self.driver.take(call.now)
+        if task is not None:
+            session = self.shared.sessions.session_of(call.conn_id)
+            self.shared.owners.take(self.name, task[0], session)
+            return self._answer(task)
+        if wait_us <= 0:
+            return []
+        wait_s = None if timeout is None else _wait_seconds(wait_us / US)
+        return Blocked(self.name, "take", wait_s, call.name, tuple(call.args))
+
+    def touch(self, call: Call) -> Answer:
+        delta = call.arg(1)
+        if delta is None:
+            return []
+        delta = number(delta)
+        delta_us = U64_MAX if delta > MAX_TIMEOUT_S else to_us(delta)
+        if delta_us == 0:
+            return []
+        tid = self._owned(call, call.arg(0))
+        self.stats.inc("touch")  # upstream counts here, and the driver again: +2
+        return self._answer(self.driver.touch(tid, delta_us))
+
+    def ack(self, call: Call) -> Answer:
+        tid = self._owned(call, call.arg(0))
+        task = self.driver.delete(tid)
+        assert task is not None, "a task with an owner exists"
+        self.stats.inc("ack")
+        self.stats.dec("delete")
+        return self._answer(done(task))
+
+    def release(self, call: Call) -> Answer:
+        opts = options(call.arg(1))
+        tid = self._owned(call, call.arg(0))
+        return self._answer(self.driver.release(tid, opts, call.now))
+
+    def peek(self, call: Call) -> Answer:
+        return self._answer(self._existing(call.arg(0)))
+
+    def bury(self, call: Call) -> Answer:
+        task = self._existing(call.arg(0))
+        if task[1] == BURIED:
+            return self._answer(task)
+        return self._answer(self.driver.bury(task[0]))
+
+    def kick(self, call: Call) -> Answer:
+        count = lua_or(call.arg(0), 1)
+        if not is_number(count):
+            raise module_error("'for' limit must be a number")
+        # Lua: `for i = 1, count` then `return count`, so kick(-5) answers -5.
+        answer = int(count) if float(count).is_integer() else count
+        limit = int(count // 1) if count < U64_MAX else U64_MAX
+        if limit < 1:
+            return [answer]
+        kicked = self.driver.kick(limit)
+        return [answer if kicked == limit else kicked]
+
+    def delete(self, call: Call) -> Answer:
+        task = self._existing(call.arg(0))
+        self.driver.delete(task[0])
+        return self._answer(done(task))
+
+    def truncate(self, call: Call) -> Answer:
+        self.driver.truncate()
+        self.shared.owners.clear_tube(self.name)  # spec §10 #4: no stale ownership
+        self.shared.waiters.wake_all(self.name, "put")  # room for every waiting put
+        return []
+
+    def release_all(self, call: Call) -> Answer:
+        for tid in self.driver.taken_ids():
+            self.driver.release(tid, {}, call.now)
+        return []
+
+    def on_task_change(self, call: Call) -> Answer:
+        return []  # server-side callbacks cannot come over the wire: a no-op
+
+
+METHODS: dict[str, Callable[[Tube, Call], Answer]] = {
+    "put": Tube.put,
+    "take": Tube.take,
+    "touch": Tube.touch,
+    "ack": Tube.ack,
+    "release": Tube.release,
+    "peek": Tube.peek,
+    "bury": Tube.bury,
+    "kick": Tube.kick,
+    "delete": Tube.delete,
+    "truncate": Tube.truncate,
+    "release_all": Tube.release_all,
+    "on_task_change": Tube.on_task_change,
+}

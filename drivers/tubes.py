@@ -1,0 +1,136 @@
+"""The tube registry: create, drop and rebuild tubes over the catalog.
+
+Owns: the `_queue` space — one durable tuple per tube,
+`(tube_name, tube_id, space_name, tube_type, opts)` as upstream — the
+create_tube checks in upstream's order (spec §2), drop (spec §3), and the
+rebuild after a restart: tubes come back with their options, temporary
+tubes come back registered and empty, every taken task becomes ready
+(counted as a release in the fresh statistics), ids continue.
+Must not touch: sessions or waiters beyond the checks drop needs; the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from storage.catalog import Catalog
+from storage.space import IndexDef, Space
+
+from .args import lua_tostring, lua_truthy, options
+from .driver import DRIVERS, TaskStore
+from .errors import key_part_type, module_error, no_such_engine
+from .tube import Shared, Tube
+
+QUEUE_SPACE = "_queue"
+ENGINES = ("memtx", "vinyl")
+
+
+class TubeRegistry:
+    def __init__(self, catalog: Catalog, shared: Shared) -> None:
+        self.catalog = catalog
+        self.shared = shared
+        self.tubes: dict[str, Tube] = {}
+        existing = catalog.get(QUEUE_SPACE)
+        self._space: Space = existing or catalog.create_space(
+            QUEUE_SPACE,
+            (IndexDef("tube", (0,)), IndexDef("tube_id", (1,))),
+            format=("tube_name", "tube_id", "space_name", "tube_type", "opts"),
+        )
+
+    def get(self, name: object) -> Tube | None:
+        return self.tubes.get(name) if isinstance(name, str) else None
+
+    def create(self, name: Any, type_: Any, raw_opts: Any, in_replicaset: bool) -> Tube:
+        opts: dict[str, Any] = options(raw_opts)
+        opts.setdefault("if_not_exists", False)
+        if_not_exists = opts["if_not_exists"]
+        existing = self.get(name)
+        if if_not_exists is True and existing is not None:
+            return existing  # even if its type differs
+        if in_replicaset and lua_truthy(opts.get("temporary")):
+            raise module_error("Cannot create temporary tube in replicaset mode")
+        cls = DRIVERS.get(type_) if isinstance(type_, str) else None
+        if cls is None:
+            raise module_error(f"Unknown tube type {lua_tostring(type_)}")
+        if not isinstance(name, str):
+            raise key_part_type("string")
+        if name in self.catalog and if_not_exists is False:
+            raise module_error(f"Space '{name}' already exists")
+        if existing is not None:
+            return existing
+        cls.check_create(opts)
+        cls.fill_defaults(opts)
+        opts.pop("on_task_change", None)
+        space = self._open_space(cls, name, opts, create=True)
+        cls.open_extra(self.catalog, name, opts)
+        last = self._space.index("tube_id").last()
+        tube_id = 0 if last is None else last[1] + 1
+        tube = self._attach(name, tube_id, type_, opts, cls, space)
+        self._space.insert((name, tube_id, name, type_, opts))
+        return tube
+
+    def _open_space(
+        self, cls: type[TaskStore], name: str, opts: dict[str, Any], create: bool
+    ) -> Space:
+        space = self.catalog.get(name)
+        if space is not None:
+            # if_not_exists over a space that is not (or no longer) a tube: reuse it if fit.
+            missing = cls.missing_index(space)
+            if missing is not None:
+                raise module_error(f'space "{name}" does not have "{missing}" index')
+            return space
+        engine = opts.get("engine", "memtx")
+        if engine not in ENGINES:
+            raise no_such_engine(lua_tostring(engine))
+        return cls.create_space(self.catalog, name, opts)
+
+    def _attach(
+        self,
+        name: str,
+        tube_id: int,
+        type_: str,
+        opts: dict[str, Any],
+        cls: type[TaskStore],
+        space: Space,
+    ) -> Tube:
+        tube = Tube(name, tube_id, type_, opts, cls, space, self.shared)
+        self.tubes[name] = tube
+        return tube
+
+    def drop(self, tube: Tube) -> None:
+        if self.shared.waiters.has(tube.name, "take"):
+            raise module_error("There are consumers connected the tube")
+        if self.shared.owners.tube_has_taken(tube.name):
+            raise module_error("There are taken tasks in the tube")
+        if self._space.get((tube.name,)) is None:
+            raise module_error("Tube not found")
+        tube.driver.drop_spaces(self.catalog)
+        self._space.delete((tube.name,))
+        del self.tubes[tube.name]
+        self.shared.deadlines.discard(("tube", tube.name))
+        # Puts waiting for room in a tube that is gone: their retry finds no procedure.
+        self.shared.waiters.wake_all(tube.name, "put")
+
+    def rebuild(self, now: int) -> None:
+        """Bring every registered tube back after a restart (spec §6 "Restart")."""
+        for row in list(self._space.index("tube_id").iterate()):
+            name, tube_id, space_name, type_, opts = row
+            cls = DRIVERS.get(type_)
+            if cls is None:
+                continue  # upstream recreates tubes of registered drivers only
+            opts = dict(opts)
+            space = self.catalog.get(space_name)
+            if space is None:
+                space = cls.create_space(self.catalog, space_name, opts)
+            elif space.temporary:
+                space.truncate()  # its tasks were never durable
+            cls.open_extra(self.catalog, space_name, opts)
+            tube = self._attach(name, tube_id, type_, opts, cls, space)
+            tube.driver.rebuild(now)
+            tube.sync_deadline()
+
+    def stats(self, name: Any) -> dict[str, Any]:
+        tube = self.get(name)
+        if tube is None:
+            raise module_error("attempt to index a nil value")
+        return tube.report()
