@@ -13,12 +13,14 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import hashlib
 import ipaddress
 import tomllib
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from protocol import password_hash2
 
 READ = "read"
 WRITE = "write"
@@ -166,9 +168,8 @@ def parse_listen(value: Any) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def password_hash2(password: str) -> bytes:
-    """sha1(sha1(password)), what Tarantool stores (base64) in `_user`."""
-    return hashlib.sha1(hashlib.sha1(password.encode()).digest()).digest()
+def _parse_uuid(value: Any) -> str:
+    return str(uuid.UUID(_parse_str(value)))
 
 
 # Settings that take one value; the same name is the TOML key, the env var
@@ -181,7 +182,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "write_high_water": _parse_size,
     "greeting_version": _parse_str,
     "schema_version": _parse_size,
-    "instance_uuid": _parse_str,
+    "instance_uuid": _parse_uuid,
     "guest_rights": parse_rights,
     "allow_open_guest": _parse_bool,
     "data_dir": _parse_str,

@@ -1,0 +1,121 @@
+"""The application object every connection and handler shares.
+
+Owns: the config, the function `Registry`, the user table, the session-id
+counter, the set of live connections, and the seams other parts of the
+server plug into:
+
+- `add_connect_listener(fn)` / `add_disconnect_listener(fn)`: `fn(conn_id)`,
+  called by `on_connect` / `on_disconnect` (the queue glue tracks sessions).
+- `add_shutdown_hook(fn)`: `fn()` (sync or async), run in order by
+  `on_shutdown` after the last connection closed (flush the WAL, snapshot).
+- `durability_barrier`: a callable returning an awaitable the reply to a call
+  must wait for, or None; replaced by group commit.
+- `EXTENSIONS`: "module:function" installers run at start with the app.
+
+Must not touch sockets or the wire: connections live in `connection.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .config import Config, effective_guest_rights
+from .dispatch import Registry
+from .logs import get_logger
+from .users import Users
+
+log = get_logger("queuebox.app")
+
+ConnHook = Callable[[int], None]
+ShutdownHook = Callable[[], Awaitable[Any] | None]
+
+# Installers `install(app) -> None | Awaitable`, run in this order when the
+# server starts (inside the running loop). The queue glue, group commit and
+# the deadline timer add their lines here.
+EXTENSIONS: list[str] = [
+    "server.builtins:install",
+]
+
+
+def no_barrier() -> Awaitable[Any] | None:
+    return None
+
+
+class App:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.registry = Registry()
+        self.users = Users(config.users, effective_guest_rights(config))
+        self.instance_uuid = (
+            uuid.UUID(config.instance_uuid) if config.instance_uuid else uuid.uuid4()
+        )
+        self.connections: dict[int, Any] = {}  # conn_id -> connection, live ones only
+        # Requests that wait (tasks), kept here so shutdown can wait for or
+        # cancel them, also those of connections already closed.
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
+        self.shutting_down = False
+        self._last_conn_id = 0
+        self._connect_listeners: list[ConnHook] = []
+        self._disconnect_listeners: list[ConnHook] = []
+        self._shutdown_hooks: list[ShutdownHook] = []
+
+    # --- seams ---
+
+    def add_connect_listener(self, fn: ConnHook) -> None:
+        self._connect_listeners.append(fn)
+
+    def add_disconnect_listener(self, fn: ConnHook) -> None:
+        self._disconnect_listeners.append(fn)
+
+    def add_shutdown_hook(self, fn: ShutdownHook) -> None:
+        self._shutdown_hooks.append(fn)
+
+    async def install_extensions(self, extensions: list[str] | None = None) -> None:
+        for spec in EXTENSIONS if extensions is None else extensions:
+            module_name, _, func_name = spec.partition(":")
+            result = getattr(importlib.import_module(module_name), func_name)(self)
+            if inspect.isawaitable(result):
+                await result
+
+    # --- lifecycle, called by connections and the listener ---
+
+    def next_conn_id(self) -> int:
+        # Session ids are never reused within a run, so a late event for a
+        # closed connection can never be mistaken for a new one.
+        self._last_conn_id += 1
+        return self._last_conn_id
+
+    def on_connect(self, conn_id: int) -> None:
+        """Called by a connection after it put itself in `connections`."""
+        for fn in self._connect_listeners:
+            self._run_listener(fn, conn_id, "connect")
+
+    def on_disconnect(self, conn_id: int) -> None:
+        if self.connections.pop(conn_id, None) is None:
+            return
+        for fn in self._disconnect_listeners:
+            self._run_listener(fn, conn_id, "disconnect")
+
+    async def on_shutdown(self) -> None:
+        for fn in self._shutdown_hooks:
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("shutdown hook failed", hook=getattr(fn, "__qualname__", repr(fn)))
+
+    @staticmethod
+    def _run_listener(fn: ConnHook, conn_id: int, what: str) -> None:
+        # One broken listener must not keep the others from running nor take
+        # the connection down with it.
+        try:
+            fn(conn_id)
+        except Exception:
+            log.exception(f"{what} listener failed", conn_id=conn_id)

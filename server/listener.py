@@ -1,0 +1,76 @@
+"""The listening socket and the ordered graceful shutdown.
+
+Owns: binding the address, creating a `Connection` per accepted socket, and
+the shutdown sequence. Must not parse config or install signal handlers
+(`serve.py` does), nor know about particular functions.
+
+Shutdown, in order:
+  1. stop accepting; stop reading from every connection (no new requests);
+  2. let requests in flight answer, for at most `grace` seconds;
+  3. cancel the ones still waiting: each answers with an error;
+  4. close every connection (its queued replies are written first), which
+     runs the disconnect listeners (a consumer's taken tasks go back);
+  5. run the app's shutdown hooks (flush the WAL, write a snapshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .app import App
+from .connection import Connection
+from .logs import get_logger
+
+log = get_logger("queuebox.listener")
+
+CLOSE_TIMEOUT_S = 2.0  # for clients that stopped reading our last replies
+
+
+class Listener:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> tuple[str, int]:
+        """Bind and accept; returns the bound (host, port), port 0 resolved."""
+        config = self.app.config
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self.app),
+            config.listen_host,
+            config.listen_port,
+            reuse_address=True,
+            backlog=1024,
+        )
+        sockname = self._server.sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    async def shutdown(self, grace: float) -> None:
+        app = self.app
+        app.shutting_down = True
+        if self._server is not None:
+            self._server.close()
+        connections = list(app.connections.values())
+        for conn in connections:
+            conn.stop_reading()
+        pending = set(app.tasks)
+        if pending:
+            log.info("waiting for requests in flight", count=len(pending), grace_s=grace)
+            _, pending = await asyncio.wait(pending, timeout=grace)
+        if pending:
+            log.warning("cancelling requests still waiting", count=len(pending))
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=CLOSE_TIMEOUT_S)
+        await asyncio.sleep(0)  # let replies scheduled by the last tasks be flushed
+        for conn in connections:
+            conn.close()
+        closing = [conn.closed for conn in connections if not conn.closed.done()]
+        if closing:
+            await asyncio.wait(closing, timeout=CLOSE_TIMEOUT_S)
+            for conn in connections:
+                if not conn.closed.done():
+                    conn.abort()
+        await app.on_shutdown()
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,118 @@
+"""The request-type table: what the server answers to each IPROTO request type.
+
+Owns: PING, AUTH, ID, SELECT on the system spaces connectors read when they
+connect, the refusals of DML and SQL, and ER_UNKNOWN_REQUEST_TYPE for the
+rest; CALL, CALL_16 and EVAL are delegated to `calls.py`. Must not do I/O:
+a handler gets the connection and the decoded request and returns the reply
+bytes, or None when it arranged to answer later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import protocol
+from protocol import ErrorCode, RequestType
+
+from .calls import error_reply, handle_call, handle_call16, handle_eval
+from .errors import CallError
+from .logs import get_logger
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = get_logger("queuebox.requests")
+
+RequestHandler = Callable[["Connection", Any], bytes | None]
+
+# System spaces (views) connectors select from on connect. Answered with no
+# rows: all three connectors accept that, and it never lies about a space.
+SYSTEM_SPACES = {277: "_vcollation", 281: "_vspace", 289: "_vindex", 341: "_vspace_sequence"}
+
+# Tarantool's names of body keys, for "Missing mandatory field '<name>' in request".
+SPACE_ID_FIELD = (protocol.KEY_SPACE_ID, "space id")
+LIMIT_FIELD = (protocol.KEY_LIMIT, "limit")
+KEY_FIELD = (protocol.KEY_KEY, "key")
+TUPLE_FIELD = (protocol.KEY_TUPLE, "tuple")
+USER_NAME_FIELD = (protocol.KEY_USER_NAME, "user name")
+
+
+def require(req: Any, *fields: tuple[int, str]) -> None:
+    for key, name in fields:
+        if not req.has(key):
+            raise CallError(
+                ErrorCode.ER_MISSING_REQUEST_FIELD, f"Missing mandatory field '{name}' in request"
+            )
+
+
+def handle_ping(conn: Connection, req: Any) -> bytes:
+    return protocol.encode_ok(req.sync, conn.schema_version)
+
+
+def handle_auth(conn: Connection, req: Any) -> bytes:
+    require(req, USER_NAME_FIELD, TUPLE_FIELD)
+    user = req.user_name
+    try:
+        conn.app.users.authenticate(user, conn.salt, req.scramble())
+    except CallError:
+        # A failed AUTH leaves the previous user logged in (Tarantool 2.6).
+        log.info("auth failed", conn_id=conn.conn_id, peer=conn.peer, user=user)
+        raise
+    conn.set_user(user)
+    return protocol.encode_ok(req.sync, conn.schema_version)
+
+
+def handle_id(conn: Connection, req: Any) -> bytes:
+    # Answered even though the greeting says 2.6.0: harmless, and right for
+    # a greeting_version >= 2.10 (asynctnt fails the connect on an error).
+    return protocol.encode_id_reply(req.sync, conn.schema_version)
+
+
+def handle_select(conn: Connection, req: Any) -> bytes:
+    require(req, SPACE_ID_FIELD, LIMIT_FIELD, KEY_FIELD)
+    space_id = req.space_id
+    if space_id not in SYSTEM_SPACES:
+        raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{space_id}' does not exist")
+    return protocol.encode_data(req.sync, conn.schema_version, [])
+
+
+def _refuse(what: str) -> RequestHandler:
+    message = f"queuebox does not support {what}"
+
+    def refuse(conn: Connection, req: Any) -> bytes:
+        raise CallError(ErrorCode.ER_UNSUPPORTED, message)
+
+    return refuse
+
+
+def handle_unknown(conn: Connection, req: Any) -> bytes:
+    raise CallError(ErrorCode.ER_UNKNOWN_REQUEST_TYPE, f"Unknown request type {req.type}")
+
+
+_DML = "{} requests: queue data changes only through queue calls"
+
+REQUEST_TABLE: dict[int, RequestHandler] = {
+    RequestType.PING: handle_ping,
+    RequestType.AUTH: handle_auth,
+    RequestType.ID: handle_id,
+    RequestType.SELECT: handle_select,
+    RequestType.CALL: handle_call,
+    RequestType.CALL_16: handle_call16,
+    RequestType.EVAL: handle_eval,
+    RequestType.INSERT: _refuse(_DML.format("INSERT")),
+    RequestType.REPLACE: _refuse(_DML.format("REPLACE")),
+    RequestType.UPDATE: _refuse(_DML.format("UPDATE")),
+    RequestType.UPSERT: _refuse(_DML.format("UPSERT")),
+    RequestType.DELETE: _refuse(_DML.format("DELETE")),
+    RequestType.EXECUTE: _refuse("SQL"),
+}
+
+
+def handle_request(conn: Connection, req: Any) -> bytes | None:
+    """Reply bytes for `req`, or None if a task will answer. Never raises."""
+    handler = REQUEST_TABLE.get(req.type, handle_unknown)
+    try:
+        return handler(conn, req)
+    except Exception as exc:
+        return error_reply(conn, req.sync, exc)

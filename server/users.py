@@ -1,0 +1,58 @@
+"""Users, their rights, and the chap-sha1 check of an AUTH request.
+
+Owns: who exists (configured users plus `guest`), what each may do (a set of
+access classes: read, write, admin) and the exact Tarantool 2.6 errors of a
+failed AUTH. Must not touch sockets or keep per-connection state: the
+connection remembers who it is logged in as.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import protocol
+from protocol import ErrorCode, password_hash2
+
+from .config import NO_RIGHTS, UserSpec
+from .errors import CallError
+
+GUEST = "guest"
+
+
+SCRAMBLE_SIZE = 20
+
+
+class Users:
+    def __init__(self, users: Mapping[str, UserSpec], guest_rights: frozenset[str]) -> None:
+        self._hash2 = {name: spec.hash2 for name, spec in users.items()}
+        # Tarantool's guest has the empty password, so a scramble of "" logs in as guest too.
+        self._hash2[GUEST] = password_hash2("")
+        self._rights = {name: spec.rights for name, spec in users.items()}
+        self._rights[GUEST] = guest_rights
+
+    def rights(self, user: str) -> frozenset[str]:
+        return self._rights.get(user, NO_RIGHTS)
+
+    def authenticate(self, user: str, salt: bytes, scramble: bytes | None) -> None:
+        """Raise CallError unless `scramble` proves the password of `user`.
+
+        An absent or empty scramble (AUTH with an empty tuple) is accepted for
+        guest only: that is how a client goes back to being guest.
+        """
+        hash2 = self._hash2.get(user)
+        if hash2 is None:
+            raise CallError(ErrorCode.ER_NO_SUCH_USER, f"User '{user}' is not found")
+        if not scramble:
+            if user == GUEST:
+                return
+            raise _mismatch(user)
+        if len(scramble) != SCRAMBLE_SIZE:
+            raise CallError(ErrorCode.ER_INVALID_MSGPACK, "Invalid MsgPack - invalid scramble size")
+        if not protocol.check_scramble(salt, scramble, hash2):
+            raise _mismatch(user)
+
+
+def _mismatch(user: str) -> CallError:
+    return CallError(
+        ErrorCode.ER_PASSWORD_MISMATCH, f"Incorrect password supplied for user '{user}'"
+    )

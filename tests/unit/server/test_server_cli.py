@@ -1,0 +1,56 @@
+"""The subcommand table: lazy import, usage, unknown commands, serve's flags."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from server import cli
+from server.config import SCALAR_FIELDS
+from server.serve import build_parser
+
+
+def test_command_module_is_imported_only_when_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[list[str], str]] = []
+    module = types.ModuleType("fake_queuebox_cmd")
+
+    def main(argv: list[str], prog: str) -> int:
+        calls.append((argv, prog))
+        return 3
+
+    module.main = main  # type: ignore[attr-defined]
+    monkeypatch.setitem(cli.COMMANDS, "fake", ("fake_queuebox_cmd:main", "a fake command"))
+    monkeypatch.setitem(sys.modules, "fake_queuebox_cmd", module)
+    assert cli.main(["fake", "--x", "1"]) == 3
+    assert calls == [(["--x", "1"], "queuebox fake")]
+
+
+def test_usage_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "serve" in out and "run the queue server" in out
+
+
+def test_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["nosuch"]) == 2
+    assert "unknown command 'nosuch'" in capsys.readouterr().err
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_serve_has_a_flag_for_every_setting() -> None:
+    parser = build_parser("queuebox serve")
+    flags = {opt for action in parser._actions for opt in action.option_strings}
+    for name in SCALAR_FIELDS:
+        assert "--" + name.replace("_", "-") in flags
+    assert {"--listen", "--config"} <= flags
+
+
+def test_serve_refuses_an_unsafe_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--listen", "0.0.0.0:0"]) == 2
+    assert "no user configured" in capsys.readouterr().err
