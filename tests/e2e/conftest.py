@@ -1,0 +1,58 @@
+"""Fixtures: a shared server per test module, and a factory for servers with special settings.
+
+Every server binds 127.0.0.1 on a free port and is always stopped (SIGTERM,
+then SIGKILL) by the fixture's finalizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from serverproc import ServerProc, StartServer
+
+# tester may do everything, reader only read-only calls; guest (loopback
+# default) may do everything too.
+USERS_TOML = """
+[users.tester]
+password = "secret"
+rights = "all"
+
+[users.reader]
+password = "readpw"
+rights = ["read"]
+"""
+
+
+def _start(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "queuebox.toml"
+    config.write_text(toml)
+    return ServerProc(workdir, ["--config", str(config), "--test-hooks", *args], env).start()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    proc = _start(tmp_path_factory.mktemp("server"), [], None, USERS_TOML)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[StartServer]:
+    """start_server(*flags, env=None, toml=USERS_TOML) -> a running ServerProc."""
+    started: list[ServerProc] = []
+
+    def start(*args: str, env: dict[str, str] | None = None, toml: str = USERS_TOML) -> ServerProc:
+        proc = _start(tmp_path / f"server{len(started)}", list(args), env, toml)
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            proc.stop()
