@@ -1,0 +1,43 @@
+"""CPU time of the server and of the load generator, to show which side saturated.
+
+Owns: reading a process's user+system CPU seconds from /proc/<pid>/stat (the
+server, when `--server-pid` is given; every thread of it is included) and the
+calling process's own CPU time. psutil is not a dependency, so this reads the
+Linux file directly and answers None where it cannot. Must not decide what
+the numbers mean; the report does that.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """utime + stime of `pid` in seconds, or None if it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            text = stream.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after
+    # the last ')'. utime and stime are fields 14 and 15 of the file.
+    fields = text[text.rfind(b")") + 2 :].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) the calling process has used so far."""
+    return time.process_time()
+
+
+def percent(cpu_seconds: float | None, wall_seconds: float) -> float | None:
+    """CPU use as a percentage of one core over `wall_seconds` (200 = two cores)."""
+    if cpu_seconds is None or wall_seconds <= 0:
+        return None
+    return round(100.0 * cpu_seconds / wall_seconds, 1)
