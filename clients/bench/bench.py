@@ -1,0 +1,121 @@
+"""One scenario against one server, start to finish, as a JSON-able document.
+
+Owns: `run_scenario` (prepare the tube over a control connection, run the
+scenario's phases, read the server's statistics of the tube, drop it) and
+`compare` (the same scenario against two servers, alternately, with the
+ratio of every headline number). Must not parse arguments or print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from typing import Any
+
+from .api import ApiSpec
+from .conn import open_connection
+from .report import Progress, environment, headline, phase_doc
+from .runner import run_phase
+from .scenarios import SCENARIOS, Options, Target
+
+
+async def _with_control(target: Target, work: Any) -> Any:
+    conn = await open_connection(target.host, target.port, target.user, target.password)
+    try:
+        return await work(conn)
+    finally:
+        conn.close()
+
+
+def _prepare(target: Target, api: ApiSpec) -> None:
+    asyncio.run(_with_control(target, api.setup))
+
+
+def _finish(target: Target, api: ApiSpec, keep: bool) -> Any:
+    async def work(conn: Any) -> Any:
+        stats = await api.statistics(conn)
+        if not keep:
+            await api.cleanup(conn)
+        return stats
+
+    return asyncio.run(_with_control(target, work))
+
+
+def run_scenario(
+    scenario: str,
+    opts: Options,
+    target: Target,
+    *,
+    progress: Progress | None = None,
+    keep: bool = False,
+    label: str | None = None,
+) -> dict[str, Any]:
+    api, phases = SCENARIOS[scenario](opts)
+    _prepare(target, api)
+    phase_docs = []
+    for phase in phases:
+        if progress is not None:
+            progress.start(phase.name, phase.goal)
+        result = run_phase(
+            phase.name, phase.specs(target, api, opts.max_time), target.server_pid, progress
+        )
+        if progress is not None:
+            progress.finish()
+        phase_docs.append(phase_doc(result))
+    server_stats = _finish(target, api, keep)
+    counts = {key: sum(p["counts"][key] for p in phase_docs) for key in phase_docs[0]["counts"]}
+    return {
+        "scenario": scenario,
+        "target": target.address,
+        "tube": api.tube,
+        "api": api.flavour,
+        "label": label,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "params": dataclasses.asdict(opts),
+        "environment": environment(),
+        "server_pid": target.server_pid,
+        "phases": phase_docs,
+        "counts": counts,
+        "server_stats": server_stats,
+        "complete": not any(p["timed_out"] for p in phase_docs) and counts["errors"] == 0,
+    }
+
+
+def compare(
+    scenario: str,
+    opts: Options,
+    a: Target,
+    b: Target,
+    rounds: int,
+    *,
+    progress: Progress | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Run A, B, A, B, ... (`rounds` each) so slow drift of the machine hits both."""
+    runs: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+    for _ in range(rounds):
+        for key, target in (("a", a), ("b", b)):
+            runs[key].append(run_scenario(scenario, opts, target, progress=progress, label=label))
+    mean_a, mean_b = _mean_headline(runs["a"]), _mean_headline(runs["b"])
+    ratios = {
+        metric: {
+            "a": value,
+            "b": mean_b.get(metric, 0.0),
+            "ratio": round(mean_b[metric] / value, 3) if value and metric in mean_b else None,
+        }
+        for metric, value in mean_a.items()
+    }
+    return {
+        "scenario": scenario,
+        "compare": {"a": a.address, "b": b.address, "rounds": rounds},
+        "runs": runs,
+        "ratios": ratios,
+        "complete": all(run["complete"] for side in runs.values() for run in side),
+    }
+
+
+def _mean_headline(runs: list[dict[str, Any]]) -> dict[str, float]:
+    numbers = [headline(run) for run in runs]
+    keys = numbers[0].keys() if numbers else []
+    return {key: round(sum(n.get(key, 0.0) for n in numbers) / len(numbers), 3) for key in keys}

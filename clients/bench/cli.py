@@ -1,0 +1,221 @@
+"""`queuebox bench`: the command line of the load generator.
+
+Owns: the argument parser, the defaults read from QUEUEBOX_USER /
+QUEUEBOX_PASSWORD / QUEUEBOX_ADDRESS, and where the results go (table on
+stdout, progress on stderr, --json-out, --plot). Exit status: 0 when every
+phase completed without an error, 1 when the run finished with errors or
+timed out, 2 when it could not run. Must not contain benchmark logic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from .conn import BenchError
+from .scenarios import SCENARIOS, Options, Target
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    env = os.environ
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Load generator for queuebox or any Tarantool + queue server. "
+        "Prints a table; --json-out keeps every number, --plot draws them.",
+    )
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument(
+        "--address",
+        type=_address,
+        default=env.get("QUEUEBOX_ADDRESS", "127.0.0.1:3301"),
+        help="server HOST:PORT ($QUEUEBOX_ADDRESS, default 127.0.0.1:3301)",
+    )
+    p.add_argument(
+        "--user",
+        default=env.get("QUEUEBOX_USER") or None,
+        help="log in as this user ($QUEUEBOX_USER; default: guest)",
+    )
+    p.add_argument(
+        "--password", default=env.get("QUEUEBOX_PASSWORD"), help="password ($QUEUEBOX_PASSWORD)"
+    )
+    p.add_argument("--server-pid", type=int, help="server process id, to report its CPU use")
+    load = p.add_argument_group("load")
+    load.add_argument(
+        "--tasks",
+        type=_positive_int,
+        default=100_000,
+        help="tasks to put (put, take-ack, mixed, legacy-put-take)",
+    )
+    load.add_argument(
+        "--duration",
+        type=float,
+        help="put / mixed: produce for this many seconds instead of --tasks",
+    )
+    load.add_argument("--payload-size", type=int, default=64, help="bytes per task (64)")
+    load.add_argument("--producers", type=_positive_int, default=4, help="put connections (4)")
+    load.add_argument("--consumers", type=_positive_int, default=4, help="take connections (4)")
+    load.add_argument(
+        "--window", type=_positive_int, default=64, help="requests in flight per connection (64)"
+    )
+    load.add_argument(
+        "--processes", type=_positive_int, default=1, help="worker processes sharing the load (1)"
+    )
+    load.add_argument("--rate", type=float, help="mixed: total puts per second (default: max)")
+    load.add_argument(
+        "--take-timeout",
+        type=float,
+        default=1.0,
+        help="seconds a take waits; an empty take ends a consumer (1.0)",
+    )
+    load.add_argument(
+        "--utubes", type=_positive_int, help="busy-utubes: utubes (10); many-utubes: utubes (30000)"
+    )
+    load.add_argument(
+        "--tasks-per-utube",
+        type=_positive_int,
+        default=1000,
+        help="busy-utubes: tasks per utube (1000)",
+    )
+    load.add_argument(
+        "--storage-mode",
+        choices=("default", "ready_buffer"),
+        help="utube storage mode of the tube the run creates",
+    )
+    load.add_argument("--tube", help="tube name (default bench_<scenario>)")
+    load.add_argument("--tube-type", help="tube type for put/take-ack/mixed (fifo)")
+    load.add_argument("--namespace", default="queue", help="queue module namespace (queue)")
+    load.add_argument(
+        "--legacy-space", type=int, default=0, help="legacy-put-take: space number (0)"
+    )
+    load.add_argument(
+        "--max-time", type=float, default=600.0, help="abort a phase after this many seconds (600)"
+    )
+    load.add_argument("--keep", action="store_true", help="keep the tube after the run")
+    out = p.add_argument_group("output")
+    out.add_argument("--json-out", metavar="PATH", help="write the full result as JSON")
+    out.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="draw throughput and latency to a PNG "
+        "(needs matplotlib: pip install 'queuebox[plot]')",
+    )
+    out.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    out.add_argument("--label", help="free text stored in the JSON (e.g. the server's wal_mode)")
+    cmp = p.add_argument_group("comparison")
+    cmp.add_argument(
+        "--compare",
+        type=_address,
+        metavar="HOST:PORT",
+        help="run the scenario against this second server too, alternately, "
+        "and print B/A per metric",
+    )
+    cmp.add_argument("--compare-user", help="user for the second server (default: --user)")
+    cmp.add_argument("--compare-password", help="its password (default: --password)")
+    cmp.add_argument("--compare-server-pid", type=int, help="its process id, for CPU")
+    cmp.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=2,
+        help="--compare: runs against each server (2: A B A B)",
+    )
+    return p
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(
+        tasks=args.tasks,
+        duration=args.duration,
+        payload_size=args.payload_size,
+        producers=args.producers,
+        consumers=args.consumers,
+        window=args.window,
+        processes=args.processes,
+        rate=args.rate,
+        take_timeout=args.take_timeout,
+        utubes=args.utubes,
+        tasks_per_utube=args.tasks_per_utube,
+        storage_mode=args.storage_mode,
+        tube=args.tube,
+        tube_type=args.tube_type,
+        namespace=args.namespace,
+        legacy_space=args.legacy_space,
+        max_time=args.max_time,
+    )
+
+
+def main(argv: list[str], prog: str = "queuebox bench") -> int:
+    args = build_parser(prog).parse_args(argv)
+    if args.scenario == "mixed" and args.payload_size < 16:
+        print(f"{prog}: mixed needs --payload-size >= 16 (the send time)", file=sys.stderr)
+        return 2
+    # Imported here so `--help` stays fast and a missing optional part fails late.
+    from . import bench, report
+
+    opts = options_from(args)
+    host, port = args.address
+    target = Target(host, port, args.user, args.password, args.server_pid)
+    show_progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = report.Progress() if show_progress else None
+    try:
+        if args.compare:
+            other_host, other_port = args.compare
+            other = Target(
+                other_host,
+                other_port,
+                args.compare_user or args.user,
+                args.compare_password or args.password,
+                args.compare_server_pid,
+            )
+            doc = bench.compare(
+                args.scenario, opts, target, other, args.rounds, progress=progress, label=args.label
+            )
+            for run in doc["runs"]["a"] + doc["runs"]["b"]:
+                print(report.render(run), end="\n\n")
+            print(report.render_ratios(target.address, other.address, doc["ratios"]))
+        else:
+            doc = bench.run_scenario(
+                args.scenario, opts, target, progress=progress, keep=args.keep, label=args.label
+            )
+            print(report.render(doc))
+    except BenchError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    return _write_outputs(doc, args, prog)
+
+
+def _write_outputs(doc: dict[str, Any], args: argparse.Namespace, prog: str) -> int:
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as stream:
+            json.dump(doc, stream, indent=1)
+            stream.write("\n")
+    if args.plot:
+        from .plot import PlotUnavailable, plot
+
+        try:
+            plot(doc, args.plot)
+        except PlotUnavailable as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+    return 0 if doc["complete"] else 1

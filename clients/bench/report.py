@@ -1,0 +1,191 @@
+"""What a benchmark run tells its reader: the JSON document, the terminal tables, progress.
+
+Owns: the shape of the JSON result (`phase_doc`, `environment`), the human
+tables (`render`), the comparison table (`render_ratios`) and `Progress`, the
+one-line bar on stderr. Must not run anything or talk to a server.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any, TextIO
+
+from .cpu import percent
+from .histogram import PERCENTILES
+from .runner import PhaseResult
+
+SATURATED_PCT = 90.0  # a process above this share of one core is the bottleneck
+
+
+def environment() -> dict[str, Any]:
+    """Where the numbers were measured."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as stream:
+            for line in stream:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def phase_doc(result: PhaseResult) -> dict[str, Any]:
+    wall = result.wall_s
+    counts = result.counts
+    return {
+        "name": result.name,
+        "wall_s": round(wall, 4),
+        "counts": counts,
+        "rates_per_s": {
+            "put": round(counts["put"] / wall, 1),
+            "taken": round(counts["taken"] / wall, 1),
+            "acked": round(counts["acked"] / wall, 1),
+        },
+        "latency_us": {op: h.summary_us() for op, h in result.latency.items() if h.count},
+        "latency_histograms": {op: h.to_json() for op, h in result.latency.items() if h.count},
+        "timeline_per_s": result.timeline,
+        "cpu": {
+            "client_s": result.client_cpu_s,
+            "client_pct": percent(result.client_cpu_s, wall),
+            "client_busiest_process_pct": percent(result.client_cpu_max_s, wall),
+            "server_s": result.server_cpu_s,
+            "server_pct": percent(result.server_cpu_s, wall),
+            "server_timeline_pct": result.server_cpu_timeline,
+        },
+        "processes": result.processes,
+        "connections": result.connections,
+        "errors": result.errors,
+        "timed_out": result.timed_out,
+    }
+
+
+def _rate(phase: dict[str, Any]) -> str:
+    rates = phase["rates_per_s"]
+    parts = [f"{name} {rates[name]:,.0f}/s" for name in ("put", "acked") if rates[name]]
+    return ", ".join(parts) or "-"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def _bottleneck(cpu: dict[str, Any]) -> str:
+    notes = []
+    if (cpu["server_pct"] or 0) >= SATURATED_PCT:
+        notes.append("server saturated")
+    if (cpu["client_busiest_process_pct"] or 0) >= SATURATED_PCT:
+        notes.append("client saturated")
+    return ", ".join(notes)
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The run as two tables: phases (time, counts, rate, CPU) and latencies."""
+    params = doc["params"]
+    lines = [
+        f"queuebox bench {doc['scenario']} -> {doc['target']}  "
+        f"({params['processes']} process(es), window {params['window']}, "
+        f"payload {params['payload_size']} B, tube {doc['tube']})",
+        "",
+        f"{'phase':<10} {'wall s':>8} {'put':>9} {'taken':>9} {'acked':>9} {'errors':>6}  "
+        f"{'rate':<28} {'client':>7} {'server':>7}",
+    ]
+    for phase in doc["phases"]:
+        c, cpu = phase["counts"], phase["cpu"]
+        lines.append(
+            f"{phase['name']:<10} {phase['wall_s']:>8.2f} {c['put']:>9} {c['taken']:>9} "
+            f"{c['acked']:>9} {c['errors']:>6}  {_rate(phase):<28} "
+            f"{_pct(cpu['client_busiest_process_pct']):>7} {_pct(cpu['server_pct']):>7}"
+            + (f"  {_bottleneck(cpu)}" if _bottleneck(cpu) else "")
+            + ("  TIMED OUT" if phase["timed_out"] else "")
+        )
+    lines += ["", _latency_header()]
+    for phase in doc["phases"]:
+        for op, summary in phase["latency_us"].items():
+            label = "put->taken" if op == "e2e" else op
+            cells = [f"{summary[f'p{p:g}_us'] / 1000:>8.3f}" for p in PERCENTILES]
+            lines.append(
+                f"{phase['name']:<10} {label:<10} {summary['count']:>9} {' '.join(cells)} "
+                f"{summary['max_us'] / 1000:>8.3f}"
+            )
+    for phase in doc["phases"]:
+        for message, n in phase["errors"].items():
+            lines.append(f"error in {phase['name']}: {message} (x{n})")
+    lines.append("")
+    lines.append(
+        "client/server: CPU of the busiest client process / of the server "
+        "(--server-pid), % of one core"
+    )
+    return "\n".join(lines)
+
+
+def _latency_header() -> str:
+    cells = " ".join(f"{'p' + format(p, 'g'):>8}" for p in PERCENTILES)
+    return f"{'latency ms':<10} {'op':<10} {'count':>9} {cells} {'max':>8}"
+
+
+def headline(doc: dict[str, Any]) -> dict[str, float]:
+    """The numbers a comparison divides: per phase, wall time, rates and latencies."""
+    out: dict[str, float] = {}
+    for phase in doc["phases"]:
+        name = phase["name"]
+        out[f"{name} wall s"] = phase["wall_s"]
+        for counter, rate in phase["rates_per_s"].items():
+            if rate:
+                out[f"{name} {counter}/s"] = rate
+        for op, summary in phase["latency_us"].items():
+            out[f"{name} {op} p50 us"] = summary["p50_us"]
+            out[f"{name} {op} p99 us"] = summary["p99_us"]
+    return out
+
+
+def render_ratios(a: str, b: str, ratios: dict[str, dict[str, float | None]]) -> str:
+    lines = [f"{'metric':<28} {'A ' + a:>22} {'B ' + b:>22} {'B/A':>7}"]
+    for metric, row in ratios.items():
+        ratio = row["ratio"]
+        lines.append(
+            f"{metric:<28} {row['a']:>22,.1f} {row['b']:>22,.1f} "
+            f"{'-' if ratio is None else format(ratio, '.2f'):>7}"
+        )
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line bar on stderr, redrawn in place; only when asked or on a TTY."""
+
+    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.phase = ""
+        self.goal: tuple[str, int] | None = None
+
+    def start(self, phase: str, goal: tuple[str, int] | None) -> None:
+        self.phase, self.goal = phase, goal
+
+    def __call__(self, totals: dict[str, int], elapsed: float) -> None:
+        done_ops = totals["acked"] or totals["put"]
+        if self.goal is not None:
+            done_ops = totals[self.goal[0]]
+            fraction = min(done_ops / self.goal[1], 1.0) if self.goal[1] else 1.0
+            bar = "#" * int(fraction * self.width)
+            head = f"[{bar:<{self.width}}] {fraction:4.0%}"
+        else:
+            head = f"[{'.' * self.width}]"
+        rate = done_ops / elapsed if elapsed > 0 else 0.0
+        self.stream.write(
+            f"\r{self.phase:<9} {head} {done_ops:>10,} ops {rate:>10,.0f}/s "
+            f"{elapsed:6.1f}s errors {totals['errors']}\x1b[K"
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.stream.write("\r\x1b[K")
+        self.stream.flush()
