@@ -35,11 +35,13 @@ RUN groupadd --system --gid 10001 queuebox \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels queuebox
 
-# The server refuses to start on 0.0.0.0 without QUEUEBOX_USER/QUEUEBOX_PASSWORD
-# (or an explicit QUEUEBOX_ALLOW_OPEN_GUEST=1), and gives the guest no rights
-# there: the image never starts as an open server by accident.
+# The guest (a client that does not log in) gets no rights, whatever address
+# the server listens on; on 0.0.0.0 the server then refuses to start without
+# QUEUEBOX_USER + QUEUEBOX_PASSWORD. An open server takes two explicit
+# settings: QUEUEBOX_GUEST_RIGHTS=all and QUEUEBOX_ALLOW_OPEN_GUEST=1.
 ENV QUEUEBOX_LISTEN=0.0.0.0:3301 \
     QUEUEBOX_DATA_DIR=/var/lib/queuebox \
+    QUEUEBOX_GUEST_RIGHTS=none \
     QUEUEBOX_LOG_FORMAT=json
 VOLUME ["/var/lib/queuebox"]
 EXPOSE 3301
