@@ -13,7 +13,8 @@ nothing is `[]`, a number is `[n]`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +23,7 @@ from storage.catalog import Catalog
 from .legacy_args import (
     US_PER_SECOND,
     arg,
+    clamp,
     optional_seconds_us,
     seconds_us,
     space_no,
@@ -29,7 +31,8 @@ from .legacy_args import (
     tube_name,
 )
 from .legacy_args import number as parse_number
-from .legacy_base import ER_PROC_LUA, Blocked, QueueError, Waiters
+from .legacy_base import ER_PROC_LUA, Blocked, LegacyBlocked, QueueError, Waiters
+from .legacy_events import expire_due, next_deadline, release_after_restart, release_connection
 from .legacy_store import (
     BURIED,
     DELAYED,
@@ -101,10 +104,11 @@ class LegacyQueue:
         # Wake callbacks are the server's; they run once the current call has
         # finished changing state, never in the middle of it (as in Queue).
         self._wakes: list[Callable[[], None]] = []
+        self._depth = 0
         self.waiters = Waiters(notify=self._wakes.append)
         self.store = LegacyStore(catalog, self._wake)
-        self._release_after_restart()
-        self._wakes.clear()  # nobody can be waiting yet
+        with self._entry():
+            release_after_restart(self.store)
 
     # --- what the server glue calls ---
 
@@ -117,75 +121,57 @@ class LegacyQueue:
         return FUNCTIONS[name][1]
 
     def call(self, conn_id: int, name: str, args: list[Any]) -> Reply | Blocked:
-        try:
-            return FUNCTIONS[name][0](self, conn_id, list(args))
-        finally:
-            self._run_wakes()
+        """Run one CALL: the IPROTO_DATA list, or Blocked (raises QueueError)."""
+        function = FUNCTIONS[name][0]
+        with self._entry():
+            return function(self, conn_id, list(args))
 
     def statistics(self, args: list[Any]) -> list[str]:
         """The legacy flat list (a CALL answers it as `[that list]`)."""
         number = None if arg(args, 0) is None else space_no(args[0])
         tube = None if arg(args, 1) is None else tube_name(args[1])
-        return self.store.statistics(number, tube)
+        with self._entry():
+            return self.store.statistics(number, tube)
 
     def connected(self, conn_id: int) -> None:
         """Nothing to set up: ownership is recorded at the first take."""
 
     def disconnected(self, conn_id: int) -> None:
-        # Waiters first, so the tasks released below cannot go to a dead take.
-        self.waiters.remove_conn(conn_id)
-        for space_number, tid in self.store.taken_by(conn_id):
-            ls = self.store.spaces[space_number]
-            task = ls.get(tid)
-            if task is not None:
-                self._to_ready(ls, task)
-                self.store.inc(space_number, task[F_TUBE], "ready_by_disconnect")
-        self._run_wakes()
+        with self._entry():
+            # Waiters first, so the tasks released below cannot go to a dead take.
+            self.waiters.remove_conn(conn_id)
+            release_connection(self.store, conn_id)
 
     # --- timers: every task's next_event is in its space's "event" index ---
 
     def next_deadline(self) -> int | None:
-        events = [
-            e for e in (ls.next_event() for ls in self.store.spaces.values()) if e is not None
-        ]
-        return min(events, default=None)
+        return next_deadline(self.store)
 
     def tick(self, now_us: int) -> None:
-        for ls in list(self.store.spaces.values()):
-            while (task := ls.by_event.first()) is not None and task[F_EVENT] <= now_us:
-                self._expire(ls, task, now_us)
-        self._run_wakes()
+        with self._entry(now_us):
+            pass
 
-    def _expire(self, ls: LegacySpace, task: Task, now_us: int) -> None:
-        if now_us >= ttl_end(task):
-            # ttl wins over everything, whatever the status (done tasks end here).
-            self.store.write(ls, task, None)
-            self.store.inc(ls.number, task[F_TUBE], "ttl.total")
-            self.store.inc(ls.number, task[F_TUBE], f"ttl.{WORDS[task[F_STATUS]]}")
-        else:
-            # A delay or a ttr has ended (taken → ready also drops the owner);
-            # the only events before ttl_end belong to delayed and taken tasks.
-            self._to_ready(ls, task)
+    # --- plumbing ---
 
     def _wake(self, number: int, tube: str) -> None:
         self.waiters.wake_one(wait_key(number, tube), TAKE)
 
-    def _run_wakes(self) -> None:
-        wakes = list(self._wakes)  # the list itself is Waiters' notify target: keep it
-        self._wakes.clear()
-        for wake in wakes:
-            wake()
-
-    def _release_after_restart(self) -> None:
-        for ls in self.store.spaces.values():
-            for task in [t for t in ls.space if t[F_STATUS] == TAKEN]:
-                self._to_ready(ls, task)
-                self.store.inc(ls.number, task[F_TUBE], "ready_by_restart")
-
-    def _to_ready(self, ls: LegacySpace, task: Task, changes: dict[int, Any] | None = None) -> Task:
-        fields = {F_STATUS: READY, F_EVENT: ttl_end(task)}
-        fields.update(changes or {})
-        return self.store.update(ls, task, fields)
+    @contextmanager
+    def _entry(self, now_us: int | None = None) -> Iterator[None]:
+        """Every entry point: first the timers due by now, so a call sees the
+        queue as of the clock; wake callbacks (the server's) only once the
+        outermost entry has finished its change, never in the middle of it."""
+        self._depth += 1
+        try:
+            expire_due(self.store, self.clock() if now_us is None else now_us)
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                wakes = list(self._wakes)  # the list itself is Waiters' notify target
+                self._wakes.clear()
+                for wake in wakes:
+                    wake()
 
     def _existing(self, args: list[Any]) -> tuple[LegacySpace, Task]:
         """(space, task) named by args[0], args[1]; `Task not found` otherwise."""
@@ -262,8 +248,8 @@ class LegacyQueue:
         ls = self.store.space(number, create=False)
         first = None if ls is None else ls.first(tube, READY)
         now = self.clock()
-        # Quirk kept from 1.5: an expired head makes the tube look empty
-        # until the timer deletes it (it never hands out an expired task).
+        # Due timers ran before this call, so the head is alive unless it dies
+        # this very µs; 1.5 then treated the tube as empty, and so do we.
         if ls is not None and first is not None and ttl_end(first) > now:
             task = self.store.update(
                 ls, first,
@@ -275,7 +261,9 @@ class LegacyQueue:
         if timeout == 0:
             self.store.inc(number, tube, "take_timeout")
             return []
-        return Blocked(wait_key(number, tube), TAKE, timeout / US_PER_SECOND)
+        return LegacyBlocked(
+            wait_key(number, tube), TAKE, timeout / US_PER_SECOND, "queue.take", tuple(args[:2])
+        )
 
     def ack(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._owned(conn_id, args, "ack")
@@ -305,7 +293,7 @@ class LegacyQueue:
         ls, task = self._existing(args)
         if task[F_STATUS] != BURIED:
             raise fail("Task is not buried")
-        return self._counted(ls, self._to_ready(ls, task), "dig")
+        return self._counted(ls, self.store.to_ready(ls, task), "dig")
 
     def kick(self, conn_id: int, args: list[Any]) -> Reply:
         number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
@@ -317,7 +305,7 @@ class LegacyQueue:
             task = ls.first(tube, BURIED)
             if task is None:
                 break
-            self._to_ready(ls, task)
+            self.store.to_ready(ls, task)
             self.store.inc(number, tube, "dig")
             kicked += 1
         return [kicked]
@@ -336,14 +324,14 @@ class LegacyQueue:
             }  # fmt: skip
             released = self.store.update(ls, task, changes)
         else:
-            released = self._to_ready(ls, task, {F_TTL: new_ttl, F_EVENT: created + new_ttl})
+            released = self.store.to_ready(ls, task, {F_TTL: new_ttl, F_EVENT: created + new_ttl})
         return self._counted(ls, released, "release")
 
     def requeue(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._owned(conn_id, args, "release")  # 1.5 shares release's text
         last = ls.last(task[F_TUBE], READY)
         ipri = DEFAULT_IPRI if last is None else min(MAX_PRI, last[F_IPRI] + 1)
-        requeued = self._to_ready(ls, task, {F_IPRI: ipri, F_SEQ: ls.next_seq()})
+        requeued = self.store.to_ready(ls, task, {F_IPRI: ipri, F_SEQ: ls.next_seq()})
         return self._counted(ls, requeued, "requeue")
 
     # --- any task ---
@@ -380,7 +368,8 @@ class LegacyQueue:
 
 def number_pri(value: Any) -> int:
     """pri is an offset from 127; stored as 255 - effective so ascending = served first."""
-    effective = max(Decimal(0), min(Decimal(MAX_PRI), parse_number("pri", value) + DEFAULT_IPRI))
+    offset = clamp(parse_number("pri", value), 2 * MAX_PRI)
+    effective = max(Decimal(0), min(Decimal(MAX_PRI), offset + DEFAULT_IPRI))
     return int(MAX_PRI - effective)
 
 

@@ -33,6 +33,10 @@ MAX_SECONDS = 3_153_600_000
 MAX_US = MAX_SECONDS * US_PER_SECOND
 # Tarantool space ids are u32; a legacy space number names one storage space.
 MAX_SPACE_NO = 2**32 - 1
+# No client writes a number this long; longer texts are refused before any
+# arithmetic, so "1e999999999" or a megabyte of digits costs nothing.
+MAX_NUMBER_TEXT = 64
+MAX_SHOWN = 80
 
 
 def show(value: Any) -> str:
@@ -43,9 +47,9 @@ def show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        return repr(value)
-    return str(value)
+    text = repr(value) if isinstance(value, str) else str(value)
+    # An error echoes what was sent, but never a megabyte of it.
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
 
 
 def invalid(name: str, value: Any) -> QueueError:
@@ -68,6 +72,8 @@ def number(name: str, value: Any) -> Decimal:
     if not isinstance(text, str):
         raise invalid(name, value)
     text = text.strip()
+    if len(text) > MAX_NUMBER_TEXT:
+        raise invalid(name, value)
     if _DECIMAL.fullmatch(text):
         return Decimal(text)
     if _HEX.fullmatch(text):
@@ -77,8 +83,13 @@ def number(name: str, value: Any) -> Decimal:
 
 def seconds_us(name: str, value: Any) -> int:
     """Seconds (number or numeric string) -> µs, truncated, within ±MAX_US."""
-    us = int(number(name, value) * US_PER_SECOND)
-    return max(-MAX_US, min(MAX_US, us))
+    seconds = clamp(number(name, value), MAX_SECONDS)
+    return int(seconds * US_PER_SECOND)
+
+
+def clamp(n: Decimal, limit: int) -> Decimal:
+    """n within ±limit, compared before any arithmetic (1e999999 must not overflow)."""
+    return max(Decimal(-limit), min(Decimal(limit), n))
 
 
 def optional_seconds_us(name: str, value: Any, default: int) -> int:

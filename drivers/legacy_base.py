@@ -1,12 +1,11 @@
-"""What the legacy queue borrows from the modern core: errors, waiting takes.
+"""What the legacy queue borrows from the modern core: errors, waiters, Blocked.
 
-Owns nothing of its own: one place where the legacy modules import the
-modern core's `QueueError` and `Waiters`, and its `Blocked`, so both APIs
-raise the same errors and the server treats their waiting takes alike.
+Owns: `LegacyBlocked`, the modern `Blocked` with the retry of a legacy take
+(`queue.take(space, tube, remaining)` instead of `take(remaining)`). Every
+other name is a re-export, so both APIs raise the same `QueueError` and the
+server treats their waiting takes alike (`isinstance(answer, Blocked)`,
+`waiters.add(blocked.tube, blocked.kind, ...)`, `call(conn, *blocked.retry(s))`).
 Must not touch tasks or the clock.
-
-PLACEHOLDER: `Blocked` below is a minimal local version kept only until
-drivers/queue.py lands; then it becomes a re-export like `QueueError`.
 """
 
 from __future__ import annotations
@@ -14,20 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ER_PROC_LUA, QueueError
+from .queue import Blocked
 from .waiters import Waiters
 
-__all__ = ["ER_PROC_LUA", "Blocked", "QueueError", "Waiters"]
+__all__ = ["ER_PROC_LUA", "Blocked", "LegacyBlocked", "QueueError", "Waiters"]
 
 
 @dataclass(frozen=True)
-class Blocked:  # LOCAL PLACEHOLDER for the modern core's Blocked
-    """A take found nothing: wait, then call again with the time left.
+class LegacyBlocked(Blocked):
+    """A legacy take that found nothing. `tube` is its waiter key (space + tube)."""
 
-    The server registers `waiters.add(tube, kind, conn_id, timeout_s, now,
-    wake)`; after the wakeup (or the timeout) it repeats the same call with
-    the remaining seconds (never negative; 0 once the time is up).
-    """
-
-    tube: str  # the waiter key: legacy_store.wait_key(space number, tube)
-    kind: str  # "take"
-    timeout_s: float | None  # None: no limit
+    def retry(self, remaining_s: float | None) -> tuple[str, list[object]]:
+        space, tube = self.args[0], self.args[1]
+        # Never negative: a legacy take refuses a timeout below 0.
+        remaining = None if remaining_s is None else max(0.0, remaining_s)
+        return self.name, [space, tube, remaining]

@@ -268,6 +268,12 @@ class LegacyStore:
         assert result is not None
         return result
 
+    def to_ready(self, ls: LegacySpace, task: Task, changes: dict[int, Any] | None = None) -> Task:
+        """Back to ready; its next event is then only its ttl."""
+        fields: dict[int, Any] = {F_STATUS: READY, F_EVENT: ttl_end(task)}
+        fields.update(changes or {})
+        return self.update(ls, task, fields)
+
     def _count(self, number: int, tube: str, status: str, delta: int) -> None:
         counts = self.counts.get((number, tube))
         if counts is None:

@@ -75,13 +75,18 @@ class Legacy:
 
     def recover(self) -> Legacy:
         """A new queue over a catalog rebuilt from msgpack copies of everything."""
-        fresh = Catalog()
-        for space in self.catalog:
-            definition = SpaceDef.from_wire(_roundtrip(space.definition.to_wire()))
-            copy = fresh.add(definition, log=False)
-            for t in space:
-                copy.load(tuple(_roundtrip(list(t))))
-        return Legacy(fresh, self.clock)
+        return Legacy(recovered(self.catalog), self.clock)
+
+
+def recovered(catalog: Catalog) -> Catalog:
+    """What recovery from the WAL would build: msgpack copies of every space and tuple."""
+    fresh = Catalog()
+    for space in catalog:
+        definition = SpaceDef.from_wire(_roundtrip(space.definition.to_wire()))
+        copy = fresh.add(definition, log=False)
+        for t in space:
+            copy.load(tuple(_roundtrip(list(t))))
+    return fresh
 
 
 def _roundtrip(value: Any) -> Any:

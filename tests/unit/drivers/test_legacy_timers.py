@@ -69,15 +69,16 @@ def test_ttl_passing_while_taken_deletes_the_task(lq: Legacy) -> None:
     assert stats["space0.t.ttl.taken"] == "1" and stats["space0.t.tasks.taken"] == "0"
 
 
-def test_an_expired_head_makes_take_see_an_empty_tube(lq: Legacy) -> None:
-    # The timer has not run yet (no tick): take must not hand out a dead task,
-    # and, as in 1.5, it does not look past it either.
+def test_every_call_first_runs_the_timers_that_are_due(lq: Legacy) -> None:
+    # No tick yet (the server's timer may be late): the call itself catches up,
+    # so take never hands out a dead task and never misses one whose delay ended.
     lq.put("dies", ttl=1, pri=10)
     lq.put("lives", ttl=100)
+    lq.put("was delayed", delay=1, pri=5)
     lq.clock.now += 2 * SEC
-    assert lq.take_id() is None
-    lq.q.tick(lq.clock.now)
+    assert lq.task("take", 0, "t", 0)[3] == "was delayed"
     assert lq.task("take", 0, "t", 0)[3] == "lives"
+    assert lq.stats(0, "t")["space0.t.ttl.ready"] == "1"
 
 
 def test_many_events_due_at_once_are_all_handled_in_one_tick(lq: Legacy) -> None:
