@@ -14,6 +14,7 @@ import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.serve:main", "run the queue server"),
+    "bench": ("clients.bench.cli:main", "load generator: put, take-ack, mixed, utube scenarios"),
 }
 
 
