@@ -1,0 +1,147 @@
+"""queuebox's IPROTO codec: bytes in, Request/Response objects out, and back.
+
+Sans-I/O like h11: nothing here touches sockets, the event loop, threads,
+clocks or another folder of the project. Bad input only ever surfaces as
+ProtocolError. Modules:
+
+    constants  request types, keys, error codes, iterators
+    errors     ProtocolError and Tarantool's framing error texts
+    codec      shared msgpack settings (surrogateescape strings)
+    framing    length-prefixed frames out of a byte stream
+    greeting   the 128-byte greeting
+    auth       chap-sha1
+    request    server side: RequestDecoder -> Request
+    response   server side: replies as bytes, CALL_16 shaping
+    client     client side: request encoders, ResponseDecoder -> Response
+"""
+
+from .auth import check_scramble, password_hash2, scramble
+from .client import (
+    Response,
+    ResponseDecoder,
+    encode_auth,
+    encode_call,
+    encode_eval,
+    encode_id,
+    encode_ping,
+    encode_request,
+    encode_select,
+)
+from .codec import as_bytes, as_text
+from .constants import (
+    ITERATOR_ALL,
+    ITERATOR_BITS_ALL_NOT_SET,
+    ITERATOR_BITS_ALL_SET,
+    ITERATOR_BITS_ANY_SET,
+    ITERATOR_EQ,
+    ITERATOR_GE,
+    ITERATOR_GT,
+    ITERATOR_LE,
+    ITERATOR_LT,
+    ITERATOR_NEIGHBOR,
+    ITERATOR_OVERLAPS,
+    ITERATOR_REQ,
+    KEY_AUTH_TYPE,
+    KEY_DATA,
+    KEY_ERROR,
+    KEY_ERROR_24,
+    KEY_EXPR,
+    KEY_FEATURES,
+    KEY_FUNCTION_NAME,
+    KEY_INDEX_BASE,
+    KEY_INDEX_ID,
+    KEY_ITERATOR,
+    KEY_KEY,
+    KEY_LIMIT,
+    KEY_OFFSET,
+    KEY_OPS,
+    KEY_REQUEST_TYPE,
+    KEY_SCHEMA_VERSION,
+    KEY_SPACE_ID,
+    KEY_STREAM_ID,
+    KEY_SYNC,
+    KEY_TUPLE,
+    KEY_USER_NAME,
+    KEY_VERSION,
+    ErrorCode,
+    RequestType,
+)
+from .errors import ProtocolError
+from .framing import DEFAULT_MAX_FRAME
+from .greeting import Greeting, make_greeting, new_salt, parse_greeting
+from .request import Request, RequestDecoder
+from .response import (
+    call16_shape,
+    encode_data,
+    encode_error,
+    encode_id_reply,
+    encode_ok,
+    encode_reply,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME",
+    "ITERATOR_ALL",
+    "ITERATOR_BITS_ALL_NOT_SET",
+    "ITERATOR_BITS_ALL_SET",
+    "ITERATOR_BITS_ANY_SET",
+    "ITERATOR_EQ",
+    "ITERATOR_GE",
+    "ITERATOR_GT",
+    "ITERATOR_LE",
+    "ITERATOR_LT",
+    "ITERATOR_NEIGHBOR",
+    "ITERATOR_OVERLAPS",
+    "ITERATOR_REQ",
+    "KEY_AUTH_TYPE",
+    "KEY_DATA",
+    "KEY_ERROR",
+    "KEY_ERROR_24",
+    "KEY_EXPR",
+    "KEY_FEATURES",
+    "KEY_FUNCTION_NAME",
+    "KEY_INDEX_BASE",
+    "KEY_INDEX_ID",
+    "KEY_ITERATOR",
+    "KEY_KEY",
+    "KEY_LIMIT",
+    "KEY_OFFSET",
+    "KEY_OPS",
+    "KEY_REQUEST_TYPE",
+    "KEY_SCHEMA_VERSION",
+    "KEY_SPACE_ID",
+    "KEY_STREAM_ID",
+    "KEY_SYNC",
+    "KEY_TUPLE",
+    "KEY_USER_NAME",
+    "KEY_VERSION",
+    "ErrorCode",
+    "Greeting",
+    "ProtocolError",
+    "Request",
+    "RequestDecoder",
+    "RequestType",
+    "Response",
+    "ResponseDecoder",
+    "as_bytes",
+    "as_text",
+    "call16_shape",
+    "check_scramble",
+    "encode_auth",
+    "encode_call",
+    "encode_data",
+    "encode_error",
+    "encode_eval",
+    "encode_id",
+    "encode_id_reply",
+    "encode_ok",
+    "encode_ping",
+    "encode_reply",
+    "encode_request",
+    "encode_select",
+    "make_greeting",
+    "new_salt",
+    "parse_greeting",
+    "password_hash2",
+    "scramble",
+]

@@ -1,0 +1,237 @@
+"""Client side: requests as bytes, server replies back as Response objects.
+
+Owns what the bundled client and the load generator put on the wire
+(0xce length prefix, header {0: type, 1: sync}, one helper per request they
+send) and the decoding of replies from any IPROTO server. Strings in
+replies keep their raw bytes through surrogateescape; as_bytes() gets them
+back. Must not depend on the server side (request.py, response.py) nor do
+I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .codec import as_bytes, new_unpacker, pack
+from .constants import (
+    AUTH_METHOD_CHAP_SHA1,
+    ERROR_CODE_MASK,
+    ERROR_FLAG,
+    ERROR_FRAME_MESSAGE,
+    ERROR_STACK,
+    ITERATOR_ALL,
+    KEY_DATA,
+    KEY_ERROR,
+    KEY_ERROR_24,
+    KEY_EXPR,
+    KEY_FEATURES,
+    KEY_FUNCTION_NAME,
+    KEY_INDEX_ID,
+    KEY_ITERATOR,
+    KEY_KEY,
+    KEY_LIMIT,
+    KEY_OFFSET,
+    KEY_REQUEST_TYPE,
+    KEY_SCHEMA_VERSION,
+    KEY_SPACE_ID,
+    KEY_SYNC,
+    KEY_TUPLE,
+    KEY_USER_NAME,
+    KEY_VERSION,
+    RESPONSE_CHUNK,
+    RequestType,
+)
+from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
+from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+
+__all__ = [
+    "Response",
+    "ResponseDecoder",
+    "as_bytes",
+    "encode_auth",
+    "encode_call",
+    "encode_eval",
+    "encode_id",
+    "encode_ping",
+    "encode_request",
+    "encode_select",
+]
+
+_PREFIX = struct.Struct(">BI")
+_unpackb = msgpack.unpackb
+_PAIR = b"\x92"  # see request.py: header and body decoded in one C call
+
+
+def encode_request(type: int, sync: int, body: dict[int, Any] | None) -> bytes:
+    """`ce <u32 len>` + {0: type, 1: sync} + body (none at all when body is None)."""
+    payload = pack({KEY_REQUEST_TYPE: type, KEY_SYNC: sync})
+    if body is not None:
+        payload += pack(body)
+    return _PREFIX.pack(0xCE, len(payload)) + payload
+
+
+def encode_ping(sync: int) -> bytes:
+    return encode_request(RequestType.PING, sync, None)
+
+
+def encode_auth(sync: int, user: str, scramble: bytes | None) -> bytes:
+    """AUTH chap-sha1; scramble goes as MP_BIN. None sends TUPLE [] (back to guest)."""
+    tuple_: list[Any] = [] if scramble is None else [AUTH_METHOD_CHAP_SHA1, bytes(scramble)]
+    return encode_request(RequestType.AUTH, sync, {KEY_USER_NAME: user, KEY_TUPLE: tuple_})
+
+
+def encode_call(sync: int, name: str, args: Iterable[Any] = (), call16: bool = False) -> bytes:
+    kind = RequestType.CALL_16 if call16 else RequestType.CALL
+    return encode_request(kind, sync, {KEY_FUNCTION_NAME: name, KEY_TUPLE: list(args)})
+
+
+def encode_eval(sync: int, expr: str, args: Iterable[Any] = ()) -> bytes:
+    return encode_request(RequestType.EVAL, sync, {KEY_EXPR: expr, KEY_TUPLE: list(args)})
+
+
+def encode_select(
+    sync: int,
+    space_id: int,
+    index_id: int = 0,
+    key: Iterable[Any] = (),
+    limit: int = 0xFFFFFFFF,
+    offset: int = 0,
+    iterator: int = ITERATOR_ALL,
+) -> bytes:
+    body = {
+        KEY_SPACE_ID: space_id,
+        KEY_INDEX_ID: index_id,
+        KEY_LIMIT: limit,
+        KEY_OFFSET: offset,
+        KEY_ITERATOR: iterator,
+        KEY_KEY: list(key),
+    }
+    return encode_request(RequestType.SELECT, sync, body)
+
+
+def encode_id(sync: int, version: int, features: Iterable[int]) -> bytes:
+    body = {KEY_VERSION: version, KEY_FEATURES: list(features)}
+    return encode_request(RequestType.ID, sync, body)
+
+
+@dataclass(slots=True)
+class Response:
+    """One reply. code is the header code: 0 OK, 0x80 push CHUNK, 0x8000|errcode."""
+
+    code: int
+    sync: int
+    schema_version: int
+    body: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    @property
+    def is_chunk(self) -> bool:
+        """An out-of-band box.session.push; the final reply follows."""
+        return self.code == RESPONSE_CHUNK
+
+    @property
+    def error_code(self) -> int:
+        """The box error code of an error reply, 0 otherwise."""
+        return self.code & ERROR_CODE_MASK if self.code & ERROR_FLAG else 0
+
+    @property
+    def error_message(self) -> str:
+        """0x31 text, else the first stack frame's message, else ""."""
+        message = self.body.get(KEY_ERROR_24)
+        if isinstance(message, str):
+            return message
+        try:
+            message = self.body[KEY_ERROR][ERROR_STACK][0][ERROR_FRAME_MESSAGE]
+        except (KeyError, IndexError, TypeError):
+            return ""
+        return message if isinstance(message, str) else ""
+
+    @property
+    def data(self) -> Any:
+        """DATA (0x30) of a success reply, None when the reply has none."""
+        return self.body.get(KEY_DATA)
+
+
+def _uint(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _response(header: Any, body: Any) -> Response:
+    if type(header) is not dict:
+        raise ProtocolError(MSG_PACKET_HEADER, fatal=True)
+    code = header.get(KEY_REQUEST_TYPE, 0)
+    sync = header.get(KEY_SYNC, 0)
+    schema_version = header.get(KEY_SCHEMA_VERSION, 0)
+    if not (_uint(code) and _uint(sync) and _uint(schema_version)):
+        raise ProtocolError(MSG_PACKET_HEADER, sync=sync if _uint(sync) else 0, fatal=True)
+    if type(body) is not dict:
+        raise ProtocolError(MSG_PACKET_BODY, sync=sync, fatal=True)
+    return Response(code, sync, schema_version, body)
+
+
+def _decode_carefully(payload: bytes) -> Response:
+    unpacker = new_unpacker(len(payload))
+    unpacker.feed(payload)
+    try:
+        header = unpacker.unpack()
+    except Exception:
+        raise ProtocolError(MSG_PACKET_HEADER, fatal=True) from None
+    if unpacker.tell() == len(payload):
+        return _response(header, {})
+    try:
+        body = unpacker.unpack()
+    except Exception:
+        body = None
+    if unpacker.tell() != len(payload):
+        body = None
+    return _response(header, body)
+
+
+def decode_response(payload: bytes) -> Response:
+    """One reply frame's payload (after the length prefix) -> Response."""
+    try:
+        header, body = _unpackb(
+            _PAIR + payload, raw=False, unicode_errors="surrogateescape", strict_map_key=False
+        )
+    except Exception:
+        return _decode_carefully(payload)
+    return _response(header, body)
+
+
+class ResponseDecoder:
+    """Incremental decoder of a server's byte stream (after the greeting).
+
+    feed(data) returns the replies completed so far. Garbage raises a fatal
+    ProtocolError: a client cannot trust a stream it failed to parse, so
+    the decoder is dead afterwards and every later feed() raises too.
+    Replies completed in the same feed() before the garbage are dropped
+    with it; the connection is going away anyway.
+    """
+
+    __slots__ = ("_splitter",)
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._splitter = FrameSplitter(max_frame)
+
+    @property
+    def dead(self) -> bool:
+        return self._splitter.dead
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Response]:
+        payloads, fatal = self._splitter.split(data)
+        try:
+            out = [decode_response(payload) for payload in payloads]
+        except ProtocolError:
+            self._splitter.kill()
+            raise
+        if fatal is not None:
+            raise fatal
+        return out

@@ -1,0 +1,131 @@
+"""IPROTO numbers: request types, header and body keys, error codes, iterators.
+
+Owns every magic number of the wire so the rest of the package (and the
+server) names them instead of repeating hex. Values are Tarantool's, as
+listed in spec/iproto.md; nothing here may depend on another module.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class RequestType(IntEnum):
+    """Header REQUEST_TYPE of a request; OK doubles as the success reply code."""
+
+    OK = 0
+    SELECT = 1
+    INSERT = 2
+    REPLACE = 3
+    UPDATE = 4
+    DELETE = 5
+    CALL_16 = 6
+    AUTH = 7
+    EVAL = 8
+    UPSERT = 9
+    CALL = 10
+    EXECUTE = 11
+    NOP = 12
+    PING = 64
+    ID = 73
+
+
+# Reply codes that are not request types.
+RESPONSE_CHUNK = 0x80  # box.session.push out-of-band reply, same SYNC as the request
+ERROR_FLAG = 0x8000  # error reply code = ERROR_FLAG | errcode
+ERROR_CODE_MASK = 0x7FFF
+
+# Header keys.
+KEY_REQUEST_TYPE = 0x00
+KEY_SYNC = 0x01
+KEY_REPLICA_ID = 0x02
+KEY_LSN = 0x03
+KEY_TIMESTAMP = 0x04
+KEY_SCHEMA_VERSION = 0x05
+KEY_SERVER_VERSION = 0x06
+KEY_GROUP_ID = 0x07
+KEY_TSN = 0x08
+KEY_FLAGS = 0x09
+KEY_STREAM_ID = 0x0A
+
+# Body keys.
+KEY_SPACE_ID = 0x10
+KEY_INDEX_ID = 0x11
+KEY_LIMIT = 0x12
+KEY_OFFSET = 0x13
+KEY_ITERATOR = 0x14
+KEY_INDEX_BASE = 0x15
+KEY_KEY = 0x20
+KEY_TUPLE = 0x21
+KEY_FUNCTION_NAME = 0x22
+KEY_USER_NAME = 0x23
+KEY_EXPR = 0x27
+KEY_OPS = 0x28
+KEY_DATA = 0x30
+KEY_ERROR_24 = 0x31
+KEY_METADATA = 0x32
+KEY_SQL_TEXT = 0x40
+KEY_SQL_BIND = 0x41
+KEY_SQL_INFO = 0x42
+KEY_STMT_ID = 0x43
+KEY_ERROR = 0x52
+KEY_VERSION = 0x54
+KEY_FEATURES = 0x55
+KEY_AUTH_TYPE = 0x5B
+
+# Keys inside the KEY_ERROR map and inside each frame of its stack.
+ERROR_STACK = 0x00
+ERROR_FRAME_TYPE = 0x00
+ERROR_FRAME_FILE = 0x01
+ERROR_FRAME_LINE = 0x02
+ERROR_FRAME_MESSAGE = 0x03
+ERROR_FRAME_ERRNO = 0x04
+ERROR_FRAME_ERRCODE = 0x05
+ERROR_FRAME_FIELDS = 0x06
+
+# Iterators for SELECT.
+ITERATOR_EQ = 0
+ITERATOR_REQ = 1
+ITERATOR_ALL = 2
+ITERATOR_LT = 3
+ITERATOR_LE = 4
+ITERATOR_GE = 5
+ITERATOR_GT = 6
+ITERATOR_BITS_ALL_SET = 7
+ITERATOR_BITS_ANY_SET = 8
+ITERATOR_BITS_ALL_NOT_SET = 9
+ITERATOR_OVERLAPS = 10
+ITERATOR_NEIGHBOR = 11
+
+AUTH_METHOD_CHAP_SHA1 = "chap-sha1"
+
+
+class ErrorCode(IntEnum):
+    """Tarantool box error codes a queue server answers with (iproto.md §6)."""
+
+    ER_UNKNOWN = 0
+    ER_ILLEGAL_PARAMS = 1
+    ER_TUPLE_FOUND = 3
+    ER_TUPLE_NOT_FOUND = 4
+    ER_UNSUPPORTED = 5
+    ER_READONLY = 7
+    ER_KEY_PART_TYPE = 18
+    ER_INVALID_MSGPACK = 20
+    ER_FIELD_TYPE = 23
+    ER_TRANSACTION_ACTIVE = 30
+    ER_PROC_LUA = 32
+    ER_NO_SUCH_PROC = 33
+    ER_NO_SUCH_INDEX_ID = 35
+    ER_NO_SUCH_SPACE = 36
+    ER_FIELD_MISSING = 39
+    ER_ACCESS_DENIED = 42
+    ER_NO_SUCH_USER = 45
+    ER_PASSWORD_MISMATCH = 47
+    ER_UNKNOWN_REQUEST_TYPE = 48
+    ER_NO_SUCH_FUNCTION = 51
+    ER_MISSING_REQUEST_FIELD = 69
+    ER_TIMEOUT = 78
+    ER_INTEGER_OVERFLOW = 95
+    ER_WRONG_SCHEMA_VERSION = 109
+    ER_LOADING = 116
+    ER_UNKNOWN_AUTH_METHOD = 249

@@ -1,0 +1,328 @@
+"""Server side decoding: bytes from a client -> Request objects.
+
+Owns the Request value and RequestDecoder, which checks each frame's header
+and body the way Tarantool 2.6 does (iproto.md §7) and turns a bad frame
+into a ProtocolError in the stream instead of an exception, so the server
+replies and keeps the connection. It does not decide whether a request is
+complete enough to run (missing mandatory fields are the server's call,
+see Request.has) and it does no I/O.
+
+    feed(data) ──▶ FrameSplitter ──▶ payloads ──▶ decode_payload ──▶ Request
+                        │ bad length prefix / too big      │ bad header/body
+                        ▼                                  ▼
+              ProtocolError(fatal=True)         ProtocolError(fatal=False)
+              decoder dead, feed() raises       decoding goes on
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from .codec import as_bytes, new_unpacker
+from .constants import (
+    ITERATOR_EQ,
+    KEY_EXPR,
+    KEY_FEATURES,
+    KEY_FUNCTION_NAME,
+    KEY_INDEX_BASE,
+    KEY_INDEX_ID,
+    KEY_ITERATOR,
+    KEY_KEY,
+    KEY_LIMIT,
+    KEY_OFFSET,
+    KEY_OPS,
+    KEY_REQUEST_TYPE,
+    KEY_SCHEMA_VERSION,
+    KEY_SPACE_ID,
+    KEY_SQL_BIND,
+    KEY_SQL_TEXT,
+    KEY_STMT_ID,
+    KEY_SYNC,
+    KEY_TIMESTAMP,
+    KEY_TUPLE,
+    KEY_USER_NAME,
+    KEY_VERSION,
+)
+from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
+from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+
+_unpackb = msgpack.unpackb
+
+# What Tarantool requires of each known key's value. Keys listed in no
+# table are skipped, as 2.6 skips them. Header: 0x00..0x0a are uints except
+# the replication TIMESTAMP (a double).
+_UINT_HEADER_KEYS = frozenset(range(0x0B)) - {KEY_TIMESTAMP}
+_TYPED_HEADER_KEYS: dict[int, type] = {KEY_TIMESTAMP: float}
+
+_UINT_BODY_KEYS = frozenset(
+    {
+        KEY_SPACE_ID,
+        KEY_INDEX_ID,
+        KEY_LIMIT,
+        KEY_OFFSET,
+        KEY_ITERATOR,
+        KEY_INDEX_BASE,
+        KEY_STMT_ID,
+        KEY_VERSION,
+    }
+)
+_TYPED_BODY_KEYS: dict[int, type] = {
+    KEY_KEY: list,
+    KEY_TUPLE: list,
+    KEY_OPS: list,
+    KEY_SQL_BIND: list,
+    KEY_FEATURES: list,
+    KEY_FUNCTION_NAME: str,
+    KEY_USER_NAME: str,
+    KEY_EXPR: str,
+    KEY_SQL_TEXT: str,
+}
+
+# Prepended to a payload so one C call decodes header and body together as
+# a 2-element array; anything unusual falls back to the careful path.
+_PAIR = b"\x92"
+
+
+@dataclass(slots=True)
+class Request:
+    """One decoded client request.
+
+    body is the raw body map with only uint keys kept. The properties read
+    it; a missing key gives None, or Tarantool's default where it has one
+    (index_id 0, offset 0, iterator EQ, args []).
+    """
+
+    type: int
+    sync: int
+    schema_version: int
+    body: dict[int, Any]
+
+    def has(self, key: int) -> bool:
+        """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""
+        return key in self.body
+
+    @property
+    def function_name(self) -> str | None:
+        return self.body.get(KEY_FUNCTION_NAME)
+
+    @property
+    def args(self) -> list[Any]:
+        """CALL/CALL_16/EVAL arguments: TUPLE, or a fresh [] when absent."""
+        args = self.body.get(KEY_TUPLE)
+        return [] if args is None else args
+
+    @property
+    def expr(self) -> str | None:
+        return self.body.get(KEY_EXPR)
+
+    @property
+    def user_name(self) -> str | None:
+        return self.body.get(KEY_USER_NAME)
+
+    @property
+    def space_id(self) -> int | None:
+        return self.body.get(KEY_SPACE_ID)
+
+    @property
+    def index_id(self) -> int:
+        return self.body.get(KEY_INDEX_ID, 0)
+
+    @property
+    def limit(self) -> int | None:
+        return self.body.get(KEY_LIMIT)
+
+    @property
+    def offset(self) -> int:
+        return self.body.get(KEY_OFFSET, 0)
+
+    @property
+    def iterator(self) -> int:
+        return self.body.get(KEY_ITERATOR, ITERATOR_EQ)
+
+    @property
+    def key(self) -> list[Any] | None:
+        return self.body.get(KEY_KEY)
+
+    @property
+    def tuple(self) -> list[Any] | None:
+        return self.body.get(KEY_TUPLE)
+
+    @property
+    def ops(self) -> list[Any] | None:
+        return self.body.get(KEY_OPS)
+
+    def auth_method(self) -> str | None:
+        """AUTH: first element of TUPLE (e.g. "chap-sha1"), None if absent."""
+        item = _tuple_item(self.body, 0)
+        if isinstance(item, bytes):
+            return item.decode("utf-8", "surrogateescape")
+        return item if isinstance(item, str) else None
+
+    def scramble(self) -> bytes | None:
+        """AUTH: the scramble (TUPLE[1]) as raw bytes, whether it came as
+        MP_BIN or as an MP_STR of non-UTF-8 bytes; None if absent or neither.
+        Its length is not checked here: a wrong size is the server's
+        "invalid scramble size" reply."""
+        item = _tuple_item(self.body, 1)
+        if isinstance(item, str | bytes):
+            return as_bytes(item)
+        return None
+
+
+def _tuple_item(body: dict[int, Any], index: int) -> Any:
+    items = body.get(KEY_TUPLE)
+    if items is None or len(items) <= index:
+        return None
+    return items[index]
+
+
+def _bad_header(sync: int = 0) -> ProtocolError:
+    return ProtocolError(MSG_PACKET_HEADER, sync=sync)
+
+
+def _bad_body(sync: int) -> ProtocolError:
+    return ProtocolError(MSG_PACKET_BODY, sync=sync)
+
+
+def _read_sync(header: dict[Any, Any]) -> int:
+    """SYNC for the error reply of a bad header: its value if the key is a
+    real uint 1 (a True key would compare equal) holding a uint, else 0."""
+    for key, value in header.items():
+        if type(key) is int and key == KEY_SYNC:
+            return value if type(value) is int and value >= 0 else 0
+    return 0
+
+
+def _uint_keys_only(body: dict[Any, Any]) -> dict[int, Any]:
+    # 2.6 skips non-uint body keys; dropping them also stops a float 33.0
+    # or a bool from posing as an int key through dict equality.
+    return {k: v for k, v in body.items() if type(k) is int and k >= 0}
+
+
+def _build(
+    header: Any,
+    body: Any,
+    _uint_header_keys: frozenset[int] = _UINT_HEADER_KEYS,
+    _typed_header_keys: dict[int, type] = _TYPED_HEADER_KEYS,
+    _uint_body_keys: frozenset[int] = _UINT_BODY_KEYS,
+    _typed_body_keys: dict[int, type] = _TYPED_BODY_KEYS,
+) -> Request | ProtocolError:
+    """Check decoded header and body against the key tables, make a Request.
+
+    One flat function on purpose: it runs for every request, and calls
+    cost more here than the checks. Lookups come in as default arguments
+    (locals) for the same reason. `typed.get(key, type(value))` lets an
+    unknown key pass by comparing its value's type with itself.
+    """
+    if type(header) is not dict:
+        return _bad_header()
+    for key, value in header.items():
+        if type(key) is not int or key < 0:
+            return _bad_header(_read_sync(header))
+        if key in _uint_header_keys:
+            if type(value) is not int or value < 0:
+                return _bad_header(_read_sync(header))
+        elif type(value) is not _typed_header_keys.get(key, type(value)):
+            return _bad_header(_read_sync(header))
+    sync = header.get(KEY_SYNC, 0)
+    if type(body) is not dict:
+        return _bad_body(sync)
+    clean = True
+    for key, value in body.items():
+        if type(key) is not int or key < 0:
+            clean = False
+        elif key in _uint_body_keys:
+            if type(value) is not int or value < 0:
+                return _bad_body(sync)
+        elif type(value) is not _typed_body_keys.get(key, type(value)):
+            return _bad_body(sync)
+    return Request(
+        header.get(KEY_REQUEST_TYPE, 0),
+        sync,
+        header.get(KEY_SCHEMA_VERSION, 0),
+        body if clean else _uint_keys_only(body),
+    )
+
+
+def _decode_carefully(payload: bytes) -> Request | ProtocolError:
+    """One object at a time, so the error names the part that is wrong."""
+    if not payload:
+        return _bad_header()
+    unpacker = new_unpacker(len(payload))
+    unpacker.feed(payload)
+    try:
+        header = unpacker.unpack()
+    except Exception:
+        return _bad_header()
+    checked = _build(header, {})
+    if type(checked) is ProtocolError:
+        return checked
+    if unpacker.tell() == len(payload):
+        return checked
+    try:
+        body = unpacker.unpack()
+    except Exception:
+        return _bad_body(header.get(KEY_SYNC, 0))
+    if unpacker.tell() != len(payload):
+        return _bad_body(header.get(KEY_SYNC, 0))
+    return _build(header, body)
+
+
+def decode_payload(payload: bytes) -> Request | ProtocolError:
+    """Decode one frame's payload (header map + optional body map)."""
+    try:
+        header, body = _unpackb(
+            _PAIR + payload, raw=False, unicode_errors="surrogateescape", strict_map_key=False
+        )
+    except Exception:
+        # Header-only frames (PING) land here too: no body to pair with.
+        return _decode_carefully(payload)
+    return _build(header, body)
+
+
+class RequestDecoder:
+    """Incremental decoder of a client's byte stream.
+
+    feed(data) returns, in order, a Request or a ProtocolError for every
+    frame completed so far. A non-fatal ProtocolError stands for one bad
+    frame; a fatal one (bad length prefix, frame above max_frame) is the
+    last item ever returned and every later feed() raises it anew.
+    """
+
+    __slots__ = ("_splitter",)
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._splitter = FrameSplitter(max_frame)
+
+    @property
+    def dead(self) -> bool:
+        return self._splitter.dead
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held until the rest arrives."""
+        return self._splitter.buffered
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Request | ProtocolError]:
+        payloads, fatal = self._splitter.split(data)
+        out: list[Request | ProtocolError] = []
+        append = out.append
+        for payload in payloads:
+            # decode_payload() inlined: one call less per request.
+            try:
+                header, body = _unpackb(
+                    _PAIR + payload,
+                    raw=False,
+                    unicode_errors="surrogateescape",
+                    strict_map_key=False,
+                )
+            except Exception:
+                append(_decode_carefully(payload))
+                continue
+            append(_build(header, body))
+        if fatal is not None:
+            out.append(fatal)
+        return out
