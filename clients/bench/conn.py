@@ -46,6 +46,7 @@ class BenchConnection(asyncio.Protocol):
         self._out = bytearray()
         self._flush_queued = False
         self.lost_reason: BenchError | None = None
+        self.now = 0  # perf_counter_ns() when the latest chunk of replies arrived
 
     # --- sending ---
 
@@ -130,7 +131,7 @@ class BenchConnection(asyncio.Protocol):
         except protocol.ProtocolError as exc:
             self._fail(BenchError(f"cannot decode the server's replies: {exc}"))
             return
-        now = perf_counter_ns()
+        self.now = now = perf_counter_ns()
         pending = self._pending
         for response in responses:
             entry = pending.pop(response.sync, None)

@@ -51,7 +51,7 @@ class LatencyHistogram:
 
     def record(self, value: int) -> None:
         if value < 2 * SUB:
-            index = max(value, 0)
+            index = value if value > 0 else 0
         else:
             shift = value.bit_length() - SUB_BITS - 1
             index = shift * SUB + (value >> shift)
