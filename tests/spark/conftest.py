@@ -1,0 +1,50 @@
+"""Fixtures of the Spark pipeline tests: one SparkSession for the whole test session.
+
+JVM startup is slow, so a single local[2] session (loopback only, no UI, few shuffle
+partitions) serves every test. Tests that need it skip when pyspark or Java is
+missing; tests/run.sh installs both. The server subprocess fixture comes from
+tests/e2e/serverproc.py (imported, not duplicated).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+
+# PySpark 4.x warns that pandas 3 is not fully supported; nothing here relies on it.
+PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.filterwarnings(PANDAS_WARNING))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark", reason="pip install '.[spark]' (tests/run.sh does)")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime (tests/run.sh installs openjdk-17-jre-headless)")
+    from clients.pipeline.sparkenv import build_session
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = build_session("local[2]", "queuebox-tests", SPARK_CONF)
+    try:
+        yield session
+    finally:
+        session.stop()

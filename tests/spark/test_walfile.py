@@ -1,0 +1,211 @@
+"""The independent WAL/snapshot reader (clients.pipeline.walfile, records, classify).
+
+Pure Python: no Spark, no server. Files are built byte by byte from storage/FORMAT.md
+by qbfiles; real server data directories are read in test_e2e_pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgpack
+import pytest
+import qbfiles
+
+from clients.pipeline import records, walfile
+from clients.pipeline.classify import classify
+from clients.pipeline.schema import RECORD_NAMES, to_json
+
+# The example of FORMAT.md §5.4, as printed there.
+EXAMPLE = bytes.fromhex(
+    "51424f5857414c0a0001000000000000000000072e9cfc23c1514252d5bb5333"
+    "0000003986a36c736e07a27473cb41d954fc40200000a26f70a6696e73657274"
+    "a3736964cd0200a57370616365a171a57475706c659301a172c4026869"
+)
+
+
+def _bodies(path: Path) -> list[tuple[int, dict]]:
+    with walfile.FileReader(path) as reader:
+        return list(reader.records())
+
+
+def _workload(directory: Path) -> Path:
+    wal = qbfiles.WalBuilder(first_lsn=1)
+    wal.create(512, "_queue")
+    wal.insert(512, "_queue", ["jobs", 0, "jobs", "fifo", {}])
+    wal.create(513, "jobs")
+    for i in range(20):
+        wal.insert(513, "jobs", [i, "r", {"n": i, "blob": b"\xff" * i}], dt=0.01)
+    for i in range(20):
+        wal.replace(513, "jobs", [i, "t", {"n": i}], dt=0.01)
+        wal.delete(513, "jobs", [i, "t", {"n": i}], dt=0.01, call="ack")
+    return wal.write(directory)
+
+
+def test_format_example_decodes(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000007.wal"
+    path.write_bytes(EXAMPLE)
+    assert qbfiles.header("wal", 7) == EXAMPLE[:24]  # the helper writes the documented bytes
+    with walfile.FileReader(path) as reader:
+        assert (reader.kind, reader.lsn) == ("wal", 7)
+        [(offset, body)] = list(reader.records())
+    assert offset == 24
+    assert body == {
+        "lsn": 7, "ts": 1700000000.5, "op": "insert", "sid": 512, "space": "q",
+        "tuple": [1, "r", b"hi"],
+    }  # fmt: skip
+
+
+def test_list_files_sorts_and_ignores_others(tmp_path: Path) -> None:
+    for n in ("00000000000000000010.wal", "00000000000000000001.wal", "00000000000000000009.snap"):
+        (tmp_path / n).write_bytes(b"")
+    (tmp_path / "00000000000000000011.snap.inprogress").write_bytes(b"")
+    (tmp_path / "queuebox.lock").write_text("1")
+    found = walfile.list_files(tmp_path)
+    assert [(f.kind, f.lsn) for f in found] == [("wal", 1), ("snap", 9), ("wal", 10)]
+
+
+@pytest.mark.parametrize("split", [1, 7, 50, 333, 4096, 10**9])
+def test_byte_ranges_cover_every_frame_once(tmp_path: Path, split: int) -> None:
+    path = _workload(tmp_path)
+    with walfile.FileReader(path) as reader:
+        whole = [offset for offset, _ in reader.records()]
+        pieces = []
+        for start in range(0, reader.size, split):
+            pieces += [offset for offset, _ in reader.records(start, start + split)]
+    assert len(whole) == 63
+    assert pieces == whole
+
+
+def test_torn_tail_of_last_segment_is_skipped_elsewhere_it_is_an_error(tmp_path: Path) -> None:
+    path = _workload(tmp_path)
+    full = path.read_bytes()
+    path.write_bytes(full[:-5])  # the last frame lost its end
+    with walfile.FileReader(path, tail_ok=True) as reader:
+        assert len(list(reader.records())) == 62
+        assert reader.damage[0].resume is None
+    with walfile.FileReader(path) as reader, pytest.raises(walfile.FormatError) as err:
+        list(reader.records())
+    assert err.value.offset == full.rindex(b"\xc1QBR")
+    assert str(path) in str(err.value)
+
+
+def test_corrupt_middle_fails_or_is_skipped(tmp_path: Path) -> None:
+    path = _workload(tmp_path)
+    data = bytearray(path.read_bytes())
+    third = [i for i in range(len(data)) if data[i : i + 4] == b"\xc1QBR"][2]
+    data[third + 20] ^= 0xFF  # breaks the CRC of the third frame
+    path.write_bytes(bytes(data))
+    with walfile.FileReader(path, tail_ok=True) as reader, pytest.raises(walfile.FormatError) as e:
+        list(reader.records())
+    assert e.value.offset == third
+    with walfile.FileReader(path, skip_damage=True) as reader:
+        bodies = [body for _, body in reader.records()]
+    assert len(bodies) == 62
+    assert [b["lsn"] for b in bodies[:3]] == [1, 2, 4]
+    assert reader.damage[0].start == third and reader.damage[0].resume is not None
+
+
+def test_headers_unknown_version_and_bad_crc(tmp_path: Path) -> None:
+    path = tmp_path / qbfiles.name(1, "wal")
+    path.write_bytes(qbfiles.header("wal", 1, version=2))
+    with pytest.raises(walfile.FormatError, match="unknown format version 2"):
+        walfile.FileReader(path)
+    broken = bytearray(qbfiles.header("wal", 1))
+    broken[15] ^= 1
+    path.write_bytes(bytes(broken))
+    with pytest.raises(walfile.FormatError, match="header CRC"):
+        walfile.FileReader(path)
+    path.write_bytes(b"QBOX")
+    with pytest.raises(walfile.FormatError, match="short"):
+        walfile.FileReader(path)
+
+
+def test_body_missing_required_keys_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / qbfiles.name(1, "wal")
+    good = qbfiles.frame({"lsn": 1, "ts": 1.0, "op": "delete", "sid": 1, "space": "q",
+                          "tuple": [0, "r", 1], "key": [0]})  # fmt: skip
+    bad = qbfiles.frame({"lsn": 2, "ts": 1.0, "op": "delete", "sid": 1, "space": "q"})
+    path.write_bytes(qbfiles.header("wal", 1) + good + bad + good)
+    with walfile.FileReader(path, skip_damage=True) as reader:
+        assert len(list(reader.records())) == 2
+        assert reader.damage[0].reason == "bad record body"
+
+
+def test_snapshot_end_and_counts(tmp_path: Path) -> None:
+    spaces = {(512, "_queue"): [["jobs", 0, "jobs", "fifo", {}]],
+              (513, "jobs"): [[i, "r", i] for i in range(7)]}  # fmt: skip
+    complete = qbfiles.write_snapshot(tmp_path, 30, spaces)
+    with walfile.FileReader(complete) as reader:
+        assert reader.snapshot_end() == {"op": "end", "spaces": 2, "count": 8}
+    assert walfile.verify_snapshot(complete)
+    incomplete = qbfiles.write_snapshot(tmp_path, 31, spaces, end=False)
+    with walfile.FileReader(incomplete) as reader:
+        assert reader.snapshot_end() is None
+    assert not walfile.verify_snapshot(incomplete)
+
+
+def test_rows_of_wal_and_snapshot(tmp_path: Path) -> None:
+    path = _workload(tmp_path)
+    maker = records.RowMaker("wal", path.name, 1)
+    rows = [dict(zip(RECORD_NAMES, row, strict=True))
+            for offset, body in _bodies(path)
+            for row in maker.rows(offset, body)]  # fmt: skip
+    assert len(rows) == 63
+    registry = rows[1]
+    assert (registry["space"], registry["tube"], registry["op"]) == ("_queue", None, "insert")
+    put = rows[3]
+    assert (put["tube"], put["task_id"], put["status"], put["old_status"]) == ("jobs", 0, "r", None)
+    assert put["time"] == round((1_700_000_000.0 + 0.01) * 1e6)
+    assert json.loads(rows[4]["data"]) == {"n": 1, "blob": {"$base64": "/w=="}}
+    ack = rows[-1]
+    assert (ack["op"], ack["status"], ack["old_status"], ack["call"]) == ("delete", "-", "t", "ack")
+    only = records.RowMaker("wal", path.name, 1, tube="_queue")
+    assert sum(1 for o, b in _bodies(path) for _ in only.rows(o, b)) == 2
+
+    snap = qbfiles.write_snapshot(tmp_path, 63, {(513, "jobs"): [[5, "!", "x"], [6, "r", "y"]]})
+    maker = records.RowMaker("snap", snap.name, 63)
+    rows = [dict(zip(RECORD_NAMES, row, strict=True))
+            for offset, body in _bodies(snap)
+            for row in maker.rows(offset, body)]  # fmt: skip
+    assert [(r["op"], r["lsn"], r["task_id"], r["status"]) for r in rows] == [
+        ("create_space", 63, None, None), ("insert", 63, 5, "!"), ("insert", 63, 6, "r"),
+    ]  # fmt: skip
+    assert rows[1]["time"] is None
+
+
+def test_to_json_mapping() -> None:
+    ext = msgpack.ExtType(5, b"\x01\x02")
+    value = {1: b"text", "raw": b"\x80", "e": ext, "f": float("nan"), "l": (1, None, True)}
+    assert json.loads(to_json(value)) == {
+        "1": "text", "raw": {"$base64": "gA=="}, "e": {"$ext": 5, "$base64": "AQI="},
+        "f": None, "l": [1, None, True],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("op", "before", "after", "call", "ttl", "event"),
+    [
+        ("insert", None, "r", None, False, "put"),
+        ("insert", None, "~", "put", False, "put"),
+        ("replace", "r", "t", None, False, "take"),
+        ("replace", "t", "r", None, False, "release"),
+        ("replace", "t", "~", "release", False, "release"),
+        ("replace", "t", "r", "ttr", False, "ttr"),
+        ("replace", "t", "r", "disconnect", False, "disconnect"),
+        ("replace", "t", "!", None, False, "bury"),
+        ("replace", "r", "!", "bury", False, "bury"),
+        ("replace", "!", "r", None, False, "kick"),
+        ("replace", "~", "r", None, False, "delay"),
+        ("replace", "t", "t", "touch", False, "touch"),
+        ("delete", "t", "-", None, False, "ack"),
+        ("delete", "t", "-", "delete", False, "delete"),
+        ("delete", "r", "-", None, False, "delete"),
+        ("delete", "r", "-", None, True, "expire"),
+        ("delete", "r", "-", "ttl", False, "expire"),
+        ("delete", "!", "-", "truncate", False, "truncate"),
+    ],
+)
+def test_classify(op: str, before: str, after: str, call: str, ttl: bool, event: str) -> None:
+    assert classify(op, before, after, call, ttl) == event
