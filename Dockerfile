@@ -32,6 +32,8 @@ RUN groupadd --system --gid 10001 queuebox \
         --home-dir /var/lib/queuebox --shell /usr/sbin/nologin queuebox \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/queuebox
 # Bind-mounting the wheels (instead of COPY + rm) keeps them out of every layer.
+# The wheels were built from this very checkout, so the version is pinned by them.
+# hadolint ignore=DL3013
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     pip install --no-index --find-links=/wheels queuebox
 

@@ -31,6 +31,8 @@ def environment() -> dict[str, Any]:
     except OSError:
         pass
     return {
+        # The machine may be shared: the load when the run started says how much.
+        "loadavg_1m": round(os.getloadavg()[0], 2),
         "nproc": os.cpu_count(),
         "cpu_model": model,
         "python": platform.python_version(),
