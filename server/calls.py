@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import protocol
-from protocol import ErrorCode
+from protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
 
 from .dispatch import CallContext, Handler
 from .errors import CallError, error_code_and_message
@@ -28,31 +28,29 @@ log = get_logger("queuebox.calls")
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
 
 
-def handle_call(conn: Connection, req: Any) -> bytes | None:
-    return _call(conn, req, call16=False)
-
-
-def handle_call16(conn: Connection, req: Any) -> bytes | None:
-    return _call(conn, req, call16=True)
-
-
-def _call(conn: Connection, req: Any, call16: bool) -> bytes | None:
-    if not req.has(protocol.KEY_FUNCTION_NAME):
+def handle_call(conn: Connection, req: Any, call16: bool = False) -> bytes | None:
+    # The hot path: the body is read directly, not through Request's properties.
+    body = req.body
+    name = body.get(KEY_FUNCTION_NAME)
+    if name is None:
         raise CallError(
             ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
         )
-    name = req.function_name
     rights = conn.rights
     if not rights:
         # Like Tarantool without universal execute: denied before looking the name up.
         raise _denied("function", name, conn.user)
-    found = conn.app.registry.resolve(name)
+    found = conn.registry.resolve(name)
     if found is None:
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
-    handler, access = found
-    if access not in rights:
+    if found[1] not in rights:
         raise _denied("function", name, conn.user)
-    return run_handler(conn, req.sync, name, handler, req.args, call16)
+    args = body.get(KEY_TUPLE)
+    return run_handler(conn, req.sync, name, found[0], [] if args is None else args, call16)
+
+
+def handle_call16(conn: Connection, req: Any) -> bytes | None:
+    return handle_call(conn, req, True)
 
 
 def handle_eval(conn: Connection, req: Any) -> bytes | None:
@@ -92,9 +90,9 @@ def run_handler(
     ctx = CallContext(app, conn.conn_id, conn.user, name, conn.closed)
     try:
         result = handler(ctx, args)
-        if type(result) is list:
-            reply = encode_result(conn, sync, result, call16)
-        elif isinstance(result, tuple):
+        if type(result) is list and not call16:
+            reply = encode_data(sync, conn.schema_version, result)
+        elif isinstance(result, list | tuple):
             reply = encode_result(conn, sync, list(result), call16)
         elif isinstance(result, Awaitable):
             conn.spawn(_finish(conn, sync, name, result, call16))
@@ -137,9 +135,9 @@ async def _finish(
 
 
 def encode_result(conn: Connection, sync: int, values: list[Any], call16: bool) -> bytes:
-    data = protocol.call16_shape(values) if call16 else values
+    data = call16_shape(values) if call16 else values
     try:
-        return protocol.encode_data(sync, conn.schema_version, data)
+        return encode_data(sync, conn.schema_version, data)
     except (TypeError, ValueError, OverflowError) as exc:
         # What Tarantool says for a Lua value it cannot serialize, with our type.
         raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None

@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from typing import Any, cast
 
 import protocol
+from protocol import ProtocolError, Request
 
 from .app import App
 from .errors import error_code_and_message
@@ -42,6 +43,7 @@ class Connection(asyncio.Protocol):
         self.app = app
         config = app.config
         self.schema_version = config.schema_version
+        self.registry = app.registry
         self.conn_id = 0
         self.peer = ""
         self.user = GUEST
@@ -101,15 +103,16 @@ class Connection(asyncio.Protocol):
             log.exception("decoder failed", conn_id=self.conn_id)
             self.close()
             return
+        out = self._out
         for item in items:
-            if isinstance(item, protocol.ProtocolError):
-                self._protocol_error(item)
-                if self._closing:
-                    break
-            else:
+            if type(item) is Request:
                 reply = handle_request(self, item)
                 if reply is not None:
-                    self._out.append(reply)
+                    out.append(reply)
+            else:
+                self._protocol_error(cast(ProtocolError, item))
+                if self._closing:
+                    break
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -202,7 +205,7 @@ class Connection(asyncio.Protocol):
 
     # --- internals ---
 
-    def _protocol_error(self, error: protocol.ProtocolError) -> None:
+    def _protocol_error(self, error: ProtocolError) -> None:
         self._out.append(
             protocol.encode_error(error.sync, self.schema_version, error.code, error.message)
         )
