@@ -1,11 +1,12 @@
 """The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
 
-Owns: the legacy functions of spec §12 (argument checks, defaults, the
-order of checks, error texts, reply shapes), the name -> function table the
-server glue routes to, waiting takes, timers (delay, ttr, ttl) and what a
-disconnect or a restart does to legacy tasks. Storage layout, counters and
-ownership live in drivers/legacy_store.py. Must not touch the modern tubes,
-the clock (time comes from the injected `clock`), sockets or asyncio.
+Owns: `LegacyQueue`, what the server glue calls: the legacy functions of
+spec §12 (argument checks, defaults, the order of checks, error texts, reply
+shapes), the name -> function table, access classes, Blocked takes, and the
+entry points that run due timers first and wake callbacks last. Storage
+layout, counters and ownership live in legacy_store.py; timers, disconnects
+and restarts in legacy_events.py. Must not touch the modern tubes, the clock
+(time comes from the injected `clock`), sockets or asyncio.
 
 Replies are CALL data lists: a task is `[[id, tube, status_word, data...]]`,
 nothing is `[]`, a number is `[n]`.
