@@ -170,7 +170,13 @@ def _response(header: Any, body: Any) -> Response:
     code = header.get(KEY_REQUEST_TYPE, 0)
     sync = header.get(KEY_SYNC, 0)
     schema_version = header.get(KEY_SCHEMA_VERSION, 0)
-    if not (_uint(code) and _uint(sync) and _uint(schema_version)):
+    # Inlined uint checks (runs per reply); an OR of ints is negative iff one is.
+    if (
+        type(code) is not int
+        or type(sync) is not int
+        or type(schema_version) is not int
+        or (code | sync | schema_version) < 0
+    ):
         raise ProtocolError(MSG_PACKET_HEADER, sync=sync if _uint(sync) else 0, fatal=True)
     if type(body) is not dict:
         raise ProtocolError(MSG_PACKET_BODY, sync=sync, fatal=True)

@@ -9,6 +9,8 @@ be ints. Must not know anything about IPROTO keys or frames.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 
 _packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape")
@@ -43,3 +45,37 @@ def as_bytes(value: str | bytes) -> bytes:
 def as_text(value: bytes) -> str:
     """A str that encodes back to exactly these bytes (see as_bytes)."""
     return value.decode("utf-8", "surrogateescape")
+
+
+# A request body may nest at most this many containers (itself included).
+# msgpack's packer stops at 1024 levels while its unpacker accepts about as
+# many, so a body deeper than this could be decoded and then fail to
+# encode once the server wraps it in a reply or a log record. Tarantool's
+# own Lua serializer stops at 128.
+MAX_NESTING = 256
+
+# Bytes that can start a msgpack array or map (fix*, 16- and 32-bit forms).
+_CONTAINER_BYTES = frozenset(range(0x80, 0xA0)) | {0xDC, 0xDD, 0xDE, 0xDF}
+_NOT_CONTAINER_BYTES = bytes(b for b in range(256) if b not in _CONTAINER_BYTES)
+
+
+def nesting_exceeds(encoded: bytes, value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether decoded `value` (from `encoded`) nests deeper than `limit`.
+
+    Each level needs a container header byte, so counting the bytes that
+    could be one (in C) clears nearly every input; only then is the value
+    walked, containers only, stopping at the first one too deep.
+    """
+    if len(encoded) <= limit:
+        return False
+    if len(encoded.translate(None, _NOT_CONTAINER_BYTES)) <= limit:
+        return False
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        container, depth = pending.pop()
+        if depth > limit:
+            return True
+        for item in container.values() if type(container) is dict else container:
+            if type(item) is list or type(item) is dict:
+                pending.append((item, depth + 1))
+    return False

@@ -5,16 +5,15 @@ limit and the partial tail between feeds. Shared by the server-side request
 decoder and the client-side response decoder. It does not look inside a
 payload; that is request.py's and client.py's job.
 
-    state machine of FrameSplitter
-      +--------+ split(data) +------------------------------+
-      | alive  |------------>| complete frames out, tail in |--+
-      +--------+             +------------------------------+  |
-        ^  | bad prefix / too big                               |
-        |  v                                                    |
-        | +------+  split() raises ProtocolError(fatal)         |
-        | | dead |                                              |
-        | +------+                                              |
-        +-------------------------------------------------------+
+    FrameSplitter states:
+
+             split(): complete frames out, partial tail kept
+              +---+
+              |   v
+           +-------+  bad length prefix, length > max_frame,  +------+
+    new -->| alive |----------------------------------------->| dead |
+           +-------+  or kill() (the caller found garbage)    +------+
+                                                  split() raises ProtocolError(fatal)
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ and body the way Tarantool 2.6 does (iproto.md §7) and turns a bad frame
 into a ProtocolError in the stream instead of an exception, so the server
 replies and keeps the connection. It does not decide whether a request is
 complete enough to run (missing mandatory fields are the server's call,
-see Request.has) and it does no I/O.
+see Request.has) and it does no I/O. One rule Tarantool lacks: a body
+nested deeper than codec.MAX_NESTING is a bad body, so whatever the
+server accepts it can also encode again.
 
     feed(data) ──▶ FrameSplitter ──▶ payloads ──▶ decode_payload ──▶ Request
                         │ bad length prefix / too big      │ bad header/body
@@ -21,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from .codec import as_bytes, new_unpacker
+from .codec import MAX_NESTING, as_bytes, nesting_exceeds, new_unpacker
 from .constants import (
     ITERATOR_EQ,
     KEY_EXPR,
@@ -268,7 +270,14 @@ def _decode_carefully(payload: bytes) -> Request | ProtocolError:
         return _bad_body(header.get(KEY_SYNC, 0))
     if unpacker.tell() != len(payload):
         return _bad_body(header.get(KEY_SYNC, 0))
-    return _build(header, body)
+    return _check_nesting(payload, _build(header, body))
+
+
+def _check_nesting(payload: bytes, decoded: Request | ProtocolError) -> Request | ProtocolError:
+    """A body nested too deep to re-encode safely is refused as a bad body."""
+    if type(decoded) is Request and nesting_exceeds(payload, decoded.body):
+        return _bad_body(decoded.sync)
+    return decoded
 
 
 def decode_payload(payload: bytes) -> Request | ProtocolError:
@@ -280,7 +289,7 @@ def decode_payload(payload: bytes) -> Request | ProtocolError:
     except Exception:
         # Header-only frames (PING) land here too: no body to pair with.
         return _decode_carefully(payload)
-    return _build(header, body)
+    return _check_nesting(payload, _build(header, body))
 
 
 class RequestDecoder:
@@ -289,7 +298,8 @@ class RequestDecoder:
     feed(data) returns, in order, a Request or a ProtocolError for every
     frame completed so far. A non-fatal ProtocolError stands for one bad
     frame; a fatal one (bad length prefix, frame above max_frame) is the
-    last item ever returned and every later feed() raises it anew.
+    last item ever returned and every later feed() raises
+    ProtocolError(fatal=True).
     """
 
     __slots__ = ("_splitter",)
@@ -322,7 +332,10 @@ class RequestDecoder:
             except Exception:
                 append(_decode_carefully(payload))
                 continue
-            append(_build(header, body))
+            request = _build(header, body)
+            if len(payload) > MAX_NESTING:  # short frames cannot nest too deep
+                request = _check_nesting(payload, request)
+            append(request)
         if fatal is not None:
             out.append(fatal)
         return out

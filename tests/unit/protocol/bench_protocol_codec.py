@@ -4,7 +4,9 @@
 
 Decodes the CALL frame asynctnt sends for queue.tube.q1:put('data') and
 encodes the reply with a task tuple, fed one frame per feed() and in
-pipelined batches, and reports requests per second on one core.
+pipelined batches, and reports requests per second on one core. The
+reference line (bare msgpack on the same body) helps compare runs made on
+busy machines.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import timeit
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import msgpack  # noqa: E402
 
 from protocol import RequestDecoder, encode_data, encode_ok  # noqa: E402
 
@@ -44,6 +48,9 @@ def main() -> None:
             f"batch {batch:3d}: decode {dec * 1e9:6.0f} ns  "
             f"decode+encode {both * 1e9:6.0f} ns  = {1 / both:9,.0f} CALL/s per core"
         )
+    payload = CALL[5:]
+    floor = best(lambda: msgpack.packb(msgpack.unpackb(payload[5:], strict_map_key=False)), 50_000)
+    print(f"reference: bare msgpack unpackb(body)+packb(body) {floor * 1e9:.0f} ns")
     enc = best(lambda: encode_data(123456, 81, [TASK]), 100_000)
     ok = best(lambda: encode_ok(123456, 81), 100_000)
     print(f"encode_data([task]) {enc * 1e9:.0f} ns, encode_ok() {ok * 1e9:.0f} ns")

@@ -150,6 +150,8 @@ def test_as_bytes_recovers_raw_strings() -> None:
         (b"\x04\x81\x01\x00\x05", "Invalid MsgPack - packet body"),
         (b"\x06\x81\x00\x00\x80\x80\x80", "Invalid MsgPack - packet body"),
         (b"\x03\x81\x00\xff", "Invalid MsgPack - packet header"),
+        (b"\x04\x81\x00\xa1x", "Invalid MsgPack - packet header"),
+        (b"\x0b\x81\x05\xcb" + bytes(8), "Invalid MsgPack - packet header"),
     ],
 )
 def test_garbage_replies_raise_and_kill_the_decoder(garbage: bytes, message: str) -> None:

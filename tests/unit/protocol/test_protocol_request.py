@@ -16,6 +16,7 @@ from protocol import (
     Request,
     RequestDecoder,
     RequestType,
+    encode_data,
 )
 
 VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
@@ -317,3 +318,34 @@ def test_non_bytes_input_is_copied() -> None:
     data[10:] = b"\x00" * (len(data) - 10)  # the caller reuses its buffer
     out = decoder.feed(BY_NAME["call17_queue_put_request_asynctnt"][10:])
     assert out == decode_whole(BY_NAME["call17_queue_put_request_asynctnt"])
+
+
+def nested(levels: int) -> bytes:
+    """`levels` one-element arrays around a 0."""
+    return b"\x91" * levels + b"\x00"
+
+
+@pytest.mark.parametrize(("levels", "accepted"), [(255, True), (256, False), (1023, False)])
+def test_bodies_nested_too_deep_to_reencode_are_bad(levels: int, accepted: bool) -> None:
+    # Body depth = the body map + `levels` arrays; the limit is 256.
+    payload = packb({0: 10, 1: 6}) + b"\x81\x21" + nested(levels)
+    (out,) = decode_whole(frame(payload))
+    if accepted:
+        assert isinstance(out, Request)
+        reply = encode_data(out.sync, 1, [(0, "r", out.args)])
+        assert isinstance(reply, bytes)
+    else:
+        assert out == bad(6, BODY)
+
+
+def test_nesting_past_the_unpacker_stack_is_a_bad_body() -> None:
+    payload = packb({0: 10, 1: 6}) + b"\x81\x21" + nested(5000)
+    assert decode_whole(frame(payload)) == [bad(6, BODY)]
+
+
+def test_long_flat_bodies_full_of_container_like_bytes_pass() -> None:
+    blob = bytes([0x91, 0x80, 0xDC, 0x9F]) * 4096
+    many = [[i] for i in range(300)]
+    payload = packb({0: 10, 1: 2}) + packb({0x22: "put", 0x21: [blob, many]})
+    request = only(frame(payload))
+    assert request.args == [blob, many]
