@@ -11,20 +11,21 @@ in as `now`, epoch µs), anything outside its own space(s).
 
 Task states (spec §5); `-` only appears in the answer of ack/delete:
 
-                put{delay>0}                      put
-                    │                              │
-                    ▼          delay ends          ▼
-                  ┌───┐ ─────────────────────────► ┌───┐ ◄─────── kick ───────┐
-       ┌───────── │ ~ │                            │ r │ ── bury ──► ┌───┐ ───┘
-       │          └───┘ ◄── release{delay>0} ──┐   └───┘             │ ! │
-       │            ▲       (ttl drivers)      │  take │ ▲           └───┘
-       │            │                          │       ▼ │ release, ttr,  ▲
-       │ bury       │                          └──── ┌───┐ session end,   │
-       │            │                                │ t │ release_all,   │
-       │            │                                └───┘ restart        │
-       │            │                                  │ bury             │
-       └────────────┴──────────────────────────────────┴──────────────────┘
-                                                  (every arrow ending at !)
+       put{delay>0}                         put
+            │                                │
+            ▼             delay ends         ▼
+         ┌─────┐ ──────────────────────► ┌─────┐ ──── bury ────► ┌─────┐
+         │  ~  │                         │  r  │                 │  !  │
+         │     │                         │     │ ◄──── kick ──── │     │
+         └─────┘                         └─────┘                 └─────┘
+          │   ▲                        take │ ▲                     ▲ ▲
+          │   │                             ▼ │ release, ttr,       │ │
+          │   │  release{delay>0}       ┌─────┐ session end,        │ │
+          │   └──── (ttl drivers) ───── │  t  │ release_all,        │ │
+          │                             └─────┘ restart             │ │
+          │                                │                        │ │
+          │                                └──────── bury ──────────┘ │
+          └───────────────────────────── bury ────────────────────────┘
 
     gone ("-"): ack (t) · delete (any state) · ttl expiry (r, !)
     Every arrival in r can make a task takeable: one waiting take is woken.
@@ -33,7 +34,7 @@ Task states (spec §5); `-` only appears in the answer of ack/delete:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol
 
 from storage.catalog import Catalog
 from storage.space import IndexDef, Space
@@ -91,7 +92,6 @@ class TaskEvents(Protocol):
         """A task was deleted: a waiting put may now have room."""
 
 
-@runtime_checkable
 class Driver(Protocol):
     TYPE: ClassVar[str]
     space: Space

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from sortedcontainers import SortedDict
 
 from storage.catalog import Catalog
-from storage.space import Index, IndexDef, Space
+from storage.space import Index, IndexDef
 
 from .driver import READY, TAKEN, TaskStore, Tuple
 from .errors import module_error
@@ -131,7 +131,3 @@ class UtubeRules(TaskStore):
     def rebuild(self, now: int) -> None:
         super().rebuild(now)
         self.heads.rebuild({t[self.F_UTUBE] for t in self.space})
-
-
-def ready_buffer_space(catalog: Catalog, name: str) -> Space | None:
-    return catalog.get(f"{name}_{READY_BUFFER}")

@@ -26,7 +26,7 @@ from storage.catalog import Catalog
 
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
-from .args import is_number, lua_tostring, lua_truthy
+from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .deadlines import Deadlines
 from .errors import QueueError, module_error, no_such_proc
 from .sessions import Ownership, SessionId, Sessions
@@ -106,7 +106,9 @@ class Queue:
             "session": self.sessions.expire,
         }
         with self._entry():
-            self.registry.rebuild(clock())
+            now = clock()
+            self.registry.rebuild(now)
+            self._advance(now)  # what fell due while the server was down
 
     # -- the server's entry points --
     def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
@@ -275,7 +277,7 @@ class Queue:
         elif isinstance(raw, list | tuple):
             items = [(i + 1, v) for i, v in enumerate(raw) if v is not None]
         else:
-            raise module_error(f"attempt to index local 'opts' (a {lua_tostring(raw)} value)")
+            raise module_error(f"attempt to index local 'opts' (a {lua_type(raw)} value)")
         opts = dict(items)
         opts.setdefault("in_replicaset", False)
         for key, value in opts.items():
