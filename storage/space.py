@@ -9,54 +9,50 @@ Must not touch: files, the clock, asyncio. A space knows nothing about queues.
 
 Tuples are Python tuples. A key is the tuple of the indexed fields' values.
 Keys of one index must be mutually comparable (a driver keeps each field's
-type fixed), which is what lets every lookup be O(log n) in a SortedDict.
+type fixed), which is what lets every lookup be O(log n) (index.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
-from sortedcontainers import SortedDict
+# The index types live in index.py; they are re-exported here because the
+# drivers import everything about spaces from this module.
+from .index import (
+    DuplicateKey,
+    Index,
+    IndexDef,
+    Key,
+    PrimaryIndex,
+    StorageError,
+    Tuple,
+    key_getter,
+)
 
-Tuple = tuple[Any, ...]
-Key = tuple[Any, ...]
+__all__ = [
+    "ChangeHook",
+    "DuplicateKey",
+    "Index",
+    "IndexDef",
+    "Key",
+    "NoSuchTuple",
+    "PrimaryIndex",
+    "Space",
+    "SpaceDef",
+    "StorageError",
+    "Tuple",
+    "key_getter",
+]
+
 # (space, op, old tuple or None, new tuple or None); op is "insert", "replace" or "delete".
 ChangeHook = Callable[["Space", str, Tuple | None, Tuple | None], None]
-
-
-class StorageError(Exception):
-    """Base of the errors a space raises for a bad operation."""
-
-
-class DuplicateKey(StorageError):
-    def __init__(self, index: str, space: str) -> None:
-        super().__init__(f"Duplicate key exists in unique index '{index}' in space '{space}'")
-        self.index = index
-        self.space = space
 
 
 class NoSuchTuple(StorageError):
     def __init__(self, index: str, space: str) -> None:
         super().__init__(f"Tuple doesn't exist in index '{index}' in space '{space}'")
-
-
-@dataclass(frozen=True)
-class IndexDef:
-    """An index over `parts` (field numbers, 0-based)."""
-
-    name: str
-    parts: tuple[int, ...]
-    unique: bool = True
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"name": self.name, "parts": list(self.parts), "unique": self.unique}
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> IndexDef:
-        return cls(str(d["name"]), tuple(int(p) for p in d["parts"]), bool(d["unique"]))
 
 
 @dataclass(frozen=True)
@@ -92,115 +88,6 @@ class SpaceDef:
         )
 
 
-class Index:
-    """An ordered index. Non-unique indexes append the primary key to make entries unique."""
-
-    def __init__(self, definition: IndexDef, primary_parts: tuple[int, ...]) -> None:
-        self.definition = definition
-        self.name = definition.name
-        self.unique = definition.unique
-        parts = definition.parts
-        if not self.unique:
-            parts = parts + tuple(p for p in primary_parts if p not in parts)
-        self._width = len(definition.parts)
-        self._entry_key: Callable[[Tuple], Key] = _key_getter(parts)
-        self._user_key: Callable[[Tuple], Key] = _key_getter(definition.parts)
-        self._tree: SortedDict = SortedDict()
-
-    def key_of(self, t: Tuple) -> Key:
-        return self._user_key(t)
-
-    def __len__(self) -> int:
-        return len(self._tree)
-
-    def get(self, key: Key) -> Tuple | None:
-        """The tuple with exactly this key (unique indexes), else None."""
-        if self.unique:
-            return self._tree.get(key)
-        return next(self.iterate(key), None)
-
-    def first(self, prefix: Key = ()) -> Tuple | None:
-        """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
-        return next(self.iterate(prefix), None)
-
-    def last(self, prefix: Key = ()) -> Tuple | None:
-        """The greatest tuple whose key starts with `prefix`."""
-        return next(self.iterate(prefix, reverse=True), None)
-
-    def ge(self, key: Key) -> Tuple | None:
-        """The first tuple whose key is >= `key` (compared as tuples)."""
-        tree = self._tree
-        pos = tree.bisect_left(key)
-        if pos == len(tree):
-            return None
-        return tree.values()[pos]
-
-    def iterate(self, prefix: Key = (), reverse: bool = False) -> Iterator[Tuple]:
-        """Tuples whose key starts with `prefix`, in key order (or reversed)."""
-        tree = self._tree
-        if not prefix:
-            values = tree.values()
-            yield from (reversed(values) if reverse else values)
-            return
-        # Every key with this prefix lies in [prefix, prefix + (_Top,)].
-        for k in tree.irange(prefix, prefix + (_Top,), reverse=reverse):
-            yield tree[k]
-
-    def range(self, lo: Key | None = None, hi: Key | None = None) -> Iterator[Tuple]:
-        """Tuples with lo <= key < hi (either bound may be None), in key order."""
-        tree = self._tree
-        for k in tree.irange(minimum=lo, maximum=hi, inclusive=(True, False)):
-            yield tree[k]
-
-    def count(self, prefix: Key = ()) -> int:
-        if not prefix:
-            return len(self._tree)
-        return sum(1 for _ in self.iterate(prefix))
-
-    # -- maintained by Space --
-    def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
-        if not self.unique:
-            return
-        found = self._tree.get(self._entry_key(t))
-        if found is not None and found is not replacing:
-            raise DuplicateKey(self.name, space)
-
-    def _add(self, t: Tuple) -> None:
-        self._tree[self._entry_key(t)] = t
-
-    def _remove(self, t: Tuple) -> None:
-        del self._tree[self._entry_key(t)]
-
-    def _clear(self) -> None:
-        self._tree.clear()
-
-
-class _TopType:
-    """Compares greater than anything: the upper bound of a prefix range."""
-
-    def __lt__(self, other: object) -> bool:
-        return False
-
-    def __gt__(self, other: object) -> bool:
-        return other is not self
-
-    def __eq__(self, other: object) -> bool:
-        return other is self
-
-    def __hash__(self) -> int:
-        return 0
-
-
-_Top = _TopType()
-
-
-def _key_getter(parts: Sequence[int]) -> Callable[[Tuple], Key]:
-    if len(parts) == 1:
-        (p,) = parts
-        return lambda t: (t[p],)
-    return itemgetter(*parts)  # type: ignore[return-value]
-
-
 class Space:
     """A set of tuples with a unique primary index (the first) and secondary indexes."""
 
@@ -212,11 +99,11 @@ class Space:
         self.name = definition.name
         self.temporary = definition.temporary
         pk_parts = definition.indexes[0].parts
-        self.indexes: dict[str, Index] = {
-            d.name: Index(d, pk_parts) for d in definition.indexes
-        }
+        self.primary = PrimaryIndex(definition.indexes[0], pk_parts)
+        self.indexes: dict[str, Index] = {self.primary.name: self.primary}
+        for d in definition.indexes[1:]:
+            self.indexes[d.name] = Index(d, pk_parts)
         self._all = list(self.indexes.values())
-        self.primary = self._all[0]
         self.on_change = on_change
 
     def index(self, name: str) -> Index:
@@ -310,3 +197,19 @@ class Space:
     def unload(self, key: Key) -> None:
         """Remove a tuple without reporting it (recovery)."""
         self.restore(old=None, new=self.primary.get(key))
+
+    def load_many(self, tuples: Sequence[Tuple]) -> None:
+        """Fill an EMPTY space without reporting (recovery): one sort per index."""
+        if len(self.primary):
+            raise StorageError(f"load_many needs an empty space, '{self.name}' is not")
+        try:
+            for idx in self._all:
+                idx._bulk_load(tuples, self.name)
+        except BaseException:
+            for idx in self._all:
+                idx._clear()
+            raise
+
+    def copy_tuples(self) -> list[Tuple]:
+        """A list of every tuple, in no particular order (an O(n) pointer copy)."""
+        return self.primary.values_unordered()
