@@ -66,6 +66,8 @@ MODULE_ACCESS = {
 assert set(TUBE_ACCESS) == set(METHODS) | {"drop"}
 
 Handler = Callable[[Call], Answer]
+Parsed = tuple[str, str | None, str | None] | None
+PARSE_CACHE_SIZE = 4096
 
 
 class Queue:
@@ -82,6 +84,7 @@ class Queue:
         self._clock = clock
         self._namespaces = namespaces
         self._depth = 0
+        self._parsed: dict[str, Parsed] = {}
         self._wakes: list[Callable[[], None]] = []
         self.waiters = Waiters(notify=self._wakes.append)
         self.deadlines = Deadlines()
@@ -178,9 +181,19 @@ class Queue:
         finally:
             self._depth -= 1
             if self._depth == 0:
-                wakes, self._wakes[:] = list(self._wakes), []
-                for wake in wakes:
-                    wake()
+                self._flush_wakes()
+
+    def _flush_wakes(self) -> None:
+        # One failing callback must not lose the others' wakeups.
+        wakes, self._wakes[:] = list(self._wakes), []
+        failure: BaseException | None = None
+        for wake in wakes:
+            try:
+                wake()
+            except BaseException as exc:  # re-raised below, after the others ran
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _advance(self, now: int) -> None:
         while (first := self.deadlines.first()) is not None and first[0] <= now:
@@ -206,8 +219,21 @@ class Queue:
         for _, task_id, tube in sorted(held, key=lambda h: h[:2]):
             tube.release_owned(task_id, now)
 
-    def _parse(self, name: str) -> tuple[str, str | None, str | None] | None:
-        """name -> (module function, tube, method); tube methods come as ("tube", t, m)."""
+    def _parse(self, name: str) -> Parsed:
+        """name -> (module function, tube, method), cached: names repeat on every call."""
+        try:
+            return self._parsed[name]
+        except KeyError:
+            pass
+        except TypeError:
+            return None  # not hashable, so not a name
+        if len(self._parsed) >= PARSE_CACHE_SIZE:
+            self._parsed.clear()
+        parsed = self._parsed[name] = self._parse_uncached(name)
+        return parsed
+
+    def _parse_uncached(self, name: str) -> Parsed:
+        """Tube methods come as ("tube:", t, m), or ("tube.", t, m) for the dot form."""
         if not isinstance(name, str):
             return None
         for ns in self._namespaces:

@@ -66,7 +66,7 @@ class TubeRegistry:
         last = self._space.index("tube_id").last()
         tube_id = 0 if last is None else last[1] + 1
         tube = self._attach(name, tube_id, type_, opts, cls, space)
-        self._space.insert((name, tube_id, name, type_, opts))
+        self._space.insert((name, tube_id, name, type_, dict(opts)))  # no aliasing
         return tube
 
     def _open_space(
