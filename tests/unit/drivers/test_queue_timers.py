@@ -192,7 +192,7 @@ def test_utubettl_ttr_one_makes_the_task_ready_again() -> None:
     assert h.take("t") == [0, "t", "a"]
 
 
-def test_delay_after_delete_then_ack_says_not_taken() -> None:
+def test_delayed_task_then_ttr_then_ttl_then_ack_says_not_taken() -> None:
     h = Q()
     make_tube(h, "t", "fifottl")
     h.put("t", "a", delay=0.5, ttl=1, ttr=0.3)
