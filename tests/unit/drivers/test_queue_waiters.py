@@ -35,7 +35,12 @@ class Server:
         now = self.h.clock.now
         deadline = math.inf if blocked.timeout_s is None else now + blocked.timeout_s * SEC
         waiter = self.h.q.waiters.add(
-            blocked.tube, blocked.kind, conn, blocked.timeout_s, now, lambda: self.woken.append(conn)
+            blocked.tube,
+            blocked.kind,
+            conn,
+            blocked.timeout_s,
+            now,
+            lambda: self.woken.append(conn),
         )
         self.pending[conn] = (blocked, deadline, waiter)
 
