@@ -35,6 +35,7 @@ from storage.space import IndexDef, Space
 
 from .legacy_args import MAX_SPACE_NO, US_PER_SECOND
 from .legacy_base import ER_PROC_LUA, QueueError
+from .tubes import RESERVED_PREFIX
 
 Task = tuple[Any, ...]
 TaskKey = tuple[int, str]  # (space number, task id)
@@ -69,7 +70,7 @@ INDEXES = (
 
 # The modern core names a space after its tube, so this prefix is reserved:
 # the glue must refuse modern tubes whose names start with it.
-SPACE_PREFIX = "_legacy_"
+SPACE_PREFIX = RESERVED_PREFIX  # modern create_tube refuses these names
 # Written into the space definition, so only spaces made here are adopted.
 SPACE_MARK = {"queue": "legacy", "layout": 1}
 

@@ -22,6 +22,7 @@ from .errors import key_part_type, module_error, no_such_engine
 from .tube import Shared, Tube
 
 QUEUE_SPACE = "_queue"
+RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy_store.py
 ENGINES = ("memtx", "vinyl")
 
 
@@ -31,10 +32,15 @@ class TubeRegistry:
         self.shared = shared
         self.tubes: dict[str, Tube] = {}
         existing = catalog.get(QUEUE_SPACE)
-        self._space: Space = existing or catalog.create_space(
-            QUEUE_SPACE,
-            (IndexDef("tube", (0,)), IndexDef("tube_id", (1,))),
-            format=("tube_name", "tube_id", "space_name", "tube_type", "opts"),
+        # `is None`, not `or`: an empty space is falsy (it has a length).
+        self._space: Space = (
+            existing
+            if existing is not None
+            else catalog.create_space(
+                QUEUE_SPACE,
+                (IndexDef("tube", (0,)), IndexDef("tube_id", (1,))),
+                format=("tube_name", "tube_id", "space_name", "tube_type", "opts"),
+            )
         )
 
     def get(self, name: object) -> Tube | None:
@@ -54,6 +60,10 @@ class TubeRegistry:
             raise module_error(f"Unknown tube type {lua_tostring(type_)}")
         if not isinstance(name, str):
             raise key_part_type("string")
+        if name.startswith(RESERVED_PREFIX):
+            # The legacy API creates these spaces on first use: a modern tube there
+            # would mix the two task layouts in one space.
+            raise module_error(f"Space '{name}' is reserved for the legacy queue API")
         if name in self.catalog and if_not_exists is False:
             raise module_error(f"Space '{name}' already exists")
         if existing is not None:
