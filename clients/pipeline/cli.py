@@ -1,0 +1,147 @@
+"""`queuebox pipeline load|report`: the pipeline's command line.
+
+Owns: argument parsing, starting the SparkSession (`--master`, default local[*]),
+the progress line around each job, and turning Spark's long Java/Python error
+chains into one readable line. Plugged into the `queuebox` command through the
+table in server/cli.py as "clients.pipeline.cli:main". Must not touch server/,
+drivers/, storage/; imports pyspark only once a subcommand runs.
+
+    queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
+        [--host H --port P --user U --password W --create-tube TYPE] [--window N]
+        [--partitions N] [--master URL]
+    queuebox pipeline report --data-dir DIR --out DIR [--bucket SECONDS]
+        [--tube NAME] [--master URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+INPUT_FORMATS = ("parquet", "csv", "json")
+TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
+OUR_ERROR = re.compile(r"(queuebox: [^\n]*)")
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="queuebox data pipeline on Spark")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    load = commands.add_parser("load", help="enqueue one task per row of a file")
+    load.add_argument("--input", required=True, help="file or directory to read")
+    load.add_argument("--format", choices=INPUT_FORMATS, default="parquet")
+    load.add_argument("--tube", required=True)
+    load.add_argument("--host", default="127.0.0.1")
+    load.add_argument("--port", type=int, default=3301)
+    load.add_argument("--user")
+    load.add_argument("--password")
+    load.add_argument("--create-tube", choices=TUBE_TYPES, help="create the tube if missing")
+    load.add_argument("--window", type=int, default=256, help="puts in flight per partition")
+    load.add_argument("--partitions", type=int, help="repartition the input (= connections)")
+    load.add_argument("--max-failures", type=int, default=0)
+
+    report = commands.add_parser("report", help="task lifecycle report of a data directory")
+    report.add_argument("--data-dir", required=True, help="the server's data directory")
+    report.add_argument("--out", required=True, help="output directory")
+    report.add_argument("--bucket", type=float, default=60.0, help="bucket width in seconds")
+    report.add_argument("--tube", help="only this tube")
+
+    for sub in (load, report):
+        sub.add_argument("--master", default="local[*]", help="Spark master URL")
+    return parser
+
+
+def _read_input(spark: Any, args: argparse.Namespace) -> Any:
+    reader = spark.read
+    if args.format == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    return reader.format(args.format).load(args.input)
+
+
+def load(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Enqueue the rows of `--input`; returns the commit summary."""
+    from clients.pipeline.sparkenv import Progress
+
+    frame = _read_input(spark, args)
+    if args.partitions:
+        frame = frame.repartition(args.partitions)
+    with tempfile.TemporaryDirectory(prefix="queuebox-load-") as scratch:
+        summary_path = Path(scratch) / "summary.json"
+        options = {
+            "host": args.host,
+            "port": str(args.port),
+            "tube": args.tube,
+            "window": str(args.window),
+            "maxFailures": str(args.max_failures),
+            "summaryPath": str(summary_path),
+        }
+        for key, value in (("user", args.user), ("password", args.password)):
+            if value is not None:
+                options[key] = value
+        if args.create_tube:
+            options["createTube"] = args.create_tube
+        writer = frame.write.format("queuebox").mode("append").options(**options)
+        with Progress(spark, f"load {args.tube}"):
+            writer.save()
+        summary: dict[str, Any] = json.loads(summary_path.read_text())
+    return summary
+
+
+def report(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from clients.pipeline.report import run_report
+    from clients.pipeline.sparkenv import Progress
+
+    with Progress(spark, "report"):
+        summary = run_report(spark, args.data_dir, args.out, args.bucket, args.tube)
+    return summary
+
+
+def short_error(exc: BaseException) -> str:
+    """Our own message when a Spark error chain carries one, else its first line."""
+    text = str(exc)
+    mine = OUR_ERROR.search(text)
+    if mine:
+        return mine.group(1).strip()
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {first}"
+
+
+def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
+    args = _parser(prog).parse_args(argv)
+    try:
+        from clients.pipeline.sparkenv import build_session
+    except ImportError as exc:
+        print(f"{prog}: needs the spark extra: pip install 'queuebox[spark]' ({exc})")
+        return 2
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas")
+    spark = build_session(args.master, f"queuebox-pipeline-{args.command}")
+    try:
+        if args.command == "load":
+            result = load(spark, args)
+            print(
+                f"loaded {result['written']} of {result['rows']} rows into tube "
+                f"{result['tube']!r} ({result['failed']} failed, "
+                f"{result['partitions']} partitions)"
+            )
+        else:
+            result = report(spark, args)
+            out = Path(args.out)
+            print(f"report written to {out}: summary.md, summary.json, *.parquet, *.png")
+            for tube in result["totals"]:
+                print(
+                    f"  {tube['tube']}: put {tube['put']}, taken {tube['taken']}, "
+                    f"acked {tube['acked']}, released {tube['released']}, "
+                    f"buried {tube['buried']}, expired {tube['expired']}"
+                )
+    except Exception as exc:  # Spark wraps everything; show the reason, not the JVM stack
+        print(f"{prog} {args.command}: {short_error(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    return 0
