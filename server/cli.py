@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.serve:main", "run the queue server"),
     "bench": ("clients.bench.cli:main", "load generator: put, take-ack, mixed, utube scenarios"),
+    "pipeline": ("clients.pipeline.cli:main", "Spark: load files into a tube, lifecycle reports"),
 }
 
 
