@@ -14,6 +14,9 @@ from .space import ChangeHook, IndexDef, Space, SpaceDef, StorageError
 
 # (op, definition): op is "create_space" or "drop_space".
 DdlHook = Callable[[str, SpaceDef], None]
+# (op, space): the same events with the Space object itself, which the engine
+# keeps so that a failed write can put a dropped space back with its tuples.
+SpaceHook = Callable[[str, Space], None]
 
 
 class SpaceExists(StorageError):
@@ -33,10 +36,16 @@ class Catalog:
 
     FIRST_ID = 512
 
-    def __init__(self, on_change: ChangeHook | None = None, on_ddl: DdlHook | None = None) -> None:
+    def __init__(
+        self,
+        on_change: ChangeHook | None = None,
+        on_ddl: DdlHook | None = None,
+        on_space: SpaceHook | None = None,
+    ) -> None:
         self._by_name: dict[str, Space] = {}
         self.on_change = on_change
         self.on_ddl = on_ddl
+        self.on_space = on_space
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -83,12 +92,24 @@ class Catalog:
             raise SpaceExists(definition.name)
         space = Space(definition, self.on_change)
         self._by_name[definition.name] = space
-        if log and self.on_ddl is not None:
-            self.on_ddl("create_space", definition)
+        if log:
+            self._report("create_space", space)
         return space
 
     def drop_space(self, name: str, *, log: bool = True) -> None:
         space = self.space(name)
         del self._by_name[name]
-        if log and self.on_ddl is not None:
-            self.on_ddl("drop_space", space.definition)
+        if log:
+            self._report("drop_space", space)
+
+    def restore_space(self, space: Space) -> None:
+        """Put back a dropped Space object as it is, tuples and all (rollback); not logged."""
+        if space.name in self._by_name:
+            raise SpaceExists(space.name)
+        self._by_name[space.name] = space
+
+    def _report(self, op: str, space: Space) -> None:
+        if self.on_ddl is not None:
+            self.on_ddl(op, space.definition)
+        if self.on_space is not None:
+            self.on_space(op, space)

@@ -1,0 +1,373 @@
+"""The durable engine: spaces plus WAL, snapshots and recovery, behind one object.
+
+Owns: the data directory lock, LSN assignment, the pending batch (WAL frames
+and undo entries of the changes made since the last take), the batches in
+flight, rollback after a failed write, and when snapshots are due.
+
+Must not touch: asyncio, threads, sockets, wall time (the server passes a
+`clock`). Which thread calls what is the server's business; the contract:
+
+    loop thread:    catalog/spaces (changes), has_pending, take_batch, rollback,
+                    begin_snapshot, finish_snapshot, snapshot_due, open, close
+    writer thread:  write_batch           (one at a time, batches in take order)
+    worker thread:  SnapshotJob.run       (while the loop goes on)
+
+A batch's life (LSNs are given when a change is made, so a request knows the
+LSN it waits for as soon as its handler returns):
+
+    pending --take_batch--> in flight --write_batch ok--> written (durable)
+                                 \\--write_batch fails--> rollback(batch)
+    rollback(batch) undoes, newest first, every change with LSN >= batch.first_lsn:
+    the pending changes, every later batch already taken, and the batch itself
+    (later changes may build on the failed ones, so they cannot stay). LSNs are
+    then given again from batch.first_lsn, so the WAL stays gapless. Every
+    request whose change was undone must fail; the engine helps a server that
+    fails requests per batch:
+      - a later batch already taken is cancelled: write_batch raises
+        WalWriteError for it (and rollback of it is a no-op);
+      - if pending changes were undone, the next take_batch returns a batch
+        already cancelled that stands for them (write_batch raises for it too),
+        and has_pending() is True until then.
+    So a server that answers each batch's requests by its write_batch outcome
+    fails exactly the right ones. (rollback also returns the first LSN undone,
+    for a server that tracks the LSN each request waits for.) One corner: a
+    change made after the rollback but before that cancelled batch is taken
+    stays in memory and goes out with the next batch; if its request waited on
+    the same outcome as the undone ones, it was told "failed" about a write
+    that is kept, which loses nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .catalog import Catalog
+from .errors import DataDirLocked, EngineError, UnloggableChange, WalWriteError
+from .fileio import FileIO
+from .framing import encode_frame
+from .layout import LOCK_NAME, covered_segments, sort_listing
+from .records import change_body, ddl_body, pack
+from .recovery import Progress, Recovery, RecoveryReport
+from .snapshot import CREATE, DROP, TUPLE, SnapshotJob, Undo, capture
+from .space import Space, Tuple
+from .wal import WalWriter
+
+WAL_MODES = ("none", "write", "fsync")
+
+
+@dataclass(eq=False)
+class Batch:
+    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`."""
+
+    first_lsn: int
+    last_lsn: int
+    data: bytes
+    undo: list[Undo] = field(repr=False)
+    written: bool = False  # durable under the engine's wal_mode
+    cancelled: bool = False  # rolled back: must never be written
+
+    @property
+    def count(self) -> int:
+        return self.last_lsn - self.first_lsn + 1
+
+
+def _undo_tuple(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    space.restore(old, new)
+
+
+def _undo_create(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    if catalog.get(space.name) is space:
+        catalog.drop_space(space.name, log=False)
+
+
+def _undo_drop(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    catalog.restore_space(space)
+
+
+_UNDO = {TUPLE: _undo_tuple, CREATE: _undo_create, DROP: _undo_drop}
+_DDL_UNDO_KIND = {"create_space": CREATE, "drop_space": DROP}
+
+
+class Engine:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        wal_mode: str = "write",
+        segment_size: int = 64 << 20,
+        files: FileIO | None = None,
+        force_recovery: bool = False,
+        *,
+        clock: Callable[[], float],
+        timer: Callable[[], float] = time.perf_counter,
+        snapshot_wal_bytes: int = 256 << 20,
+        snapshot_interval_s: float = 3600.0,
+    ) -> None:
+        if wal_mode not in WAL_MODES:
+            raise ValueError(f"wal_mode must be one of {', '.join(WAL_MODES)}, not {wal_mode!r}")
+        self.data_dir = Path(data_dir)
+        self.wal_mode = wal_mode
+        self.force_recovery = force_recovery
+        self.snapshot_wal_bytes = snapshot_wal_bytes
+        self.snapshot_interval_s = snapshot_interval_s
+        self._files = files or FileIO()
+        self._clock = clock  # wall time for record timestamps, from the server
+        self._timer = timer  # only to measure recovery
+        self._log = wal_mode != "none"
+        self._wal = WalWriter(self._files, self.data_dir, segment_size, wal_mode == "fsync")
+        self.catalog = Catalog(on_change=self._on_change, on_space=self._on_space)
+        self._opened = False
+        self._lock_fd: int | None = None
+        # LSNs: written <= taken <= last (given to the newest change).
+        self._last_lsn = 0
+        self._taken_lsn = 0
+        self._written_lsn = 0  # advanced by the writer thread
+        self._frames: list[bytes] = []
+        self._undo: list[Undo] = []
+        self._inflight: list[Batch] = []  # taken, not yet known written, oldest first
+        self._doomed: Batch | None = None  # stands for pending changes a rollback undid
+        self._snapshot_lsn = 0
+        self._job: SnapshotJob | None = None
+        self._wal_bytes_at_snapshot = 0
+        self._interval_start: float | None = None
+
+    # -- lifecycle --
+    def open(self, progress: Progress | None = None) -> RecoveryReport:
+        """Lock the directory and recover; `progress(records, bytes, seconds)` is
+        called about once a second while recovery lasts."""
+        if self._opened:
+            raise EngineError("engine already open")
+        self._files.makedirs(self.data_dir)
+        self._lock_fd = self._take_lock()
+        try:
+            report = Recovery(
+                self._files,
+                self.data_dir,
+                force=self.force_recovery,
+                progress=progress,
+                timer=self._timer,
+            ).run(self.catalog)
+        except BaseException:
+            self._release_lock()
+            raise
+        self._last_lsn = self._taken_lsn = self._written_lsn = report.last_lsn
+        self._snapshot_lsn = report.snapshot_lsn
+        # WAL replayed on top of the snapshot counts toward the next one.
+        self._wal_bytes_at_snapshot = -report.wal_bytes
+        self._opened = True
+        return report
+
+    def close(self) -> None:
+        """Release the files and the lock. Changes not yet written are lost (they
+        were never acknowledged); a clean shutdown snapshots first."""
+        if not self._opened:
+            return
+        self._opened = False
+        try:
+            self._wal.close()
+        finally:
+            self._release_lock()
+
+    def _take_lock(self) -> int:
+        try:
+            return self._files.lock(self.data_dir / LOCK_NAME, f"pid {os.getpid()}")
+        except BlockingIOError as e:
+            raise DataDirLocked(str(self.data_dir), str(e.filename or "unknown owner")) from None
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            self._files.unlock(fd)
+
+    # -- LSNs --
+    @property
+    def last_lsn(self) -> int:
+        """LSN of the newest change in memory (a request's change waits for it)."""
+        return self._last_lsn
+
+    @property
+    def durable_lsn(self) -> int:
+        """Every change up to this LSN is durable under wal_mode."""
+        return self._written_lsn
+
+    @property
+    def snapshot_lsn(self) -> int:
+        return self._snapshot_lsn
+
+    # -- the change hooks (loop thread) --
+    def _on_change(self, space: Space, op: str, old: Tuple | None, new: Tuple | None) -> None:
+        entry: Undo = (TUPLE, space, old, new)
+        if self._log:
+            body = change_body(self._last_lsn + 1, self._clock(), op, space, old, new)
+            self._log_change(body, entry)
+        else:
+            self._count_change(entry)
+
+    def _on_space(self, op: str, space: Space) -> None:
+        entry: Undo = (_DDL_UNDO_KIND[op], space, None, None)
+        if self._log:
+            self._log_change(
+                ddl_body(self._last_lsn + 1, self._clock(), op, space.definition), entry
+            )
+        else:
+            self._count_change(entry)
+
+    def _log_change(self, body: dict[str, object], entry: Undo) -> None:
+        # Encoded now, not at take time: what is logged is the tuple as it was.
+        try:
+            if not self._opened:
+                raise EngineError("the engine is not open")
+            frame = encode_frame(pack(body))
+        except Exception as e:
+            _UNDO[entry[0]](self.catalog, *entry[1:])
+            raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e
+        self._last_lsn += 1
+        self._frames.append(frame)
+        self._undo.append(entry)
+
+    def _count_change(self, entry: Undo) -> None:
+        if not self._opened:
+            _UNDO[entry[0]](self.catalog, *entry[1:])
+            raise UnloggableChange("change not made: the engine is not open")
+        self._last_lsn += 1
+
+    # -- group commit --
+    def has_pending(self) -> bool:
+        return self._doomed is not None or self._last_lsn != self._taken_lsn
+
+    def take_batch(self) -> Batch | None:
+        """Seal every change made since the last take (loop thread)."""
+        if self._doomed is not None:
+            doomed, self._doomed = self._doomed, None
+            return doomed
+        if self._last_lsn == self._taken_lsn:
+            return None
+        self._prune()
+        batch = Batch(self._taken_lsn + 1, self._last_lsn, b"".join(self._frames), self._undo)
+        self._frames, self._undo = [], []
+        self._taken_lsn = batch.last_lsn
+        if self._log:
+            self._inflight.append(batch)
+        else:
+            # Nothing to write: durable as far as wal_mode "none" goes.
+            batch.written = True
+            self._written_lsn = batch.last_lsn
+        return batch
+
+    def write_batch(self, batch: Batch) -> None:
+        """One write (and one fsync in fsync mode) of the batch. SYNCHRONOUS: call
+        it on the writer thread, one batch at a time, in take order. Raises
+        WalWriteError; the file is then left as it was before the batch."""
+        if batch.written:
+            return
+        if batch.cancelled:
+            raise WalWriteError(f"batch {batch.first_lsn}..{batch.last_lsn} was rolled back")
+        if batch.first_lsn != self._written_lsn + 1:
+            raise WalWriteError(
+                f"batch {batch.first_lsn}..{batch.last_lsn} does not follow LSN"
+                f" {self._written_lsn}: an earlier batch failed and must be rolled back"
+            )
+        if not self._opened:
+            raise WalWriteError("the engine is closed")
+        self._wal.append(batch.first_lsn, batch.data)
+        batch.written = True
+        self._written_lsn = batch.last_lsn
+
+    def rollback(self, batch: Batch) -> int:
+        """Undo a batch whose write failed, with every change made after it (loop
+        thread). Returns the first LSN undone: fail every request waiting for it
+        or a later one."""
+        if batch.written:
+            raise EngineError("a written batch cannot be rolled back")
+        if batch.cancelled:
+            return batch.first_lsn
+        try:
+            at = next(i for i, b in enumerate(self._inflight) if b is batch)
+        except StopIteration:
+            raise EngineError("rollback of a batch this engine does not have in flight") from None
+        victims = self._inflight[at:]
+        undo = [entry for b in victims for entry in b.undo] + self._undo
+        for kind, space, old, new in reversed(undo):
+            _UNDO[kind](self.catalog, space, old, new)
+        for b in victims:
+            b.cancelled = True
+            b.undo = []
+        del self._inflight[at:]
+        if self._last_lsn != self._taken_lsn and self._doomed is None:
+            self._doomed = Batch(self._taken_lsn + 1, self._last_lsn, b"", [], cancelled=True)
+        self._frames, self._undo = [], []
+        self._last_lsn = self._taken_lsn = batch.first_lsn - 1
+        return batch.first_lsn
+
+    def _prune(self) -> None:
+        inflight = self._inflight
+        while inflight and inflight[0].written:
+            inflight.pop(0).undo = []
+
+    # -- snapshots --
+    def snapshot_due(self, now: float) -> bool:
+        """True when the WAL grew by snapshot_wal_bytes since the last snapshot, or
+        snapshot_interval_s seconds passed with changes. `now` is the server's
+        monotonic time; the interval runs from the first call after open() or
+        after the last finish_snapshot()."""
+        if self._job is not None or not self._opened:
+            return False
+        if self._interval_start is None:
+            self._interval_start = now
+        if self.wal_bytes_since_snapshot >= self.snapshot_wal_bytes:
+            return True
+        changed = self._written_lsn != self._snapshot_lsn
+        return changed and now - self._interval_start >= self.snapshot_interval_s
+
+    @property
+    def wal_bytes_since_snapshot(self) -> int:
+        return self._wal.bytes_written - self._wal_bytes_at_snapshot
+
+    def begin_snapshot(self) -> SnapshotJob:
+        """Capture the state as of the durable LSN (loop thread, cheap: pointer
+        copies). Run job.run() on a worker thread, then finish_snapshot(job)."""
+        if not self._opened:
+            raise EngineError("the engine is not open")
+        if self._job is not None:
+            raise EngineError("a snapshot is already in progress")
+        self._prune()
+        durable = self._written_lsn
+        undo = [e for b in self._inflight if b.first_lsn > durable for e in b.undo]
+        undo += self._undo
+        views = capture(self.catalog, undo)
+        self._job = SnapshotJob(
+            self._files,
+            self.data_dir,
+            durable,
+            views,
+            needed=durable != self._snapshot_lsn,
+            wal_mark=self._wal.bytes_written,
+        )
+        return self._job
+
+    def finish_snapshot(self, job: SnapshotJob) -> list[str]:
+        """After job.run() (loop thread), whether it succeeded or raised: on success
+        remove older snapshots and the WAL segments the new one covers. Returns the
+        names of the files removed."""
+        if job is not self._job:
+            raise EngineError("finish_snapshot of a job this engine did not begin")
+        self._job = None
+        if job.error is not None or (job.needed and job.result is None):
+            return []
+        self._snapshot_lsn = max(self._snapshot_lsn, job.lsn)
+        self._wal_bytes_at_snapshot = job.wal_mark
+        self._interval_start = None
+        listing = sort_listing(self.data_dir, self._files.listdir(self.data_dir))
+        doomed = [p for lsn, p in listing.snap if lsn < job.lsn]
+        doomed += covered_segments(listing.wal, job.lsn)
+        removed = []
+        for path in doomed:
+            try:
+                self._files.unlink(path)
+            except OSError:
+                continue  # harmless: retried after the next snapshot
+            removed.append(path.name)
+        return removed

@@ -1,0 +1,42 @@
+"""The errors of the durable engine (WAL, snapshots, recovery, the data directory).
+
+Owns: the exception types the server catches and reports. Must not touch
+anything else; errors about a bad space operation live in index.py/space.py.
+"""
+
+from __future__ import annotations
+
+from .index import StorageError
+
+
+class EngineError(Exception):
+    """Base of the errors of the durable engine."""
+
+
+class CorruptLog(EngineError):
+    """A WAL or snapshot file cannot be read at `offset`."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt at offset {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+
+
+class DataDirLocked(EngineError):
+    def __init__(self, path: str, owner: str) -> None:
+        super().__init__(f"data directory {path} is locked by another running server ({owner})")
+        self.path = path
+        self.owner = owner
+
+
+class WalWriteError(EngineError):
+    """A batch could not be made durable; its changes must be rolled back."""
+
+
+class SnapshotError(EngineError):
+    """A snapshot could not be written; the previous one and the WAL still stand."""
+
+
+class UnloggableChange(StorageError):
+    """A tuple or definition that cannot be encoded; the change was undone."""

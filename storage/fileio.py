@@ -1,0 +1,116 @@
+"""Every file operation of storage/, in one replaceable class.
+
+Owns: the system calls on the data directory (open, positioned write, fsync,
+truncate, rename, unlink, list, lock). Nothing else in storage/ touches os or
+open() for data files, so a test can pass a subclass that fails on cue (short
+writes, ENOSPC, EIO, a crash before a rename).
+
+Must not touch: record formats, policy (what to do after a failure belongs
+to the callers), asyncio, threads.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from pathlib import Path
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class FileIO:
+    """Thin, unbuffered wrappers around os; errors surface as OSError."""
+
+    # -- writing --
+    def create(self, path: Path) -> int:
+        """A new empty file open for writing (an existing one is truncated)."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o644)
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        """One write at `offset`; may write less than asked (the caller loops)."""
+        return os.pwrite(fd, data, offset)
+
+    def write_all(self, fd: int, data: bytes, offset: int) -> None:
+        """pwrite() until all of `data` is written: a short write continues."""
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            n = self.pwrite(fd, view[done:], offset + done)
+            if n <= 0:
+                raise OSError(errno.EIO, "write made no progress")
+            done += n
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    # -- reading --
+    def open_read(self, path: Path) -> int:
+        return os.open(path, os.O_RDONLY | _CLOEXEC)
+
+    def read(self, fd: int, size: int) -> bytes:
+        return os.read(fd, size)
+
+    def size(self, path: Path) -> int:
+        return os.stat(path).st_size
+
+    # -- whole files and the directory --
+    def truncate(self, path: Path, size: int) -> None:
+        """Cut a file to `size` bytes, durably."""
+        fd = os.open(path, os.O_WRONLY | _CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        os.rename(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
+
+    def listdir(self, path: Path) -> list[str]:
+        return os.listdir(path)
+
+    def makedirs(self, path: Path) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def fsync_dir(self, path: Path) -> None:
+        """Make renames, creations and removals in `path` durable."""
+        fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- the data directory lock --
+    def lock(self, path: Path, owner: str) -> int:
+        """flock the file exclusively and write `owner` into it.
+
+        Raises BlockingIOError (with the current owner's text as its filename)
+        when another open file description holds the lock.
+        """
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            held_by = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise BlockingIOError(e.errno, e.strerror, held_by) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, owner.encode(), 0)
+        return fd
+
+    def unlock(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

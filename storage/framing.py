@@ -1,0 +1,207 @@
+"""File headers and record frames, as FORMAT.md sections 3, 4 and 7 define them.
+
+Owns: the bytes around a record body — the 24-byte file header, the 12-byte
+frame header (marker, CRC, length), and a sans-I/O decoder that turns bytes
+fed in any pieces into frames and damage reports, resynchronising on the
+marker after damage.
+
+Must not touch: files (callers read and feed), msgpack bodies (records.py),
+policy about damage (recovery.py decides what a torn tail is).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+WAL_MAGIC = b"QBOXWAL\n"
+SNAP_MAGIC = b"QBOXSNP\n"
+KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
+MAGIC_OF_KIND = {kind: magic for magic, kind in KIND_OF_MAGIC.items()}
+VERSION = 1
+KNOWN_VERSIONS = frozenset({1})
+
+_HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
+HEADER_SIZE = _HEADER.size + 4
+
+MARKER = b"\xc1QBR"
+_FRAME = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
+FRAME_OVERHEAD = _FRAME.size
+MAX_BODY = 1 << 30
+
+
+class HeaderError(ValueError):
+    """A file header that cannot be used; `offset` is where it goes wrong."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    kind: str  # "wal" or "snap"
+    version: int
+    lsn: int
+
+
+def encode_header(kind: str, lsn: int) -> bytes:
+    head = _HEADER.pack(MAGIC_OF_KIND[kind], VERSION, 0, lsn)
+    return head + zlib.crc32(head).to_bytes(4, "big")
+
+
+def decode_header(data: bytes) -> FileHeader:
+    if len(data) < HEADER_SIZE:
+        raise HeaderError(len(data), f"file header cut short ({len(data)} of {HEADER_SIZE} bytes)")
+    magic, version, _flags, lsn = _HEADER.unpack_from(data)
+    kind = KIND_OF_MAGIC.get(magic)
+    if kind is None:
+        raise HeaderError(0, f"not a queuebox WAL or snapshot file (magic {magic!r})")
+    if zlib.crc32(data[: _HEADER.size]) != int.from_bytes(data[_HEADER.size : HEADER_SIZE], "big"):
+        raise HeaderError(20, "file header checksum mismatch")
+    if version not in KNOWN_VERSIONS:
+        raise HeaderError(8, f"unsupported format version {version}")
+    return FileHeader(kind, version, lsn)
+
+
+def encode_frame(body: bytes) -> bytes:
+    n = len(body)
+    if not 0 < n <= MAX_BODY:
+        raise ValueError(f"record body of {n} bytes cannot be framed")
+    length = n.to_bytes(4, "big")
+    return _FRAME.pack(MARKER, zlib.crc32(body, zlib.crc32(length)), n) + body
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    offset: int  # of the frame's first byte in the file
+    body: bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + FRAME_OVERHEAD + len(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Bytes from `offset` cannot be decoded; good frames resume at `resume`.
+
+    `resume` is None when no good frame follows: the damage runs to the end
+    of the input (a torn tail, if this is the last WAL segment).
+    """
+
+    offset: int
+    reason: str
+    resume: int | None
+
+
+_NEED_MORE = "need more"  # sentinel: the frame at hand is not complete yet
+
+
+class FrameDecoder:
+    """Sans-I/O: feed() bytes in any pieces, feed_eof() at the end, drain events().
+
+    Every frame is either yielded once as a Frame or covered by one Damage;
+    offsets are absolute (the first fed byte is at `offset`).
+    """
+
+    def __init__(self, offset: int = 0) -> None:
+        self._buf = bytearray()
+        self._base = offset  # file offset of _buf[0]
+        self._pos = 0  # index in _buf of the next undecoded byte
+        self._eof = False
+        self._damaged: tuple[int, str] | None = None  # (offset, reason) while resyncing
+        self._search = 0  # index in _buf where the resync search continues
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._eof:
+            raise ValueError("feed() after feed_eof()")
+        # Drop bytes no longer needed (decoded, or searched while resyncing),
+        # so the buffer holds about one piece.
+        drop = self._pos if self._damaged is None else self._search
+        if drop:
+            del self._buf[:drop]
+            self._base += drop
+            self._pos = max(0, self._pos - drop)
+            self._search = max(0, self._search - drop)
+        self._buf += data
+
+    def feed_eof(self) -> None:
+        self._eof = True
+
+    def events(self) -> Iterator[Frame | Damage]:
+        while True:
+            if self._damaged is not None:
+                resume = self._resync()
+                if resume is _NEED_MORE:
+                    return
+                offset, reason = self._damaged
+                self._damaged = None
+                if resume is None:
+                    self._pos = len(self._buf)
+                    yield Damage(offset, reason, None)
+                    return
+                assert isinstance(resume, int)
+                self._pos = resume
+                yield Damage(offset, reason, self._base + resume)
+            if self._pos == len(self._buf):
+                return
+            got = self._frame_at(self._pos)
+            if got is _NEED_MORE:
+                return
+            if isinstance(got, str):
+                self._damaged = (self._base + self._pos, got)
+                self._search = self._pos + 1
+                continue
+            assert isinstance(got, bytes)
+            frame = Frame(self._base + self._pos, got)
+            self._pos += FRAME_OVERHEAD + len(got)
+            yield frame
+
+    def _frame_at(self, i: int) -> bytes | str:
+        """The body of the frame at _buf[i], a damage reason, or _NEED_MORE."""
+        buf = self._buf
+        avail = len(buf) - i
+        if avail < FRAME_OVERHEAD:
+            return "frame header cut short" if self._eof else _NEED_MORE
+        marker, crc, n = _FRAME.unpack_from(buf, i)
+        if marker != MARKER:
+            return "no frame marker"
+        if not 0 < n <= MAX_BODY:
+            return f"impossible body length {n}"
+        if avail < FRAME_OVERHEAD + n:
+            return "frame body cut short" if self._eof else _NEED_MORE
+        with memoryview(buf) as view:
+            if zlib.crc32(view[i + 8 : i + FRAME_OVERHEAD + n]) != crc:
+                return "checksum mismatch"
+            return bytes(view[i + FRAME_OVERHEAD : i + FRAME_OVERHEAD + n])
+
+    def _resync(self) -> int | str | None:
+        """Index of the next good frame after the damage, None if none, or _NEED_MORE."""
+        buf = self._buf
+        while True:
+            cand = buf.find(MARKER, self._search)
+            if cand < 0:
+                if self._eof:
+                    return None
+                # A marker may straddle the end of what we have.
+                self._search = max(self._search, len(buf) - len(MARKER) + 1)
+                return _NEED_MORE
+            got = self._frame_at(cand)
+            if got is _NEED_MORE:
+                self._search = cand
+                return _NEED_MORE
+            if isinstance(got, bytes):
+                return cand
+            self._search = cand + 1
+
+
+def decode_all(data: bytes, offset: int = 0) -> list[Frame | Damage]:
+    """Every event of a complete input (convenience for tools and tests)."""
+    decoder = FrameDecoder(offset)
+    decoder.feed(data)
+    decoder.feed_eof()
+    return list(decoder.events())

@@ -1,0 +1,191 @@
+"""Snapshots: a consistent view captured on the loop, written on a worker thread.
+
+Owns: capturing the state as of the last durable LSN (cheaply, on the loop
+thread), and writing it as a `.snap` file: to `.snap.inprogress`, fsync,
+rename, fsync of the directory (FORMAT.md section 5.3).
+
+Must not touch: the live spaces after capture (run() only reads the copied
+lists and definitions), the WAL, threads (run() is synchronous; the server
+decides where it runs).
+
+Why the view is "as of the durable LSN": the loop keeps changing spaces while
+batches are in flight, and an in-flight batch may still fail and be rolled
+back. The capture copies each space's tuple list (a pointer copy) and then
+walks the undo entries of every change not yet durable, newest first, to
+note what each touched key held before: run() writes those old values
+instead. The file thus holds exactly the changes up to its LSN.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SnapshotError
+from .fileio import FileIO
+from .framing import encode_frame, encode_header
+from .layout import file_name
+from .records import pack
+from .space import Key, Space, SpaceDef, Tuple
+
+ROWS_BYTES = 1 << 20  # cut `rows` records at about this size
+_FLUSH_BYTES = 4 << 20  # write to the file in pieces of about this size
+
+# Undo entries, as the engine keeps them: (kind, space, old, new).
+TUPLE, CREATE, DROP = "tuple", "create", "drop"
+Undo = tuple[str, Space, Tuple | None, Tuple | None]
+
+
+@dataclass
+class SpaceView:
+    definition: SpaceDef
+    rows: list[Tuple]
+    key_of: Callable[[Tuple], Key]
+    # primary key -> the tuple durable at the snapshot's LSN (None: absent)
+    overrides: dict[Key, Tuple | None] = field(default_factory=dict)
+
+
+def capture(spaces: Iterable[Space], undo_not_durable: list[Undo]) -> list[SpaceView]:
+    """The state at the durable LSN: current spaces minus the changes in `undo_not_durable`
+    (oldest first, as made). Runs on the loop thread: O(tuples) pointer copies plus
+    O(changes not yet durable)."""
+    views: dict[int, SpaceView] = {id(s): _view(s) for s in spaces}
+    for kind, space, old, new in reversed(undo_not_durable):
+        if kind == TUPLE:
+            view = views.get(id(space))
+            if view is not None:
+                # Newest first: the last assignment is the oldest change's `old`.
+                row = old if old is not None else new
+                assert row is not None
+                view.overrides[view.key_of(row)] = old
+        elif kind == CREATE:
+            views.pop(id(space), None)
+        else:  # DROP: the space object still holds its rows as of the drop
+            views[id(space)] = _view(space)
+    return sorted(views.values(), key=lambda v: v.definition.id)
+
+
+def _view(space: Space) -> SpaceView:
+    rows = [] if space.temporary else space.copy_tuples()
+    return SpaceView(space.definition, rows, space.primary.key_of)
+
+
+@dataclass
+class SnapshotResult:
+    path: Path
+    lsn: int
+    tuples: int
+    size: int
+
+
+class SnapshotJob:
+    """Made by Engine.begin_snapshot(); run() once, then Engine.finish_snapshot()."""
+
+    def __init__(
+        self,
+        files: FileIO,
+        directory: Path,
+        lsn: int,
+        views: list[SpaceView],
+        needed: bool,
+        wal_mark: int,
+    ) -> None:
+        self.files = files
+        self.lsn = lsn
+        self.path = directory / file_name("snap", lsn)
+        self.views = views
+        # False when a snapshot of this very LSN already exists: nothing to write.
+        self.needed = needed
+        self.wal_mark = wal_mark  # the engine's WAL byte count at capture
+        self.result: SnapshotResult | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> SnapshotResult | None:
+        """Write the file (synchronous; for a worker thread). Raises SnapshotError."""
+        if not self.needed:
+            return None
+        tmp = self.path.with_name(file_name("inprogress", self.lsn))
+        try:
+            self.result = self._write(tmp)
+        except OSError as e:
+            self.error = e
+            with contextlib.suppress(OSError):
+                self.files.unlink(tmp)
+            raise SnapshotError(f"snapshot {self.path} not written: {e}") from e
+        finally:
+            self.views = []  # let the copied lists go
+        return self.result
+
+    def _write(self, tmp: Path) -> SnapshotResult:
+        out = _Appender(self.files, self.files.create(tmp))
+        try:
+            out.add(encode_header("snap", self.lsn))
+            for view in self.views:
+                d = view.definition
+                out.add(
+                    _frame({"op": "create_space", "sid": d.id, "space": d.name, "def": d.to_wire()})
+                )
+            count = 0
+            for view in self.views:
+                if not view.definition.temporary:
+                    count += _write_rows(out, view)
+            out.add(_frame({"op": "end", "spaces": len(self.views), "count": count}))
+            out.flush()
+            self.files.fsync(out.fd)
+        finally:
+            out.close()
+        # Only a complete, durable file ever gets the real name.
+        self.files.rename(tmp, self.path)
+        self.files.fsync_dir(self.path.parent)
+        return SnapshotResult(self.path, self.lsn, count, out.offset)
+
+
+def _frame(body: dict[str, Any]) -> bytes:
+    return encode_frame(pack(body))
+
+
+def _write_rows(out: _Appender, view: SpaceView) -> int:
+    d = view.definition
+    rows = view.rows
+    if view.overrides:
+        key_of, overrides = view.key_of, view.overrides
+        rows = [t for t in rows if key_of(t) not in overrides]
+        rows.extend(t for t in overrides.values() if t is not None)
+    step = 1000  # tuples per record, adapted to land near ROWS_BYTES
+    pos = 0
+    while pos < len(rows):
+        chunk = rows[pos : pos + step]
+        frame = _frame({"op": "rows", "sid": d.id, "space": d.name, "tuples": chunk})
+        out.add(frame)
+        pos += len(chunk)
+        step = max(1, min(100_000, step * ROWS_BYTES // len(frame)))
+    return len(rows)
+
+
+class _Appender:
+    """Buffers frames and writes them in big pieces."""
+
+    def __init__(self, files: FileIO, fd: int) -> None:
+        self.files = files
+        self.fd = fd
+        self.offset = 0
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+
+    def add(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._pending_size += len(data)
+        if self._pending_size >= _FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        data = b"".join(self._pending)
+        self._pending, self._pending_size = [], 0
+        self.files.write_all(self.fd, data, self.offset)
+        self.offset += len(data)
+
+    def close(self) -> None:
+        self.files.close(self.fd)
