@@ -1,0 +1,59 @@
+"""The bundled Python client of queuebox (works with Tarantool + queue as well).
+
+Owns the public names of the client: `clients.aio.connect` (asyncio, pipelined) and
+`clients.blocking.connect` (plain sockets) share one API; tasks are `Task`/`LegacyTask`
+with a `Status`; every error is a `QueueboxError`. Built on `protocol/` only: nothing
+here imports server/, drivers/ or storage/. `clients.bench` and `clients.pipeline` are
+separate tools that live alongside.
+
+    import asyncio
+    from clients import aio
+
+    async def main() -> None:
+        async with aio.connect("127.0.0.1", 3301) as conn:
+            jobs = await conn.create_tube("jobs", "fifottl", if_not_exists=True)
+            await jobs.put({"n": 1}, ttr=30)
+            async with jobs.take(timeout=5) as task:
+                if task is not None:
+                    print(task.data)   # acked when the block ends without an error
+"""
+
+from clients.errors import (
+    AuthError,
+    CallTimeout,
+    ConnectionLost,
+    NetworkError,
+    NoSuchProcedure,
+    QueueboxError,
+    QueueError,
+    QueueFull,
+    ServerError,
+    TaskNotFound,
+    TaskNotTaken,
+    TubeBusy,
+    TubeExists,
+    TubeNotFound,
+    UnknownSession,
+)
+from clients.model import LegacyTask, Status, Task
+
+__all__ = [
+    "AuthError",
+    "CallTimeout",
+    "ConnectionLost",
+    "LegacyTask",
+    "NetworkError",
+    "NoSuchProcedure",
+    "QueueError",
+    "QueueFull",
+    "QueueboxError",
+    "ServerError",
+    "Status",
+    "Task",
+    "TaskNotFound",
+    "TaskNotTaken",
+    "TubeBusy",
+    "TubeExists",
+    "TubeNotFound",
+    "UnknownSession",
+]

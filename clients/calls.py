@@ -1,0 +1,259 @@
+"""Every queue call the client makes, described without I/O.
+
+Owns: `Call` (function name, arguments, how to read the answer, how long the server may
+hold it, how to undo it when nobody waits for the answer any more) and one builder per
+queue function of the modern API (spec §2-§3) and of the legacy API (§12). The async and
+the blocking connections both run these descriptions, so the two clients cannot drift
+apart. Must not touch sockets, the event loop or the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import protocol
+from clients.errors import QueueFull, ServerError
+from clients.model import LegacyTask, Task
+
+T = TypeVar("T")
+
+__all__ = ["Call", "legacy", "modern"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One IPROTO CALL and how to read its answer.
+
+    Attributes:
+        function: the global function path, e.g. ``queue.tube.jobs:put``.
+        args: the call's arguments.
+        parse: turns the reply's DATA (list of return values) into the result.
+        wait: how long the server may legitimately hold the call before it answers
+            (a take's timeout); None means forever. Added to the call timeout.
+        undo: given the DATA of a reply that came after its caller gave up (timeout or
+            cancellation), the call that undoes its effect, e.g. releasing a task a
+            forgotten take got; None when nothing needs undoing.
+        tolerate: server errors that mean success for this call.
+    """
+
+    function: str
+    args: tuple[Any, ...]
+    parse: Callable[[list[Any]], T]
+    wait: float | None = 0.0
+    undo: Callable[[list[Any]], Call[Any] | None] | None = None
+    tolerate: Callable[[ServerError], bool] | None = None
+
+
+def _nothing(data: list[Any]) -> None:
+    return None
+
+
+def _first(data: list[Any]) -> Any:
+    return data[0] if data else None
+
+
+def _task(data: list[Any]) -> Task:
+    return Task.from_tuple(data[0])
+
+
+def _task_or_none(data: list[Any]) -> Task | None:
+    if not data or data[0] is None:
+        return None
+    return Task.from_tuple(data[0])
+
+
+def _put_result(data: list[Any]) -> Task:
+    task = _task_or_none(data)
+    if task is None:
+        raise QueueFull("the tube is full (limfifottl capacity) and put timed out")
+    return task
+
+
+def _legacy_task(data: list[Any]) -> LegacyTask:
+    return LegacyTask.from_tuple(data[0] if isinstance(data[0], list) else data)
+
+
+def _legacy_task_or_none(data: list[Any]) -> LegacyTask | None:
+    return _legacy_task(data) if data and data[0] is not None else None
+
+
+def _int(data: list[Any]) -> int:
+    return int(data[0]) if data else 0
+
+
+def _number_or_text(value: Any) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _pairs(data: list[Any]) -> dict[str, Any]:
+    flat = data[0] if len(data) == 1 and isinstance(data[0], list) else data
+    return {str(k): _number_or_text(v) for k, v in zip(flat[::2], flat[1::2], strict=False)}
+
+
+def _map_or_empty(data: list[Any]) -> dict[str, Any]:
+    # An empty Lua table comes back as an empty array.
+    value = _first(data)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _names(data: list[Any]) -> list[str]:
+    value = _first(data)
+    return sorted(value) if isinstance(value, list) else []
+
+
+def _uuid(data: list[Any]) -> bytes:
+    # The server sends the 16 raw bytes as MP_STR; protocol/ decoded them with
+    # surrogateescape, which turns back into the same bytes.
+    value = data[0]
+    return protocol.as_bytes(value) if isinstance(value, str) else bytes(value)
+
+
+class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
+    """Builders for the modern API: `queue.*` and `queue.tube.<name>:<method>`."""
+
+    @staticmethod
+    def method(tube: str, name: str) -> str:
+        return f"queue.tube.{tube}:{name}"
+
+    @staticmethod
+    def put(tube: str, data: Any, opts: Mapping[str, Any]) -> Call[Task]:
+        """put(data, opts): options that are None are left out."""
+        options = {key: value for key, value in opts.items() if value is not None}
+        args = (data, options) if options else (data,)
+        return Call(modern.method(tube, "put"), args, _put_result, wait=options.get("timeout"))
+
+    @staticmethod
+    def take(tube: str, timeout: float | None) -> Call[Task | None]:
+        def undo(data: list[Any]) -> Call[Any] | None:
+            task = _task_or_none(data)
+            return modern.release(tube, task.id, None) if task else None
+
+        args = () if timeout is None else (timeout,)
+        return Call(modern.method(tube, "take"), args, _task_or_none, wait=timeout, undo=undo)
+
+    @staticmethod
+    def touch(tube: str, task_id: int, delta: float) -> Call[Task | None]:
+        return Call(modern.method(tube, "touch"), (task_id, delta), _task_or_none)
+
+    @staticmethod
+    def release(tube: str, task_id: int, delay: float | None) -> Call[Task]:
+        args = (task_id, {"delay": delay}) if delay else (task_id,)
+        return Call(modern.method(tube, "release"), args, _task)
+
+    @staticmethod
+    def by_id(tube: str, name: str, task_id: int) -> Call[Task]:
+        """ack, peek, bury and delete: one task id in, the task out."""
+        return Call(modern.method(tube, name), (task_id,), _task)
+
+    @staticmethod
+    def kick(tube: str, count: int) -> Call[int]:
+        return Call(modern.method(tube, "kick"), (count,), _int)
+
+    @staticmethod
+    def drop(tube: str) -> Call[bool]:
+        return Call(modern.method(tube, "drop"), (), lambda data: bool(_first(data)))
+
+    @staticmethod
+    def no_result(tube: str, name: str) -> Call[None]:
+        """truncate and release_all."""
+        return Call(modern.method(tube, name), (), _nothing)
+
+    @staticmethod
+    def create_tube(name: str, kind: str, opts: Mapping[str, Any]) -> Call[None]:
+        # A real Tarantool creates the tube, then fails to serialize the tube object.
+        def tolerate(error: ServerError) -> bool:
+            return error.code == 32 and "unsupported Lua type" in error.message
+
+        return Call("queue.create_tube", (name, kind, dict(opts)), _nothing, tolerate=tolerate)
+
+    @staticmethod
+    def tubes() -> Call[list[str]]:
+        return Call("queue.tube", (), _names)
+
+    @staticmethod
+    def tube_exists(name: str) -> Call[bool]:
+        return Call("queue.tube", (name,), lambda data: bool(_first(data)))
+
+    @staticmethod
+    def statistics(tube: str | None) -> Call[dict[str, Any]]:
+        return Call("queue.statistics", () if tube is None else (tube,), _map_or_empty)
+
+    @staticmethod
+    def cfg(opts: Mapping[str, Any]) -> Call[None]:
+        return Call("queue.cfg", (dict(opts),), _nothing)
+
+    @staticmethod
+    def identify(uuid: bytes | None) -> Call[bytes]:
+        return Call("queue.identify", () if uuid is None else (uuid,), _uuid)
+
+    @staticmethod
+    def state() -> Call[str]:
+        return Call("queue.state", (), lambda data: str(_first(data)))
+
+
+class legacy:  # noqa: N801 - a namespace of builders, read as `legacy.put(...)`
+    """Builders for the legacy 1.5 API: global `queue.<fn>(space, ...)` functions."""
+
+    @staticmethod
+    def put(
+        fn: str, space: int, tube: str, data: tuple[Any, ...], numbers: tuple[float, ...]
+    ) -> Call[LegacyTask]:
+        """put, urgent and put_unique: `fn(space, tube, delay, ttl, ttr, pri, ...)`."""
+        return Call(f"queue.{fn}", (space, tube, *numbers, *data), _legacy_task)
+
+    @staticmethod
+    def take(space: int, tube: str, timeout: float | None) -> Call[LegacyTask | None]:
+        def undo(data: list[Any]) -> Call[Any] | None:
+            task = _legacy_task_or_none(data)
+            return legacy.by_id("release", space, task.id) if task else None
+
+        args = (space, tube) if timeout is None else (space, tube, timeout)
+        return Call("queue.take", args, _legacy_task_or_none, wait=timeout, undo=undo)
+
+    @staticmethod
+    def by_id(fn: str, space: int, task_id: str, *extra: Any) -> Call[LegacyTask]:
+        """ack, touch, done, bury, dig, unbury, release, requeue, delete, peek."""
+        return Call(f"queue.{fn}", (space, task_id, *extra), _legacy_task)
+
+    @staticmethod
+    def kick(space: int, tube: str, count: int) -> Call[int]:
+        return Call("queue.kick", (space, tube, count), _int)
+
+    @staticmethod
+    def truncate(space: int, tube: str) -> Call[int]:
+        return Call("queue.truncate", (space, tube), _int)
+
+    @staticmethod
+    def meta(space: int, task_id: str) -> Call[dict[str, Any]]:
+        def parse(data: list[Any]) -> dict[str, Any]:
+            row = data[0] if isinstance(data[0], list) else data
+            return dict(zip(LEGACY_META_FIELDS, row, strict=False))
+
+        return Call("queue.meta", (space, task_id), parse)
+
+    @staticmethod
+    def statistics(space: int, tube: str | None) -> Call[dict[str, Any]]:
+        args = (space,) if tube is None else (space, tube)
+        return Call("queue.statistics", args, _pairs)
+
+
+LEGACY_META_FIELDS = (
+    "id",
+    "tube",
+    "status",
+    "next_event",
+    "ipri",
+    "pri",
+    "cid",
+    "created",
+    "ttl",
+    "ttr",
+    "cbury",
+    "ctaken",
+    "now",
+)

@@ -1,0 +1,190 @@
+"""The client's exception hierarchy and the mapping from server error replies to it.
+
+Owns: every exception the bundled client raises, and `error_from_reply`, which turns an
+IPROTO error (code + message) into the most specific class. Must not touch sockets or
+the event loop; it knows nothing about how a reply arrived.
+
+    QueueboxError
+    ├── NetworkError (also a builtin ConnectionError)   -- nothing reached the server
+    │   └── ConnectionLost                              -- the call may or may not have run
+    ├── CallTimeout (also a builtin TimeoutError)
+    ├── QueueFull                                       -- limfifottl put found no room
+    └── ServerError(code, message)                      -- the server answered an error
+        ├── AuthError                       45 / 47
+        ├── NoSuchProcedure                 33
+        │   └── TubeNotFound                33 for `queue.tube.<name>:<method>`
+        └── QueueError                      32 (module errors; `.text` without file:line)
+            ├── TaskNotTaken
+            ├── TaskNotFound
+            ├── TubeExists
+            ├── TubeBusy
+            └── UnknownSession
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "AuthError",
+    "CallTimeout",
+    "ConnectionLost",
+    "NetworkError",
+    "NoSuchProcedure",
+    "QueueError",
+    "QueueFull",
+    "QueueboxError",
+    "ServerError",
+    "TaskNotFound",
+    "TaskNotTaken",
+    "TubeBusy",
+    "TubeExists",
+    "TubeNotFound",
+    "UnknownSession",
+    "error_from_reply",
+]
+
+ER_PROC_LUA = 32
+ER_NO_SUCH_PROC = 33
+ER_NO_SUCH_USER = 45
+ER_PASSWORD_MISMATCH = 47
+
+
+class QueueboxError(Exception):
+    """Base class of every error the queuebox client raises."""
+
+
+class NetworkError(QueueboxError, ConnectionError):
+    """The server could not be reached, or the connection is closed."""
+
+
+class ConnectionLost(NetworkError):
+    """The connection broke while a call was in flight: it may or may not have run."""
+
+
+class CallTimeout(QueueboxError, TimeoutError):
+    """No reply came within the call timeout (the call may still run on the server)."""
+
+
+class QueueFull(QueueboxError):
+    """A limfifottl tube stayed full for the whole put timeout (the server answered nil)."""
+
+
+class ServerError(QueueboxError):
+    """The server answered with an IPROTO error reply.
+
+    Attributes:
+        code: the server's error code (the reply code without the 0x8000 bit).
+        message: the server's message, unchanged.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message
+
+
+class AuthError(ServerError):
+    """Authentication failed: unknown user (45) or wrong password (47)."""
+
+
+class NoSuchProcedure(ServerError):
+    """The called function does not exist (33)."""
+
+
+class TubeNotFound(NoSuchProcedure):
+    """A tube method was called on a tube that does not exist (33).
+
+    Attributes:
+        tube: the tube's name as it appeared in the server's message.
+    """
+
+    def __init__(self, code: int, message: str, tube: str) -> None:
+        super().__init__(code, message)
+        self.tube = tube
+
+
+class QueueError(ServerError):
+    """An error raised by the queue module itself (32).
+
+    Attributes:
+        text: the message without the module's `file:line: ` prefix,
+            e.g. ``Task was not taken``.
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message)
+        self.text = _strip_position(message)
+
+
+class TaskNotTaken(QueueError):
+    """ack/release/touch/bury of a task that this session has not taken."""
+
+
+class TaskNotFound(QueueError):
+    """The task id does not exist."""
+
+
+class TubeExists(QueueError):
+    """create_tube of a name that already exists."""
+
+
+class TubeBusy(QueueError):
+    """drop of a tube that has waiting consumers or taken tasks."""
+
+
+class UnknownSession(QueueError):
+    """identify(uuid) of a session the server has forgotten (or a malformed uuid)."""
+
+
+_POSITION = re.compile(r"^\S+?\.lua:\d+: ")
+_TUBE_PROC = re.compile(r"^Procedure '[^']*\.tube\.([^':]+):[^']*' is not defined$")
+
+# Queue module texts (modern and legacy API) -> the class to raise. First match wins.
+_QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
+    (re.compile(r"^Task was not taken$"), TaskNotTaken),
+    (re.compile(r"^Task is not taken$"), TaskNotTaken),
+    (re.compile(r"^Only consumer that took the task can it "), TaskNotTaken),
+    (re.compile(r"^Task (\S+ )?not found$"), TaskNotFound),
+    (re.compile(r"^Space '.*' already exists$"), TubeExists),
+    (re.compile(r"^There are (consumers connected the tube|taken tasks in the tube)$"), TubeBusy),
+    (re.compile(r"^The UUID \S+ is unknown\.$"), UnknownSession),
+    (re.compile(r"^Invalid UUID format\.$"), UnknownSession),
+)
+
+
+def _strip_position(message: str) -> str:
+    return _POSITION.sub("", message, count=1)
+
+
+def _proc_error(code: int, message: str) -> ServerError:
+    match = _TUBE_PROC.match(message)
+    if match:
+        return TubeNotFound(code, message, match.group(1))
+    return NoSuchProcedure(code, message)
+
+
+def _queue_error(code: int, message: str) -> ServerError:
+    text = _strip_position(message)
+    for pattern, cls in _QUEUE_TEXTS:
+        if pattern.match(text):
+            return cls(code, message)
+    return QueueError(code, message)
+
+
+def _auth_error(code: int, message: str) -> ServerError:
+    return AuthError(code, message)
+
+
+_BY_CODE = {
+    ER_PROC_LUA: _queue_error,
+    ER_NO_SUCH_PROC: _proc_error,
+    ER_NO_SUCH_USER: _auth_error,
+    ER_PASSWORD_MISMATCH: _auth_error,
+}
+
+
+def error_from_reply(code: int, message: str) -> ServerError:
+    """Build the most specific `ServerError` for an error reply's code and message."""
+    make = _BY_CODE.get(code)
+    return make(code, message) if make else ServerError(code, message)
