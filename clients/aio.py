@@ -1,0 +1,476 @@
+"""The asyncio client: one pipelined IPROTO connection that survives reconnects.
+
+Owns: `connect()`, `Connection` (calls matched by sync over one socket, call timeouts,
+reconnect with backoff, re-joining the queue session through `queue.identify`) and the
+`asyncio.Protocol` that frames the socket. Tubes, the legacy API and the consumer live
+in `clients.tube`, `clients.legacy` and `clients.consumer`. Built on `protocol/` only;
+must not import server/, drivers/ or storage/.
+
+Connection states:
+
+    connect() ──▶ CONNECTED ──connection lost──▶ RECONNECTING ──greeting, auth, identify──┐
+                   ▲  │                            │  ▲   │                                │
+                   │  │ close()                    │  └───┘ failed: sleep backoff, retry   │
+                   │  ▼                            │ reconnect=False or reconnect_timeout  │
+                   │ CLOSED                        ▼                                       │
+                   │                             BROKEN (every call: NetworkError)         │
+                   └───────────────────────────────────────────────────────────────────────┘
+
+Calls in flight when the connection breaks fail with `ConnectionLost` (they may or may
+not have run). Calls made while RECONNECTING wait for the connection, within their own
+timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import protocol
+from clients import iproto
+from clients.calls import Call, modern
+from clients.errors import (
+    AuthError,
+    CallTimeout,
+    ConnectionLost,
+    NetworkError,
+    QueueboxError,
+    ServerError,
+)
+from clients.legacy import LegacyQueue
+from clients.tube import Tube
+
+T = TypeVar("T")
+log = logging.getLogger("queuebox.client")
+
+__all__ = ["Connection", "connect"]
+
+
+class _Wire(asyncio.Protocol):
+    """One TCP connection: the greeting, reply framing and the replies' waiters."""
+
+    def __init__(self, on_lost: Any) -> None:
+        self.greeting: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._head = bytearray()
+        self._decoder = protocol.ResponseDecoder()
+        self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._on_lost = on_lost
+        self.lost: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self.greeting.done():
+            self._head += data
+            if len(self._head) < iproto.GREETING_SIZE:
+                return
+            self.greeting.set_result(bytes(self._head[: iproto.GREETING_SIZE]))
+            data = bytes(self._head[iproto.GREETING_SIZE :])
+            if not data:
+                return
+        try:
+            responses = self._decoder.feed(data)
+        except protocol.ProtocolError as exc:
+            self.abort(ConnectionLost(f"bad reply from the server: {exc}"))
+            return
+        for response in responses:
+            if response.is_chunk:
+                continue  # a box.session.push; the final reply follows
+            waiter = self._waiters.pop(response.sync, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")
+        self.lost = reason
+        if not self.greeting.done():
+            self.greeting.set_exception(reason)
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            if not waiter.done():
+                waiter.set_exception(reason)
+        self._on_lost(self)
+
+    def send(self, sync: int, payload: bytes) -> asyncio.Future[protocol.Response]:
+        """Write a request; the future gets its reply (or ConnectionLost)."""
+        if self.lost is not None or self._transport is None:
+            raise ConnectionLost(str(self.lost or "not connected"))
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters[sync] = waiter
+        self._transport.write(payload)
+        return waiter
+
+    def waiter(self, sync: int) -> asyncio.Future[protocol.Response] | None:
+        return self._waiters.get(sync)
+
+    def forget(self, sync: int) -> None:
+        self._waiters.pop(sync, None)
+
+    def abort(self, reason: BaseException) -> None:
+        self.lost = self.lost or reason
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class Connection:
+    """A pipelined, self-healing connection to queuebox (or Tarantool + queue).
+
+    Create it with `connect()`. Any number of coroutines may call it at once; the calls
+    share one socket and their replies are matched by sync. Use it as an async context
+    manager, or call `close()`.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        user: str | None,
+        password: str | None,
+        options: iproto.Options,
+    ) -> None:
+        self.host, self.port = host, port
+        self._user, self._password = user, password
+        self._opts = options
+        self._syncs = iproto.Syncs()
+        self._wire: _Wire | None = None
+        self._ready = asyncio.Event()
+        self._broken: NetworkError | None = None
+        self._closed = False
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._session: bytes | None = None
+        self._session_lock = asyncio.Lock()
+        self.greeting: protocol.Greeting | None = None
+        self.reconnects = 0
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def _open(self) -> _Wire:
+        loop = asyncio.get_running_loop()
+        where = f"{self.host}:{self.port}"
+        transport: asyncio.Transport | None = None
+        try:
+            async with asyncio.timeout(self._opts.connect_timeout):
+                transport, wire = await loop.create_connection(
+                    lambda: _Wire(self._lost), self.host, self.port
+                )
+                self.greeting = iproto.check_greeting(await wire.greeting)
+                sync = self._syncs.next()
+                auth = iproto.auth_request(sync, self.greeting, self._user, self._password)
+                if auth is not None:
+                    iproto.check_auth(await wire.send(sync, auth))
+                return wire
+        except TimeoutError:
+            error: Exception = NetworkError(f"timed out connecting to {where}")
+        except OSError as exc:
+            error = NetworkError(f"cannot connect to {where}: {exc.strerror or exc}")
+        except NetworkError as exc:
+            error = NetworkError(f"cannot connect to {where}: {exc}")
+        except BaseException:
+            if transport is not None:
+                transport.abort()
+            raise
+        if transport is not None:
+            transport.abort()
+        raise error
+
+    async def _start(self) -> Connection:
+        self._attach(await self._open())
+        return self
+
+    def _attach(self, wire: _Wire) -> None:
+        self._wire = wire
+        self._ready.set()
+
+    def _lost(self, wire: _Wire) -> None:
+        if wire is not self._wire:
+            return
+        self._wire = None
+        self._ready.clear()
+        if self._closed:
+            return
+        if not self._opts.reconnect:
+            self._broken = NetworkError(f"connection to {self.host}:{self.port} lost")
+            self._ready.set()
+            return
+        log.warning("connection to %s:%s lost, reconnecting", self.host, self.port)
+        self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        started = time.monotonic()
+        for delay in self._opts.backoff():
+            try:
+                wire = await self._open()
+                try:
+                    await self._rejoin(wire)
+                except BaseException:
+                    wire.abort(ConnectionLost("reconnect abandoned"))
+                    raise
+            except AuthError as exc:
+                self._give_up(NetworkError(f"reconnect refused: {exc}"))
+                return
+            except (NetworkError, ServerError, OSError) as exc:
+                log.debug("reconnect to %s:%s failed: %s", self.host, self.port, exc)
+            else:
+                self.reconnects += 1
+                self._attach(wire)
+                return
+            limit = self._opts.reconnect_timeout
+            if limit is not None and time.monotonic() - started + delay > limit:
+                self._give_up(NetworkError(f"cannot reconnect to {self.host}:{self.port}"))
+                return
+            await asyncio.sleep(delay)
+
+    def _give_up(self, error: NetworkError) -> None:
+        self._broken = error
+        self._ready.set()
+
+    async def _rejoin(self, wire: _Wire) -> None:
+        """Re-join the queue session we had, so the tasks we took stay ours."""
+        if self._session is None:
+            return
+        sync = self._syncs.next()
+        call = modern.identify(self._session)
+        response = await wire.send(sync, iproto.encode(sync, call))
+        try:
+            iproto.result(call, response)
+        except ServerError as exc:
+            log.warning("could not re-join queue session: %s", exc)
+            self._session = None
+
+    async def close(self) -> None:
+        """Close the connection; calls in flight fail with NetworkError."""
+        self._closed = True
+        self._broken = NetworkError("connection closed")
+        self._ready.set()
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        if self._wire is not None:
+            self._wire.abort(NetworkError("connection closed"))
+            self._wire = None
+        await asyncio.sleep(0)
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        await self.close()
+
+    @property
+    def connected(self) -> bool:
+        """True while a live socket is attached."""
+        return self._wire is not None
+
+    # -- calls -------------------------------------------------------------------------
+
+    async def _connected(self) -> _Wire:
+        while True:
+            if self._broken is not None:
+                raise self._broken
+            if self._wire is not None:
+                return self._wire
+            await self._ready.wait()
+
+    async def _request(self, payload: Any, wait: float | None) -> protocol.Response:
+        """Send one request (payload(sync) -> bytes) and wait for its reply."""
+        response, _ = await self._exchange(payload, wait, None)
+        return response
+
+    async def _exchange(
+        self, payload: Any, wait: float | None, undo: Any
+    ) -> tuple[protocol.Response, int]:
+        deadline = self._opts.deadline_for(wait)
+        wire: _Wire | None = None
+        sync = 0
+        try:
+            async with asyncio.timeout(deadline):
+                wire = self._wire if self._wire is not None else await self._connected()
+                sync = self._syncs.next()
+                waiter = wire.send(sync, payload(sync))
+                if undo is None:
+                    return await waiter, sync
+                return await asyncio.shield(waiter), sync
+        except TimeoutError:
+            self._abandon(wire, sync, undo)
+            raise CallTimeout(f"no reply within {deadline} s") from None
+        except asyncio.CancelledError:
+            self._abandon(wire, sync, undo)
+            raise
+
+    def _abandon(self, wire: _Wire | None, sync: int, undo: Any) -> None:
+        if wire is None or not sync:
+            return
+        waiter = wire.waiter(sync)
+        if waiter is None:
+            return
+        if undo is None:
+            wire.forget(sync)
+            return
+        waiter.add_done_callback(undo)
+
+    async def run(self, call: Call[T]) -> T:
+        """Run a described queue call (see `clients.calls`) and return its result."""
+        undo = None if call.undo is None else (lambda fut: self._undo_late(call, fut))
+        response, _ = await self._exchange(lambda sync: iproto.encode(sync, call), call.wait, undo)
+        return iproto.result(call, response)
+
+    def _undo_late(self, call: Call[Any], waiter: asyncio.Future[protocol.Response]) -> None:
+        """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""
+        if waiter.cancelled() or waiter.exception() is not None or call.undo is None:
+            return
+        response = waiter.result()
+        if not response.ok:
+            return
+        follow_up = call.undo(list(response.data or []))
+        if follow_up is not None:
+            task = asyncio.get_running_loop().create_task(self._quietly(follow_up))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _quietly(self, call: Call[Any]) -> None:
+        try:
+            await self.run(call)
+        except QueueboxError as exc:
+            log.warning("could not undo an abandoned %s: %s", call.function, exc)
+
+    async def ping(self) -> None:
+        """Send an IPROTO PING and wait for its answer."""
+        iproto.raise_for(await self._request(protocol.encode_ping, 0.0))
+
+    async def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
+        """Call a server function by name; return its list of return values.
+
+        `timeout` is how long the server may hold the call, on top of the call timeout.
+        """
+        return iproto.raise_for(
+            await self._request(
+                lambda sync: protocol.encode_call(sync, function, list(args)), timeout
+            )
+        )
+
+    async def eval(self, expr: str, *args: Any) -> list[Any]:
+        """Evaluate a Lua expression (Tarantool; queuebox knows a few fixed texts)."""
+        return iproto.raise_for(
+            await self._request(lambda sync: protocol.encode_eval(sync, expr, list(args)), 0.0)
+        )
+
+    # -- the queue -------------------------------------------------------------------
+
+    def tube(self, name: str) -> Tube:
+        """The tube `name` (no round trip; a missing tube fails on first use)."""
+        return Tube(self, name)
+
+    def legacy(self, space: int) -> LegacyQueue:
+        """The legacy 1.5 API on numeric `space` (see spec §12)."""
+        return LegacyQueue(self, space)
+
+    async def create_tube(self, name: str, kind: str = "fifo", **opts: Any) -> Tube:
+        """Create a tube (`fifo`, `fifottl`, `limfifottl`, `utube`, `utubettl`) and return it.
+
+        `opts` are the tube options of `queue.create_tube` (temporary, if_not_exists,
+        ttl, ttr, pri, capacity, storage_mode, ...).
+        """
+        await self.run(modern.create_tube(name, kind, opts))
+        return Tube(self, name)
+
+    async def tubes(self) -> list[str]:
+        """The names of every tube, sorted."""
+        return await self.run(modern.tubes())
+
+    async def tube_exists(self, name: str) -> bool:
+        """True when a tube called `name` exists."""
+        return await self.run(modern.tube_exists(name))
+
+    async def statistics(self, tube: str | None = None) -> dict[str, Any]:
+        """`{tube: stats}` for every tube, or one tube's stats (spec §7)."""
+        return await self.run(modern.statistics(tube))
+
+    async def cfg(self, **opts: Any) -> None:
+        """Set queue options: `ttr` (session grace seconds), `in_replicaset`."""
+        await self.run(modern.cfg(opts))
+
+    async def state(self) -> str:
+        """The queue's state (`RUNNING` on a standalone server)."""
+        return await self.run(modern.state())
+
+    async def identify(self, uuid: bytes | None = None) -> bytes:
+        """Return this connection's queue session uuid (16 bytes), or join `uuid`'s.
+
+        The client remembers the session and re-joins it after a reconnect.
+        """
+        session = await self.run(modern.identify(uuid))
+        self._session = session
+        return session
+
+    async def ensure_session(self) -> None:
+        """Learn the queue session uuid once, so a reconnect can re-join it."""
+        if self._session is not None:
+            return
+        async with self._session_lock:
+            if self._session is None:
+                await self.identify()
+
+    @property
+    def session(self) -> bytes | None:
+        """The queue session uuid this connection re-joins after a reconnect."""
+        return self._session
+
+
+class _Connecting:
+    """What `connect()` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def __await__(self) -> Generator[Any, None, Connection]:
+        return self._connection._start().__await__()
+
+    async def __aenter__(self) -> Connection:
+        return await self._connection._start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._connection.close()
+
+
+def connect(
+    host: str = "127.0.0.1",
+    port: int = 3301,
+    user: str | None = None,
+    password: str | None = None,
+    *,
+    connect_timeout: float = 5.0,
+    call_timeout: float | None = 30.0,
+    reconnect: bool = True,
+    backoff_initial: float = 0.05,
+    backoff_max: float = 2.0,
+    reconnect_timeout: float | None = None,
+) -> _Connecting:
+    """Connect to a queuebox (or Tarantool + queue) server.
+
+    Use ``conn = await connect(...)`` or ``async with connect(...) as conn:``.
+    Raises `NetworkError` when the server cannot be reached and `AuthError` when the
+    credentials are refused. See `iproto.Options` for the timeouts and backoff.
+    """
+    options = iproto.Options(
+        connect_timeout=connect_timeout,
+        call_timeout=call_timeout,
+        reconnect=reconnect,
+        backoff_initial=backoff_initial,
+        backoff_max=backoff_max,
+        reconnect_timeout=reconnect_timeout,
+    )
+    return _Connecting(Connection(host, port, user, password, options))

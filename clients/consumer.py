@@ -1,0 +1,145 @@
+"""A worker pool for the asyncio client: N handlers taking from one tube, stopping gently.
+
+Owns: `Consumer`. Each of its workers loops take -> handler -> ack (release or bury when
+the handler raises). `stop()` cancels only the takes that are waiting for a task (a task
+such a take still gets is released by the connection) and lets running handlers finish.
+Talks to the server only through `clients.tube.Tube`; must not touch sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from clients.errors import CallTimeout, NetworkError, QueueboxError
+from clients.model import Task
+from clients.tube import OnError, Tube
+
+__all__ = ["Consumer"]
+
+log = logging.getLogger("queuebox.client")
+
+Handler = Callable[[Task], Awaitable[Any]]
+
+
+class Consumer:
+    """Run `handler(task)` for the tasks of `tube`, `concurrency` at a time.
+
+    A handler that returns normally gets its task acked; one that raises gets it
+    released (after `release_delay` seconds on ttl drivers) or buried
+    (``on_error="bury"``); the error is logged and the worker goes on. Lost
+    connections and call timeouts are logged and retried after `retry_delay` (the
+    connection reconnects by itself); any other server error on take (e.g. the tube
+    does not exist) stops the consumer and is raised by `run()`.
+
+        consumer = Consumer(conn.tube("jobs"), handle, concurrency=8)
+        runner = asyncio.create_task(consumer.run())
+        ...
+        consumer.stop()      # in-flight handlers finish, then run() returns
+        await runner
+    """
+
+    def __init__(
+        self,
+        tube: Tube,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        take_timeout: float = 5.0,
+        on_error: OnError = "release",
+        release_delay: float | None = None,
+        retry_delay: float = 0.5,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.tube = tube
+        self.handler = handler
+        self.concurrency = concurrency
+        self.take_timeout = take_timeout
+        self.on_error: OnError = on_error
+        self.release_delay = release_delay
+        self.retry_delay = retry_delay
+        self.handled = 0
+        self.failed = 0
+        self._stopping = asyncio.Event()
+        self._waiting: set[asyncio.Future[Task | None]] = set()
+        self._busy = 0
+
+    @property
+    def in_flight(self) -> int:
+        """How many handlers are running right now."""
+        return self._busy
+
+    @property
+    def stopping(self) -> bool:
+        """True once `stop()` was called."""
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Ask the workers to stop: no new takes; running handlers finish first."""
+        self._stopping.set()
+        for take in list(self._waiting):
+            take.cancel()
+
+    async def run(self) -> None:
+        """Run the workers until `stop()`; return once every handler has finished."""
+        self._stopping.clear()
+        workers = [asyncio.ensure_future(self._work()) for _ in range(self.concurrency)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            self.stop()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+
+    async def _work(self) -> None:
+        while not self._stopping.is_set():
+            task = await self._next_task()
+            if task is None:
+                continue
+            self._busy += 1
+            try:
+                await self._handle(task)
+            finally:
+                self._busy -= 1
+
+    async def _next_task(self) -> Task | None:
+        take = asyncio.ensure_future(self.tube._take(self.take_timeout))
+        self._waiting.add(take)
+        try:
+            return await take
+        except asyncio.CancelledError:
+            if take.cancelled() and self._stopping.is_set():
+                return None
+            raise
+        except (NetworkError, CallTimeout) as exc:
+            log.warning("take from %s failed, retrying: %s", self.tube.name, exc)
+            await self._pause()
+            return None
+        finally:
+            self._waiting.discard(take)
+
+    async def _pause(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), self.retry_delay)
+
+    async def _handle(self, task: Task) -> None:
+        self.tube._held[task.id] = False
+        try:
+            await self.handler(task)
+        except Exception as exc:
+            self.failed += 1
+            log.exception("handler failed on task %s of %s", task.id, self.tube.name)
+            await self.tube._settle(task, exc, self.on_error, self.release_delay)
+            return
+        except BaseException as exc:
+            await self.tube._settle(task, exc, self.on_error, self.release_delay)
+            raise
+        self.handled += 1
+        try:
+            await self.tube._settle(task, None, self.on_error, self.release_delay)
+        except QueueboxError as exc:
+            log.warning("ack of task %s of %s failed: %s", task.id, self.tube.name, exc)

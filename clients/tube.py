@@ -1,0 +1,233 @@
+"""Tubes of the asyncio client: put/take/ack/..., the take context manager, put_many.
+
+Owns: `Tube` (one method per `queue.tube.<name>:<method>` call) and `TakeRequest`, what
+`Tube.take()` returns: awaited it gives the task; used as ``async with`` it also settles
+the task (ack on success; release or bury on an exception). Talks to the server only
+through `clients.aio.Connection.run`; must not touch sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Generator, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from clients.calls import modern
+from clients.errors import QueueboxError
+from clients.model import Task
+
+if TYPE_CHECKING:
+    from clients.aio import Connection
+
+__all__ = ["OnError", "TakeRequest", "Tube"]
+
+OnError = Literal["release", "bury"]
+log = logging.getLogger("queuebox.client")
+
+
+def task_id(task: Task | int) -> int:
+    """The id of a task given as a `Task` or as its id."""
+    return task.id if isinstance(task, Task) else task
+
+
+class Tube:
+    """One tube of the modern API, e.g. ``conn.tube("jobs")``.
+
+    Every method takes a task as a `Task` or as its integer id. Server errors come as
+    `clients.errors` exceptions: `TubeNotFound` for a tube that does not exist,
+    `TaskNotTaken`, `TaskNotFound`, ...
+    """
+
+    def __init__(self, connection: Connection, name: str) -> None:
+        self.connection = connection
+        self.name = name
+        # Tasks held by a `TakeRequest` context -> settled inside the block already?
+        self._held: dict[int, bool] = {}
+
+    def __repr__(self) -> str:
+        return f"<Tube {self.name!r}>"
+
+    async def put(
+        self,
+        data: Any,
+        *,
+        pri: int | None = None,
+        ttl: float | None = None,
+        ttr: float | None = None,
+        delay: float | None = None,
+        utube: str | None = None,
+        **opts: Any,
+    ) -> Task:
+        """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
+
+        Options a driver does not know are ignored by the server (fifo ignores all).
+        For limfifottl, `timeout=` waits for room; `QueueFull` if none came.
+        """
+        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        return await self.connection.run(modern.put(self.name, data, options))
+
+    async def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
+        """Put every item of `items` (each one task's data), keeping at most `window`
+        puts in flight on the connection; returns the tasks in the order of `items`.
+
+        `opts` are `put`'s options, applied to every task. The first error stops the
+        batch (no new puts are sent) and is raised; puts already sent still happen.
+        """
+        results: list[Any] = []
+        errors: list[Exception] = []
+        gate = asyncio.Semaphore(window)
+
+        async def put(index: int, data: Any) -> None:
+            try:
+                results[index] = await self.connection.run(modern.put(self.name, data, opts))
+            except Exception as exc:
+                errors.append(exc)
+            finally:
+                gate.release()
+
+        running: list[asyncio.Task[None]] = []
+        try:
+            for index, data in enumerate(items):
+                await gate.acquire()
+                if errors:
+                    break
+                results.append(None)
+                running.append(asyncio.ensure_future(put(index, data)))
+            await asyncio.gather(*running)
+        finally:
+            for future in running:
+                future.cancel()
+        if errors:
+            raise errors[0]
+        return results
+
+    def take(
+        self,
+        timeout: float | None = None,
+        *,
+        on_error: OnError = "release",
+        release_delay: float | None = None,
+    ) -> TakeRequest:
+        """Take the next ready task; None when `timeout` seconds pass (None = forever).
+
+        ``task = await tube.take(5)`` just takes. ``async with tube.take(5) as task:``
+        also settles the task when the block ends: ack when it ends normally; when it
+        raises, release (after `release_delay` seconds, ttl drivers) or bury
+        (``on_error="bury"``); the exception still propagates. `task` is None on a
+        timeout and the block runs anyway, so check it. Settling the task yourself
+        inside the block (ack/release/bury/delete on this tube) is fine: the block
+        then leaves it alone.
+        """
+        return TakeRequest(self, timeout, on_error, release_delay)
+
+    def taking(
+        self,
+        timeout: float | None = None,
+        *,
+        on_error: OnError = "release",
+        release_delay: float | None = None,
+    ) -> TakeRequest:
+        """``async with tube.taking(5) as task:``, the same as `take` (the name the
+        blocking client uses for its context manager)."""
+        return TakeRequest(self, timeout, on_error, release_delay)
+
+    async def _take(self, timeout: float | None) -> Task | None:
+        await self.connection.ensure_session()
+        return await self.connection.run(modern.take(self.name, timeout))
+
+    async def touch(self, task: Task | int, delta: float) -> Task | None:
+        """Give a taken task `delta` more seconds of ttr and ttl (ttl drivers)."""
+        return await self.connection.run(modern.touch(self.name, task_id(task), delta))
+
+    async def ack(self, task: Task | int) -> Task:
+        """Finish a task taken by this session; returns it with status DONE."""
+        return self._settled(await self._by_id("ack", task))
+
+    async def release(self, task: Task | int, *, delay: float | None = None) -> Task:
+        """Give a taken task back (READY, or DELAYED for `delay` seconds on ttl drivers)."""
+        call = modern.release(self.name, task_id(task), delay)
+        return self._settled(await self.connection.run(call))
+
+    async def peek(self, task: Task | int) -> Task:
+        """Look at a task without changing it."""
+        return await self._by_id("peek", task)
+
+    async def bury(self, task: Task | int) -> Task:
+        """Bury a task (any state); returns it with status BURIED."""
+        return self._settled(await self._by_id("bury", task))
+
+    async def kick(self, count: int = 1) -> int:
+        """Make up to `count` buried tasks ready again; returns how many."""
+        return await self.connection.run(modern.kick(self.name, count))
+
+    async def delete(self, task: Task | int) -> Task:
+        """Delete a task in any state; returns it with status DONE."""
+        return self._settled(await self._by_id("delete", task))
+
+    async def drop(self) -> bool:
+        """Drop the tube and its tasks (fails with `TubeBusy` while tasks are taken)."""
+        return await self.connection.run(modern.drop(self.name))
+
+    async def truncate(self) -> None:
+        """Delete every task of the tube."""
+        await self.connection.run(modern.no_result(self.name, "truncate"))
+
+    async def release_all(self) -> None:
+        """Return every taken task of the tube to READY, whoever took it."""
+        await self.connection.run(modern.no_result(self.name, "release_all"))
+
+    async def statistics(self) -> dict[str, Any]:
+        """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (spec §7)."""
+        return await self.connection.run(modern.statistics(self.name))
+
+    async def _by_id(self, method: str, task: Task | int) -> Task:
+        return await self.connection.run(modern.by_id(self.name, method, task_id(task)))
+
+    def _settled(self, task: Task) -> Task:
+        if task.id in self._held:
+            self._held[task.id] = True
+        return task
+
+    async def _settle(
+        self, task: Task, error: BaseException | None, on_error: OnError, delay: float | None
+    ) -> None:
+        """End a held task: ack after success, release or bury after `error`."""
+        if self._held.pop(task.id, False):
+            return
+        if error is None:
+            await self.ack(task)
+            return
+        try:
+            if on_error == "bury":
+                await self.bury(task)
+            else:
+                await self.release(task, delay=delay)
+        except QueueboxError as exc:
+            log.warning("could not %s task %s of %s: %s", on_error, task.id, self.name, exc)
+
+
+class TakeRequest:
+    """A pending take: awaitable (gives `Task | None`) and an async context manager."""
+
+    def __init__(
+        self, tube: Tube, timeout: float | None, on_error: OnError, delay: float | None
+    ) -> None:
+        self._tube = tube
+        self._timeout = timeout
+        self._on_error: OnError = on_error
+        self._delay = delay
+        self._task: Task | None = None
+
+    def __await__(self) -> Generator[Any, None, Task | None]:
+        return self._tube._take(self._timeout).__await__()
+
+    async def __aenter__(self) -> Task | None:
+        self._task = await self._tube._take(self._timeout)
+        if self._task is not None:
+            self._tube._held[self._task.id] = False
+        return self._task
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._task is not None:
+            await self._tube._settle(self._task, exc, self._on_error, self._delay)
