@@ -1,0 +1,321 @@
+"""The client's connection layer against a REAL Tarantool 2.6 (no queue module installed):
+auth, calls, errors, pipelining, timeouts, reconnects and the identify re-join, with a
+few Lua stand-ins for the queue functions the connection itself uses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from client_targets import CuttingProxy, TarantoolProc, free_port
+
+from clients import aio, blocking
+from clients.errors import (
+    AuthError,
+    CallTimeout,
+    NetworkError,
+    NoSuchProcedure,
+    QueueError,
+    ServerError,
+)
+
+SESSION = bytes([0xF0, 0x9F, 0x00, 0xFF]) + bytes(range(0x80, 0x8C))  # not UTF-8
+
+LUA = """
+box.cfg{listen='127.0.0.1:PORT', work_dir='WORKDIR', log='WORKDIR/tarantool.log',
+        memtx_memory=32 * 1024 * 1024}
+box.once('users', function()
+    box.schema.user.create('tester', {password='secret'})
+    box.schema.user.grant('tester', 'read,write,execute', 'universe')
+end)
+local fiber = require('fiber')
+function echo(...) return ... end
+function slow_echo(delay, ...) fiber.sleep(delay) return ... end
+function boom(msg) error(msg) end
+function push_then(value) box.session.push('pushed') return value end
+identified = {}
+function identified_list() return identified end
+queue = {tube = {}}
+function queue.identify(uuid)
+    if uuid ~= nil then table.insert(identified, uuid) return uuid end
+    return string.char(SESSION_BYTES)
+end
+function queue.create_tube(name, kind, opts)
+    -- the real module returns the tube object, which CALL cannot serialize
+    return function() end
+end
+READY
+""".replace("SESSION_BYTES", ", ".join(str(b) for b in SESSION))
+
+pytestmark = pytest.mark.skipif(not TarantoolProc.available(), reason="tarantool not installed")
+
+
+@pytest.fixture(scope="module")
+def tarantool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TarantoolProc]:
+    proc = TarantoolProc(tmp_path_factory.mktemp("tarantool"), LUA).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def aconnect(port: int, **kwargs: object) -> aio._Connecting:
+    kwargs.setdefault("user", "tester")
+    kwargs.setdefault("password", "secret")
+    return aio.connect("127.0.0.1", port, **kwargs)  # type: ignore[arg-type]
+
+
+def bconnect(port: int, **kwargs: object) -> blocking.Connection:
+    kwargs.setdefault("user", "tester")
+    kwargs.setdefault("password", "secret")
+    return blocking.connect("127.0.0.1", port, **kwargs)  # type: ignore[arg-type]
+
+
+# --- calls and errors -------------------------------------------------------------------
+
+
+async def test_async_ping_call_eval(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        await conn.ping()
+        assert await conn.call("echo", 1, "two", [3], {"k": None}) == [1, "two", [3], {"k": None}]
+        assert await conn.eval("return 1 + ..., 'x'", 41) == [42, "x"]
+        assert await conn.call("push_then", 7) == [7]
+        assert conn.greeting is not None and conn.greeting.version[0] == 2
+
+
+def test_blocking_ping_call_eval(tarantool: TarantoolProc) -> None:
+    with bconnect(tarantool.port) as conn:
+        conn.ping()
+        assert conn.call("echo", "é", None, 1.5) == ["é", None, 1.5]
+        assert conn.eval("return ...", "a", 2) == ["a", 2]
+        assert conn.call("push_then", 7) == [7]
+
+
+async def test_async_server_errors_carry_code_and_message(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        with pytest.raises(QueueError) as info:
+            await conn.call("boom", "it broke")
+        assert info.value.code == 32 and info.value.message.endswith("it broke")
+        assert info.value.text == "it broke"
+        with pytest.raises(NoSuchProcedure) as missing:
+            await conn.call("no_such_fn")
+        assert missing.value.message == "Procedure 'no_such_fn' is not defined"
+        await conn.ping()  # the connection survives errors
+
+
+def test_blocking_server_errors(tarantool: TarantoolProc) -> None:
+    with bconnect(tarantool.port) as conn:
+        with pytest.raises(ServerError) as info:
+            conn.call("boom", "bad")
+        assert info.value.code == 32
+        with pytest.raises(NoSuchProcedure):
+            conn.call("nope")
+        conn.ping()
+
+
+@pytest.mark.parametrize(
+    ("user", "password", "code"), [("tester", "wrong", 47), ("nobody", "x", 45)]
+)
+async def test_async_bad_credentials(
+    tarantool: TarantoolProc, user: str, password: str, code: int
+) -> None:
+    with pytest.raises(AuthError) as info:
+        await aconnect(tarantool.port, user=user, password=password)
+    assert info.value.code == code
+
+
+def test_blocking_bad_credentials(tarantool: TarantoolProc) -> None:
+    with pytest.raises(AuthError) as info:
+        bconnect(tarantool.port, password="wrong")
+    assert info.value.code == 47
+
+
+async def test_no_server_is_a_network_error() -> None:
+    port = free_port()
+    with pytest.raises(NetworkError, match=f"cannot connect to 127.0.0.1:{port}"):
+        await aconnect(port)
+    with pytest.raises(NetworkError, match=f"cannot connect to 127.0.0.1:{port}"):
+        bconnect(port)
+
+
+# --- pipelining and timeouts ----------------------------------------------------------
+
+
+async def test_async_pipelines_1000_calls_on_one_socket(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        results = await asyncio.gather(*(conn.call("echo", i, str(i)) for i in range(1000)))
+        assert results == [[i, str(i)] for i in range(1000)]
+
+
+async def test_async_replies_come_back_out_of_order(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        slow = asyncio.ensure_future(conn.call("slow_echo", 0.3, "slow"))
+        await asyncio.sleep(0.05)
+        assert await conn.call("echo", "fast") == ["fast"]
+        assert not slow.done()
+        assert await slow == ["slow"]
+
+
+async def test_async_call_timeout_keeps_the_connection(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port, call_timeout=0.2) as conn:
+        with pytest.raises(CallTimeout):
+            await conn.call("slow_echo", 0.5, "late")
+        assert await conn.call("slow_echo", 0.5, "waited", timeout=0.5) == ["waited"]
+        assert await conn.call("echo", "next") == ["next"]
+
+
+def test_blocking_call_timeout_skips_the_late_reply(tarantool: TarantoolProc) -> None:
+    with bconnect(tarantool.port, call_timeout=0.2) as conn:
+        with pytest.raises(CallTimeout):
+            conn.call("slow_echo", 0.4, "late")
+        time.sleep(0.3)
+        assert conn.call("echo", "next") == ["next"]
+
+
+# --- the queue bits the connection uses ---------------------------------------------------
+
+
+async def test_identify_returns_raw_bytes(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        assert await conn.identify() == SESSION
+        assert conn.session == SESSION
+    with bconnect(tarantool.port) as sync_conn:
+        assert sync_conn.identify() == SESSION
+
+
+async def test_create_tube_accepts_tarantools_unserializable_answer(
+    tarantool: TarantoolProc,
+) -> None:
+    async with aconnect(tarantool.port) as conn:
+        tube = await conn.create_tube("jobs", "fifottl", ttr=5)
+        assert tube.name == "jobs"
+    with bconnect(tarantool.port) as sync_conn:
+        assert sync_conn.create_tube("jobs", "fifo").name == "jobs"
+
+
+# --- reconnects ---------------------------------------------------------------------------
+
+
+async def reconnected(conn: aio.Connection, count: int = 1) -> None:
+    """Wait (bounded) until the client has noticed a cut and reconnected."""
+    for _ in range(500):
+        if conn.reconnects >= count and conn.connected:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the client did not reconnect within 5 s")
+
+
+async def disconnected(conn: aio.Connection) -> None:
+    """Wait (bounded) until the client has seen its connection close."""
+    for _ in range(500):
+        if not conn.connected:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the client did not notice the close within 5 s")
+
+
+async def identified(conn: aio.Connection) -> list[bytes]:
+    from protocol import as_bytes
+
+    (rows,) = await conn.call("identified_list")
+    return [as_bytes(row) for row in rows]
+
+
+async def test_async_reconnects_after_a_cut_and_rejoins_the_session(
+    tarantool: TarantoolProc,
+) -> None:
+    with CuttingProxy(tarantool.port) as proxy:
+        async with aconnect(proxy.port, backoff_initial=0.01) as conn:
+            await conn.ensure_session()
+            before = len(await identified(conn))
+            proxy.cut()
+            await reconnected(conn)
+            assert await conn.call("echo", "again") == ["again"]
+            assert conn.reconnects == 1 and proxy.accepted == 2
+            rejoined = await identified(conn)
+            assert rejoined[before:] == [SESSION]
+
+
+async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
+    tarantool: TarantoolProc,
+) -> None:
+    from clients.errors import ConnectionLost
+
+    with CuttingProxy(tarantool.port) as proxy:
+        async with aconnect(proxy.port, backoff_initial=0.01) as conn:
+            pending = asyncio.ensure_future(conn.call("slow_echo", 0.5, "x"))
+            await asyncio.sleep(0.1)
+            proxy.cut()
+            with pytest.raises(ConnectionLost):
+                await pending
+            assert await conn.call("echo", 1) == [1]
+
+
+async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) -> None:
+    with CuttingProxy(tarantool.port) as proxy:
+        async with aconnect(proxy.port, reconnect=False) as conn:
+            await conn.ping()
+            proxy.cut()
+            await asyncio.sleep(0.1)
+            with pytest.raises(NetworkError):
+                await conn.ping()
+
+
+def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
+    tarantool: TarantoolProc,
+) -> None:
+    from protocol import as_bytes
+
+    with CuttingProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
+        conn.ensure_session()
+        before = len(conn.call("identified_list")[0])
+        proxy.cut()
+        time.sleep(0.05)
+        assert conn.call("echo", "again") == ["again"]
+        rows = conn.call("identified_list")[0]
+        assert [as_bytes(row) for row in rows[before:]] == [SESSION]
+        assert conn.reconnects == 1
+
+
+async def test_async_reconnects_after_a_restart(tmp_path: Path) -> None:
+    proc = TarantoolProc(tmp_path / "restart", LUA).start()
+    try:
+        async with aconnect(proc.port, backoff_initial=0.02, backoff_max=0.2) as conn:
+            await conn.ping()
+            proc.stop()
+            await disconnected(conn)
+            waiting = asyncio.ensure_future(conn.call("echo", "after restart"))
+            await asyncio.sleep(0.3)
+            assert not waiting.done() and not conn.connected
+            proc.start()
+            assert await asyncio.wait_for(waiting, 10) == ["after restart"]
+    finally:
+        proc.stop()
+
+
+def test_blocking_reconnects_after_a_restart(tmp_path: Path) -> None:
+    proc = TarantoolProc(tmp_path / "restart", LUA).start()
+    try:
+        with bconnect(proc.port, backoff_initial=0.02, backoff_max=0.2, call_timeout=0.5) as conn:
+            conn.ping()
+            proc.stop()
+            with pytest.raises(NetworkError, match="cannot reconnect"):
+                conn.ping()
+            proc.start()
+            assert conn.call("echo", 5) == [5]
+    finally:
+        proc.stop()
+
+
+async def test_async_reconnect_timeout_gives_up(tmp_path: Path) -> None:
+    proc = TarantoolProc(tmp_path / "gone", LUA).start()
+    try:
+        async with aconnect(proc.port, backoff_initial=0.02, reconnect_timeout=0.3) as conn:
+            proc.stop()
+            with pytest.raises(NetworkError):
+                await asyncio.wait_for(conn.ping(), 5)
+    finally:
+        proc.stop()
