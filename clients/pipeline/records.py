@@ -84,12 +84,13 @@ class RowMaker:
 
     def _tuple_row(self, offset: int, body: dict[str, Any], op: str, space: str, tup: Any) -> Row:
         row = self._common(offset, body, op, space)
-        whole = to_json(tup)
         if not _is_task(space, tup):
+            whole = to_json(tup)
             return (*row, None, None, None, None, whole, _call(body), whole)
         old_status = tup[1] if op == "delete" else None
         status = "-" if op == "delete" else tup[1]
         data = to_json(tup[-1])
+        whole = f"{to_json(tup[:-1])[:-1]},{data}]"  # the data is encoded once
         return (*row, space, tup[0], status, old_status, data, _call(body), whole)
 
 

@@ -8,6 +8,7 @@ JSON mapping of task data (msgpack -> JSON):
     nil/bool/int/float/str/array/map -> the same JSON value (map keys become strings)
     bin (bytes)  -> the text when it is valid UTF-8, else {"$base64": "..."}
     ext          -> {"$ext": code, "$base64": "..."}
+    timestamp    -> ISO-8601 text (msgpack's ext -1)
     NaN/inf      -> null (JSON has no spelling for them)
 """
 
@@ -41,9 +42,27 @@ RECORD_DDL = ", ".join(f"`{name}` {kind}" for name, kind, _ in RECORD_COLUMNS)
 RECORD_NAMES = tuple(name for name, _, _ in RECORD_COLUMNS)
 
 
+def _special(value: Any) -> Any:
+    """The JSON stand-in of what the fast encoder cannot write itself (bytes, ext)."""
+    if isinstance(value, bytes | bytearray | memoryview) or hasattr(value, "code"):
+        return _jsonable(value)
+    if hasattr(value, "to_datetime"):  # msgpack Timestamp (ext -1)
+        return value.to_datetime().isoformat()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+# The C encoder handles the common case; bytes and ext values go through `default`.
+_FAST = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_special
+)
+
+
 def to_json(value: Any) -> str:
     """The JSON text of a msgpack-decoded value, following the module's mapping."""
-    return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    try:
+        return _FAST.encode(value)
+    except (TypeError, ValueError):  # NaN/inf, odd map keys, a tuple-shaped ExtType
+        return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -65,6 +84,8 @@ def _jsonable(value: Any) -> Any:
         return {_key(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
+    if hasattr(value, "to_datetime"):  # msgpack Timestamp (ext -1)
+        return value.to_datetime().isoformat()
     return str(value)
 
 

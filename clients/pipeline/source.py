@@ -9,7 +9,7 @@ Read options (`spark.read.format("queuebox").option(...).load()`):
     path        the data directory (required; `load(path)` works too)
     tube        keep only the records of this space/tube
     snapshots   latest (default: the newest complete snapshot), all, none
-    splitBytes  byte-range size of one partition (default 32 MiB). Every file is at
+    splitBytes  byte-range size of one partition (default 16 MiB). Every file is at
                 least one partition; a larger one is cut into ranges of splitBytes,
                 each starting at the first valid frame at or after its start offset
                 (frames carry a marker and a CRC), so no pre-scan is needed.
@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from clients.pipeline import records, walfile
 from clients.pipeline.schema import RECORD_DDL
 
-DEFAULT_SPLIT = 32 << 20
+DEFAULT_SPLIT = 16 << 20
 DEFAULT_BATCH = 8192
 SNAPSHOT_MODES = ("latest", "all", "none")
 

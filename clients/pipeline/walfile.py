@@ -62,6 +62,14 @@ class FormatError(Exception):
 
 
 @dataclass(frozen=True)
+class Ext:
+    """A msgpack ext value inside a tuple, passed through as is (FORMAT.md §1)."""
+
+    code: int
+    data: bytes
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One WAL segment or snapshot of a data directory."""
 
@@ -136,7 +144,7 @@ def next_frame(buf: Any, pos: int, size: int) -> int | None:
 
 def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
     try:
-        body = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        body = msgpack.unpackb(raw, raw=False, strict_map_key=False, ext_hook=Ext)
     except (ValueError, msgpack.UnpackException):
         return None
     if not isinstance(body, dict):

@@ -175,13 +175,21 @@ def test_rows_of_wal_and_snapshot(tmp_path: Path) -> None:
     assert rows[1]["time"] is None
 
 
-def test_to_json_mapping() -> None:
-    ext = msgpack.ExtType(5, b"\x01\x02")
-    value = {1: b"text", "raw": b"\x80", "e": ext, "f": float("nan"), "l": (1, None, True)}
+def test_to_json_mapping(tmp_path: Path) -> None:
+    value = {1: b"text", "raw": b"\x80", "e": walfile.Ext(5, b"\x01\x02"), "l": (1, None, True)}
     assert json.loads(to_json(value)) == {
         "1": "text", "raw": {"$base64": "gA=="}, "e": {"$ext": 5, "$base64": "AQI="},
-        "f": None, "l": [1, None, True],
+        "l": [1, None, True],
     }  # fmt: skip
+    assert to_json({"f": float("nan"), "g": float("inf")}) == '{"f":null,"g":null}'
+    when = msgpack.Timestamp(1_700_000_000, 5000)
+    wal = qbfiles.WalBuilder()
+    wal.insert(513, "q", [0, "r", [msgpack.ExtType(7, b"\xff"), when]])
+    [(offset, body)] = _bodies(wal.write(tmp_path))
+    [row] = records.RowMaker("wal", "x", 1).rows(offset, body)
+    assert json.loads(dict(zip(RECORD_NAMES, row, strict=True))["data"]) == [
+        {"$ext": 7, "$base64": "/w=="}, "2023-11-14T22:13:20.000005+00:00",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
