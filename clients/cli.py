@@ -1,0 +1,331 @@
+"""`queuebox ping|tubes|stats|put|take|peek|create-tube|drop-tube`: the client's commands.
+
+Owns: each command's arguments, its output (text or ``--json``) and its exit code. The
+`queuebox` entry point (server/cli.py) imports this module only when one of these
+commands runs; each function here is `(argv, prog) -> exit code`. Talks to the server
+through `clients.blocking` only; must not import server/, drivers/ or storage/.
+
+Where to connect: --host/--port/--user/--password, else QUEUEBOX_HOST, QUEUEBOX_PORT,
+QUEUEBOX_USER, QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN (what the server
+listens on), else 127.0.0.1:3301.
+
+Exit codes: 0 ok, 1 other server error, 2 bad usage, 3 cannot reach the server,
+4 no such tube or task, 5 take found no task in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from clients import blocking
+from clients.errors import (
+    AuthError,
+    NetworkError,
+    QueueboxError,
+    QueueError,
+    ServerError,
+    TaskNotFound,
+    TubeNotFound,
+)
+from clients.iproto import parse_address
+from clients.model import Task
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
+DEFAULT_PORT = 3301
+
+__all__ = ["create_tube", "drop_tube", "peek", "ping", "put", "stats", "take", "tubes"]
+
+
+class NotFound(QueueboxError):
+    """A tube or task named on the command line does not exist."""
+
+
+class Empty(QueueboxError):
+    """take found no task before its timeout."""
+
+
+def _default_address(env: Mapping[str, str]) -> tuple[str, int]:
+    host, port = "127.0.0.1", DEFAULT_PORT
+    if env.get("QUEUEBOX_LISTEN"):
+        host, port = parse_address(env["QUEUEBOX_LISTEN"], DEFAULT_PORT)
+        if host in ("0.0.0.0", "::", "*"):
+            host = "127.0.0.1"
+    host = env.get("QUEUEBOX_HOST") or host
+    return host, int(env.get("QUEUEBOX_PORT") or port)
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    env = os.environ
+    host, port = _default_address(env)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    where = parser.add_argument_group("connection (defaults from QUEUEBOX_* variables)")
+    where.add_argument("--host", default=host, help=f"server host (default {host})")
+    where.add_argument("--port", type=int, default=port, help=f"server port (default {port})")
+    where.add_argument("--user", default=env.get("QUEUEBOX_USER") or None, help="user name")
+    where.add_argument("--password", default=env.get("QUEUEBOX_PASSWORD") or None)
+    where.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _connect(args: argparse.Namespace) -> blocking.Connection:
+    return blocking.connect(
+        args.host,
+        args.port,
+        args.user,
+        args.password,
+        connect_timeout=args.connect_timeout,
+        call_timeout=30.0,
+        reconnect=False,
+    )
+
+
+def _value(text: str) -> Any:
+    """JSON when it parses (numbers, true, {...}), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _to_json(value: Any) -> str:
+    def fallback(obj: Any) -> Any:
+        if isinstance(obj, bytes):
+            return obj.decode("utf-8", "backslashreplace")
+        return str(obj)
+
+    return json.dumps(value, ensure_ascii=False, default=fallback)
+
+
+def _task_json(task: Task) -> dict[str, Any]:
+    return {"id": task.id, "status": task.status.name.lower(), "data": task.data}
+
+
+def _print_task(task: Task, as_json: bool) -> None:
+    if as_json:
+        print(_to_json(_task_json(task)))
+    else:
+        print(f"{task.id}\t{task.status.name.lower()}\t{_to_json(task.data)}")
+
+
+def _run(
+    prog: str,
+    parser: argparse.ArgumentParser,
+    argv: list[str],
+    body: Callable[[blocking.Connection, argparse.Namespace], None],
+) -> int:
+    """Parse, connect, run `body`; turn every error into a message and an exit code."""
+    args = parser.parse_args(argv)
+    try:
+        with _connect(args) as conn:
+            body(conn, args)
+    except AuthError as exc:
+        return _fail(prog, f"authentication failed: {exc.message}", EXIT_UNREACHABLE)
+    except NetworkError as exc:
+        return _fail(prog, f"server unreachable: {exc}", EXIT_UNREACHABLE)
+    except TubeNotFound as exc:
+        return _fail(prog, f"tube {exc.tube!r} does not exist", EXIT_NOT_FOUND)
+    except (NotFound, TaskNotFound) as exc:
+        text = exc.text if isinstance(exc, TaskNotFound) else str(exc)
+        return _fail(prog, text, EXIT_NOT_FOUND)
+    except Empty as exc:
+        return _fail(prog, str(exc), EXIT_EMPTY)
+    except QueueError as exc:
+        return _fail(prog, exc.text, EXIT_ERROR)
+    except ServerError as exc:
+        return _fail(prog, f"server error {exc.code}: {exc.message}", EXIT_ERROR)
+    except QueueboxError as exc:
+        return _fail(prog, str(exc), EXIT_ERROR)
+    return EXIT_OK
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
+    return code
+
+
+def _require_tube(conn: blocking.Connection, name: str) -> None:
+    if not conn.tube_exists(name):
+        raise NotFound(f"tube {name!r} does not exist")
+
+
+# -- the commands ---------------------------------------------------------------------
+
+
+def ping(argv: list[str], prog: str = "queuebox ping") -> int:
+    """Check that the server answers; print its version and the round trip."""
+    parser = _parser(prog, "Send an IPROTO PING and report the round-trip time.")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        started = time.perf_counter()
+        conn.ping()
+        millis = (time.perf_counter() - started) * 1000
+        version = conn.greeting.version_text if conn.greeting else "?"
+        where = f"{args.host}:{args.port}"
+        if args.json:
+            print(_to_json({"ok": True, "address": where, "version": version, "ms": millis}))
+        else:
+            print(f"PONG from {where} (Tarantool {version} protocol) in {millis:.2f} ms")
+
+    return _run(prog, parser, argv, body)
+
+
+def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
+    """List the tubes, one per line."""
+    parser = _parser(prog, "List the tubes.")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        names = conn.tubes()
+        print(_to_json(names) if args.json else "\n".join(names))
+
+    return _run(prog, parser, argv, body)
+
+
+TASK_COLUMNS = ("ready", "taken", "delayed", "buried", "done", "total")
+CALL_COLUMNS = ("put", "take", "ack", "release", "bury", "kick", "delete", "touch", "ttr", "ttl")
+
+
+def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
+    """Statistics of several tubes as an aligned text table, one row per tube."""
+    header = ["tube", *TASK_COLUMNS, *CALL_COLUMNS]
+    rows = [header]
+    for name in sorted(stats):
+        tasks = stats[name].get("tasks", {})
+        calls = stats[name].get("calls", {})
+        rows.append(
+            [name]
+            + [str(tasks.get(key, 0)) for key in TASK_COLUMNS]
+            + [str(calls.get(key, 0)) for key in CALL_COLUMNS]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def stats(argv: list[str], prog: str = "queuebox stats") -> int:
+    """Print task counts and call counters of every tube, or of one."""
+    parser = _parser(prog, "Show the statistics of every tube, or of TUBE.")
+    parser.add_argument("tube", nargs="?", help="only this tube")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        if args.tube is not None:
+            _require_tube(conn, args.tube)
+            result = {args.tube: conn.statistics(args.tube)}
+        else:
+            result = conn.statistics()
+        if args.json:
+            print(_to_json(result[args.tube] if args.tube else result))
+        elif result:
+            print(stats_table(result))
+        else:
+            print("no tubes")
+
+    return _run(prog, parser, argv, body)
+
+
+def put(argv: list[str], prog: str = "queuebox put") -> int:
+    """Put one task; DATA is JSON when it parses, else a string."""
+    parser = _parser(prog, "Put a task into TUBE. DATA is JSON when it parses, else a string.")
+    parser.add_argument("tube")
+    parser.add_argument("data")
+    parser.add_argument("--pri", type=int, help="priority (smaller is served first)")
+    parser.add_argument("--ttl", type=float, help="seconds the task lives")
+    parser.add_argument("--ttr", type=float, help="seconds a consumer has before it is retaken")
+    parser.add_argument("--delay", type=float, help="seconds before the task becomes ready")
+    parser.add_argument("--utube", help="sub-queue (utube, utubettl)")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        opts = {"pri": args.pri, "ttl": args.ttl, "ttr": args.ttr, "delay": args.delay}
+        task = conn.tube(args.tube).put(_value(args.data), utube=args.utube, **opts)
+        _print_task(task, args.json)
+
+    return _run(prog, parser, argv, body)
+
+
+def take(argv: list[str], prog: str = "queuebox take") -> int:
+    """Take one task, print it and ack it (or give it back with --release)."""
+    parser = _parser(prog, "Take a task from TUBE, print it and ack it.")
+    parser.add_argument("tube")
+    parser.add_argument("--timeout", type=float, default=0, help="seconds to wait (default 0)")
+    parser.add_argument(
+        "--release", action="store_true", help="give the task back instead of acking it"
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        tube = conn.tube(args.tube)
+        task = tube.take(args.timeout)
+        if task is None:
+            raise Empty(f"no task in tube {args.tube!r} within {args.timeout:g} s")
+        _print_task(task, args.json)
+        if args.release:
+            tube.release(task)
+        else:
+            tube.ack(task)
+
+    return _run(prog, parser, argv, body)
+
+
+def peek(argv: list[str], prog: str = "queuebox peek") -> int:
+    """Print one task without changing it."""
+    parser = _parser(prog, "Show task ID of TUBE.")
+    parser.add_argument("tube")
+    parser.add_argument("id", type=int)
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        _print_task(conn.tube(args.tube).peek(args.id), args.json)
+
+    return _run(prog, parser, argv, body)
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, _value(value)
+
+
+def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
+    """Create a tube of a driver type with options."""
+    parser = _parser(prog, "Create tube NAME of TYPE (fifo, fifottl, limfifottl, utube, utubettl).")
+    parser.add_argument("name")
+    parser.add_argument("type")
+    parser.add_argument(
+        "--opt",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tube option, VALUE as JSON when it parses (e.g. ttl=60, temporary=true)",
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        conn.create_tube(args.name, args.type, **dict(args.opt))
+        if args.json:
+            print(_to_json({"created": args.name, "type": args.type, "opts": dict(args.opt)}))
+        else:
+            print(f"created tube {args.name!r} ({args.type})")
+
+    return _run(prog, parser, argv, body)
+
+
+def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
+    """Drop a tube and its tasks."""
+    parser = _parser(prog, "Drop tube NAME and all its tasks.")
+    parser.add_argument("name")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        conn.tube(args.name).drop()
+        print(_to_json({"dropped": args.name}) if args.json else f"dropped tube {args.name!r}")
+
+    return _run(prog, parser, argv, body)
