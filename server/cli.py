@@ -16,6 +16,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.serve:main", "run the queue server"),
     "bench": ("clients.bench.cli:main", "load generator: put, take-ack, mixed, utube scenarios"),
     "pipeline": ("clients.pipeline.cli:main", "Spark: load files into a tube, lifecycle reports"),
+    "ping": ("clients.cli:ping", "check that a server answers"),
+    "tubes": ("clients.cli:tubes", "list the tubes"),
+    "stats": ("clients.cli:stats", "statistics of every tube, or of one"),
+    "put": ("clients.cli:put", "put a task into a tube"),
+    "take": ("clients.cli:take", "take a task from a tube, print it and ack it"),
+    "peek": ("clients.cli:peek", "show a task"),
+    "create-tube": ("clients.cli:create_tube", "create a tube"),
+    "drop-tube": ("clients.cli:drop_tube", "drop a tube and its tasks"),
 }
 
 
