@@ -27,6 +27,7 @@ from typing import Any
 INPUT_FORMATS = ("parquet", "csv", "json")
 TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
 OUR_ERROR = re.compile(r"(queuebox: [^\n]*)")
+PYTHON_ERROR = re.compile(r"^\s*((?:\w+\.)*\w+(?:Error|Exception): [^\n]*)", re.MULTILINE)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -105,10 +106,17 @@ def report(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
 def short_error(exc: BaseException) -> str:
     """Our own message when a Spark error chain carries one, else its first line."""
     text = str(exc)
+    raised = PYTHON_ERROR.findall(text)  # the exception lines of Python tracebacks
+    for line in reversed(raised):
+        mine = OUR_ERROR.search(line)
+        if mine:
+            return mine.group(1).strip()
     mine = OUR_ERROR.search(text)
-    if mine:
+    if mine and not raised:
         return mine.group(1).strip()
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if raised:
+        return str(raised[-1]).strip()
+    first = text.strip().splitlines()[0] if text.strip() else ""
     return f"{type(exc).__name__}: {first}"
 
 
@@ -119,7 +127,11 @@ def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
     except ImportError as exc:
         print(f"{prog}: needs the spark extra: pip install 'queuebox[spark]' ({exc})")
         return 2
+    from pyspark.sql import SparkSession
+
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas")
+    # Inside a program that already runs Spark (tests, notebooks) reuse it, never stop it.
+    owned = SparkSession.getActiveSession() is None
     spark = build_session(args.master, f"queuebox-pipeline-{args.command}")
     try:
         if args.command == "load":
@@ -143,5 +155,6 @@ def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
         print(f"{prog} {args.command}: {short_error(exc)}", file=sys.stderr)
         return 1
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     return 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
@@ -86,6 +87,8 @@ def _complete_snapshot(file: walfile.DataFile) -> bool:
 
 def pick_files(data_dir: str, snapshots: str) -> list[walfile.DataFile]:
     """The files a read covers: every WAL segment plus the chosen snapshots."""
+    if not Path(data_dir).is_dir():
+        raise ValueError(f"queuebox: data directory {data_dir} does not exist")
     files = walfile.list_files(data_dir)
     wal = [f for f in files if f.kind == "wal"]
     snaps = [f for f in files if f.kind == "snap"]

@@ -27,6 +27,8 @@ LOOPBACK = "127.0.0.1"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # The packages executors need to run the data source: the pipeline and the codec it uses.
 SHIPPED_PACKAGES = ("clients", "protocol")
+LOCAL_SHUFFLE_PARTITIONS = 8
+QUIET_INTERVAL = 2.0  # seconds between progress lines when stderr is not a terminal
 
 
 def is_local(master: str) -> bool:
@@ -61,6 +63,8 @@ def build_session(
             "spark.driver.host": LOOPBACK,
             "spark.driver.bindAddress": LOOPBACK,
             "spark.ui.enabled": "false",
+            # One machine: Spark's default of 200 shuffle partitions is mostly overhead.
+            "spark.sql.shuffle.partitions": str(LOCAL_SHUFFLE_PARTITIONS),
         }
     settings |= conf or {}
     for key, value in settings.items():
@@ -152,7 +156,8 @@ class Progress:
         return "; ".join(parts)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        interval = self._interval if self._stream.isatty() else max(self._interval, QUIET_INTERVAL)
+        while not self._stop.wait(interval):
             line = self.snapshot()
             if line:
                 self._emit(f"[{self._label}] {line}")
