@@ -26,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import protocol
 from clients import iproto
@@ -50,21 +51,32 @@ log = logging.getLogger("queuebox.client")
 __all__ = ["Connection", "connect"]
 
 
-class _Wire(asyncio.Protocol):
-    """One TCP connection: the greeting, reply framing and the replies' waiters."""
+Orphan = Callable[[protocol.Response], None]
 
-    def __init__(self, on_lost: Any) -> None:
-        self.greeting: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+class _Wire(asyncio.Protocol):
+    """One TCP connection: the greeting, reply framing and the replies' waiters.
+
+    Requests written in one loop iteration leave in one write. A reply nobody waits for
+    any more (its call timed out or was cancelled) goes to that call's orphan handler,
+    if it left one, else it is dropped.
+    """
+
+    def __init__(self, on_lost: Callable[[_Wire], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.greeting: asyncio.Future[bytes] = self._loop.create_future()
         self._head = bytearray()
         self._decoder = protocol.ResponseDecoder()
         self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
+        self._orphans: dict[int, Orphan] = {}
+        self._out: list[bytes] = []
         self._transport: asyncio.Transport | None = None
         self._on_lost = on_lost
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self.greeting.done():
@@ -84,8 +96,13 @@ class _Wire(asyncio.Protocol):
             if response.is_chunk:
                 continue  # a box.session.push; the final reply follows
             waiter = self._waiters.pop(response.sync, None)
-            if waiter is not None and not waiter.done():
-                waiter.set_result(response)
+            if waiter is not None:
+                if not waiter.done():
+                    waiter.set_result(response)
+            elif self._orphans:
+                orphan = self._orphans.pop(response.sync, None)
+                if orphan is not None:
+                    orphan(response)
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")
@@ -93,25 +110,33 @@ class _Wire(asyncio.Protocol):
         if not self.greeting.done():
             self.greeting.set_exception(reason)
         waiters, self._waiters = self._waiters, {}
+        self._orphans.clear()
         for waiter in waiters.values():
             if not waiter.done():
                 waiter.set_exception(reason)
         self._on_lost(self)
 
     def send(self, sync: int, payload: bytes) -> asyncio.Future[protocol.Response]:
-        """Write a request; the future gets its reply (or ConnectionLost)."""
+        """Queue a request for writing; the future gets its reply (or ConnectionLost)."""
         if self.lost is not None or self._transport is None:
             raise ConnectionLost(str(self.lost or "not connected"))
-        waiter = asyncio.get_running_loop().create_future()
+        waiter = self._loop.create_future()
         self._waiters[sync] = waiter
-        self._transport.write(payload)
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(payload)
         return waiter
 
-    def waiter(self, sync: int) -> asyncio.Future[protocol.Response] | None:
-        return self._waiters.get(sync)
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self.lost is None and self._transport is not None and out:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
-    def forget(self, sync: int) -> None:
+    def abandon(self, sync: int, orphan: Orphan | None) -> None:
+        """Stop waiting for `sync`; its late reply goes to `orphan`, if given."""
         self._waiters.pop(sync, None)
+        if orphan is not None and self.lost is None:
+            self._orphans[sync] = orphan
 
     def abort(self, reason: BaseException) -> None:
         self.lost = self.lost or reason
@@ -280,55 +305,62 @@ class Connection:
                 return self._wire
             await self._ready.wait()
 
-    async def _request(self, payload: Any, wait: float | None) -> protocol.Response:
-        """Send one request (payload(sync) -> bytes) and wait for its reply."""
-        response, _ = await self._exchange(payload, wait, None)
-        return response
+    async def _roundtrip(
+        self, payload: Callable[[int], bytes], wait: float | None, orphan: Orphan | None
+    ) -> protocol.Response:
+        """Send one request (payload(sync) -> bytes) and wait for its reply.
 
-    async def _exchange(
-        self, payload: Any, wait: float | None, undo: Any
-    ) -> tuple[protocol.Response, int]:
-        deadline = self._opts.deadline_for(wait)
-        wire: _Wire | None = None
-        sync = 0
+        A call that times out or is cancelled leaves `orphan` to handle its late reply.
+        """
+        timeout = self._opts.deadline_for(wait)
+        wire = self._wire
+        if wire is None:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                async with asyncio.timeout(timeout):
+                    wire = await self._connected()
+            except TimeoutError:
+                raise CallTimeout(f"not connected within {timeout} s") from None
+            if timeout is not None:
+                timeout = max(timeout - (loop.time() - started), 0.0)
+        sync = self._syncs.next()
+        waiter = wire.send(sync, payload(sync))
+        timer = None
+        if timeout is not None:
+            timer = asyncio.get_running_loop().call_later(
+                timeout, self._expire, wire, sync, waiter, orphan, timeout
+            )
         try:
-            async with asyncio.timeout(deadline):
-                wire = self._wire if self._wire is not None else await self._connected()
-                sync = self._syncs.next()
-                waiter = wire.send(sync, payload(sync))
-                if undo is None:
-                    return await waiter, sync
-                return await asyncio.shield(waiter), sync
-        except TimeoutError:
-            self._abandon(wire, sync, undo)
-            raise CallTimeout(f"no reply within {deadline} s") from None
+            return await waiter
         except asyncio.CancelledError:
-            self._abandon(wire, sync, undo)
+            wire.abandon(sync, orphan)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
-    def _abandon(self, wire: _Wire | None, sync: int, undo: Any) -> None:
-        if wire is None or not sync:
-            return
-        waiter = wire.waiter(sync)
-        if waiter is None:
-            return
-        if undo is None:
-            wire.forget(sync)
-            return
-        waiter.add_done_callback(undo)
+    @staticmethod
+    def _expire(
+        wire: _Wire,
+        sync: int,
+        waiter: asyncio.Future[protocol.Response],
+        orphan: Orphan | None,
+        timeout: float,
+    ) -> None:
+        if not waiter.done():
+            wire.abandon(sync, orphan)
+            waiter.set_exception(CallTimeout(f"no reply within {timeout:g} s"))
 
     async def run(self, call: Call[T]) -> T:
         """Run a described queue call (see `clients.calls`) and return its result."""
-        undo = None if call.undo is None else (lambda fut: self._undo_late(call, fut))
-        response, _ = await self._exchange(lambda sync: iproto.encode(sync, call), call.wait, undo)
+        orphan = None if call.undo is None else partial(self._undo_late, call)
+        response = await self._roundtrip(partial(iproto.encode, call=call), call.wait, orphan)
         return iproto.result(call, response)
 
-    def _undo_late(self, call: Call[Any], waiter: asyncio.Future[protocol.Response]) -> None:
+    def _undo_late(self, call: Call[Any], response: protocol.Response) -> None:
         """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""
-        if waiter.cancelled() or waiter.exception() is not None or call.undo is None:
-            return
-        response = waiter.result()
-        if not response.ok:
+        if not response.ok or call.undo is None:
             return
         follow_up = call.undo(list(response.data or []))
         if follow_up is not None:
@@ -344,24 +376,20 @@ class Connection:
 
     async def ping(self) -> None:
         """Send an IPROTO PING and wait for its answer."""
-        iproto.raise_for(await self._request(protocol.encode_ping, 0.0))
+        iproto.raise_for(await self._roundtrip(protocol.encode_ping, 0.0, None))
 
     async def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
         """Call a server function by name; return its list of return values.
 
         `timeout` is how long the server may hold the call, on top of the call timeout.
         """
-        return iproto.raise_for(
-            await self._request(
-                lambda sync: protocol.encode_call(sync, function, list(args)), timeout
-            )
-        )
+        payload = partial(_encode_call, function=function, args=args)
+        return iproto.raise_for(await self._roundtrip(payload, timeout, None))
 
     async def eval(self, expr: str, *args: Any) -> list[Any]:
         """Evaluate a Lua expression (Tarantool; queuebox knows a few fixed texts)."""
-        return iproto.raise_for(
-            await self._request(lambda sync: protocol.encode_eval(sync, expr, list(args)), 0.0)
-        )
+        payload = partial(_encode_eval, expr=expr, args=args)
+        return iproto.raise_for(await self._roundtrip(payload, 0.0, None))
 
     # -- the queue -------------------------------------------------------------------
 
@@ -423,6 +451,14 @@ class Connection:
     def session(self) -> bytes | None:
         """The queue session uuid this connection re-joins after a reconnect."""
         return self._session
+
+
+def _encode_call(sync: int, function: str, args: tuple[Any, ...]) -> bytes:
+    return protocol.encode_call(sync, function, args)
+
+
+def _encode_eval(sync: int, expr: str, args: tuple[Any, ...]) -> bytes:
+    return protocol.encode_eval(sync, expr, args)
 
 
 class _Connecting:

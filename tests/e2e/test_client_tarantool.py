@@ -319,3 +319,13 @@ async def test_async_reconnect_timeout_gives_up(tmp_path: Path) -> None:
                 await asyncio.wait_for(conn.ping(), 5)
     finally:
         proc.stop()
+
+
+def test_async_client_runs_on_uvloop(tarantool: TarantoolProc) -> None:
+    import uvloop
+
+    async def main() -> list[list[object]]:
+        async with aconnect(tarantool.port, call_timeout=5) as conn:
+            return await asyncio.gather(*(conn.call("echo", i) for i in range(200)))
+
+    assert uvloop.run(main()) == [[i] for i in range(200)]
