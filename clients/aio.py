@@ -295,6 +295,11 @@ class Connection:
         """True while a live socket is attached."""
         return self._wire is not None
 
+    @property
+    def closed(self) -> bool:
+        """True once closed, or once it gave up reconnecting: every call now fails."""
+        return self._broken is not None
+
     # -- calls -------------------------------------------------------------------------
 
     async def _connected(self) -> _Wire:

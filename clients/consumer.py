@@ -32,8 +32,8 @@ class Consumer:
     released (after `release_delay` seconds on ttl drivers) or buried
     (``on_error="bury"``); the error is logged and the worker goes on. Lost
     connections and call timeouts are logged and retried after `retry_delay` (the
-    connection reconnects by itself); any other server error on take (e.g. the tube
-    does not exist) stops the consumer and is raised by `run()`.
+    connection reconnects by itself). A closed connection, or any server error on take
+    (e.g. the tube does not exist), stops the consumer and is raised by `run()`.
 
         consumer = Consumer(conn.tube("jobs"), handle, concurrency=8)
         runner = asyncio.create_task(consumer.run())
@@ -116,6 +116,8 @@ class Consumer:
                 return None
             raise
         except (NetworkError, CallTimeout) as exc:
+            if self.tube.connection.closed:
+                raise
             log.warning("take from %s failed, retrying: %s", self.tube.name, exc)
             await self._pause()
             return None

@@ -9,12 +9,13 @@ sockets, the event loop or the clock.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import protocol
 from clients.calls import Call
-from clients.errors import NetworkError, ServerError, error_from_reply
+from clients.errors import NetworkError, error_from_reply
 
 T = TypeVar("T")
 
@@ -48,14 +49,13 @@ class Options:
     backoff_factor: float = 2.0
     reconnect_timeout: float | None = None
 
-    def backoff(self) -> itertools.chain[float]:
-        """The successive delays between reconnect attempts."""
-        delays = itertools.accumulate(
+    def backoff(self) -> Iterator[float]:
+        """The successive delays between reconnect attempts (endless)."""
+        return itertools.accumulate(
             itertools.repeat(self.backoff_factor),
             lambda delay, factor: min(delay * factor, self.backoff_max),
             initial=self.backoff_initial,
         )
-        return itertools.chain(delays)
 
     def deadline_for(self, wait: float | None) -> float | None:
         """Seconds to wait for the reply of a call the server may hold for `wait`."""
@@ -125,10 +125,3 @@ def raise_for(response: protocol.Response) -> list[Any]:
     if not response.ok:
         raise error_from_reply(response.error_code, response.error_message)
     return list(response.data or [])
-
-
-def is_error(response: protocol.Response) -> ServerError | None:
-    """The error of a reply, or None when it succeeded."""
-    if response.ok:
-        return None
-    return error_from_reply(response.error_code, response.error_message)
