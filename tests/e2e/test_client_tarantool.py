@@ -43,6 +43,12 @@ function queue.identify(uuid)
     if uuid ~= nil then table.insert(identified, uuid) return uuid end
     return string.char(SESSION_BYTES)
 end
+released = {}
+function released_list() return released end
+queue.tube.slow = {
+    take = function(self, timeout) fiber.sleep(0.3) return {7, 't', 'late task'} end,
+    release = function(self, id) table.insert(released, id) return {id, 'r', 'late task'} end,
+}
 function queue.create_tube(name, kind, opts)
     -- the real module returns the tube object, which CALL cannot serialize
     return function() end
@@ -329,3 +335,41 @@ def test_async_client_runs_on_uvloop(tarantool: TarantoolProc) -> None:
             return await asyncio.gather(*(conn.call("echo", i) for i in range(200)))
 
     assert uvloop.run(main()) == [[i] for i in range(200)]
+
+
+async def released(conn: aio.Connection, count: int) -> list[int]:
+    for _ in range(250):
+        (rows,) = await conn.call("released_list")
+        if len(rows) >= count:
+            return list(rows)
+        await asyncio.sleep(0.02)
+    raise AssertionError("no release within 5 s")
+
+
+async def test_a_take_that_timed_out_releases_its_late_task(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port, call_timeout=0.1) as conn:
+        (before,) = await conn.call("released_list")
+        with pytest.raises(CallTimeout):
+            await conn.tube("slow").take(0)
+        assert await released(conn, len(before) + 1) == [*before, 7]
+
+
+async def test_a_cancelled_take_releases_its_late_task(tarantool: TarantoolProc) -> None:
+    async with aconnect(tarantool.port) as conn:
+        (before,) = await conn.call("released_list")
+        taking = asyncio.ensure_future(conn.tube("slow").take(5))
+        await asyncio.sleep(0.1)
+        taking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taking
+        assert await released(conn, len(before) + 1) == [*before, 7]
+
+
+def test_blocking_take_that_timed_out_releases_its_late_task(tarantool: TarantoolProc) -> None:
+    with bconnect(tarantool.port, call_timeout=0.1) as conn:
+        (before,) = conn.call("released_list")
+        with pytest.raises(CallTimeout):
+            conn.tube("slow").take(0)
+        time.sleep(0.4)
+        conn.ping()  # reads the late reply, then releases its task
+        assert conn.call("released_list") == [[*before, 7]]
