@@ -50,10 +50,11 @@ EXPOSE 3301
 WORKDIR /var/lib/queuebox
 USER 10001:10001
 
-# PING needs no rights, so the check works whoever is configured; it only
-# proves the listener and the event loop answer.
+# `queuebox ping` finds the server from the same environment: the port of
+# QUEUEBOX_LISTEN on 127.0.0.1, and QUEUEBOX_USER/PASSWORD to log in, so the
+# check also fails if the configured credentials do not work.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
-    CMD ["queuebox", "ping", "--address", "127.0.0.1:3301", "--timeout", "2"]
+    CMD ["queuebox", "ping", "--connect-timeout", "2"]
 
 # Exec form: the server is PID 1 and receives SIGTERM itself (docker stop),
 # which it handles as a graceful shutdown.
