@@ -1,0 +1,243 @@
+"""The Docker deployment files, checked without a Docker engine.
+
+What docker/README.md promises must be what Dockerfile and docker/compose.yaml
+say: a non-root server on 0.0.0.0:3301 with its data in a volume, exec-form
+commands that exist in the installed package, a healthcheck with `queuebox
+ping`, credentials from a gitignored env file. The server's behaviour with
+these settings is tested for real in tests/e2e/test_docker_env.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from server.cli import COMMANDS
+from server.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+DATA_DIR = "/var/lib/queuebox"
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    lines: list[str] = []
+    pending = ""
+    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    assert not pending, "Dockerfile ends inside a continued line"
+    return [(word.upper(), rest.strip()) for word, _, rest in (ln.partition(" ") for ln in lines)]
+
+
+def runtime_stage() -> list[tuple[str, str]]:
+    """The instructions of the last stage (what the image runs)."""
+    instructions = dockerfile_instructions()
+    last_from = max(i for i, (word, _) in enumerate(instructions) if word == "FROM")
+    return instructions[last_from:]
+
+
+def exec_form(args: str) -> list[str]:
+    value = json.loads(args)
+    assert isinstance(value, list) and all(isinstance(x, str) for x in value), args
+    return value
+
+
+def env_of(stage: list[tuple[str, str]]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for word, args in stage:
+        if word == "ENV":
+            env.update(pair.partition("=")[::2] for pair in args.split())
+    return env
+
+
+def healthcheck_command() -> list[str]:
+    (args,) = [args for word, args in runtime_stage() if word == "HEALTHCHECK"]
+    command = exec_form(args[args.index("CMD") + len("CMD") :].strip())
+    return command
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def command_help(name: str) -> str:
+    """`queuebox <name> --help`, run the way the console script runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "server.cli", name, "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def assert_runs_existing_command(command: list[str]) -> None:
+    """`queuebox <sub> --flag ...`: the script, the subcommand and every flag exist."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert command[0] in scripts, f"{command[0]} is not a console script of the package"
+    assert command[1] in COMMANDS, f"queuebox has no subcommand {command[1]!r}"
+    help_text = command_help(command[1])
+    for flag in (arg.split("=")[0] for arg in command[2:] if arg.startswith("--")):
+        assert re.search(rf"{re.escape(flag)}\b", help_text), f"{command[:2]} has no {flag}"
+
+
+# --- Dockerfile ---
+
+
+def test_dockerfile_builds_a_wheel_and_installs_it_offline() -> None:
+    instructions = dockerfile_instructions()
+    froms = [args for word, args in instructions if word == "FROM"]
+    assert len(froms) >= 2 and " AS builder" in froms[0], "expected a builder stage"
+    base = dict(arg.split("=", 1) for word, arg in instructions if word == "ARG" and "=" in arg)[
+        "PYTHON_IMAGE"
+    ]
+    assert re.fullmatch(r"python:3\.11-slim(-\w+)?", base), base
+    builder_runs = " ".join(
+        args
+        for word, args in instructions[: len(instructions) - len(runtime_stage())]
+        if word == "RUN"
+    )
+    assert "pip wheel" in builder_runs
+    runtime_runs = " ".join(args for word, args in runtime_stage() if word == "RUN")
+    assert "--no-index" in runtime_runs and "from=builder" in runtime_runs
+
+
+def test_dockerfile_runs_as_a_non_root_user() -> None:
+    users = [args for word, args in runtime_stage() if word == "USER"]
+    assert users, "no USER: the server would run as root"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), user
+
+
+def test_dockerfile_exposes_3301_with_a_data_volume() -> None:
+    stage = runtime_stage()
+    assert "3301" in " ".join(args for word, args in stage if word == "EXPOSE").split()
+    volumes = [v for word, args in stage if word == "VOLUME" for v in exec_form(args)]
+    assert volumes == [DATA_DIR]
+    env = env_of(stage)
+    assert env["QUEUEBOX_LISTEN"] == "0.0.0.0:3301"
+    assert env["QUEUEBOX_DATA_DIR"] == DATA_DIR
+
+
+def test_dockerfile_never_opens_the_guest_nor_bakes_a_password() -> None:
+    env = env_of(runtime_stage())
+    assert env.get("QUEUEBOX_GUEST_RIGHTS") == "none"
+    for name in ("QUEUEBOX_PASSWORD", "QUEUEBOX_USER", "QUEUEBOX_ALLOW_OPEN_GUEST"):
+        assert name not in env, f"the image must not set {name}"
+
+
+def test_dockerfile_uses_exec_form_for_the_server() -> None:
+    stage = runtime_stage()
+    (entrypoint,) = [exec_form(args) for word, args in stage if word == "ENTRYPOINT"]
+    (cmd,) = [exec_form(args) for word, args in stage if word == "CMD"]
+    assert entrypoint + cmd == ["queuebox", "serve"]
+    assert_runs_existing_command(entrypoint + cmd)
+    stopsignal = [args for word, args in stage if word == "STOPSIGNAL"]
+    assert stopsignal in ([], ["SIGTERM"])
+
+
+def test_healthcheck_pings_the_server_with_a_real_command() -> None:
+    command = healthcheck_command()
+    assert command[:2] == ["queuebox", "ping"]
+    assert_runs_existing_command(command)
+
+
+def test_the_refusal_quoted_in_the_readme_is_the_servers() -> None:
+    env = {k: v for k, v in env_of(runtime_stage()).items() if k.startswith("QUEUEBOX_")}
+    with pytest.raises(ConfigError) as refused:
+        load_config({}, env)
+    assert f"queuebox serve: {refused.value}" in (DOCKER / "README.md").read_text()
+
+
+def test_dockerignore_lets_in_only_what_the_wheel_needs() -> None:
+    lines = [
+        ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]  # fmt: skip
+    assert lines[0] == "*", "expected an allowlist"
+    allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {
+        p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    assert packages | {"pyproject.toml", pyproject["project"]["readme"]} <= allowed
+    assert not allowed & {"tests", "docker", ".git", "data"}
+
+
+# --- docker/compose.yaml ---
+
+
+def test_compose_builds_the_server_from_the_dockerfile() -> None:
+    server = compose()["services"]["queuebox"]
+    context = (DOCKER / server["build"]["context"]).resolve()
+    assert context == ROOT
+    assert (context / server["build"]["dockerfile"]).is_file()
+
+
+def test_compose_server_has_volume_port_restart_and_env_file() -> None:
+    doc = compose()
+    server = doc["services"]["queuebox"]
+    assert "queuebox-data" in doc["volumes"]
+    assert f"queuebox-data:{DATA_DIR}" in server["volumes"]
+    assert any(str(port).endswith(":3301") for port in server["ports"])
+    assert server["restart"] in ("unless-stopped", "always")
+    assert server["env_file"] == ".env"
+    assert server["environment"]["QUEUEBOX_LISTEN"] == "0.0.0.0:3301"
+    assert server["environment"]["QUEUEBOX_DATA_DIR"] == DATA_DIR
+
+
+def test_compose_healthcheck_is_the_images() -> None:
+    check = compose()["services"]["queuebox"]["healthcheck"]
+    assert check["test"] == ["CMD", *healthcheck_command()]
+
+
+def test_env_file_is_an_example_and_the_real_one_is_ignored() -> None:
+    example = (DOCKER / "queuebox.env.example").read_text()
+    keys = {ln.split("=", 1)[0] for ln in example.splitlines() if re.match(r"^[A-Z_]+=", ln)}
+    assert {"QUEUEBOX_USER", "QUEUEBOX_PASSWORD"} <= keys
+    ignored = subprocess.run(["git", "check-ignore", "-q", "docker/.env"], cwd=ROOT, timeout=30)
+    assert ignored.returncode == 0, "docker/.env must be gitignored"
+
+
+def test_compose_example_clients_run_files_that_exist() -> None:
+    services = compose()["services"]
+    for name in ("producer", "consumer"):
+        service = services[name]
+        assert service["profiles"] == ["examples"]
+        assert "./examples:/examples:ro" in service["volumes"]
+        script = service["entrypoint"][-1]
+        assert (DOCKER / "examples" / Path(script).name).is_file(), script
+        assert service["depends_on"]["queuebox"]["condition"] == "service_healthy"
+
+
+def test_compose_bench_profile_runs_a_valid_bench_command() -> None:
+    from clients.bench.cli import build_parser
+
+    bench = compose()["services"]["bench"]
+    assert bench["profiles"] == ["bench"]
+    command = bench["entrypoint"] + bench["command"]
+    assert_runs_existing_command(command)
+    args = build_parser("queuebox bench").parse_args(command[2:])
+    assert args.address == ("queuebox", 3301)
+
+
+def test_readme_shows_run_and_compose() -> None:
+    readme = (DOCKER / "README.md").read_text()
+    for text in ("docker build", "docker run", "docker compose up", "--profile bench",
+                 "cp queuebox.env.example .env"):  # fmt: skip
+        assert text in readme, text
