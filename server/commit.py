@@ -1,0 +1,123 @@
+"""Group commit: one WAL write (and one fsync) per turn of the event loop.
+
+Owns: the single writer thread, the batch currently being gathered and the
+futures that requests await before they are answered. A handler changes data
+synchronously; the connection then awaits `barrier()`: the first change of a
+loop turn schedules a flush for the end of the turn, so every change made in
+that turn goes to disk in one write, and every request of the turn is answered
+once that write is durable under `wal_mode`.
+
+A failed write fails every request of its batch with ER_WAL_IO and rolls their
+changes back in memory (the engine undoes the batch, newest change first);
+batches written before it stay acknowledged, and the server keeps running.
+
+Must not touch: sockets, protocol bytes, queue semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger("queuebox.commit")
+
+ER_WAL_IO = 40
+
+
+class WalFailed(Exception):
+    """The batch holding this request's changes could not be written."""
+
+    code = ER_WAL_IO
+
+    def __init__(self, reason: str) -> None:
+        self.message = f"Failed to write to disk: {reason}"
+        super().__init__(self.message)
+
+
+class Journal(Protocol):
+    """The part of storage.engine.Engine that group commit drives."""
+
+    def has_pending(self) -> bool: ...
+    def take_batch(self) -> Any: ...
+    def write_batch(self, batch: Any) -> None: ...
+    def rollback(self, batch: Any) -> Any: ...
+
+
+class GroupCommit:
+    def __init__(
+        self,
+        journal: Journal,
+        enabled: bool = True,
+        on_rollback: Callable[[], None] | None = None,
+    ) -> None:
+        self._journal = journal
+        self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
+        self._on_rollback = on_rollback
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
+        self._gathering: asyncio.Future[None] | None = None
+        self._in_flight: set[asyncio.Future[None]] = set()
+        self.batches_written = 0
+
+    def barrier(self) -> Awaitable[None] | None:
+        """What a request that may have changed data awaits before its reply, or None."""
+        if not self._journal.has_pending():
+            return self._gathering  # changed nothing itself, but may have read what others changed
+        if not self._enabled:
+            self._journal.take_batch()  # memory only: drop the records at once
+            return None
+        if self._gathering is None:
+            loop = asyncio.get_running_loop()
+            self._gathering = loop.create_future()
+            loop.call_soon(self._flush)
+        return self._gathering
+
+    def _flush(self) -> None:
+        done, self._gathering = self._gathering, None
+        assert done is not None
+        batch = self._journal.take_batch()
+        if batch is None:
+            done.set_result(None)
+            return
+        loop = asyncio.get_running_loop()
+        self._in_flight.add(done)
+        written = loop.run_in_executor(self._executor, self._journal.write_batch, batch)
+        written.add_done_callback(lambda f: self._written(f, batch, done))
+
+    def _written(
+        self, result: asyncio.Future[None], batch: Any, done: asyncio.Future[None]
+    ) -> None:
+        self._in_flight.discard(done)
+        error = result.exception()
+        if error is None:
+            self.batches_written += 1
+            if not done.done():
+                done.set_result(None)
+            return
+        log.error("wal_write_failed", error=str(error))
+        self._journal.rollback(batch)
+        if self._on_rollback is not None:
+            self._on_rollback()
+        if not done.done():
+            done.set_exception(WalFailed(str(error)))
+            done.exception()  # retrieved here so a batch with no waiter logs nothing more
+
+    async def drain(self) -> None:
+        """Wait until everything changed so far is written (used at shutdown)."""
+        while self._gathering is not None or self._in_flight:
+            pending = [f for f in (self._gathering, *self._in_flight) if f is not None]
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._journal.has_pending():
+            waiter = self.barrier()
+            if waiter is not None:
+                await asyncio.gather(waiter, return_exceptions=True)
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run file work (snapshots) on a thread other than the WAL writer."""
+        return asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

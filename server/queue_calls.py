@@ -1,0 +1,232 @@
+"""The queue, plugged into the server: names, waiting calls, timers, connections.
+
+Owns: the binding of the pure queue cores (`drivers.queue.Queue`, the modern
+API, and `drivers.legacy.LegacyQueue`, the 1.5-era API) to the function
+registry, the EVAL texts real clients send, the asyncio side of a call that
+must wait (a take on an empty tube, a put to a full limfifottl), the single
+deadline timer over both cores, and the connect/disconnect notifications.
+
+Must not touch: queue semantics (the cores own them), sockets, the WAL
+(group commit runs after every handler through the app's durability barrier).
+
+A waiting call, drawn once:
+
+    call ──▶ answer ─────────────────────────────▶ reply
+      │
+      └──▶ Blocked ──▶ register waiter ──┬─ woken ───▶ call again with the time left
+                                         ├─ timeout ─▶ one last call with 0 ─▶ reply
+                                         └─ conn closed ─▶ [] (takes nothing)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from drivers.legacy import LegacyQueue, is_legacy_statistics
+from drivers.queue import Blocked, Queue
+
+from .app import App
+from .dispatch import CallContext, Handler, Resolved
+from .timers import DeadlineTimer, wall_clock_us
+
+READ = "read"
+
+# EVAL texts sent by real clients (go-tarantool and friends), spec §1.
+EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
+EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
+EVAL_VERSION = "return queue._VERSION"
+EVAL_STATE = "return queue.state()"
+
+
+class Core(Protocol):
+    waiters: Any
+
+    def call(self, conn_id: int, name: str, args: list[Any]) -> Any: ...
+    def has_name(self, name: str) -> bool: ...
+    def access_of(self, name: str) -> str: ...
+    def connected(self, conn_id: int) -> None: ...
+    def disconnected(self, conn_id: int) -> None: ...
+    def next_deadline(self) -> int | None: ...
+    def tick(self, now_us: int) -> None: ...
+
+
+class BothCores:
+    """The two cores seen as one deadline source for the single timer."""
+
+    def __init__(self, *cores: Core) -> None:
+        self.cores = cores
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for core in self.cores if (d := core.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    def tick(self, now_us: int) -> None:
+        for core in self.cores:
+            core.tick(now_us)
+
+
+class QueueCalls:
+    def __init__(
+        self,
+        app: App,
+        modern: Queue,
+        legacy: LegacyQueue,
+        clock_us: Callable[[], int] = wall_clock_us,
+    ) -> None:
+        self.app = app
+        self.modern = modern
+        self.legacy = legacy
+        self.clock_us = clock_us
+        self.timer = DeadlineTimer(BothCores(modern, legacy), clock_us, after_tick=self._after_tick)
+        self._handlers: dict[str, Resolved] = {}
+
+    # -- registration --
+    def install(self) -> None:
+        registry = self.app.registry
+        registry.add_resolver(self.resolve)
+        for namespace in self.app.config.queue_namespaces:
+            for name in ("statistics", "stats"):
+                full = f"{namespace}.{name}"
+                registry.register(full, self._statistics_handler(full), READ, replace=True)
+            # Registered as fixed names so no placeholder can shadow the real ones.
+            registry.register(
+                f"{namespace}.state", self._bound(f"{namespace}.state"), READ, replace=True
+            )
+        registry.register_eval(EVAL_CREATE, self._eval_create, "admin", replace=True)
+        registry.register_eval(EVAL_EXISTS, self._eval_exists, READ, replace=True)
+        registry.register_eval(EVAL_VERSION, lambda ctx, args: [Queue.VERSION], READ, replace=True)
+        registry.register_eval(
+            EVAL_STATE, lambda ctx, args: [self.modern.state()], READ, replace=True
+        )
+        self.app.add_connect_listener(self._connected)
+        self.app.add_disconnect_listener(self._disconnected)
+        self.app.add_shutdown_hook(self.timer.stop)
+        self.timer.rearm()
+
+    def resolve(self, name: str) -> Resolved | None:
+        found = self._handlers.get(name)
+        if found is not None:
+            return found
+        core: Core
+        if self.legacy.has_name(name):
+            core = self.legacy
+        elif self.modern.has_name(name):
+            core = self.modern
+        else:
+            return None
+        found = (self._bound(name, core), core.access_of(name))
+        if len(self._handlers) < 10_000:  # tube names come and go; keep the cache bounded
+            self._handlers[name] = found
+        return found
+
+    def forget(self) -> None:
+        """Drop cached resolutions (a tube was dropped: its names must stop resolving)."""
+        self._handlers.clear()
+
+    # -- handlers --
+    def _bound(self, name: str, core: Core | None = None) -> Handler:
+        target: Core = core if core is not None else self.modern
+
+        def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
+            return self.run(target, ctx, name, args)
+
+        return handler
+
+    def run(
+        self, core: Core, ctx: CallContext, name: str, args: list[Any]
+    ) -> list[Any] | Awaitable[list[Any]]:
+        try:
+            answer = core.call(ctx.conn_id, name, args)
+        finally:
+            self._after_call(name)
+        if isinstance(answer, Blocked):
+            return self._wait(core, ctx, answer)
+        return answer  # type: ignore[no-any-return]
+
+    def _statistics_handler(self, name: str) -> Handler:
+        def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
+            if is_legacy_statistics(args):
+                return [self.legacy.statistics(args)]
+            return self.run(self.modern, ctx, name, args)
+
+        return handler
+
+    def _eval_create(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        padded = [*args, None, None, None][:3]
+        try:
+            self.modern.eval_create(*padded)
+        finally:
+            self._after_call("create_tube")
+        return []
+
+    def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        return [self.modern.tube_exists(args[0] if args else None)]
+
+    async def _wait(self, core: Core, ctx: CallContext, blocked: Blocked) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            woken: asyncio.Future[None] = loop.create_future()
+
+            def wake(woken: asyncio.Future[None] = woken) -> None:
+                if not woken.done():
+                    woken.set_result(None)
+
+            waiter = core.waiters.add(
+                blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
+            )
+            try:
+                await asyncio.wait(
+                    (woken, ctx.closed), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                core.waiters.remove(waiter)
+            if ctx.closed.done():
+                return []  # the client left: take nothing
+            if not woken.done():
+                remaining = 0.0  # time is up: one last attempt, which never blocks
+            elif deadline is not None:
+                remaining = max(0.0, deadline - loop.time())
+            name, args = blocked.retry(remaining)
+            try:
+                answer = core.call(ctx.conn_id, name, args)
+            finally:
+                self._after_call(name)
+            if not isinstance(answer, Blocked):
+                return answer  # type: ignore[no-any-return]
+            blocked = answer
+
+    # -- lifecycle --
+    def _after_call(self, name: str) -> None:
+        if name.endswith(":drop") or name.endswith(":truncate"):
+            self.forget()
+        self.timer.rearm()
+
+    def _after_tick(self) -> None:
+        # Expiries changed data outside any request: make them durable too.
+        self.app.durability_barrier()
+
+    def _connected(self, conn_id: int) -> None:
+        self.modern.connected(conn_id)
+        self.legacy.connected(conn_id)
+
+    def _disconnected(self, conn_id: int) -> None:
+        self.modern.disconnected(conn_id)
+        self.legacy.disconnected(conn_id)
+        self.timer.rearm()
+
+
+def install(app: App) -> QueueCalls:
+    """Build both cores over the storage catalog and register their names."""
+    engine = getattr(app, "engine", None)
+    if engine is None:
+        raise RuntimeError("server.store must be installed before server.queue_calls")
+    modern = Queue(engine.catalog, wall_clock_us, namespaces=app.config.queue_namespaces)
+    legacy = LegacyQueue(engine.catalog, wall_clock_us)
+    calls = QueueCalls(app, modern, legacy)
+    calls.install()
+    app.queue = calls  # type: ignore[attr-defined]
+    return calls
