@@ -80,6 +80,7 @@ class Queue:
         *,
         namespaces: tuple[str, ...] = ("queue",),
         new_session_id: Callable[[], bytes] | None = None,
+        keep_temporary: bool = False,
     ) -> None:
         self._clock = clock
         self._namespaces = namespaces
@@ -110,7 +111,7 @@ class Queue:
         }
         with self._entry():
             now = clock()
-            self.registry.rebuild(now)
+            self.registry.rebuild(now, keep_temporary)
             self._advance(now)  # what fell due while the server was down
 
     # -- the server's entry points --

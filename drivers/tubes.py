@@ -121,8 +121,11 @@ class TubeRegistry:
         # Puts waiting for room in a tube that is gone: their retry finds no procedure.
         self.shared.waiters.wake_all(tube.name, "put")
 
-    def rebuild(self, now: int) -> None:
-        """Bring every registered tube back after a restart (spec §6 "Restart")."""
+    def rebuild(self, now: int, keep_temporary: bool = False) -> None:
+        """Bring every registered tube back after a restart (spec §6 "Restart").
+
+        keep_temporary: the process did not restart (the server reloads the queue
+        after a failed WAL write), so temporary tubes keep their tasks."""
         for row in list(self._space.index("tube_id").iterate()):
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
@@ -132,7 +135,7 @@ class TubeRegistry:
             space = self.catalog.get(space_name)
             if space is None:
                 space = cls.create_space(self.catalog, space_name, opts)
-            elif space.temporary:
+            elif space.temporary and not keep_temporary:
                 space.truncate()  # its tasks were never durable
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)

@@ -56,7 +56,7 @@ class GroupCommit:
     ) -> None:
         self._journal = journal
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
-        self._on_rollback = on_rollback
+        self.on_rollback = on_rollback
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         self._gathering: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Future[None]] = set()
@@ -98,9 +98,12 @@ class GroupCommit:
                 done.set_result(None)
             return
         log.error("wal_write_failed", error=str(error))
+        # A batch cancelled by an earlier failure was undone with it, and the
+        # state was rebuilt then: only a first failure needs on_rollback.
+        first_failure = not getattr(batch, "cancelled", False)
         self._journal.rollback(batch)
-        if self._on_rollback is not None:
-            self._on_rollback()
+        if first_failure and self.on_rollback is not None:
+            self.on_rollback()
         if not done.done():
             done.set_exception(WalFailed(str(error)))
             done.exception()  # retrieved here so a batch with no waiter logs nothing more

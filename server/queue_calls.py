@@ -26,10 +26,14 @@ from typing import Any, Protocol
 
 from drivers.legacy import LegacyQueue, is_legacy_statistics
 from drivers.queue import Blocked, Queue
+from storage.catalog import Catalog
 
 from .app import App
 from .dispatch import CallContext, Handler, Resolved
+from .logs import get_logger
 from .timers import DeadlineTimer, wall_clock_us
+
+log = get_logger("queuebox.queue")
 
 READ = "read"
 
@@ -52,35 +56,58 @@ class Core(Protocol):
     def tick(self, now_us: int) -> None: ...
 
 
-class BothCores:
-    """The two cores seen as one deadline source for the single timer."""
-
-    def __init__(self, *cores: Core) -> None:
-        self.cores = cores
-
-    def next_deadline(self) -> int | None:
-        deadlines = [d for core in self.cores if (d := core.next_deadline()) is not None]
-        return min(deadlines, default=None)
-
-    def tick(self, now_us: int) -> None:
-        for core in self.cores:
-            core.tick(now_us)
-
-
 class QueueCalls:
     def __init__(
         self,
         app: App,
-        modern: Queue,
-        legacy: LegacyQueue,
+        catalog: Catalog,
         clock_us: Callable[[], int] = wall_clock_us,
     ) -> None:
         self.app = app
-        self.modern = modern
-        self.legacy = legacy
+        self.catalog = catalog
         self.clock_us = clock_us
-        self.timer = DeadlineTimer(BothCores(modern, legacy), clock_us, after_tick=self._after_tick)
+        self.modern = Queue(catalog, clock_us, namespaces=app.config.queue_namespaces)
+        self.legacy = LegacyQueue(catalog, clock_us)
+        self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
         self._handlers: dict[str, Resolved] = {}
+        self._waiting: set[asyncio.Future[None]] = set()
+        self.reloads = 0
+
+    # -- the one deadline source of the timer: both cores --
+    def next_deadline(self) -> int | None:
+        deadlines = [d for c in (self.modern, self.legacy) if (d := c.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    def tick(self, now_us: int) -> None:
+        self.modern.tick(now_us)
+        self.legacy.tick(now_us)
+
+    def reload(self) -> None:
+        """Rebuild both cores from the spaces, as a restart would (minus the restart).
+
+        Called after a failed WAL write rolled the spaces back: the cores'
+        in-memory bookkeeping (owners, statistics, utube heads, deadlines) may
+        describe changes that no longer exist. Rebuilding from the spaces makes
+        them agree again; as after a restart, taken tasks become ready. Waiting
+        calls are woken and retry against the new cores.
+        """
+        self.reloads += 1
+        log.error("reloading the queue from storage after a failed WAL write")
+        self.modern = Queue(
+            self.catalog,
+            self.clock_us,
+            namespaces=self.app.config.queue_namespaces,
+            keep_temporary=True,
+        )
+        self.legacy = LegacyQueue(self.catalog, self.clock_us)
+        self._handlers.clear()
+        for conn_id in self.app.connections:
+            self._connected(conn_id)
+        for woken in list(self._waiting):
+            if not woken.done():
+                woken.set_result(None)
+        self.app.durability_barrier()  # the rebuild's own changes (taken -> ready)
+        self.timer.rearm()
 
     # -- registration --
     def install(self) -> None:
@@ -109,14 +136,13 @@ class QueueCalls:
         found = self._handlers.get(name)
         if found is not None:
             return found
-        core: Core
         if self.legacy.has_name(name):
-            core = self.legacy
+            which = "legacy"
         elif self.modern.has_name(name):
-            core = self.modern
+            which = "modern"
         else:
             return None
-        found = (self._bound(name, core), core.access_of(name))
+        found = (self._bound(name, which), self._core(which).access_of(name))
         if len(self._handlers) < 10_000:  # tube names come and go; keep the cache bounded
             self._handlers[name] = found
         return found
@@ -126,30 +152,32 @@ class QueueCalls:
         self._handlers.clear()
 
     # -- handlers --
-    def _bound(self, name: str, core: Core | None = None) -> Handler:
-        target: Core = core if core is not None else self.modern
+    def _core(self, which: str) -> Core:
+        # Looked up at every use: reload() replaces the cores under every handler.
+        return self.legacy if which == "legacy" else self.modern
 
+    def _bound(self, name: str, which: str = "modern") -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
-            return self.run(target, ctx, name, args)
+            return self.run(which, ctx, name, args)
 
         return handler
 
     def run(
-        self, core: Core, ctx: CallContext, name: str, args: list[Any]
+        self, which: str, ctx: CallContext, name: str, args: list[Any]
     ) -> list[Any] | Awaitable[list[Any]]:
         try:
-            answer = core.call(ctx.conn_id, name, args)
+            answer = self._core(which).call(ctx.conn_id, name, args)
         finally:
             self._after_call(name)
         if isinstance(answer, Blocked):
-            return self._wait(core, ctx, answer)
+            return self._wait(which, ctx, answer)
         return answer  # type: ignore[no-any-return]
 
     def _statistics_handler(self, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
             if is_legacy_statistics(args):
                 return [self.legacy.statistics(args)]
-            return self.run(self.modern, ctx, name, args)
+            return self.run("modern", ctx, name, args)
 
         return handler
 
@@ -164,7 +192,7 @@ class QueueCalls:
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
 
-    async def _wait(self, core: Core, ctx: CallContext, blocked: Blocked) -> list[Any]:
+    async def _wait(self, which: str, ctx: CallContext, blocked: Blocked) -> list[Any]:
         loop = asyncio.get_running_loop()
         deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
         while True:
@@ -175,14 +203,17 @@ class QueueCalls:
                 if not woken.done():
                     woken.set_result(None)
 
+            core = self._core(which)
             waiter = core.waiters.add(
                 blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
             )
+            self._waiting.add(woken)
             try:
                 await asyncio.wait(
                     (woken, ctx.closed), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
+                self._waiting.discard(woken)
                 core.waiters.remove(waiter)
             if ctx.closed.done():
                 return []  # the client left: take nothing
@@ -192,7 +223,7 @@ class QueueCalls:
                 remaining = max(0.0, deadline - loop.time())
             name, args = blocked.retry(remaining)
             try:
-                answer = core.call(ctx.conn_id, name, args)
+                answer = self._core(which).call(ctx.conn_id, name, args)
             finally:
                 self._after_call(name)
             if not isinstance(answer, Blocked):
@@ -224,9 +255,8 @@ def install(app: App) -> QueueCalls:
     engine = getattr(app, "engine", None)
     if engine is None:
         raise RuntimeError("server.store must be installed before server.queue_calls")
-    modern = Queue(engine.catalog, wall_clock_us, namespaces=app.config.queue_namespaces)
-    legacy = LegacyQueue(engine.catalog, wall_clock_us)
-    calls = QueueCalls(app, modern, legacy)
+    calls = QueueCalls(app, engine.catalog)
     calls.install()
+    app.store.commit.on_rollback = calls.reload  # type: ignore[attr-defined]
     app.queue = calls  # type: ignore[attr-defined]
     return calls

@@ -1,0 +1,134 @@
+"""A failed WAL write, end to end inside one process: the real engine over a
+FileIO that fails on cue, group commit, and the queue glue.
+
+What a client would see: every request of the failed batch gets ER_WAL_IO;
+what was acknowledged before stays; the queue's bookkeeping agrees with the
+rolled-back spaces again (reloaded as after a restart: taken tasks ready);
+the next request writes fine, and a restart shows exactly the acknowledged
+changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
+
+from storage_harness import FaultyFileIO  # noqa: E402
+
+from server.app import App  # noqa: E402
+from server.commit import WalFailed  # noqa: E402
+from server.config import Config  # noqa: E402
+from server.dispatch import CallContext  # noqa: E402
+from server.queue_calls import QueueCalls  # noqa: E402
+from server.store import Store  # noqa: E402
+from storage.engine import Engine  # noqa: E402
+
+
+class Harness:
+    def __init__(self, data_dir: Path, files: FaultyFileIO | None = None) -> None:
+        self.engine = Engine(data_dir, "write", files=files, clock=lambda: 1.0)
+        self.engine.open()
+        self.app = App(Config(data_dir=str(data_dir)))
+        self.store = Store(self.app, self.engine)
+        self.store.install()
+        self.queue = QueueCalls(self.app, self.engine.catalog)
+        self.queue.install()
+        self.store.commit.on_rollback = self.queue.reload
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def send(self, conn_id: int, name: str, *args: Any) -> asyncio.Future[list[Any]]:
+        """One request as server/calls.py runs it: the handler inline (a waiting
+        one finishes in a task), then the reply waits for the durability barrier."""
+        found = self.app.registry.resolve(name)
+        assert found is not None, name
+        ctx = CallContext(self.app, conn_id, "guest", name, self.closed)
+        result = found[0](ctx, list(args))
+        barrier = self.app.durability_barrier() if isinstance(result, list) else None
+
+        async def reply() -> list[Any]:
+            answer = result if isinstance(result, list) else await result
+            after = barrier if isinstance(result, list) else self.app.durability_barrier()
+            if after is not None:
+                await after
+            return answer
+
+        return asyncio.ensure_future(reply())
+
+    async def call(self, conn_id: int, name: str, *args: Any) -> list[Any]:
+        return await self.send(conn_id, name, *args)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+async def test_a_failed_batch_fails_its_requests_and_nothing_else(tmp_path: Path) -> None:
+    faulty = FaultyFileIO()
+    h = Harness(tmp_path, faulty)
+    await h.call(1, "queue.create_tube", "jobs", "fifo", {})
+    assert await h.call(1, "queue.tube.jobs:put", "a") == [[0, "r", "a"]]
+    assert await h.call(1, "queue.tube.jobs:put", "b") == [[1, "r", "b"]]
+    assert await h.call(1, "queue.tube.jobs:take", 0) == [[0, "t", "a"]]
+
+    # One loop turn: an ack and a put go to disk in one batch, and the disk is full.
+    faulty.plan("pwrite", OSError(errno.ENOSPC, "No space left on device"))
+    ack = h.send(1, "queue.tube.jobs:ack", 0)
+    put = h.send(2, "queue.tube.jobs:put", "c")
+    for request in (ack, put):
+        with pytest.raises(WalFailed, match="Failed to write to disk"):
+            await request
+
+    # Memory is as acknowledged: "c" never existed; the ack is undone, and the
+    # reloaded queue holds the task ready again, as a restart would.
+    assert h.queue.reloads == 1
+    assert await h.call(1, "queue.tube.jobs:peek", 0) == [[0, "r", "a"]]
+    stats = (await h.call(1, "queue.statistics", "jobs"))[0]
+    assert stats["tasks"] == {
+        "ready": 2, "taken": 0, "buried": 0, "delayed": 0, "done": 0, "total": 2,
+    }  # fmt: skip
+    with pytest.raises(Exception, match="Task 2 not found"):
+        await h.call(1, "queue.tube.jobs:peek", 2)
+
+    # The server goes on: the next batch writes, and the queue works normally.
+    assert await h.call(2, "queue.tube.jobs:put", "d") == [[2, "r", "d"]]
+    assert await h.call(1, "queue.tube.jobs:take", 0) == [[0, "t", "a"]]
+    assert await h.call(1, "queue.tube.jobs:ack", 0) == [[0, "-", "a"]]
+    await h.close()
+
+    again = Harness(tmp_path)
+    assert await again.call(1, "queue.tube.jobs:take", 0) == [[1, "t", "b"]]
+    assert await again.call(1, "queue.tube.jobs:take", 0) == [[2, "t", "d"]]
+    assert await again.call(1, "queue.tube.jobs:take", 0) == []
+    await again.close()
+
+
+async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
+    tmp_path: Path,
+) -> None:
+    faulty = FaultyFileIO()
+    h = Harness(tmp_path, faulty)
+    await h.call(1, "queue.create_tube", "jobs", "fifo", {})
+    waiting = h.send(3, "queue.tube.jobs:take", 5)
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+
+    faulty.plan("pwrite", OSError(errno.EIO, "I/O error"))
+    put = h.send(1, "queue.tube.jobs:put", "lost")
+    for request in (put, waiting):  # the take built on the put: both are undone
+        with pytest.raises(WalFailed):
+            await request
+    assert h.queue.reloads == 1  # once, however many batches the failure cancelled
+
+    second = h.send(3, "queue.tube.jobs:take", 5)
+    await asyncio.sleep(0.01)
+    assert not second.done()
+    await h.call(1, "queue.tube.jobs:put", "kept")
+    assert await asyncio.wait_for(second, 2) == [[0, "t", "kept"]]
+    assert h.queue.reloads == 1
+    await h.close()
