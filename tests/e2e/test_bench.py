@@ -1,0 +1,182 @@
+"""`queuebox bench` against a real queuebox: every scenario, tiny, with its counts checked.
+
+A benchmark that silently measures nothing is worse than none, so each run
+must put, take and ack exactly the tasks it planned, with no error, and the
+server's own statistics of the tube must agree. No timing is asserted.
+The histogram checks at the end are pure (no server).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serverproc import REPO, ServerProc, clean_env
+
+from clients.bench.histogram import LatencyHistogram, PerSecond, bucket_bounds, bucket_of
+
+TIMEOUT_S = 120  # per bench run; a run takes a second or two
+
+# scenario -> (extra flags, tasks it must put, take and ack)
+SCENARIOS: dict[str, tuple[list[str], int]] = {
+    "put": (["--tasks", "2000"], 2000),
+    "take-ack": (["--tasks", "2000", "--window", "16", "--take-timeout", "0.2"], 2000),
+    "mixed": (["--tasks", "2000", "--rate", "4000", "--take-timeout", "0.2"], 2000),
+    "busy-utubes": (["--utubes", "3", "--tasks-per-utube", "300", "--take-timeout", "0.2"], 900),
+    "many-utubes": (["--utubes", "500", "--consumers", "2", "--take-timeout", "0.2"], 500),
+    "legacy-put-take": (["--tasks", "1000", "--take-timeout", "0.2"], 1000),
+}
+
+
+def run_bench(server: ServerProc, tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    out = tmp_path / f"bench-{random.randrange(1 << 30)}.json"
+    command = [
+        sys.executable, "-m", "server.cli", "bench", *args,
+        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "secret",
+        "--json-out", str(out), "--max-time", "60",
+    ]  # fmt: skip
+    assert server.proc is not None
+    result = subprocess.run(
+        command, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    return result.returncode, doc, result.stdout + result.stderr
+
+
+def assert_counts(doc: dict[str, Any], tasks: int, scenario: str) -> None:
+    counts = doc["counts"]
+    taken = 0 if scenario == "put" else tasks
+    assert (counts["put"], counts["taken"], counts["acked"]) == (tasks, taken, taken), counts
+    assert counts["errors"] == 0 and doc["complete"]
+    stats = doc["server_stats"]
+    if scenario == "legacy-put-take":
+        return  # the legacy statistics are flat strings, checked by the legacy tests
+    assert stats["calls"]["put"] == tasks
+    assert stats["calls"]["ack"] == taken
+    assert stats["tasks"]["total"] == tasks - taken
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_each_scenario_puts_takes_and_acks_every_task(
+    server: ServerProc, tmp_path: Path, scenario: str
+) -> None:
+    flags, tasks = SCENARIOS[scenario]
+    code, doc, output = run_bench(server, tmp_path, scenario, *flags)
+    assert code == 0, output
+    assert_counts(doc, tasks, scenario)
+    for phase in doc["phases"]:
+        assert phase["wall_s"] > 0 and not phase["timed_out"]
+        for summary in phase["latency_us"].values():
+            assert summary["count"] > 0 and summary["p50_us"] <= summary["max_us"]
+    assert scenario in output and "errors" in output  # the table was printed
+
+
+def test_mixed_measures_put_to_take_latency_of_every_task(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    code, doc, output = run_bench(server, tmp_path, "mixed", "--tasks", "500", "--rate", "2000")
+    assert code == 0, output
+    (phase,) = doc["phases"]
+    assert phase["latency_us"]["e2e"]["count"] == 500
+    assert "put->taken" in output
+
+
+def test_two_processes_merge_into_one_result(server: ServerProc, tmp_path: Path) -> None:
+    pid = str(server.proc.pid) if server.proc else ""
+    code, doc, output = run_bench(
+        server,
+        tmp_path,
+        "take-ack",
+        "--tasks",
+        "3000",
+        "--processes",
+        "2",
+        "--server-pid",
+        pid,
+        "--take-timeout",
+        "0.2",
+    )
+    assert code == 0, output
+    assert_counts(doc, 3000, "take-ack")
+    for phase in doc["phases"]:
+        assert phase["processes"] == 2
+        assert phase["cpu"]["server_s"] is not None
+        # Every put, take that got a task, and ack was timed once, by one process or the other.
+        timed = sum(h["count"] for h in phase["latency_histograms"].values())
+        counts = phase["counts"]
+        assert timed == counts["put"] + counts["taken"] + counts["acked"]
+
+
+def test_compare_runs_both_servers_and_prints_ratios(
+    server: ServerProc, start_server: Any, tmp_path: Path
+) -> None:
+    other = start_server()
+    code, doc, output = run_bench(
+        server, tmp_path, "put", "--tasks", "1000", "--compare", f"127.0.0.1:{other.port}",
+        "--rounds", "1",
+    )  # fmt: skip
+    assert code == 0, output
+    assert [len(doc["runs"][side]) for side in ("a", "b")] == [1, 1]
+    for side in ("a", "b"):
+        assert_counts(doc["runs"][side][0], 1000, "put")
+    assert doc["ratios"]["put put/s"]["ratio"] > 0
+    assert "B/A" in output
+
+
+def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "bench.png"
+    code, _, output = run_bench(server, tmp_path, "put", "--tasks", "500", "--plot", str(png))
+    assert code == 0, output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_refused_login_is_an_error_not_a_result(server: ServerProc, tmp_path: Path) -> None:
+    command = [
+        sys.executable, "-m", "server.cli", "bench", "put", "--tasks", "10",
+        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "wrong",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert result.returncode == 2
+    assert "login as 'tester' refused" in result.stderr
+
+
+# --- the histogram the numbers come from (pure) ---
+
+
+def test_every_value_falls_in_its_own_bucket() -> None:
+    for value in [*range(200), *(random.randrange(1 << 40) for _ in range(2000))]:
+        low, high = bucket_bounds(bucket_of(value))
+        assert low <= value <= high
+        assert high - low <= max(1, value // 16)  # within about 3% (32 sub-buckets)
+
+
+def test_merged_histograms_give_the_percentiles_of_all_samples() -> None:
+    values = [random.randrange(1, 10_000_000) for _ in range(20_000)]
+    parts = [LatencyHistogram(), LatencyHistogram()]
+    for i, value in enumerate(values):
+        parts[i % 2].record(value)
+    merged = LatencyHistogram()
+    for part in parts:
+        merged.merge(LatencyHistogram.from_json(json.loads(json.dumps(part.to_json()))))
+    values.sort()
+    assert merged.count == len(values) and merged.max == values[-1] and merged.min == values[0]
+    for pct in (50, 90, 99, 99.9):
+        exact = values[int(len(values) * pct / 100) - 1]
+        assert abs(merged.percentile(pct) - exact) <= exact * 0.04 + 1
+
+
+def test_per_second_counts_merge_by_second() -> None:
+    a, b = PerSecond(), PerSecond()
+    a.add(0, 5)
+    a.add(2, 1)
+    b.add(1, 3)
+    a.merge(b)
+    assert a.to_json() == [5, 3, 1]
