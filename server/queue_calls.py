@@ -14,8 +14,9 @@ A waiting call, drawn once:
     call ──▶ answer ─────────────────────────────▶ reply
       │
       └──▶ Blocked ──▶ register waiter ──┬─ woken ───▶ call again with the time left
-                                         ├─ timeout ─▶ one last call with 0 ─▶ reply
-                                         └─ conn closed ─▶ [] (takes nothing)
+           (in the same step,            ├─ timeout ─▶ one last call with 0 ─▶ reply
+            before any other request)    └─ conn closed ─▶ [] (takes nothing; a wake
+                                                          it got goes to the next waiter)
 """
 
 from __future__ import annotations
@@ -192,22 +193,46 @@ class QueueCalls:
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
 
-    async def _wait(self, which: str, ctx: CallContext, blocked: Blocked) -> list[Any]:
+    def _wait(self, which: str, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
+        """Register the waiter now, in the same step as the call that blocked.
+
+        A request read in the same batch (a put pipelined after the take) runs
+        before any task starts: a waiter registered inside the coroutine would
+        miss that put's wakeup and sleep until its timeout.
+        """
         loop = asyncio.get_running_loop()
         deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
+        first = self._register(which, ctx, blocked, blocked.timeout_s)
+        return self._waiting_call(which, ctx, blocked, deadline, first)
+
+    def _register(
+        self, which: str, ctx: CallContext, blocked: Blocked, remaining: float | None
+    ) -> tuple[Core, Any, asyncio.Future[None]]:
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        core = self._core(which)
+        waiter = core.waiters.add(
+            blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
+        )
+        self._waiting.add(woken)
+        return core, waiter, woken
+
+    async def _waiting_call(
+        self,
+        which: str,
+        ctx: CallContext,
+        blocked: Blocked,
+        deadline: float | None,
+        registered: tuple[Core, Any, asyncio.Future[None]],
+    ) -> list[Any]:
+        loop = asyncio.get_running_loop()
         while True:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            woken: asyncio.Future[None] = loop.create_future()
-
-            def wake(woken: asyncio.Future[None] = woken) -> None:
-                if not woken.done():
-                    woken.set_result(None)
-
-            core = self._core(which)
-            waiter = core.waiters.add(
-                blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
-            )
-            self._waiting.add(woken)
+            core, waiter, woken = registered
             try:
                 await asyncio.wait(
                     (woken, ctx.closed), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
@@ -216,6 +241,8 @@ class QueueCalls:
                 self._waiting.discard(woken)
                 core.waiters.remove(waiter)
             if ctx.closed.done():
+                if woken.done():
+                    self._pass_wake_on(which, blocked)
                 return []  # the client left: take nothing
             if not woken.done():
                 remaining = 0.0  # time is up: one last attempt, which never blocks
@@ -229,6 +256,18 @@ class QueueCalls:
             if not isinstance(answer, Blocked):
                 return answer  # type: ignore[no-any-return]
             blocked = answer
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            registered = self._register(which, ctx, blocked, remaining)
+
+    def _pass_wake_on(self, which: str, blocked: Blocked) -> None:
+        """A woken waiter whose client left will not take its task: wake the next one.
+
+        The cores run wake callbacks at the end of an entry point; a tick at the
+        current time is one, and runs nothing that is not already due.
+        """
+        core = self._core(which)
+        if core.waiters.wake_one(blocked.tube, blocked.kind):
+            core.tick(self.clock_us())
 
     # -- lifecycle --
     def _after_call(self, name: str) -> None:

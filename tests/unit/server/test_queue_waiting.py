@@ -1,0 +1,68 @@
+"""The asyncio side of waiting calls (server/queue_calls.py), without sockets.
+
+Requests are run the way server/calls.py runs them: the handler inline, and a
+waiting one finishes in a task. Two lost wakeups are pinned here: a put read
+in the same batch as the take that waits for it, and a woken waiter whose
+client left before it could take its task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from server.app import App
+from server.config import Config
+from server.dispatch import CallContext
+from server.queue_calls import QueueCalls
+from storage.catalog import Catalog
+
+
+class Glue:
+    def __init__(self) -> None:
+        self.app = App(Config())
+        self.queue = QueueCalls(self.app, Catalog())
+        self.queue.install()
+        self.closed: dict[int, asyncio.Future[None]] = {}
+
+    def run(self, conn_id: int, name: str, *args: Any) -> list[Any] | asyncio.Task[list[Any]]:
+        """The handler inline; a waiting call becomes a task, as the connection spawns it."""
+        found = self.app.registry.resolve(name)
+        assert found is not None, name
+        loop = asyncio.get_running_loop()
+        closed = self.closed.setdefault(conn_id, loop.create_future())
+        result = found[0](CallContext(self.app, conn_id, "guest", name, closed), list(args))
+        if isinstance(result, list):
+            return result
+        return asyncio.ensure_future(result)
+
+    def close(self, conn_id: int) -> None:
+        """What Connection.connection_lost does."""
+        self.closed[conn_id].set_result(None)
+        self.app.on_disconnect(conn_id)
+
+
+async def test_a_put_in_the_same_batch_as_the_waiting_take_wakes_it() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "t", "fifo")
+    take = g.run(1, "queue.tube.t:take", 30)
+    # The put runs before the take's task has had a turn of the loop.
+    assert g.run(1, "queue.tube.t:put", "x") == [[0, "r", "x"]]
+    assert isinstance(take, asyncio.Task)
+    assert await asyncio.wait_for(take, 2) == [[0, "t", "x"]]
+
+
+async def test_a_woken_waiter_whose_client_left_passes_the_task_on() -> None:
+    g = Glue()
+    g.app.connections.update({1: None, 2: None})
+    g.run(1, "queue.create_tube", "t", "fifo")
+    first = g.run(1, "queue.tube.t:take", 30)
+    second = g.run(2, "queue.tube.t:take", 30)
+    await asyncio.sleep(0)
+    # The put wakes the first waiter (lower connection id), whose client leaves
+    # before the wakeup is handled: the second waiter must get the task.
+    assert g.run(3, "queue.tube.t:put", "x") == [[0, "r", "x"]]
+    g.close(1)
+    assert isinstance(first, asyncio.Task) and isinstance(second, asyncio.Task)
+    assert await asyncio.wait_for(first, 2) == []
+    assert await asyncio.wait_for(second, 2) == [[0, "t", "x"]]
