@@ -15,6 +15,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 WAL_MAGIC = b"QBOXWAL\n"
 SNAP_MAGIC = b"QBOXSNP\n"
@@ -75,8 +76,7 @@ def encode_frame(body: bytes) -> bytes:
     return _FRAME.pack(MARKER, zlib.crc32(body, zlib.crc32(length)), n) + body
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     offset: int  # of the frame's first byte in the file
     body: bytes
 
@@ -85,8 +85,7 @@ class Frame:
         return self.offset + FRAME_OVERHEAD + len(self.body)
 
 
-@dataclass(frozen=True, slots=True)
-class Damage:
+class Damage(NamedTuple):
     """Bytes from `offset` cannot be decoded; good frames resume at `resume`.
 
     `resume` is None when no good frame follows: the damage runs to the end
@@ -99,17 +98,20 @@ class Damage:
 
 
 _NEED_MORE = "need more"  # sentinel: the frame at hand is not complete yet
+_new_frame = tuple.__new__  # Frame(...) without the Python-level __new__: hot path
 
 
 class FrameDecoder:
     """Sans-I/O: feed() bytes in any pieces, feed_eof() at the end, drain events().
 
     Every frame is either yielded once as a Frame or covered by one Damage;
-    offsets are absolute (the first fed byte is at `offset`).
+    offsets are absolute (the first fed byte is at `offset`). take() returns
+    the events as a list; events() iterates over the same.
     """
 
     def __init__(self, offset: int = 0) -> None:
-        self._buf = bytearray()
+        # Immutable bytes, replaced on feed: a memoryview of it may live across yields.
+        self._buf = b""
         self._base = offset  # file offset of _buf[0]
         self._pos = 0  # index in _buf of the next undecoded byte
         self._eof = False
@@ -119,47 +121,64 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._eof:
             raise ValueError("feed() after feed_eof()")
-        # Drop bytes no longer needed (decoded, or searched while resyncing),
-        # so the buffer holds about one piece.
+        # Keep only bytes still needed (not decoded, not searched while
+        # resyncing): the buffer holds about one piece.
         drop = self._pos if self._damaged is None else self._search
-        if drop:
-            del self._buf[:drop]
-            self._base += drop
-            self._pos = max(0, self._pos - drop)
-            self._search = max(0, self._search - drop)
-        self._buf += data
+        self._buf = self._buf[drop:] + bytes(data)
+        self._base += drop
+        self._pos = max(0, self._pos - drop)
+        self._search = max(0, self._search - drop)
 
     def feed_eof(self) -> None:
         self._eof = True
 
     def events(self) -> Iterator[Frame | Damage]:
+        return iter(self.take())
+
+    def take(self) -> list[Frame | Damage]:
+        """Every event decodable from what was fed so far, in order."""
+        out: list[Frame | Damage] = []
         while True:
             if self._damaged is not None:
                 resume = self._resync()
                 if resume is _NEED_MORE:
-                    return
+                    return out
                 offset, reason = self._damaged
                 self._damaged = None
                 if resume is None:
                     self._pos = len(self._buf)
-                    yield Damage(offset, reason, None)
-                    return
+                    out.append(Damage(offset, reason, None))
+                    return out
                 assert isinstance(resume, int)
                 self._pos = resume
-                yield Damage(offset, reason, self._base + resume)
+                out.append(Damage(offset, reason, self._base + resume))
+            self._whole_frames(out)
             if self._pos == len(self._buf):
-                return
+                return out
             got = self._frame_at(self._pos)
             if got is _NEED_MORE:
-                return
-            if isinstance(got, str):
-                self._damaged = (self._base + self._pos, got)
-                self._search = self._pos + 1
-                continue
-            assert isinstance(got, bytes)
-            frame = Frame(self._base + self._pos, got)
-            self._pos += FRAME_OVERHEAD + len(got)
-            yield frame
+                return out
+            # Every whole, sound frame was taken by _whole_frames: this is damage.
+            assert isinstance(got, str)
+            self._damaged = (self._base + self._pos, got)
+            self._search = self._pos + 1
+
+    def _whole_frames(self, out: list[Frame | Damage]) -> None:
+        """The fast path: consecutive sound frames, decoded in one tight loop."""
+        buf, base, pos = self._buf, self._base, self._pos
+        end = len(buf)
+        unpack, crc32, append = _FRAME.unpack_from, zlib.crc32, out.append
+        with memoryview(buf) as view:
+            while end - pos >= FRAME_OVERHEAD:
+                marker, crc, n = unpack(buf, pos)
+                stop = pos + FRAME_OVERHEAD + n
+                if marker != MARKER or not 0 < n <= MAX_BODY or stop > end:
+                    break
+                if crc32(view[pos + 8 : stop]) != crc:
+                    break
+                append(_new_frame(Frame, (base + pos, buf[pos + FRAME_OVERHEAD : stop])))
+                pos = stop
+        self._pos = pos
 
     def _frame_at(self, i: int) -> bytes | str:
         """The body of the frame at _buf[i], a damage reason, or _NEED_MORE."""
@@ -174,10 +193,9 @@ class FrameDecoder:
             return f"impossible body length {n}"
         if avail < FRAME_OVERHEAD + n:
             return "frame body cut short" if self._eof else _NEED_MORE
-        with memoryview(buf) as view:
-            if zlib.crc32(view[i + 8 : i + FRAME_OVERHEAD + n]) != crc:
-                return "checksum mismatch"
-            return bytes(view[i + FRAME_OVERHEAD : i + FRAME_OVERHEAD + n])
+        if zlib.crc32(buf[i + 8 : i + FRAME_OVERHEAD + n]) != crc:
+            return "checksum mismatch"
+        return buf[i + FRAME_OVERHEAD : i + FRAME_OVERHEAD + n]
 
     def _resync(self) -> int | str | None:
         """Index of the next good frame after the damage, None if none, or _NEED_MORE."""

@@ -12,23 +12,33 @@ state of spaces. Reads go through FileIO.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import CorruptLog
 from .fileio import FileIO
-from .framing import HEADER_SIZE, Damage, FileHeader, FrameDecoder, HeaderError, decode_header
-from .records import BadBody, decode_body
+from .framing import (
+    FRAME_OVERHEAD,
+    HEADER_SIZE,
+    Damage,
+    FileHeader,
+    Frame,
+    FrameDecoder,
+    HeaderError,
+    decode_header,
+)
+from .records import BadBody, BodyDecoder
 
 CHUNK = 4 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     offset: int  # of its frame
     end: int  # offset just past its frame
     body: dict[str, Any]
+
+
+_new_record = tuple.__new__  # Record(...) without the Python-level __new__: hot path
 
 
 Event = Record | Damage
@@ -48,20 +58,26 @@ class LogFile:
             self._files.close(fd)
 
     def events(self) -> Generator[Event, None, None]:
-        """Records and damage, in file order, reading CHUNK bytes at a time."""
+        """Records and damage, in file order."""
+        for chunk in self.chunks():
+            yield from chunk
+
+    def chunks(self) -> Generator[list[Event], None, None]:
+        """The same events, a list per CHUNK bytes read (cheaper per record)."""
         files = self._files
         fd = files.open_read(self.path)
         try:
             # Skip the header by reading it: FileIO has no seek.
             files.read(fd, HEADER_SIZE)
             decoder = FrameDecoder(HEADER_SIZE)
+            bodies = BodyDecoder(self.header.kind)
             while True:
                 chunk = files.read(fd, CHUNK)
                 if chunk:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
-                yield from _records(self.header.kind, decoder)
+                yield _records(bodies, decoder.take())
                 if not chunk:
                     return
         finally:
@@ -74,21 +90,27 @@ def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:
     decoder = FrameDecoder(HEADER_SIZE)
     decoder.feed(data[HEADER_SIZE:])
     decoder.feed_eof()
-    return header, _records(header.kind, decoder)
+    return header, iter(_records(BodyDecoder(header.kind), decoder.take()))
 
 
-def _records(kind: str, decoder: FrameDecoder) -> Iterator[Event]:
-    for ev in decoder.events():
+def _records(decoder: BodyDecoder, frames: list[Frame | Damage]) -> list[Event]:
+    sound = [ev for ev in frames if not isinstance(ev, Damage)]
+    bodies = iter(decoder.decode_many([raw for _, raw in sound]))
+    out: list[Event] = []
+    append = out.append
+    for ev in frames:
         if isinstance(ev, Damage):
-            yield ev
+            append(ev)
             continue
-        try:
-            body = decode_body(kind, ev.body)
-        except BadBody as e:
+        offset, raw = ev
+        end = offset + FRAME_OVERHEAD + len(raw)
+        body = next(bodies)
+        if isinstance(body, BadBody):
             # The frame itself is sound, so good data resumes right after it.
-            yield Damage(ev.offset, str(e), ev.end)
-            continue
-        yield Record(ev.offset, ev.end, body)
+            append(Damage(offset, str(body), end))
+        else:
+            append(_new_record(Record, (offset, end, body)))
+    return out
 
 
 def iter_records(

@@ -69,33 +69,30 @@ def ddl_body(lsn: int, ts: float, op: str, definition: SpaceDef) -> Body:
 # -- reading: which keys each op needs, per file kind --
 
 _WAL_COMMON = ("lsn", "ts", "sid", "space")
-REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
+REQUIRED: dict[str, dict[str, frozenset[str]]] = {
     "wal": {
-        "insert": (*_WAL_COMMON, "tuple"),
-        "replace": (*_WAL_COMMON, "tuple"),
-        "delete": (*_WAL_COMMON, "key", "tuple"),
-        "create_space": (*_WAL_COMMON, "def"),
-        "drop_space": (*_WAL_COMMON, "def"),
+        "insert": frozenset((*_WAL_COMMON, "tuple")),
+        "replace": frozenset((*_WAL_COMMON, "tuple")),
+        "delete": frozenset((*_WAL_COMMON, "key", "tuple")),
+        "create_space": frozenset((*_WAL_COMMON, "def")),
+        "drop_space": frozenset((*_WAL_COMMON, "def")),
     },
     "snap": {
-        "create_space": ("sid", "space", "def"),
-        "rows": ("sid", "space", "tuples"),
-        "end": ("spaces", "count"),
+        "create_space": frozenset(("sid", "space", "def")),
+        "rows": frozenset(("sid", "space", "tuples")),
+        "end": frozenset(("spaces", "count")),
     },
 }
 
-# The type each key must have when present.
-_TYPES: dict[str, type | tuple[type, ...]] = {
+# Keys whose type recovery relies on; anything else wrong in a body shows up
+# when the record is applied (recovery turns that into damage too).
+_TYPES: dict[str, type] = {
     "lsn": int,
-    "ts": (float, int),
-    "sid": int,
     "space": str,
     "tuple": tuple,
     "key": tuple,
-    "def": dict,
     "tuples": tuple,
-    "spaces": int,
-    "count": int,
+    "def": dict,
 }
 
 
@@ -103,24 +100,94 @@ class BadBody(ValueError):
     """A frame whose CRC is right but whose body is not a valid record."""
 
 
+# Per file kind and op: the keys a record needs, and those of them to type-check.
+_CHECKS: dict[str, dict[str, tuple[frozenset[str], tuple[tuple[str, type], ...]]]] = {
+    kind: {
+        op: (keys, tuple((k, t) for k, t in _TYPES.items() if k in keys))
+        for op, keys in ops.items()
+    }
+    for kind, ops in REQUIRED.items()
+}
+
+
+def _unpacker(size: int) -> msgpack.Unpacker:
+    return msgpack.Unpacker(
+        raw=False, use_list=False, strict_map_key=False, max_buffer_size=max(size, 1 << 20)
+    )
+
+
+class BodyDecoder:
+    """Decodes and checks the record bodies of one kind of file; raises BadBody.
+
+    decode_many() runs one msgpack Unpacker over the bodies of many frames
+    joined together: far cheaper per record than one unpackb() call each, and
+    a WAL-only start decodes a million. tell() proves every body ends exactly
+    where its frame does; at the first surprise the rest fall back to one at
+    a time, which pins the error on the right frame.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self._checks = _CHECKS[kind]
+        self._kind = kind
+
+    def __call__(self, data: bytes) -> Body:
+        u = _unpacker(len(data))
+        u.feed(data)
+        try:
+            body = u.unpack()
+        except Exception as e:  # msgpack raises several types for bad input
+            raise BadBody(f"body is not msgpack: {e!r}") from None
+        if u.tell() != len(data):
+            raise BadBody("bytes left over after the record's msgpack map")
+        return self.check(body)
+
+    def decode_many(self, raws: list[bytes]) -> list[Body | BadBody]:
+        """The body of each raw frame body, or the BadBody it raises."""
+        out: list[Body | BadBody] = []
+        u = _unpacker(sum(map(len, raws)))
+        u.feed(b"".join(raws))
+        check, unpack, tell = self.check, u.unpack, u.tell
+        at = 0
+        for i, raw in enumerate(raws):
+            at += len(raw)
+            try:
+                body = unpack()
+            except Exception:
+                body = None
+            if body is None or tell() != at:
+                out += map(self._one, raws[i:])  # desynced: pin each error on its frame
+                break
+            try:
+                out.append(check(body))
+            except BadBody as e:
+                out.append(e)
+        return out
+
+    def _one(self, raw: bytes) -> Body | BadBody:
+        try:
+            return self(raw)
+        except BadBody as e:
+            return e
+
+    def check(self, body: Any) -> Body:
+        if type(body) is not dict:
+            raise BadBody("body is not a msgpack map")
+        op = body.get("op")
+        check = self._checks.get(op) if type(op) is str else None
+        if check is None:
+            raise BadBody(f"unknown op {op!r} in a {self._kind} file")
+        needed, types = check
+        if not needed <= body.keys():
+            raise BadBody(f"{op} record without {', '.join(sorted(needed - body.keys()))}")
+        for key, want in types:
+            if type(body[key]) is not want:
+                raise BadBody(f"{op} record with a bad {key!r}")
+        return body
+
+
 def decode_body(kind: str, data: bytes) -> Body:
-    """The record in `data` for a file of `kind`; raises BadBody."""
-    try:
-        body = unpack(data)
-    except Exception as e:  # msgpack raises several types for bad input
-        raise BadBody(f"body is not msgpack: {e}") from None
-    if not isinstance(body, dict):
-        raise BadBody("body is not a msgpack map")
-    op = body.get("op")
-    needed = REQUIRED[kind].get(op) if isinstance(op, str) else None
-    if needed is None:
-        raise BadBody(f"unknown op {op!r} in a {kind} file")
-    for key in needed:
-        if key not in body:
-            raise BadBody(f"{op} record without {key!r}")
-        if not isinstance(body[key], _TYPES[key]) or isinstance(body[key], bool):
-            raise BadBody(f"{op} record with a bad {key!r}")
-    return body
+    """The record in one body (a convenience; readers of many use BodyDecoder)."""
+    return BodyDecoder(kind)(data)
 
 
 def space_def(body: Body) -> SpaceDef:

@@ -14,6 +14,7 @@ from storage.errors import CorruptLog, DataDirLocked
 from storage.framing import HEADER_SIZE, encode_frame, encode_header
 from storage.reader import LogFile, Record
 from storage.records import pack
+from storage.space import IndexDef
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -261,3 +262,21 @@ def test_a_second_server_process_is_refused_until_the_first_closes(make_engine, 
     first.close()
     allowed = other()
     assert allowed.returncode == 0 and "OPENED 2" in allowed.stdout, allowed.stderr
+
+
+def test_recovered_short_strings_are_shared_objects_like_live_ones(make_engine) -> None:
+    e = make_engine()
+    q = e.catalog.create_space("u", [IndexDef("id", (0,))])
+    for i in range(4):
+        q.insert((i, "ready", "consumer-7", "p" * 40))
+    flush(e)
+    job = e.begin_snapshot()
+    job.run()
+    e.finish_snapshot(job)
+    q.insert((9, "ready", "consumer-7", "p" * 40))
+    flush(e)
+    e.close()
+    rows = list(make_engine().catalog.space("u"))
+    assert len(rows) == 5
+    assert all(r[1] is rows[0][1] and r[2] is rows[0][2] for r in rows)  # from snapshot and WAL
+    assert rows[0][3] == "p" * 40 and rows[0][3] is not rows[1][3]  # payloads stay apart
