@@ -284,7 +284,11 @@ class QueueCalls:
         self.legacy.connected(conn_id)
 
     def _disconnected(self, conn_id: int) -> None:
-        self.modern.disconnected(conn_id)
+        if not self.app.shutting_down:
+            # At a graceful stop the sessions end with the process, as at a kill:
+            # taken tasks stay taken on disk and the next start releases them,
+            # counted as releases in its fresh statistics (spec §6 "Restart").
+            self.modern.disconnected(conn_id)
         self.legacy.disconnected(conn_id)
         self.timer.rearm()
 

@@ -1,9 +1,10 @@
-"""The asyncio side of waiting calls (server/queue_calls.py), without sockets.
+"""The queue glue (server/queue_calls.py) without sockets: waiting calls and disconnects.
 
 Requests are run the way server/calls.py runs them: the handler inline, and a
 waiting one finishes in a task. Two lost wakeups are pinned here: a put read
 in the same batch as the take that waits for it, and a woken waiter whose
-client left before it could take its task.
+client left before it could take its task. Also: the disconnects of a
+graceful stop do not release taken tasks (the next start does, and counts it).
 """
 
 from __future__ import annotations
@@ -66,3 +67,15 @@ async def test_a_woken_waiter_whose_client_left_passes_the_task_on() -> None:
     assert isinstance(first, asyncio.Task) and isinstance(second, asyncio.Task)
     assert await asyncio.wait_for(first, 2) == []
     assert await asyncio.wait_for(second, 2) == [[0, "t", "x"]]
+
+
+async def test_a_disconnect_during_a_graceful_stop_leaves_taken_tasks_to_the_next_start() -> None:
+    g = Glue()
+    g.app.connections.update({1: None, 2: None})
+    g.run(1, "queue.create_tube", "t", "fifo")
+    g.run(1, "queue.tube.t:put", "x")
+    assert g.run(1, "queue.tube.t:take", 0) == [[0, "t", "x"]]
+    g.app.shutting_down = True  # the listener closes every connection after this
+    g.close(1)
+    # Still taken on disk: the next start releases it and counts the release.
+    assert g.run(2, "queue.tube.t:peek", 0) == [[0, "t", "x"]]
