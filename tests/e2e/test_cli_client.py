@@ -1,0 +1,139 @@
+"""`queuebox ping|tubes|stats|put|take|peek|create-tube|drop-tube` end to end: subprocesses
+against a queuebox subprocess, with their output, error messages and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from client_targets import free_port, unique
+from serverproc import REPO, ServerProc
+
+
+def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], cwd=REPO, env={**clean, **(env or {})},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def env(server: ServerProc) -> dict[str, str]:
+    return {
+        "QUEUEBOX_HOST": "127.0.0.1",
+        "QUEUEBOX_PORT": str(server.port),
+        "QUEUEBOX_USER": "tester",
+        "QUEUEBOX_PASSWORD": "secret",
+    }
+
+
+def test_ping(env: dict[str, str], server: ServerProc) -> None:
+    done = queuebox("ping", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"PONG from 127.0.0.1:{server.port} (Tarantool 2.6.0 protocol)")
+    as_json = json.loads(queuebox("ping", "--json", env=env).stdout)
+    assert as_json["ok"] is True and as_json["version"] == "2.6.0"
+
+
+def test_address_flags_and_queuebox_listen(server: ServerProc) -> None:
+    by_flags = queuebox("ping", "--host", "127.0.0.1", "--port", str(server.port))
+    assert by_flags.returncode == 0, by_flags.stderr
+    by_listen = queuebox("ping", env={"QUEUEBOX_LISTEN": f"0.0.0.0:{server.port}"})
+    assert by_listen.returncode == 0, by_listen.stderr
+
+
+def test_a_server_that_is_down(env: dict[str, str]) -> None:
+    port = str(free_port())
+    for args in (["ping"], ["tubes"], ["put", "t", "x"], ["take", "t"]):
+        done = queuebox(*args, env={**env, "QUEUEBOX_PORT": port})
+        assert done.returncode == 3, (args, done)
+        assert done.stderr.strip() == (
+            f"queuebox {args[0]}: server unreachable: "
+            f"cannot connect to 127.0.0.1:{port}: Connection refused"
+        )
+        assert done.stdout == ""
+
+
+def test_wrong_password(env: dict[str, str]) -> None:
+    done = queuebox("ping", "--password", "nope", env=env)
+    assert done.returncode == 3
+    assert "authentication failed: Incorrect password supplied for user 'tester'" in done.stderr
+
+
+def test_tube_life_cycle(env: dict[str, str]) -> None:
+    name = unique("cli")
+    created = queuebox(
+        "create-tube", name, "fifottl", "--opt", "ttr=30", "--opt", "temporary=true", env=env
+    )
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.strip() == f"created tube {name!r} (fifottl)"
+    assert name in queuebox("tubes", env=env).stdout.splitlines()
+    assert name in json.loads(queuebox("tubes", "--json", env=env).stdout)
+
+    put = queuebox("put", name, '{"job": 1}', "--pri", "2", "--ttl", "60", env=env)
+    assert put.returncode == 0, put.stderr
+    assert put.stdout == '0\tready\t{"job": 1}\n'
+    text = queuebox("put", name, "plain words", "--delay", "30", "--json", env=env)
+    assert json.loads(text.stdout) == {"id": 1, "status": "delayed", "data": "plain words"}
+
+    peek = queuebox("peek", name, "1", "--json", env=env)
+    assert json.loads(peek.stdout)["status"] == "delayed"
+
+    stats = queuebox("stats", name, env=env)
+    assert stats.returncode == 0, stats.stderr
+    header, row = stats.stdout.splitlines()
+    assert header.split()[:7] == ["tube", "ready", "taken", "delayed", "buried", "done", "total"]
+    assert row.split()[:7] == [name, "1", "0", "1", "0", "0", "2"]
+    assert json.loads(queuebox("stats", name, "--json", env=env).stdout)["calls"]["put"] == 2
+    everything = json.loads(queuebox("stats", "--json", env=env).stdout)
+    assert everything[name]["tasks"]["total"] == 2
+
+    take = queuebox("take", name, "--timeout", "1", env=env)
+    assert take.returncode == 0, take.stderr
+    assert take.stdout == '0\ttaken\t{"job": 1}\n'
+    gone = queuebox("peek", name, "0", env=env)
+    assert gone.returncode == 4 and gone.stderr.strip() == "queuebox peek: Task 0 not found"
+
+    empty = queuebox("take", name, env=env)
+    assert empty.returncode == 5
+    assert empty.stderr.strip() == f"queuebox take: no task in tube {name!r} within 0 s"
+
+    dropped = queuebox("drop-tube", name, env=env)
+    assert dropped.returncode == 0 and dropped.stdout.strip() == f"dropped tube {name!r}"
+    assert name not in queuebox("tubes", env=env).stdout.splitlines()
+
+
+def test_take_release_gives_the_task_back(env: dict[str, str]) -> None:
+    name = unique("cli")
+    queuebox("create-tube", name, "fifo", env=env)
+    queuebox("put", name, "42", env=env)
+    taken = queuebox("take", name, "--release", "--json", env=env)
+    assert json.loads(taken.stdout) == {"id": 0, "status": "taken", "data": 42}
+    assert json.loads(queuebox("peek", name, "0", "--json", env=env).stdout)["status"] == "ready"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["put", "{tube}", "x"], ["take", "{tube}"], ["peek", "{tube}", "0"], ["stats", "{tube}"],
+     ["drop-tube", "{tube}"]],
+)  # fmt: skip
+def test_a_tube_that_does_not_exist(env: dict[str, str], args: list[str]) -> None:
+    name = unique("nosuch")
+    done = queuebox(*[arg.format(tube=name) for arg in args], env=env)
+    assert done.returncode == 4, done
+    assert done.stderr.strip() == f"queuebox {args[0]}: tube {name!r} does not exist"
+
+
+def test_create_tube_errors(env: dict[str, str]) -> None:
+    name = unique("cli")
+    assert queuebox("create-tube", name, "fifo", env=env).returncode == 0
+    again = queuebox("create-tube", name, "fifo", env=env)
+    assert again.returncode == 1 and again.stderr.strip().endswith(f"Space '{name}' already exists")
+    bad = queuebox("create-tube", unique("cli"), "nosuch", env=env)
+    assert bad.returncode == 1 and "Unknown tube type nosuch" in bad.stderr
+    usage = queuebox("create-tube", name, "fifo", "--opt", "novalue", env=env)
+    assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr
