@@ -1,10 +1,10 @@
 """The asyncio client: one pipelined IPROTO connection that survives reconnects.
 
-Owns: `connect()`, `Connection` (calls matched by sync over one socket, call timeouts,
-reconnect with backoff, re-joining the queue session through `queue.identify`) and the
-`asyncio.Protocol` that frames the socket. Tubes, the legacy API and the consumer live
-in `clients.tube`, `clients.legacy` and `clients.consumer`. Built on `protocol/` only;
-must not import server/, drivers/ or storage/.
+Owns: `connect()` and `Connection` (calls matched by sync over one socket, call
+timeouts, reconnect with backoff, re-joining the queue session through
+`queue.identify`). The socket itself is `clients.wire.Wire`; tubes, the legacy API and
+the consumer live in `clients.tube`, `clients.legacy` and `clients.consumer`. Built on
+`protocol/` only; must not import server/, drivers/ or storage/.
 
 Connection states:
 
@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Generator
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import protocol
 from clients import iproto
@@ -44,104 +44,12 @@ from clients.errors import (
 )
 from clients.legacy import LegacyQueue
 from clients.tube import Tube
+from clients.wire import Orphan, Wire
 
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
 
 __all__ = ["Connection", "connect"]
-
-
-Orphan = Callable[[protocol.Response], None]
-
-
-class _Wire(asyncio.Protocol):
-    """One TCP connection: the greeting, reply framing and the replies' waiters.
-
-    Requests written in one loop iteration leave in one write. A reply nobody waits for
-    any more (its call timed out or was cancelled) goes to that call's orphan handler,
-    if it left one, else it is dropped.
-    """
-
-    def __init__(self, on_lost: Callable[[_Wire], None]) -> None:
-        self._loop = asyncio.get_running_loop()
-        self.greeting: asyncio.Future[bytes] = self._loop.create_future()
-        self._head = bytearray()
-        self._decoder = protocol.ResponseDecoder()
-        self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
-        self._orphans: dict[int, Orphan] = {}
-        self._out: list[bytes] = []
-        self._transport: asyncio.Transport | None = None
-        self._on_lost = on_lost
-        self.lost: BaseException | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
-        self._transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        if not self.greeting.done():
-            self._head += data
-            if len(self._head) < iproto.GREETING_SIZE:
-                return
-            self.greeting.set_result(bytes(self._head[: iproto.GREETING_SIZE]))
-            data = bytes(self._head[iproto.GREETING_SIZE :])
-            if not data:
-                return
-        try:
-            responses = self._decoder.feed(data)
-        except protocol.ProtocolError as exc:
-            self.abort(ConnectionLost(f"bad reply from the server: {exc}"))
-            return
-        for response in responses:
-            if response.is_chunk:
-                continue  # a box.session.push; the final reply follows
-            waiter = self._waiters.pop(response.sync, None)
-            if waiter is not None:
-                if not waiter.done():
-                    waiter.set_result(response)
-            elif self._orphans:
-                orphan = self._orphans.pop(response.sync, None)
-                if orphan is not None:
-                    orphan(response)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")
-        self.lost = reason
-        if not self.greeting.done():
-            self.greeting.set_exception(reason)
-        waiters, self._waiters = self._waiters, {}
-        self._orphans.clear()
-        for waiter in waiters.values():
-            if not waiter.done():
-                waiter.set_exception(reason)
-        self._on_lost(self)
-
-    def send(self, sync: int, payload: bytes) -> asyncio.Future[protocol.Response]:
-        """Queue a request for writing; the future gets its reply (or ConnectionLost)."""
-        if self.lost is not None or self._transport is None:
-            raise ConnectionLost(str(self.lost or "not connected"))
-        waiter = self._loop.create_future()
-        self._waiters[sync] = waiter
-        if not self._out:
-            self._loop.call_soon(self._flush)
-        self._out.append(payload)
-        return waiter
-
-    def _flush(self) -> None:
-        out, self._out = self._out, []
-        if self.lost is None and self._transport is not None and out:
-            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
-
-    def abandon(self, sync: int, orphan: Orphan | None) -> None:
-        """Stop waiting for `sync`; its late reply goes to `orphan`, if given."""
-        self._waiters.pop(sync, None)
-        if orphan is not None and self.lost is None:
-            self._orphans[sync] = orphan
-
-    def abort(self, reason: BaseException) -> None:
-        self.lost = self.lost or reason
-        if self._transport is not None:
-            self._transport.abort()
 
 
 class Connection:
@@ -164,7 +72,7 @@ class Connection:
         self._user, self._password = user, password
         self._opts = options
         self._syncs = iproto.Syncs()
-        self._wire: _Wire | None = None
+        self._wire: Wire | None = None
         self._ready = asyncio.Event()
         self._broken: NetworkError | None = None
         self._closed = False
@@ -177,14 +85,14 @@ class Connection:
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def _open(self) -> _Wire:
+    async def _open(self) -> Wire:
         loop = asyncio.get_running_loop()
         where = f"{self.host}:{self.port}"
         transport: asyncio.Transport | None = None
         try:
             async with asyncio.timeout(self._opts.connect_timeout):
                 transport, wire = await loop.create_connection(
-                    lambda: _Wire(self._lost), self.host, self.port
+                    lambda: Wire(self._lost), self.host, self.port
                 )
                 self.greeting = iproto.check_greeting(await wire.greeting)
                 sync = self._syncs.next()
@@ -210,11 +118,11 @@ class Connection:
         self._attach(await self._open())
         return self
 
-    def _attach(self, wire: _Wire) -> None:
+    def _attach(self, wire: Wire) -> None:
         self._wire = wire
         self._ready.set()
 
-    def _lost(self, wire: _Wire) -> None:
+    def _lost(self, wire: Wire) -> None:
         if wire is not self._wire:
             return
         self._wire = None
@@ -257,7 +165,7 @@ class Connection:
         self._broken = error
         self._ready.set()
 
-    async def _rejoin(self, wire: _Wire) -> None:
+    async def _rejoin(self, wire: Wire) -> None:
         """Re-join the queue session we had, so the tasks we took stay ours."""
         if self._session is None:
             return
@@ -302,7 +210,7 @@ class Connection:
 
     # -- calls -------------------------------------------------------------------------
 
-    async def _connected(self) -> _Wire:
+    async def _connected(self) -> Wire:
         while True:
             if self._broken is not None:
                 raise self._broken
@@ -347,7 +255,7 @@ class Connection:
 
     @staticmethod
     def _expire(
-        wire: _Wire,
+        wire: Wire,
         sync: int,
         waiter: asyncio.Future[protocol.Response],
         orphan: Orphan | None,

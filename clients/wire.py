@@ -1,0 +1,111 @@
+"""The asyncio side of one TCP connection to an IPROTO server, for `clients.aio`.
+
+Owns: `Wire`, the `asyncio.Protocol` that reads the greeting, frames replies with
+`protocol.ResponseDecoder`, hands each reply to the future waiting for its sync (or to
+the orphan handler a call that gave up left behind) and batches writes. Knows nothing
+of reconnects, timeouts or the queue; must not import server/, drivers/ or storage/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import cast
+
+import protocol
+from clients import iproto
+from clients.errors import ConnectionLost
+
+__all__ = ["Orphan", "Wire"]
+
+Orphan = Callable[[protocol.Response], None]
+
+
+class Wire(asyncio.Protocol):
+    """One TCP connection: the greeting, reply framing and the replies' waiters.
+
+    Requests written in one loop iteration leave in one write. A reply nobody waits for
+    any more (its call timed out or was cancelled) goes to that call's orphan handler,
+    if it left one, else it is dropped.
+    """
+
+    def __init__(self, on_lost: Callable[[Wire], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.greeting: asyncio.Future[bytes] = self._loop.create_future()
+        self._head = bytearray()
+        self._decoder = protocol.ResponseDecoder()
+        self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
+        self._orphans: dict[int, Orphan] = {}
+        self._out: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self._on_lost = on_lost
+        self.lost: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.greeting.done():
+            self._head += data
+            if len(self._head) < iproto.GREETING_SIZE:
+                return
+            self.greeting.set_result(bytes(self._head[: iproto.GREETING_SIZE]))
+            data = bytes(self._head[iproto.GREETING_SIZE :])
+            if not data:
+                return
+        try:
+            responses = self._decoder.feed(data)
+        except protocol.ProtocolError as exc:
+            self.abort(ConnectionLost(f"bad reply from the server: {exc}"))
+            return
+        for response in responses:
+            if response.is_chunk:
+                continue  # a box.session.push; the final reply follows
+            waiter = self._waiters.pop(response.sync, None)
+            if waiter is not None:
+                if not waiter.done():
+                    waiter.set_result(response)
+            elif self._orphans:
+                orphan = self._orphans.pop(response.sync, None)
+                if orphan is not None:
+                    orphan(response)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")
+        self.lost = reason
+        if not self.greeting.done():
+            self.greeting.set_exception(reason)
+        waiters, self._waiters = self._waiters, {}
+        self._orphans.clear()
+        for waiter in waiters.values():
+            if not waiter.done():
+                waiter.set_exception(reason)
+        self._on_lost(self)
+
+    def send(self, sync: int, payload: bytes) -> asyncio.Future[protocol.Response]:
+        """Queue a request for writing; the future gets its reply (or ConnectionLost)."""
+        if self.lost is not None or self._transport is None:
+            raise ConnectionLost(str(self.lost or "not connected"))
+        waiter = self._loop.create_future()
+        self._waiters[sync] = waiter
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(payload)
+        return waiter
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self.lost is None and self._transport is not None and out:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def abandon(self, sync: int, orphan: Orphan | None) -> None:
+        """Stop waiting for `sync`; its late reply goes to `orphan`, if given."""
+        self._waiters.pop(sync, None)
+        if orphan is not None and self.lost is None:
+            self._orphans[sync] = orphan
+
+    def abort(self, reason: BaseException) -> None:
+        self.lost = self.lost or reason
+        if self._transport is not None:
+            self._transport.abort()
