@@ -301,8 +301,9 @@ class LegacyQueue:
         count = Decimal(1) if arg(args, 2) is None else parse_number("count", args[2])
         ls = self.store.space(number, create=False)
         kicked = 0
-        # Up to `count`, in take order (1.5 kicked them all: a bug not kept).
-        while ls is not None and kicked < count:
+        # Up to `count` (so a count of 1.5 kicks one), in take order; 1.5
+        # kicked every buried task: a bug not kept.
+        while ls is not None and kicked + 1 <= count:
             task = ls.first(tube, BURIED)
             if task is None:
                 break

@@ -135,10 +135,13 @@ def test_kick_with_count_at_most_zero_kicks_nothing(lq: Legacy, count: object) -
     assert lq.call("kick", 0, "t", count) == [0]
 
 
-def test_kick_count_is_compared_as_a_number(lq: Legacy) -> None:
+@pytest.mark.parametrize(("count", "kicked"), [("1.5", 1), (2.9, 2), ("0.5", 0), ("2e0", 2)])
+def test_kick_never_kicks_more_than_count(lq: Legacy, count: object, kicked: int) -> None:
+    # Up to count means at most count: a fractional count kicks its whole part.
     for n in range(3):
         lq.task("bury", 0, taken(lq, n))
-    assert lq.call("kick", 0, "t", "1.5") == [2]
+    assert lq.call("kick", 0, "t", count) == [kicked]
+    assert lq.stats(0, "t")["space0.t.tasks.buried"] == str(3 - kicked)
 
 
 def test_release_returns_the_task_to_ready_in_its_old_place(lq: Legacy) -> None:
