@@ -7,12 +7,16 @@ count) as a string, as Tarantool 1.5 clients did.
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
-from serverproc import ServerProc
+from serverproc import REPO, ServerProc
 from test_legacy_e2e_harness import (
     FLAVOURS,
     LONG_TAKE_S,
@@ -149,6 +153,7 @@ def test_bury_dig_kick_up_to_count(connect: Connect) -> None:
     q.on("bury", q.take_id(tube))  # ids[0] again: 3 buried
     assert q.kick(tube, 2) == 2
     assert [q.status(t) for t in ids] == ["ready", "ready", "ready", "ready", "buried"]
+    assert q.kick(tube, 0.5) == 0  # never more than count
     assert q.kick(tube, 10) == 1
     assert q.kick(tube, 10) == 0
     s = q.stats(tube)
@@ -311,3 +316,27 @@ def test_ownership_errors(connect: Connect) -> None:
         text = other.error(f"queue.{fn}", other.n(SPACE), tid)
         assert text == f"Only consumer that took the task can it {word}"
     assert owner.status(tid) == "taken"
+
+
+def test_the_readme_example_runs_as_written(server: ServerProc, tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8") + "\n## end\n"
+    section = re.search(
+        r"^## Legacy API \(Tarantool 1\.5 queue\)\n(.*?)(?=^## )", readme, re.S | re.M
+    )
+    assert section, "README.md has no legacy API section"
+    code = re.search(r"^```python\n(.*?)^```", section.group(1), re.S | re.M)
+    assert code and '"127.0.0.1", 3301' in code.group(1)
+    script = tmp_path / "legacy_example.py"
+    script.write_text(code.group(1).replace('"127.0.0.1", 3301', f'"127.0.0.1", {server.port}'))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    printed = ast.literal_eval(done.stdout.strip())
+    assert printed[0][1:] == ["emails", "ready", "to@example.org", "hi"]
+    assert re.fullmatch(r"[0-9a-f]{32}", printed[0][0])
+    stats = LegacyClient("numbers", server.port, 0)
+    try:
+        assert stats.stats("emails")["space0.emails.ack"] == "1"
+    finally:
+        stats.close()
