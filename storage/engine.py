@@ -93,6 +93,19 @@ _DDL_UNDO_KIND = {"create_space": CREATE, "drop_space": DROP}
 
 
 class Engine:
+    """The spaces of one data directory, made durable.
+
+    wal_mode: "none" (memory only; snapshots still work when asked), "write"
+    (a batch is durable once written to the OS: survives a killed process) or
+    "fsync" (once fsynced: survives power loss). segment_size: a WAL segment
+    is closed once the next batch would take it past this size (a batch is
+    never split). files: every file operation (tests pass a faulty one).
+    force_recovery: start past corrupt records and snapshots, listing what was
+    skipped. clock: wall time for record timestamps (the server's). timer:
+    measures recovery only. snapshot_wal_bytes / snapshot_interval_s: the
+    triggers snapshot_due() checks.
+    """
+
     def __init__(
         self,
         data_dir: Path | str,
@@ -313,14 +326,18 @@ class Engine:
         snapshot_interval_s seconds passed with changes. `now` is the server's
         monotonic time; the interval runs from the first call after open() or
         after the last finish_snapshot()."""
-        if self._job is not None or not self._opened:
+        if (self._job is not None and not self._job.finished) or not self._opened:
             return False
         if self._interval_start is None:
             self._interval_start = now
         if self.wal_bytes_since_snapshot >= self.snapshot_wal_bytes:
             return True
-        changed = self._written_lsn != self._snapshot_lsn
+        changed = self._durable() != self._snapshot_lsn
         return changed and now - self._interval_start >= self.snapshot_interval_s
+
+    def _durable(self) -> int:
+        # In wal_mode "none" nothing waits for a write: every change counts.
+        return self._written_lsn if self._log else self._last_lsn
 
     @property
     def wal_bytes_since_snapshot(self) -> int:
@@ -332,9 +349,11 @@ class Engine:
         if not self._opened:
             raise EngineError("the engine is not open")
         if self._job is not None:
-            raise EngineError("a snapshot is already in progress")
+            if not self._job.finished:
+                raise EngineError("a snapshot is already in progress")
+            self.finish_snapshot(self._job)  # the caller skipped it: do it now
         self._prune()
-        durable = self._written_lsn
+        durable = self._durable()
         undo = [e for b in self._inflight if b.first_lsn > durable for e in b.undo]
         undo += self._undo
         views = capture(self.catalog, undo)

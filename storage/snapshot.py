@@ -102,22 +102,25 @@ class SnapshotJob:
         self.wal_mark = wal_mark  # the engine's WAL byte count at capture
         self.result: SnapshotResult | None = None
         self.error: BaseException | None = None
+        self.finished = False  # run() returned or raised
 
     def run(self) -> SnapshotResult | None:
         """Write the file (synchronous; for a worker thread). Raises SnapshotError."""
-        if not self.needed:
-            return None
-        tmp = self.path.with_name(file_name("inprogress", self.lsn))
         try:
-            self.result = self._write(tmp)
-        except OSError as e:
-            self.error = e
-            with contextlib.suppress(OSError):
-                self.files.unlink(tmp)
-            raise SnapshotError(f"snapshot {self.path} not written: {e}") from e
+            if not self.needed:
+                return None
+            tmp = self.path.with_name(file_name("inprogress", self.lsn))
+            try:
+                self.result = self._write(tmp)
+            except OSError as e:
+                self.error = e
+                with contextlib.suppress(OSError):
+                    self.files.unlink(tmp)
+                raise SnapshotError(f"snapshot {self.path} not written: {e}") from e
+            return self.result
         finally:
             self.views = []  # let the copied lists go
-        return self.result
+            self.finished = True
 
     def _write(self, tmp: Path) -> SnapshotResult:
         out = _Appender(self.files, self.files.create(tmp))

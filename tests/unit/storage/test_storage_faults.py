@@ -230,3 +230,22 @@ def test_a_failed_snapshot_write_keeps_the_engine_working(engine, faulty, data_d
     retry.run()
     engine.finish_snapshot(retry)
     assert survives_restart(engine, data_dir, clock)
+
+
+def test_a_snapshot_job_never_finished_does_not_block_the_next_one(engine, faulty) -> None:
+    put(engine, 1)
+    flush(engine)
+    job = engine.begin_snapshot()
+    faulty.plan("pwrite", enospc())
+    with pytest.raises(SnapshotError):
+        job.run()  # and the caller forgets finish_snapshot()
+    put(engine, 2)
+    flush(engine)
+    assert not engine.snapshot_due(0.0)  # starts the interval
+    assert engine.snapshot_due(10.0**9)
+    retry = engine.begin_snapshot()
+    assert retry.run() is not None
+    engine.finish_snapshot(retry)
+    with pytest.raises(Exception, match="in progress"):
+        engine.begin_snapshot()
+        engine.begin_snapshot()
