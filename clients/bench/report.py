@@ -52,6 +52,10 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
             "taken": round(counts["taken"] / wall, 1),
             "acked": round(counts["acked"] / wall, 1),
         },
+        # Operations per second of server CPU: what one fully busy server core
+        # would do. Unlike the rates above it barely moves when other programs
+        # share the machine, so runs on a busy box still compare.
+        "per_server_cpu_s": _per_cpu(counts, result.server_cpu_s),
         "latency_us": {op: h.summary_us() for op, h in result.latency.items() if h.count},
         "latency_histograms": {op: h.to_json() for op, h in result.latency.items() if h.count},
         "timeline_per_s": result.timeline,
@@ -68,6 +72,12 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
         "errors": result.errors,
         "timed_out": result.timed_out,
     }
+
+
+def _per_cpu(counts: dict[str, int], cpu_s: float | None) -> dict[str, float] | None:
+    if not cpu_s:
+        return None
+    return {key: round(counts[key] / cpu_s, 1) for key in ("put", "taken", "acked")}
 
 
 def _rate(phase: dict[str, Any]) -> str:
@@ -89,6 +99,13 @@ def _bottleneck(cpu: dict[str, Any]) -> str:
     return ", ".join(notes)
 
 
+def _server_us_per_op(phase: dict[str, Any]) -> str:
+    """Server CPU per task put, or per take+ack pair in a consuming phase."""
+    counts, cpu_s = phase["counts"], phase["cpu"]["server_s"]
+    ops = counts["acked"] or counts["put"]
+    return "-" if not cpu_s or not ops else f"{cpu_s * 1e6 / ops:.1f}"
+
+
 def render(doc: dict[str, Any]) -> str:
     """The run as two tables: phases (time, counts, rate, CPU) and latencies."""
     params = doc["params"]
@@ -98,14 +115,15 @@ def render(doc: dict[str, Any]) -> str:
         f"payload {params['payload_size']} B, tube {doc['tube']})",
         "",
         f"{'phase':<10} {'wall s':>8} {'put':>9} {'taken':>9} {'acked':>9} {'errors':>6}  "
-        f"{'rate':<28} {'client':>7} {'server':>7}",
+        f"{'rate':<28} {'client':>7} {'server':>7} {'srv us/op':>9}",
     ]
     for phase in doc["phases"]:
         c, cpu = phase["counts"], phase["cpu"]
         lines.append(
             f"{phase['name']:<10} {phase['wall_s']:>8.2f} {c['put']:>9} {c['taken']:>9} "
             f"{c['acked']:>9} {c['errors']:>6}  {_rate(phase):<28} "
-            f"{_pct(cpu['client_busiest_process_pct']):>7} {_pct(cpu['server_pct']):>7}"
+            f"{_pct(cpu['client_busiest_process_pct']):>7} {_pct(cpu['server_pct']):>7} "
+            f"{_server_us_per_op(phase):>9}"
             + (f"  {_bottleneck(cpu)}" if _bottleneck(cpu) else "")
             + ("  TIMED OUT" if phase["timed_out"] else "")
         )
@@ -123,8 +141,8 @@ def render(doc: dict[str, Any]) -> str:
             lines.append(f"error in {phase['name']}: {message} (x{n})")
     lines.append("")
     lines.append(
-        "client/server: CPU of the busiest client process / of the server "
-        "(--server-pid), % of one core"
+        "client/server: CPU of the busiest client process / of the server (--server-pid), "
+        "% of one core; srv us/op: server CPU per put, or per take+ack pair"
     )
     return "\n".join(lines)
 
