@@ -53,10 +53,8 @@ class Listener:
         connections = list(app.connections.values())
         for conn in connections:
             conn.stop_reading()
+        await self._wait_in_flight(connections, grace)
         pending = set(app.tasks)
-        if pending:
-            log.info("waiting for requests in flight", count=len(pending), grace_s=grace)
-            _, pending = await asyncio.wait(pending, timeout=grace)
         if pending:
             log.warning("cancelling requests still waiting", count=len(pending))
             for task in pending:
@@ -74,3 +72,22 @@ class Listener:
         await app.on_shutdown()
         if self._server is not None:
             await self._server.wait_closed()
+
+    async def _wait_in_flight(self, connections: list[Connection], grace: float) -> None:
+        """Until no request waits (a task, or a reply held by a durability barrier)."""
+        app = self.app
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+
+        def waiting() -> int:
+            # Tasks of connections already gone count too: they may still change data.
+            return len(app.tasks) + sum(conn.in_flight for conn in connections)
+
+        if waiting():
+            in_flight = sum(conn.in_flight for conn in connections)
+            log.info("waiting for requests in flight", requests=in_flight, grace_s=grace)
+        while waiting() and loop.time() < deadline:
+            if app.tasks:
+                await asyncio.wait(set(app.tasks), timeout=min(0.05, deadline - loop.time()))
+            else:
+                await asyncio.sleep(0.01)

@@ -56,17 +56,44 @@ def main(argv: list[str], prog: str = "queuebox serve") -> int:
     return run(serve(config), config.loop)
 
 
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 async def serve(config: Config) -> int:
-    asyncio.get_running_loop().set_exception_handler(_log_loop_error)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_log_loop_error)
+    # Handlers go in first: a SIGTERM during a long recovery then means "stop
+    # once started", not an abrupt death with a half-written data directory.
+    stopping = asyncio.Event()
+    received: list[str] = []
+    for signum in SIGNALS:
+        loop.add_signal_handler(signum, _on_signal, signum, stopping, received)
+    try:
+        return await _serve(config, stopping, received)
+    finally:
+        for signum in SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
     app = App(config)
     try:
         os.makedirs(config.data_dir, exist_ok=True)
         await app.install_extensions()
-        listener = Listener(app)
+    except OSError as exc:
+        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
+        return 1
+    except Exception:
+        log.exception("cannot start", data_dir=config.data_dir)
+        return 1
+    listener = Listener(app)
+    try:
         host, port = await listener.start()
     except OSError as exc:
-        listen = f"{config.listen_host}:{config.listen_port}"
-        log.error("cannot start", error=str(exc), listen=listen)
+        log.error(
+            "cannot listen", error=str(exc), listen=f"{config.listen_host}:{config.listen_port}"
+        )
+        await app.on_shutdown()  # what the extensions opened is closed properly
         return 1
     log.info(
         "listening",
@@ -79,16 +106,9 @@ async def serve(config: Config) -> int:
     )
     if config.port_file:
         write_port_file(config.port_file, port)
-    stopping = asyncio.Event()
-    received: list[str] = []
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, _on_signal, signum, stopping, received)
     await stopping.wait()
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.remove_signal_handler(signum)
     log.info("stopped")
     return 0
 

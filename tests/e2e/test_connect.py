@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import asynctnt
 import pytest
 import tarantool
-from serverproc import RawClient, ServerProc
+from serverproc import CALL, REPO, RawClient, ServerProc, StartServer, clean_env, frame
 
 NO_SUCH_PROC = "Procedure 'queue.tube.q9:put' is not defined"
 
@@ -149,3 +151,33 @@ def test_netbox_wrong_password(server: ServerProc, tmp_path: Path) -> None:
     out = run_netbox(tmp_path, f"tester:bad@127.0.0.1:{server.port}")
     assert out["connected"] is False
     assert "Incorrect password supplied for user 'tester'" in str(out["error"])
+
+
+def test_asyncio_loop_and_json_logs(start_server: StartServer) -> None:
+    proc = start_server("--loop", "asyncio", "--log-format", "json")
+    with RawClient(proc.port) as client:
+        client.send(
+            frame(CALL, 1, {0x22: "queuebox.sleep", 0x21: [0.2, "slow"]})
+            + frame(CALL, 2, {0x22: "queuebox.echo", 0x21: ["fast"]})
+        )
+        assert [client.recv().sync, client.recv().sync] == [2, 1]
+    assert proc.stop() == 0
+    events = [json.loads(line) for line in proc.log().splitlines()]
+    listening = [event for event in events if event["event"] == "listening"]
+    assert listening and listening[0]["port"] == proc.port and listening[0]["loop"] == "asyncio"
+    assert {"connection opened", "connection closed", "stopped"} <= {e["event"] for e in events}
+
+
+def test_a_busy_port_is_a_clear_failure(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "server.cli", "serve", "--listen", f"127.0.0.1:{port}",
+             "--data-dir", str(tmp_path / "data")],
+            cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert done.returncode == 1
+    assert "cannot listen" in done.stdout + done.stderr

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# THE test command: on a fresh Debian machine (root, CI=true, no stdin) it
+# installs what the tests need, then runs the whole suite. Arguments are
+# passed to pytest; its exit code is ours.
+#
+#   bash tests/run.sh                 # everything
+#   bash tests/run.sh tests/e2e -x    # a part
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi
+}
+
+apt_updated=0
+apt_install() {
+    if [ "$apt_updated" -eq 0 ]; then
+        as_root apt-get update -q </dev/null
+        apt_updated=1
+    fi
+    as_root apt-get install -y -q --no-install-recommends "$@" </dev/null
+}
+
+# --- Python (3.11+) and pip ---
+if [ -z "${PYTHON:-}" ]; then
+    if command -v python3 >/dev/null; then PYTHON=python3
+    elif command -v python >/dev/null; then PYTHON=python
+    else apt_install python3 python3-pip; PYTHON=python3
+    fi
+fi
+
+# --- Python packages: the project itself (editable) and its test extra ---
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    apt_install python3-pip
+fi
+# A fresh Debian python is "externally managed" (PEP 668); the suite installs
+# into it on purpose (CI machine, no venv), so say so instead of failing.
+if "$PYTHON" - <<'PY'
+import os, sys, sysconfig
+marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+sys.exit(0 if os.path.exists(marker) and sys.prefix == sys.base_prefix else 1)
+PY
+then
+    export PIP_BREAK_SYSTEM_PACKAGES=1
+fi
+# pip is idempotent here: already satisfied requirements are not reinstalled.
+"$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]' </dev/null
+
+# --- Tarantool: its net.box is one of the client connectors under test ---
+if ! command -v tarantool >/dev/null; then
+    apt_install tarantool
+fi
+
+# --- Spark part (reserved) ---------------------------------------------------
+# The PySpark pipeline tests need the `.[spark]` extra and Java 17; their
+# installation goes here (pip install -e '.[spark]', apt_install openjdk-17-jre-headless).
+# ---------------------------------------------------------------------------
+
+exec "$PYTHON" -m pytest "$@"
