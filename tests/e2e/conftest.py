@@ -10,19 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serverproc import ServerProc, StartServer
+from serverproc import USERS_TOML, ServerProc, StartServer
 
-# tester may do everything, reader only read-only calls; guest (loopback
-# default) may do everything too.
-USERS_TOML = """
-[users.tester]
-password = "secret"
-rights = "all"
-
-[users.reader]
-password = "readpw"
-rights = ["read"]
-"""
 
 
 def _start(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:

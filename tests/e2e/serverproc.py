@@ -102,6 +102,18 @@ class ServerProc:
         return self.proc is not None and self.proc.poll() is None
 
 
+# tester may do everything, reader only read-only calls; guest (loopback
+# default) may do everything too.
+USERS_TOML = """
+[users.tester]
+password = "secret"
+rights = "all"
+
+[users.reader]
+password = "readpw"
+rights = ["read"]
+"""
+
 # start_server(*flags, env=None, toml=...) -> a running ServerProc (conftest fixture)
 StartServer = Callable[..., ServerProc]
 

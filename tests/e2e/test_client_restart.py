@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 from client_targets import free_port, unique
-from conftest import StartServer
+from serverproc import StartServer
 
 from clients import Status, aio, blocking
 from clients.errors import NetworkError, TaskNotTaken

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from conftest import StartServer
+from serverproc import StartServer
 from serverproc import CALL, PING, RawClient, ServerProc
 from tarantool.error import DatabaseError
 
@@ -192,6 +192,15 @@ def test_statistics_of_a_tube_of_all_tubes_and_of_an_unknown_one(
         32,
         "attempt to index a nil value",
     )
+
+
+def test_statistics_of_a_tube_with_a_numeric_name(conn: tarantool.Connection) -> None:
+    name = str(uuid.uuid4().int % 10**12)  # numbers also start the legacy statistics form
+    assert conn.call("queue.create_tube", name, "fifo").data == []
+    conn.call(f"queue.tube.{name}:put", "x")
+    for function in ("queue.statistics", "queue.stats"):
+        (stats,) = conn.call(function, name).data
+        assert stats["tasks"]["ready"] == 1 and stats["calls"]["put"] == 1
 
 
 def test_state_and_version(conn: tarantool.Connection, conn16: tarantool.Connection) -> None:

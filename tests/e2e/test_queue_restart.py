@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from conftest import StartServer
+from serverproc import StartServer
 from serverproc import ServerProc
 from tarantool.error import DatabaseError
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from conftest import USERS_TOML, StartServer
+from serverproc import USERS_TOML, StartServer
 from serverproc import ServerProc
 from tarantool.error import DatabaseError
 
