@@ -13,7 +13,6 @@ import pytest
 from serverproc import USERS_TOML, ServerProc, StartServer
 
 
-
 def _start(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "queuebox.toml"

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import StartServer
-from serverproc import CALL, PING, RawClient, ServerProc
+from serverproc import CALL, PING, RawClient, ServerProc, StartServer
 from tarantool.error import DatabaseError
 
 DRIVERS = ["fifo", "fifottl", "limfifottl", "utube", "utubettl"]

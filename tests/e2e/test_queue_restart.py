@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import StartServer
-from serverproc import ServerProc
+from serverproc import ServerProc, StartServer
 from tarantool.error import DatabaseError
 
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import USERS_TOML, StartServer
-from serverproc import ServerProc
+from serverproc import USERS_TOML, ServerProc, StartServer
 from tarantool.error import DatabaseError
 
 WRITER_TOML = (
