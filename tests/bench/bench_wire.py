@@ -6,8 +6,10 @@
 Starts a server subprocess (unless --port names a running one) and drives it
 with a pipelined raw client: several connections, each keeping `window`
 requests in flight, all frames pre-encoded with the same sync so every reply
-has the same length and counting replies is counting bytes. Prints numbers;
-asserts nothing (speed is measured, never tested).
+has the same length and counting replies is counting bytes. Prints round
+trips per second and, from /proc, the server's CPU time per request (the
+figure to compare on a shared machine). Asserts nothing: speed is measured,
+never tested.
 """
 
 from __future__ import annotations
@@ -85,9 +87,22 @@ class Pipeline(asyncio.Protocol):
             self.transport.write(self.request * done)
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """user+system CPU time of a process (Linux /proc), None when unknown."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure(
-    port: int, request: bytes, connections: int, window: int, seconds: float
-) -> float:
+    port: int, request: bytes, connections: int, window: int, seconds: float, pid: int | None
+) -> tuple[float, float | None]:
+    """(round trips per second, server CPU seconds per round trip or None)."""
     loop = asyncio.get_running_loop()
     known: asyncio.Future[int] = loop.create_future()
     pipes = []
@@ -99,12 +114,15 @@ async def measure(
     await asyncio.wait_for(known, 10)
     await asyncio.sleep(0.5)  # warm up
     start_count, start = sum(p.replies for p in pipes), time.perf_counter()
+    start_cpu = cpu_seconds(pid)
     await asyncio.sleep(seconds)
     count, elapsed = sum(p.replies for p in pipes) - start_count, time.perf_counter() - start
+    end_cpu = cpu_seconds(pid)
     for pipe in pipes:
         assert pipe.transport is not None
         pipe.transport.close()
-    return count / elapsed
+    cpu = None if start_cpu is None or end_cpu is None else (end_cpu - start_cpu) / count
+    return count / elapsed, cpu
 
 
 def start_server(loop_kind: str, workdir: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -138,6 +156,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--port", type=int, help="use a running server instead of starting one")
+    parser.add_argument("--server-pid", type=int, help="with --port: its pid, for CPU figures")
     args = parser.parse_args()
     client_loop = None
     try:
@@ -148,6 +167,7 @@ def main() -> int:
         pass
     with tempfile.TemporaryDirectory() as workdir:
         proc, port = (None, args.port) if args.port else start_server(args.loop, workdir)
+        pid = args.server_pid if proc is None else proc.pid
         try:
             print(
                 f"server loop={args.loop if proc else '?'} connections={args.connections} "
@@ -155,10 +175,13 @@ def main() -> int:
             )
             for name, request in WORKLOADS.items():
                 with asyncio.Runner(loop_factory=client_loop) as runner:
-                    rate = runner.run(
-                        measure(port, request, args.connections, args.window, args.seconds)
+                    rate, cpu = runner.run(
+                        measure(port, request, args.connections, args.window, args.seconds, pid)
                     )
-                print(f"{name:<20} {rate:>12,.0f} req/s")
+                # Server CPU per request stays comparable on a busy, shared machine;
+                # wall-clock req/s does not.
+                per_cpu = f"{1 / cpu:>12,.0f} req/server-CPU-s ({cpu * 1e6:.2f} us)" if cpu else ""
+                print(f"{name:<20} {rate:>12,.0f} req/s  {per_cpu}")
         finally:
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)

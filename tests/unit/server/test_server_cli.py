@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,11 @@ def test_serve_has_a_flag_for_every_setting() -> None:
 def test_serve_refuses_an_unsafe_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["serve", "--listen", "0.0.0.0:0"]) == 2
     assert "no user configured" in capsys.readouterr().err
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    for name in ("listen", *SCALAR_FIELDS):
+        assert f"`{name}`" in readme, name
+        assert f"QUEUEBOX_{name.upper()}" in readme, name
+        assert "--" + name.replace("_", "-") in readme, name
