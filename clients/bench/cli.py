@@ -85,6 +85,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="seconds a take waits; an empty take ends a consumer (1.0)",
     )
     load.add_argument(
+        "--pipeline-ack",
+        action="store_true",
+        help="consumers send each ack together with their next take, "
+        "instead of waiting for the ack's reply",
+    )
+    load.add_argument(
         "--utubes", type=_positive_int, help="busy-utubes: utubes (10); many-utubes: utubes (30000)"
     )
     load.add_argument(
@@ -154,6 +160,7 @@ def options_from(args: argparse.Namespace) -> Options:
         processes=args.processes,
         rate=args.rate,
         take_timeout=args.take_timeout,
+        pipeline_ack=args.pipeline_ack,
         utubes=args.utubes,
         tasks_per_utube=args.tasks_per_utube,
         storage_mode=args.storage_mode,

@@ -36,6 +36,7 @@ class Options:
     processes: int = 1
     rate: float | None = None
     take_timeout: float = 1.0
+    pipeline_ack: bool = False
     utubes: int | None = None
     tasks_per_utube: int = 1000
     storage_mode: str | None = None
@@ -94,12 +95,27 @@ def _put_shares(groups: list[tuple[str | None, int]], opts: Options) -> list[Put
     ]
 
 
-def _take_shares(opts: Options, slots: int, **kwargs: object) -> list[TakePart | None]:
+def _take_shares(
+    opts: Options,
+    slots: int,
+    *,
+    takes_per_slot: int | None = None,
+    until_producers_done: bool = False,
+    yield_before_ack: bool = False,
+) -> list[TakePart | None]:
     procs = opts.processes
     conns = split_slots(max(opts.consumers, procs), procs)
     per_proc = split_slots(max(slots, procs), procs)
     return [
-        TakePart(conns[i], per_proc[i], opts.take_timeout, **kwargs)  # type: ignore[arg-type]
+        TakePart(
+            conns[i],
+            per_proc[i],
+            opts.take_timeout,
+            takes_per_slot=takes_per_slot,
+            until_producers_done=until_producers_done,
+            yield_before_ack=yield_before_ack,
+            pipelined=opts.pipeline_ack,
+        )
         for i in range(procs)
     ]
 

@@ -45,6 +45,7 @@ class TakePart:
     takes_per_slot: int | None = None
     until_producers_done: bool = False  # empty takes retry while producers still run
     yield_before_ack: bool = False
+    pipelined: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ async def run_worker(spec: WorkerSpec, index: int, shared: Shared) -> WorkerResu
                 keep_going=keep_going,
                 takes_per_slot=take.takes_per_slot,
                 yield_before_ack=take.yield_before_ack,
+                pipelined=take.pipelined,
             )
         # Blocking on purpose: nothing is in flight yet, and every process must
         # start its clock at the same moment.

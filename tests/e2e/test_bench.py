@@ -86,21 +86,12 @@ def test_mixed_measures_put_to_take_latency_of_every_task(
     assert "put->taken" in output
 
 
-def test_two_processes_merge_into_one_result(server: ServerProc, tmp_path: Path) -> None:
+def test_two_processes_with_pipelined_acks_merge_into_one_result(
+    server: ServerProc, tmp_path: Path
+) -> None:
     pid = str(server.proc.pid) if server.proc else ""
-    code, doc, output = run_bench(
-        server,
-        tmp_path,
-        "take-ack",
-        "--tasks",
-        "3000",
-        "--processes",
-        "2",
-        "--server-pid",
-        pid,
-        "--take-timeout",
-        "0.2",
-    )
+    flags = ["--tasks", "3000", "--processes", "2", "--server-pid", pid, "--pipeline-ack"]
+    code, doc, output = run_bench(server, tmp_path, "take-ack", *flags, "--take-timeout", "0.2")
     assert code == 0, output
     assert_counts(doc, 3000, "take-ack")
     for phase in doc["phases"]:
