@@ -373,6 +373,36 @@ async def test_consumer_releases_or_buries_failed_tasks(
     assert (await tube.peek(put.id)).status is status
 
 
+async def test_consumer_keeps_working_across_a_cut(
+    target: Target, proxy_to: CuttingProxy, tube: Tube
+) -> None:
+    seen: list[int] = []
+
+    async def handle(task: Task) -> None:
+        seen.append(task.data)
+
+    async with aio.connect(
+        "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01
+    ) as worker:
+        consumer = Consumer(
+            worker.tube(tube.name), handle, concurrency=2, take_timeout=0.5, retry_delay=0.05
+        )
+        runner = asyncio.ensure_future(consumer.run())
+        await tube.put_many(range(5))
+        await eventually(lambda: _handled(seen, 5))
+        proxy_to.cut()
+        await eventually(lambda: _reconnected(worker))
+        await tube.put_many(range(5, 10))
+        await eventually(lambda: _handled(seen, 10))
+        consumer.stop()
+        await asyncio.wait_for(runner, 5)
+    assert sorted(seen) == list(range(10))
+
+
+async def _handled(seen: list[int], count: int) -> bool:
+    return len(seen) >= count
+
+
 async def test_consumer_on_a_missing_tube_raises(conn: aio.Connection) -> None:
     async def handle(task: Task) -> None:
         raise AssertionError("no task expected")
