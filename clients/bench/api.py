@@ -89,14 +89,15 @@ class ApiSpec:
     # --- once per run, over a control connection ---
 
     async def setup(self, conn: BenchConnection) -> None:
-        """Create (or empty) the tube the run uses."""
+        """Create the tube the run uses (anew if it exists; legacy: empty it)."""
         if self.legacy:
             await _call(conn, f"{self.namespace}.truncate", [self.legacy_space, self.tube])
             return
         exists = await _call(conn, f"{self.namespace}.tube", [self.tube])
         if exists and exists[0] is True:
-            await _call(conn, self._method("truncate"), [])
-            return
+            # Dropped, not truncated: a leftover tube may have another type or
+            # storage mode than this run asks for.
+            await _call(conn, self._method("drop"), [])
         opts: dict[str, Any] = {"if_not_exists": True}
         if self.storage_mode:
             opts["storage_mode"] = self.storage_mode
