@@ -176,7 +176,9 @@ class QueueCalls:
 
     def _statistics_handler(self, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
-            if is_legacy_statistics(args):
+            # A numeric first argument means the legacy form, unless it names a
+            # modern tube: a tube may be called "42".
+            if is_legacy_statistics(args) and not self.modern.tube_exists(args[0]):
                 return [self.legacy.statistics(args)]
             return self.run("modern", ctx, name, args)
 

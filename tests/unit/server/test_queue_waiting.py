@@ -79,3 +79,15 @@ async def test_a_disconnect_during_a_graceful_stop_leaves_taken_tasks_to_the_nex
     g.close(1)
     # Still taken on disk: the next start releases it and counts the release.
     assert g.run(2, "queue.tube.t:peek", 0) == [[0, "t", "x"]]
+
+
+async def test_statistics_of_a_modern_tube_with_a_numeric_name() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "42", "fifo")
+    g.run(1, "queue.tube.42:put", "x")
+    (stats,) = g.run(1, "queue.statistics", "42")
+    assert isinstance(stats, dict) and stats["tasks"]["ready"] == 1
+    assert g.run(1, "queue.stats", "42") == [stats]
+    # A number, or a numeric string naming no modern tube, is still the legacy form.
+    assert g.run(1, "queue.statistics", 42) == [[]]
+    assert g.run(1, "queue.statistics", "7") == [[]]
