@@ -142,14 +142,15 @@ class Connection:
             try:
                 wire = await self._open()
                 try:
-                    await self._rejoin(wire)
+                    async with asyncio.timeout(self._opts.connect_timeout):
+                        await self._rejoin(wire)
                 except BaseException:
                     wire.abort(ConnectionLost("reconnect abandoned"))
                     raise
             except AuthError as exc:
                 self._give_up(NetworkError(f"reconnect refused: {exc}"))
                 return
-            except (NetworkError, ServerError, OSError) as exc:
+            except (NetworkError, ServerError, OSError, TimeoutError) as exc:
                 log.debug("reconnect to %s:%s failed: %s", self.host, self.port, exc)
             else:
                 self.reconnects += 1

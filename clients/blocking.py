@@ -23,6 +23,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
+from itertools import islice
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -197,14 +198,20 @@ class Connection:
         return ConnectionLost(f"connection to {self.host}:{self.port} lost: {exc}")
 
     def _send(self, payload: _Payload, deadline: float | None) -> int:
+        return self._send_all([payload], deadline)[0]
+
+    def _send_all(self, payloads: list[_Payload], deadline: float | None) -> list[int]:
+        """Write requests in one go; returns their syncs."""
         sock = self._socket(deadline)
-        sync = self._syncs.next()
+        syncs = [self._syncs.next() for _ in payloads]
         try:
             sock.settimeout(None)
-            sock.sendall(payload(sync))
+            sock.sendall(
+                b"".join(payload(sync) for payload, sync in zip(payloads, syncs, strict=True))
+            )
         except OSError as exc:
             raise self._broken(exc) from None
-        return sync
+        return syncs
 
     def _wait(self, sync: int, deadline: float | None) -> protocol.Response:
         """Read replies until the one for `sync` (others are stored or undone)."""
@@ -283,14 +290,13 @@ class Connection:
         error: Exception | None = None
         calls = iter(calls)
         while True:
-            while error is None and len(in_flight) < window:
-                call = next(calls, None)
-                if call is None:
-                    break
+            batch = [] if error is not None else list(islice(calls, window - len(in_flight)))
+            if batch:
                 deadline = None if timeout is None else time.monotonic() + timeout
-                sync = self._send(_payload_of(call), deadline)
-                in_flight[sync] = (len(results), call)
-                results.append(None)
+                syncs = self._send_all([_payload_of(call) for call in batch], deadline)
+                for sync, call in zip(syncs, batch, strict=True):
+                    in_flight[sync] = (len(results), call)
+                    results.append(None)
             if not in_flight:
                 break
             sync = next(iter(in_flight))
