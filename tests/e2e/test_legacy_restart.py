@@ -1,8 +1,9 @@
 """Legacy tasks survive a restart of a real server on the same data directory.
 
-A graceful stop (SIGTERM) closes the connections first, so a taken task is
-back to ready before the snapshot; after a kill -9 the log still says taken,
-and the new process releases it at start (the `ready_by_restart` counter).
+After a kill -9 the log still says taken, and the new process releases the
+task at start (the `ready_by_restart` counter). A graceful stop (SIGTERM)
+should do the same, as it does for the modern queue; today it releases legacy
+tasks as the connections close (see the xfail below).
 """
 
 from __future__ import annotations
@@ -105,3 +106,22 @@ def test_a_task_taken_when_the_server_dies_is_ready_after_restart(
     assert q.take_id(tube) == tid
     assert q.meta(tid)["ctaken"] == 2
     assert q.status(kept) == "delayed"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="server/queue_calls.py _disconnected skips the modern release at a graceful stop "
+    "but still releases legacy tasks (ready_by_disconnect, counted in the dying process)",
+)
+def test_a_graceful_stop_leaves_the_release_to_the_next_start(
+    proc: ServerProc, clients: Clients
+) -> None:
+    q, tube = clients(), fresh_tube()
+    tid = q.put(tube, "x")[0]
+    assert q.take_id(tube) == tid
+
+    restart(proc)
+    q = clients(proc.port)
+
+    assert q.status(tid) == "ready"
+    assert q.stats(tube).get(f"space{SPACE}.{tube}.ready_by_restart") == "1"
