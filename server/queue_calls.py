@@ -286,11 +286,13 @@ class QueueCalls:
         self.legacy.connected(conn_id)
 
     def _disconnected(self, conn_id: int) -> None:
-        if not self.app.shutting_down:
+        if self.app.shutting_down:
             # At a graceful stop the sessions end with the process, as at a kill:
             # taken tasks stay taken on disk and the next start releases them,
-            # counted as releases in its fresh statistics (spec §6 "Restart").
-            self.modern.disconnected(conn_id)
+            # counted in its fresh statistics (modern "release", legacy
+            # "ready_by_restart"; spec §6 "Restart", §12).
+            return
+        self.modern.disconnected(conn_id)
         self.legacy.disconnected(conn_id)
         self.timer.rearm()
 

@@ -2,8 +2,7 @@
 
 After a kill -9 the log still says taken, and the new process releases the
 task at start (the `ready_by_restart` counter). A graceful stop (SIGTERM)
-should do the same, as it does for the modern queue; today it releases legacy
-tasks as the connections close (see the xfail below).
+does the same, as it does for the modern queue.
 """
 
 from __future__ import annotations
@@ -108,11 +107,6 @@ def test_a_task_taken_when_the_server_dies_is_ready_after_restart(
     assert q.status(kept) == "delayed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server/queue_calls.py _disconnected skips the modern release at a graceful stop "
-    "but still releases legacy tasks (ready_by_disconnect, counted in the dying process)",
-)
 def test_a_graceful_stop_leaves_the_release_to_the_next_start(
     proc: ServerProc, clients: Clients
 ) -> None:
