@@ -14,6 +14,7 @@ import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("server.serve:main", "run the queue server"),
+    "wal": ("server.walcli:main", "wal cat PATH...: print WAL/snapshot records as JSON lines"),
     "bench": ("clients.bench.cli:main", "load generator: put, take-ack, mixed, utube scenarios"),
     "pipeline": ("clients.pipeline.cli:main", "Spark: load files into a tube, lifecycle reports"),
     "ping": ("clients.cli:ping", "check that a server answers"),
