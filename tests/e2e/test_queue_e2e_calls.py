@@ -128,6 +128,30 @@ def test_create_tube_errors(conn: tarantool.Connection) -> None:
     )
 
 
+def test_create_tube_checks_the_spaces_that_exist(conn: tarantool.Connection) -> None:
+    # The registry's own space is a space like any other, but not a tube.
+    assert error_of(conn, "queue.create_tube", "_queue", "fifo") == (
+        32,
+        "Space '_queue' already exists",
+    )
+    assert error_of(conn, "queue.create_tube", "_queue", "fifo", {"if_not_exists": True}) == (
+        32,
+        'space "_queue" does not have "task_id" index',
+    )
+    # ready_buffer refuses vinyl after the main space was made: a retry says it exists.
+    name = unique("rb")
+    opts = {"storage_mode": "ready_buffer", "engine": "vinyl"}
+    assert error_of(conn, "queue.create_tube", name, "utube", opts) == (
+        32,
+        '"ready_buffer" storage mode cannot be used with vinyl engine',
+    )
+    assert conn.call("queue.tube", name).data == [False]
+    assert error_of(conn, "queue.create_tube", name, "utube") == (
+        32,
+        f"Space '{name}' already exists",
+    )
+
+
 def test_create_tube_if_not_exists_keeps_the_tube_and_its_tasks(conn: tarantool.Connection) -> None:
     tube = new_tube(conn, "fifo")
     tube.put("kept")
@@ -311,6 +335,13 @@ def test_task_errors(conn: tarantool.Connection, type_: str) -> None:
         assert conn.call("queue.statistics", t.name).data[0]["calls"]["touch"] == 1
 
 
+def test_on_task_change_is_an_admin_no_op(conn: tarantool.Connection) -> None:
+    # Server-side callbacks cannot come over the wire; upstream answers an error here.
+    t = new_tube(conn, "fifo")
+    assert t.on_task_change() == []
+    assert t.put("x") == [[0, "r", "x"]]
+
+
 def test_take_timeouts(conn: tarantool.Connection) -> None:
     t = new_tube(conn, "fifo")
     assert t.take(0) == []
@@ -417,4 +448,6 @@ def test_call16_shapes(conn16: tarantool.Connection) -> None:
     assert t.kick(0) == [[0]]
     assert t.truncate() == []
     assert conn16.call("queue.tube", t.name).data == [[True]]
+    (names,) = conn16.call("queue.tube").data  # one array of names: one tuple
+    assert t.name in names and all(isinstance(n, str) for n in names)
     assert error_of(conn16, f"queue.tube.{t.name}:peek", 0) == (32, "Task 0 not found")

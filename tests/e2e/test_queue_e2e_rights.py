@@ -94,6 +94,7 @@ def test_creating_and_dropping_tubes_needs_admin(start_server: StartServer) -> N
         for name, args in (
             ("queue.tube.w:drop", []),
             ("queue.tube.w:truncate", []),
+            ("queue.tube.w:on_task_change", []),
             ("queue.cfg", [{"ttr": 5}]),
         ):
             assert denied(writer, name, *args) == (
