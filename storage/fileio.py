@@ -60,6 +60,9 @@ class FileIO:
     def size(self, path: Path) -> int:
         return os.stat(path).st_size
 
+    def is_dir(self, path: Path) -> bool:
+        return os.path.isdir(path)
+
     # -- whole files and the directory --
     def truncate(self, path: Path, size: int) -> None:
         """Cut a file to `size` bytes, durably."""

@@ -85,7 +85,7 @@ def _paths(args: list[str], files: FileIO) -> list[Path]:
     out: list[Path] = []
     for arg in args:
         p = Path(arg)
-        if p.is_dir():
+        if files.is_dir(p):
             listing = sort_listing(p, files.listdir(p))
             out += [path for _, path in listing.snap] + [path for _, path in listing.wal]
         else:
