@@ -8,6 +8,8 @@ ownership, waiters and statistics do not, so taken tasks come back ready
 
 from __future__ import annotations
 
+import decimal
+import uuid
 from contextlib import closing
 from typing import Any
 
@@ -152,3 +154,23 @@ def test_acknowledged_tasks_survive_a_kill(start_server: StartServer) -> None:
         except DatabaseError as exc:
             assert exc.message == "Task 5 not found"
         assert c("durable", "put", "next", {"utube": "x"}) == [[20, "r", "next"]]
+
+
+def test_task_data_comes_back_as_given_after_a_restart(start_server: StartServer) -> None:
+    values = [
+        b"\x00\xff raw bytes",
+        uuid.UUID(int=5),
+        decimal.Decimal("1.25"),
+        {1: "int key", "nested": [1.5, True, None]},
+        "x" * 100_000,
+        -(2**63),
+        2**64 - 1,
+    ]
+    server = start_server()
+    with closing(Client(server)) as c:
+        c.conn.call("queue.create_tube", "data", "utubettl")
+        for n, value in enumerate(values):
+            assert c("data", "put", value) == [[n, "r", value]]
+        restart(server)
+    with closing(Client(server)) as c:
+        assert [c("data", "peek", n)[0][2] for n in range(len(values))] == values
