@@ -84,18 +84,20 @@ class Conn:
         await asyncio.gather(self.pump, return_exceptions=True)
 
 
-async def drain(port: int) -> list[str]:
-    """Take and ack everything in the tube; return the payloads seen."""
+async def drain(port: int, takers: int = 32) -> list[str]:
+    """Take and ack everything in the tube (pipelined); return the payloads seen."""
     conn = await Conn.open(port)
-    try:
-        payloads = []
-        while True:
-            got = await conn.ok(f"queue.tube.{TUBE}:take", [0])
-            if not got:
-                return payloads
+    payloads: list[str] = []
+
+    async def taker() -> None:
+        while got := await conn.ok(f"queue.tube.{TUBE}:take", [0]):
             task_id, _status, data = got[0]
             payloads.append(data)
             await conn.ok(f"queue.tube.{TUBE}:ack", [task_id])
+
+    try:
+        await asyncio.gather(*(taker() for _ in range(takers)))
+        return payloads
     finally:
         await conn.close()
 
