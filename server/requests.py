@@ -92,7 +92,7 @@ def handle_unknown(conn: Connection, req: Any) -> bytes:
 
 _DML = "{} requests: queue data changes only through queue calls"
 
-REQUEST_TABLE: dict[int, RequestHandler] = {
+_TABLE: dict[int, RequestHandler] = {
     RequestType.PING: handle_ping,
     RequestType.AUTH: handle_auth,
     RequestType.ID: handle_id,
@@ -109,10 +109,16 @@ REQUEST_TABLE: dict[int, RequestHandler] = {
 }
 
 
+# Plain int keys: the decoder gives ints, and an int finds an int key fastest.
+REQUEST_TABLE: dict[int, RequestHandler] = {int(key): value for key, value in _TABLE.items()}
+
+
 def handle_request(conn: Connection, req: Any) -> bytes | None:
-    """Reply bytes for `req`, or None if a task will answer. Never raises."""
-    handler = REQUEST_TABLE.get(req.type, handle_unknown)
+    """Reply bytes for `req`, or None if a task will answer. Never raises.
+
+    (The connection inlines this loop body on its hot path; keep them alike.)
+    """
     try:
-        return handler(conn, req)
+        return REQUEST_TABLE.get(req.type, handle_unknown)(conn, req)
     except Exception as exc:
         return error_reply(conn, req.sync, exc)
