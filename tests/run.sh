@@ -53,9 +53,25 @@ if ! command -v tarantool >/dev/null; then
     apt_install tarantool
 fi
 
-# --- Spark part (reserved) ---------------------------------------------------
-# The PySpark pipeline tests need the `.[spark]` extra and Java 17; their
-# installation goes here (pip install -e '.[spark]', apt_install openjdk-17-jre-headless).
+# --- Spark part (clients/pipeline, tests/spark) -------------------------------
+# The pipeline tests need the `.[spark]` extra (PySpark 4) and a Java 17+ runtime;
+# Spark binds to the loopback interface only.
+"$PYTHON" -m pip install -q --disable-pip-version-check -e '.[spark]' </dev/null
+java_major() {  # 17 for "17.0.15", 8 for "1.8.0_292", 0 when there is no java
+    local v
+    v=$(java -version 2>&1 | sed -n 's/.* version "\([0-9._]*\).*/\1/p' | head -n 1)
+    v=${v#1.}
+    v=${v%%[._]*}
+    echo "${v:-0}"
+}
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+    apt_install openjdk-17-jre-headless
+    if [ "$(java_major)" -lt 17 ]; then  # an older java still comes first on PATH
+        JAVA_HOME=$(ls -d /usr/lib/jvm/java-17-openjdk-* | head -n 1)
+        export JAVA_HOME PATH="$JAVA_HOME/bin:$PATH"
+    fi
+fi
+export SPARK_LOCAL_IP=127.0.0.1
 # ---------------------------------------------------------------------------
 
 exec "$PYTHON" -m pytest "$@"
