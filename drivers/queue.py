@@ -175,14 +175,22 @@ class Queue:
     # -- plumbing --
     @contextmanager
     def _entry(self) -> Iterator[None]:
-        """Wake callbacks run once the outermost entry point has finished its change."""
+        """Wake callbacks run once the outermost entry point has finished its change.
+
+        Before them, events the change itself made due run too (a release or a
+        disconnect can give a task back whose ttl has already passed)."""
         self._depth += 1
         try:
             yield
         finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._flush_wakes()
+            if self._depth == 1:
+                try:
+                    self._advance(self._clock())
+                finally:
+                    self._depth -= 1
+                    self._flush_wakes()
+            else:
+                self._depth -= 1
 
     def _flush_wakes(self) -> None:
         # One failing callback must not lose the others' wakeups.

@@ -247,6 +247,17 @@ class PrimaryIndex(Index):
     def __len__(self) -> int:
         return len(self._tree)
 
+    def first(self, prefix: Key = ()) -> Tuple | None:
+        if prefix or not self._tree:
+            return super().first(prefix)
+        return self._tree.peekitem(0)[1]  # type: ignore[no-any-return]
+
+    def last(self, prefix: Key = ()) -> Tuple | None:
+        # The hot one: every put asks for the highest id (next id = max + 1).
+        if prefix or not self._tree:
+            return super().last(prefix)
+        return self._tree.peekitem(-1)[1]  # type: ignore[no-any-return]
+
     def _to_tree(self, key: Key) -> Any:
         return key[0] if self._single else key
 
@@ -262,7 +273,9 @@ class PrimaryIndex(Index):
     def iterate(self, prefix: Key = (), reverse: bool = False) -> Iterator[Tuple]:
         tree = self._tree
         if not prefix:
-            keys: Iterable[Any] = reversed(tree.keys()) if reverse else tree.keys()
+            # irange walks the sorted list directly; reversed(tree.keys()) would
+            # index the view position by position (O(log n) a step).
+            keys: Iterable[Any] = tree.irange(reverse=reverse)
         elif self._single:
             keys = prefix[:1] if len(prefix) == 1 and prefix[0] in tree else ()
         else:
