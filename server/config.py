@@ -67,11 +67,9 @@ class Config:
     wal_segment_size: int = 64 * 1024 * 1024
     snapshot_interval_s: float = 3600.0
     snapshot_wal_bytes: int = 256 * 1024 * 1024
-    snapshot_keep: int = 2
     force_recovery: bool = False
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
-    queue_error_prefix: str = "/usr/share/tarantool/"
     # operation
     loop: str = "uvloop"  # asyncio | uvloop
     log_format: str = "console"  # console | json
@@ -190,10 +188,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "wal_segment_size": _parse_size,
     "snapshot_interval_s": _parse_float,
     "snapshot_wal_bytes": _parse_size,
-    "snapshot_keep": _parse_size,
     "force_recovery": _parse_bool,
     "queue_namespaces": _parse_names,
-    "queue_error_prefix": _parse_str,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),
     "log_level": _choice("debug", "info", "warning", "error"),

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from serverproc import ServerProc  # noqa: E402
 
-from protocol import ResponseDecoder, encode_call  # noqa: E402
+from protocol import ProtocolError, ResponseDecoder, encode_call  # noqa: E402
 
 CONNECTIONS = 4
 WINDOW = 32
@@ -58,8 +58,8 @@ class Conn:
                     future = self.pending.pop(response.sync, None)
                     if future is not None and not future.done():
                         future.set_result(response)
-        except (ConnectionError, OSError):
-            pass
+        except (ConnectionError, OSError, ProtocolError):
+            pass  # the server died, possibly mid-frame
         finally:
             for future in self.pending.values():
                 if not future.done():
@@ -69,6 +69,9 @@ class Conn:
     def call(self, name: str, args: list[Any]) -> asyncio.Future[Any]:
         self.sync += 1
         future = asyncio.get_running_loop().create_future()
+        if self.pump.done():  # nobody would ever answer it
+            future.set_exception(ConnectionError("server gone"))
+            return future
         self.pending[self.sync] = future
         self.writer.write(encode_call(self.sync, name, args))
         return future
