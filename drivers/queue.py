@@ -118,10 +118,14 @@ class Queue:
     def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
         """Run one CALL; the answer is the IPROTO_DATA list, or Blocked."""
         handler = self._resolve(name)
-        with self._entry():
-            now = self._clock()
+        # _entry() spelled out: this is the path of every request.
+        self._depth += 1
+        now = self._clock()
+        try:
             self._advance(now)
             return handler(Call(conn_id, name, list(args or ()), now))
+        finally:
+            self._leave(now)
 
     def has_name(self, name: str) -> bool:
         try:
@@ -183,16 +187,22 @@ class Queue:
         try:
             yield
         finally:
-            if self._depth == 1:
-                try:
-                    self._advance(self._clock())
-                finally:
-                    self._depth -= 1
-                    self._flush_wakes()
-            else:
+            self._leave(self._clock())
+
+    def _leave(self, now: int) -> None:
+        # An event the change made due is due at `now` at the latest.
+        if self._depth == 1:
+            try:
+                self._advance(now)
+            finally:
                 self._depth -= 1
+                self._flush_wakes()
+        else:
+            self._depth -= 1
 
     def _flush_wakes(self) -> None:
+        if not self._wakes:
+            return
         # One failing callback must not lose the others' wakeups.
         wakes, self._wakes[:] = list(self._wakes), []
         failure: BaseException | None = None

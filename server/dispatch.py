@@ -25,6 +25,7 @@ from typing import Any
 from .config import ALL_RIGHTS
 
 CallResult = list[Any] | Awaitable[list[Any]]
+DYNAMIC_CACHE_SIZE = 10_000
 
 
 class CallContext:
@@ -97,6 +98,7 @@ class Registry:
     def __init__(self) -> None:
         self._fixed: dict[str, Resolved] = {}
         self._resolvers: list[Resolver] = []
+        self._dynamic: dict[str, Resolved] = {}
         self._evals: dict[str, Resolved] = {}
 
     def register(self, name: str, handler: Handler, access: str, *, replace: bool = False) -> None:
@@ -130,13 +132,25 @@ class Registry:
         found = self._fixed.get(name)
         if found is not None:
             return found
+        found = self._dynamic.get(name)
+        if found is not None:
+            return found
         if not self._resolvers or parse_name(name) is None:
             return None
         for resolver in self._resolvers:
             found = resolver(name)
             if found is not None:
+                # Names repeat on every request. A resolution may go stale (a
+                # dropped tube): its handler then answers the error itself.
+                if len(self._dynamic) >= DYNAMIC_CACHE_SIZE:
+                    self._dynamic.clear()
+                self._dynamic[name] = found
                 return found
         return None
+
+    def forget(self) -> None:
+        """Drop cached dynamic resolutions (a resolver's answers changed)."""
+        self._dynamic.clear()
 
     def resolve_eval(self, expr: str) -> Resolved | None:
         found = self._evals.get(expr)

@@ -70,14 +70,16 @@ class QueueCalls:
         self.modern = Queue(catalog, clock_us, namespaces=app.config.queue_namespaces)
         self.legacy = LegacyQueue(catalog, clock_us)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
-        self._handlers: dict[str, Resolved] = {}
+        self._rearm_scheduled = False
         self._waiting: set[asyncio.Future[None]] = set()
         self.reloads = 0
 
     # -- the one deadline source of the timer: both cores --
     def next_deadline(self) -> int | None:
-        deadlines = [d for c in (self.modern, self.legacy) if (d := c.next_deadline()) is not None]
-        return min(deadlines, default=None)
+        modern, legacy = self.modern.next_deadline(), self.legacy.next_deadline()
+        if modern is None or legacy is None:
+            return legacy if modern is None else modern
+        return min(modern, legacy)
 
     def tick(self, now_us: int) -> None:
         self.modern.tick(now_us)
@@ -101,7 +103,7 @@ class QueueCalls:
             keep_temporary=True,
         )
         self.legacy = LegacyQueue(self.catalog, self.clock_us)
-        self._handlers.clear()
+        self.app.registry.forget()
         for conn_id in self.app.connections:
             self._connected(conn_id)
         for woken in list(self._waiting):
@@ -134,23 +136,13 @@ class QueueCalls:
         self.timer.rearm()
 
     def resolve(self, name: str) -> Resolved | None:
-        found = self._handlers.get(name)
-        if found is not None:
-            return found
         if self.legacy.has_name(name):
             which = "legacy"
         elif self.modern.has_name(name):
             which = "modern"
         else:
             return None
-        found = (self._bound(name, which), self._core(which).access_of(name))
-        if len(self._handlers) < 10_000:  # tube names come and go; keep the cache bounded
-            self._handlers[name] = found
-        return found
-
-    def forget(self) -> None:
-        """Drop cached resolutions (a tube was dropped: its names must stop resolving)."""
-        self._handlers.clear()
+        return (self._bound(name, which), self._core(which).access_of(name))
 
     # -- handlers --
     def _core(self, which: str) -> Core:
@@ -273,8 +265,16 @@ class QueueCalls:
 
     # -- lifecycle --
     def _after_call(self, name: str) -> None:
-        if name.endswith(":drop") or name.endswith(":truncate"):
-            self.forget()
+        if name.endswith(":drop"):
+            self.app.registry.forget()  # the registry caches resolved names
+        # Once per loop turn, not per request: every request of the turn may move
+        # the earliest deadline, and asking both cores costs more than a put.
+        if not self._rearm_scheduled:
+            self._rearm_scheduled = True
+            asyncio.get_running_loop().call_soon(self._rearm)
+
+    def _rearm(self) -> None:
+        self._rearm_scheduled = False
         self.timer.rearm()
 
     def _after_tick(self) -> None:
