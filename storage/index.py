@@ -150,11 +150,30 @@ class Index:
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
-        return next(self.iterate(prefix), None)
+        # One bisect, no iterator: drivers ask this on every take and put.
+        entries = self._list
+        if not prefix:
+            return entries[0][-1] if entries else None  # type: ignore[no-any-return]
+        if len(prefix) > self._width:
+            return None
+        pos = entries.bisect_left(prefix)
+        if pos == len(entries):
+            return None
+        entry = entries[pos]
+        return entry[-1] if entry[: len(prefix)] == prefix else None  # type: ignore[no-any-return]
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         """The greatest tuple whose key starts with `prefix`."""
-        return next(self.iterate(prefix, reverse=True), None)
+        entries = self._list
+        if not prefix:
+            return entries[-1][-1] if entries else None  # type: ignore[no-any-return]
+        if len(prefix) > self._width:
+            return None
+        pos = entries.bisect_left(prefix + (_Top,)) - 1
+        if pos < 0:
+            return None
+        entry = entries[pos]
+        return entry[-1] if entry[: len(prefix)] == prefix else None  # type: ignore[no-any-return]
 
     def ge(self, key: Key) -> Tuple | None:
         """The first tuple whose key is >= `key` (compared as tuples)."""
@@ -249,13 +268,13 @@ class PrimaryIndex(Index):
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         if prefix or not self._tree:
-            return super().first(prefix)
+            return next(self.iterate(prefix), None)
         return self._tree.peekitem(0)[1]  # type: ignore[no-any-return]
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         # The hot one: every put asks for the highest id (next id = max + 1).
         if prefix or not self._tree:
-            return super().last(prefix)
+            return next(self.iterate(prefix, reverse=True), None)
         return self._tree.peekitem(-1)[1]  # type: ignore[no-any-return]
 
     def _to_tree(self, key: Key) -> Any:
