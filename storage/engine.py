@@ -50,7 +50,7 @@ from .errors import DataDirLocked, EngineError, UnloggableChange, WalWriteError
 from .fileio import FileIO
 from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
-from .records import change_body, ddl_body, pack
+from .records import change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
 from .snapshot import CREATE, DROP, TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
@@ -139,6 +139,7 @@ class Engine:
         self._taken_lsn = 0
         self._written_lsn = 0  # advanced by the writer thread
         self._frames: list[bytes] = []
+        self._pack = packer()  # records are encoded on the loop thread only
         self._undo: list[Undo] = []
         self._inflight: list[Batch] = []  # taken, not yet known written, oldest first
         self._doomed: Batch | None = None  # stands for pending changes a rollback undid
@@ -233,7 +234,7 @@ class Engine:
         try:
             if not self._opened:
                 raise EngineError("the engine is not open")
-            frame = encode_frame(pack(body))
+            frame = encode_frame(self._pack(body))
         except Exception as e:
             _UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e

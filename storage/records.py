@@ -22,6 +22,12 @@ def pack(body: Body) -> bytes:
     return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
 
 
+def packer() -> Callable[[Body], bytes]:
+    """A faster `pack` for one thread: a reused Packer (not thread-safe) skips
+    building one per record, a third of a WAL record's encoding time."""
+    return msgpack.Packer(use_bin_type=True).pack  # type: ignore[no-any-return]
+
+
 def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
     # have any keys; ext values pass through as msgpack.ExtType.
