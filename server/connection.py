@@ -57,6 +57,8 @@ class Connection(asyncio.Protocol):
         self.in_flight = 0
         self._max_in_flight = config.max_in_flight_per_conn
         self._out: list[bytes] = []
+        # Replies waiting for a durability barrier, per barrier future.
+        self._held: dict[asyncio.Future[Any], list[tuple[int, bytes]]] = {}
         self._flush_scheduled = False
         self._write_paused = False
         self._reading_paused = False
@@ -163,9 +165,13 @@ class Connection(asyncio.Protocol):
         """Send `reply` once `waitable` (a durability barrier) completes."""
         self._started()
         if asyncio.isfuture(waitable):
-            # Group commit hands many requests the same future: a callback each
-            # is far cheaper than a task each.
-            waitable.add_done_callback(lambda fut: self._after_barrier(fut, sync, reply))
+            # Group commit hands many requests the same future: one callback per
+            # connection and batch, holding the batch's replies in order.
+            held = self._held.get(waitable)
+            if held is None:
+                held = self._held[waitable] = []
+                waitable.add_done_callback(self._after_barrier)
+            held.append((sync, reply))
         else:
             self.spawn(self._await_barrier(sync, waitable, reply), counted=False)
 
@@ -240,11 +246,15 @@ class Connection(asyncio.Protocol):
             self._reading_paused = False
             transport.resume_reading()
 
-    def _after_barrier(self, fut: asyncio.Future[Any], sync: int, reply: bytes) -> None:
-        self.finished()
-        if fut.cancelled() or fut.exception() is not None:
-            reply = self.barrier_failed(sync, fut.exception() if not fut.cancelled() else None)
-        self.send(reply)
+    def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
+        held = self._held.pop(fut, ())
+        failed = fut.cancelled() or fut.exception() is not None
+        for sync, reply in held:
+            self.finished()
+            if failed:
+                error = None if fut.cancelled() else fut.exception()
+                reply = self.barrier_failed(sync, error)
+            self.send(reply)
 
     async def _await_barrier(self, sync: int, waitable: Awaitable[Any], reply: bytes) -> None:
         try:
