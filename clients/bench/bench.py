@@ -52,6 +52,7 @@ def run_scenario(
     label: str | None = None,
 ) -> dict[str, Any]:
     api, phases = SCENARIOS[scenario](opts)
+    where = environment()  # before the run: its load average is the machine's, not ours
     _prepare(target, api)
     phase_docs = []
     for phase in phases:
@@ -73,7 +74,7 @@ def run_scenario(
         "label": label,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "params": dataclasses.asdict(opts),
-        "environment": environment(),
+        "environment": where,
         "server_pid": target.server_pid,
         "phases": phase_docs,
         "counts": counts,
