@@ -46,14 +46,6 @@ class Template:
     slot_at: int = -1
     slot_len: int = 0
 
-    def render(self, sync: int, slot: bytes = b"") -> bytes:
-        """A standalone copy with `sync` (and the slot) filled in (setup, tests)."""
-        out = bytearray(self.frame)
-        _U64.pack_into(out, self.sync_at, sync)
-        if slot:
-            out[self.slot_at : self.slot_at + self.slot_len] = slot
-        return bytes(out)
-
 
 def call_template(name: str, args: list[Any], slot: Any = None) -> Template:
     """A CALL of `name` with `args`; `slot`, if given, is one of the sentinels and

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from time import perf_counter_ns
 from typing import Any
@@ -80,8 +80,6 @@ class WorkerResult:
     cpu_s: float
     connections: int
     timed_out: bool = False
-    failure: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def split_slots(total: int, parts: int) -> list[int]:
@@ -90,45 +88,20 @@ def split_slots(total: int, parts: int) -> list[int]:
 
 
 async def run_worker(spec: WorkerSpec, index: int, shared: Shared) -> WorkerResult:
-    api = spec.api
-    n_put = spec.put.connections if spec.put else 0
-    n_take = spec.take.connections if spec.take else 0
     conns: list[BenchConnection] = []
     try:
         try:
-            for _ in range(n_put + n_take):
-                conns.append(await open_connection(spec.host, spec.port, spec.user, spec.password))
+            producers, consumers, tally = await _prepare(spec, shared, conns)
         except BaseException:
             shared.barrier.abort()  # the others must not wait for a worker that failed
             raise
-        tally = Tally()
-        producers = consumers = None
-        if spec.put:
-            plan = [(api.put_template(utube), count) for utube, count in spec.put.groups]
-            producers = Producers(
-                conns[:n_put], plan, spec.put.window, tally, stamped=api.stamped, rate=spec.put.rate
-            )
-        if spec.take:
-            take = spec.take
-            keep_going = _producers_running(shared) if take.until_producers_done else _never
-            consumers = Consumers(
-                conns[n_put:],
-                split_slots(take.slots, n_take),
-                api,
-                take.take_timeout,
-                tally,
-                keep_going=keep_going,
-                takes_per_slot=take.takes_per_slot,
-                yield_before_ack=take.yield_before_ack,
-                pipelined=take.pipelined,
-            )
         # Blocking on purpose: nothing is in flight yet, and every process must
         # start its clock at the same moment.
         shared.barrier.wait(BARRIER_TIMEOUT_S)
         # perf_counter is CLOCK_MONOTONIC, one clock for every process of the
         # machine: starts read here differ by microseconds, and stamps put in
         # payloads by one process can be read by another.
-        started = t0 = perf_counter_ns()
+        started = perf_counter_ns()
         cpu0 = own_cpu_seconds()
         if producers:
             if spec.put and spec.put.duration is not None:
@@ -138,21 +111,53 @@ async def run_worker(spec: WorkerSpec, index: int, shared: Shared) -> WorkerResu
             consumers.start()
         timeline = {name: PerSecond() for name in COUNTERS}
         timed_out = await _drive(
-            spec, index, shared, tally, producers, consumers, conns, t0, timeline
+            spec, index, shared, tally, producers, consumers, conns, started, timeline
         )
-        cpu = own_cpu_seconds() - cpu0
         return WorkerResult(
             tally,
             {k: v.to_json() for k, v in timeline.items()},
             started,
             tally.last_op_ns or perf_counter_ns(),
-            cpu,
+            own_cpu_seconds() - cpu0,
             len(conns),
             timed_out=timed_out,
         )
     finally:
         for conn in conns:
             conn.close()
+
+
+async def _prepare(
+    spec: WorkerSpec, shared: Shared, conns: list[BenchConnection]
+) -> tuple[Producers | None, Consumers | None, Tally]:
+    """Open and log in every connection (appended to `conns`), build both roles."""
+    api = spec.api
+    n_put = spec.put.connections if spec.put else 0
+    n_take = spec.take.connections if spec.take else 0
+    for _ in range(n_put + n_take):
+        conns.append(await open_connection(spec.host, spec.port, spec.user, spec.password))
+    tally = Tally()
+    producers = consumers = None
+    if spec.put:
+        plan = [(api.put_template(utube), count) for utube, count in spec.put.groups]
+        producers = Producers(
+            conns[:n_put], plan, spec.put.window, tally, stamped=api.stamped, rate=spec.put.rate
+        )
+    if spec.take:
+        take = spec.take
+        keep_going = _producers_running(shared) if take.until_producers_done else _never
+        consumers = Consumers(
+            conns[n_put:],
+            split_slots(take.slots, n_take),
+            api,
+            take.take_timeout,
+            tally,
+            keep_going=keep_going,
+            takes_per_slot=take.takes_per_slot,
+            yield_before_ack=take.yield_before_ack,
+            pipelined=take.pipelined,
+        )
+    return producers, consumers, tally
 
 
 def _never() -> bool:
