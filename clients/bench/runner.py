@@ -22,7 +22,15 @@ from .conn import BenchError
 from .cpu import process_cpu_seconds
 from .histogram import LatencyHistogram, PerSecond
 from .roles import OPS
-from .worker import BARRIER_TIMEOUT_S, COUNTERS, Shared, WorkerResult, WorkerSpec, worker_process
+from .worker import (
+    BARRIER_TIMEOUT_S,
+    BROKEN_START,
+    COUNTERS,
+    Shared,
+    WorkerResult,
+    WorkerSpec,
+    worker_process,
+)
 
 POLL_S = 0.2
 GRACE_S = 30.0  # beyond a phase's max_time before the runner gives up on its workers
@@ -155,7 +163,8 @@ def _collect(
             progress(totals, (perf_counter_ns() - start) / 1e9)
     failures = [r for r in results.values() if not isinstance(r, WorkerResult)]
     if failures:
-        raise BenchError(str(failures[0]).strip())
+        causes = [f for f in failures if f != BROKEN_START] or failures
+        raise BenchError(str(causes[0]).strip())
     return [results[i] for i in sorted(results)]
 
 

@@ -11,6 +11,7 @@ time is load only. Must not merge results or print: the runner does that.
 from __future__ import annotations
 
 import asyncio
+import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
@@ -26,6 +27,7 @@ from .roles import Consumers, Producers, Tally
 COUNTERS = ("put", "taken", "acked", "errors")
 SAMPLE_S = 0.1  # progress and per-second buckets are updated this often
 BARRIER_TIMEOUT_S = 60.0
+BROKEN_START = "another worker failed before the start"
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,8 @@ def worker_process(spec: WorkerSpec, index: int, shared: Shared) -> None:
             result: Any = runner.run(run_worker(spec, index, shared))
     except BenchError as exc:
         result = str(exc)
+    except threading.BrokenBarrierError:
+        result = BROKEN_START  # another worker failed first; its own message says why
     except Exception:  # noqa: BLE001 - reported to the runner, which fails the phase
         result = traceback.format_exc()
     shared.results.put((index, result))
