@@ -41,8 +41,9 @@ def main() -> int:
             with tube.taking(timeout=1.0) as task:
                 if task is None:
                     continue
-                age = time.time() - task.data.get("created", time.time())
-                print(f"took task {task.id}: {task.data} ({age * 1000:.1f} ms old)", flush=True)
+                created = task.data.get("created") if isinstance(task.data, dict) else None
+                age = f" ({(time.time() - created) * 1000:.1f} ms old)" if created else ""
+                print(f"took task {task.id}: {task.data}{age}", flush=True)
                 done += 1  # leaving the block acks the task
     print(f"consumer stopped after {done} tasks", flush=True)
     return 0
