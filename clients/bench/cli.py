@@ -77,7 +77,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument(
         "--processes", type=_positive_int, default=1, help="worker processes sharing the load (1)"
     )
-    load.add_argument("--rate", type=float, help="mixed: total puts per second (default: max)")
+    load.add_argument(
+        "--rate", type=float, help="put, mixed: total puts per second (default: as fast as it goes)"
+    )
     load.add_argument(
         "--take-timeout",
         type=float,

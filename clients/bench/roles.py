@@ -64,7 +64,6 @@ class Producers:
         *,
         stamped: bool = False,
         rate: float | None = None,
-        end_ns: int | None = None,
     ) -> None:
         self.conns = conns
         self._templates = [template for template, count in plan if count > 0]
@@ -74,7 +73,7 @@ class Producers:
         self.tally = tally
         self.stamped = stamped
         self.rate = rate  # puts per second for this worker, None = as fast as possible
-        self.end_ns = end_ns  # stop starting puts at this clock value (duration mode)
+        self.end_ns: int | None = None  # duration mode: no put starts after this clock value
         self.sent = 0
         self.in_flight = 0
         self.stopped = False
@@ -95,16 +94,15 @@ class Producers:
         self.stopped = True
         self._check_done()
 
-    def _allowed(self) -> int:
-        if self.rate is None:
-            return 1 << 62
-        due = int((perf_counter_ns() - self._start_ns) * self.rate / 1e9) + 1
+    def _allowed(self, rate: float) -> int:
+        """Puts due by now at `rate` and not yet sent."""
+        due = int((perf_counter_ns() - self._start_ns) * rate / 1e9) + 1
         return due - self.sent
 
     def _fill(self, conn: BenchConnection, want: int) -> None:
         """Send up to `want` puts on `conn`, within the budget, the time and the rate."""
         if self.rate is not None:
-            want = min(want, self._allowed())
+            want = min(want, self._allowed(self.rate))
         templates, left, end_ns = self._templates, self._left, self.end_ns
         on_put = self._callbacks[id(conn)]
         while want > 0 and not self.stopped:

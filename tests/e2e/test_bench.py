@@ -76,6 +76,16 @@ def test_each_scenario_puts_takes_and_acks_every_task(
     assert scenario in output and "errors" in output  # the table was printed
 
 
+def test_duration_mode_stops_producing_on_time_and_counts_what_it_did(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    code, doc, output = run_bench(server, tmp_path, "put", "--duration", "0.5", "--rate", "2000")
+    assert code == 0, output
+    put = doc["counts"]["put"]
+    assert 0 < put <= 2000 * 0.5 + 1  # the rate bounds it; the clock stopped it
+    assert doc["server_stats"]["calls"]["put"] == put
+
+
 def test_mixed_measures_put_to_take_latency_of_every_task(
     server: ServerProc, tmp_path: Path
 ) -> None:
