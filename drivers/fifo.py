@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .driver import BURIED, READY, TAKEN, TaskStore, Tuple, register_driver
-from .errors import module_error
+from .driver import READY, Tuple, register_driver
+from .untimed import UntimedStore
 
 
-class Fifo(TaskStore):
+class Fifo(UntimedStore):
     TYPE = "fifo"
 
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
@@ -21,26 +21,8 @@ class Fifo(TaskStore):
         self.events.stat("put")
         return task
 
-    def take(self, now: int) -> Tuple | None:
-        task = self.by_status.first((READY,))
-        if task is None:
-            return None
-        task = self._update(task[0], {1: TAKEN})
-        self.events.stat("take")
-        return task
-
-    def touch(self, task_id: int, delta_us: int) -> Tuple:
-        raise module_error("fifo queue does not support touch")
-
-    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
-        task = self._update(task_id, {1: READY})
-        self.events.stat("release")
-        return task
-
-    def bury(self, task_id: int) -> Tuple:
-        task = self._update(task_id, {1: BURIED})
-        self.events.stat("bury")
-        return task
+    def next_ready(self) -> Tuple | None:
+        return self.by_status.first((READY,))
 
 
 register_driver(Fifo.TYPE, Fifo)

@@ -15,14 +15,14 @@ from typing import Any, ClassVar
 from storage.space import IndexDef
 
 from .args import lua_tostring
-from .driver import BURIED, READY, TAKEN, Tuple, register_driver
-from .errors import module_error
+from .driver import READY, Tuple, register_driver
 from .heads import HeadKey, UtubeRules
+from .untimed import UntimedStore
 
 F_UTUBE = 2
 
 
-class Utube(UtubeRules):
+class Utube(UtubeRules, UntimedStore):
     TYPE = "utube"
     F_UTUBE = F_UTUBE
     F_DATA = 3
@@ -43,26 +43,8 @@ class Utube(UtubeRules):
         self.events.stat("put")
         return task
 
-    def take(self, now: int) -> Tuple | None:
-        task = self.take_head()
-        if task is None:
-            return None
-        task = self._update(task[0], {1: TAKEN})
-        self.events.stat("take")
-        return task
-
-    def touch(self, task_id: int, delta_us: int) -> Tuple:
-        raise module_error("utube queue does not support touch")
-
-    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
-        task = self._update(task_id, {1: READY})
-        self.events.stat("release")
-        return task
-
-    def bury(self, task_id: int) -> Tuple:
-        task = self._update(task_id, {1: BURIED})
-        self.events.stat("bury")
-        return task
+    def next_ready(self) -> Tuple | None:
+        return self.take_head()
 
 
 register_driver(Utube.TYPE, Utube)
