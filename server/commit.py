@@ -58,6 +58,8 @@ class GroupCommit:
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
         self.on_rollback = on_rollback
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
+        # Kept, not looked up: get_running_loop() costs a getpid() syscall.
+        self._loop = asyncio.get_running_loop()
         self._gathering: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Future[None]] = set()
         self.batches_written = 0
@@ -70,9 +72,8 @@ class GroupCommit:
             self._journal.take_batch()  # memory only: drop the records at once
             return None
         if self._gathering is None:
-            loop = asyncio.get_running_loop()
-            self._gathering = loop.create_future()
-            loop.call_soon(self._flush)
+            self._gathering = self._loop.create_future()
+            self._loop.call_soon(self._flush)
         return self._gathering
 
     def _flush(self) -> None:
@@ -82,9 +83,8 @@ class GroupCommit:
         if batch is None:
             done.set_result(None)
             return
-        loop = asyncio.get_running_loop()
         self._in_flight.add(done)
-        written = loop.run_in_executor(self._executor, self._journal.write_batch, batch)
+        written = self._loop.run_in_executor(self._executor, self._journal.write_batch, batch)
         written.add_done_callback(lambda f: self._written(f, batch, done))
 
     def _written(
@@ -117,10 +117,6 @@ class GroupCommit:
             waiter = self.barrier()
             if waiter is not None:
                 await asyncio.gather(waiter, return_exceptions=True)
-
-    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run file work (snapshots) on a thread other than the WAL writer."""
-        return asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

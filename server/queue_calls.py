@@ -71,6 +71,8 @@ class QueueCalls:
         self.legacy = LegacyQueue(catalog, clock_us)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
         self._rearm_scheduled = False
+        # Kept, not looked up per request: get_running_loop() costs a getpid().
+        self._loop = asyncio.get_running_loop()
         self._waiting: set[asyncio.Future[None]] = set()
         self.reloads = 0
 
@@ -194,7 +196,7 @@ class QueueCalls:
         before any task starts: a waiter registered inside the coroutine would
         miss that put's wakeup and sleep until its timeout.
         """
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
         first = self._register(which, ctx, blocked, blocked.timeout_s)
         return self._waiting_call(which, ctx, blocked, deadline, first)
@@ -202,7 +204,7 @@ class QueueCalls:
     def _register(
         self, which: str, ctx: CallContext, blocked: Blocked, remaining: float | None
     ) -> tuple[Core, Any, asyncio.Future[None]]:
-        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        woken: asyncio.Future[None] = self._loop.create_future()
 
         def wake() -> None:
             if not woken.done():
@@ -223,7 +225,7 @@ class QueueCalls:
         deadline: float | None,
         registered: tuple[Core, Any, asyncio.Future[None]],
     ) -> list[Any]:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         while True:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             core, waiter, woken = registered
@@ -271,7 +273,7 @@ class QueueCalls:
         # the earliest deadline, and asking both cores costs more than a put.
         if not self._rearm_scheduled:
             self._rearm_scheduled = True
-            asyncio.get_running_loop().call_soon(self._rearm)
+            self._loop.call_soon(self._rearm)
 
     def _rearm(self) -> None:
         self._rearm_scheduled = False

@@ -43,6 +43,7 @@ class DeadlineTimer:
         self._clock_us = clock_us
         self._after_tick = after_tick  # e.g. flush the WAL records the expiries made
         self._handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._armed_for: int | None = None
         self.ticks = 0
 
@@ -57,7 +58,9 @@ class DeadlineTimer:
         if deadline is None:
             return
         delay = max(0.0, (deadline - self._clock_us()) / 1_000_000)
-        self._handle = asyncio.get_running_loop().call_later(delay, self._fire)
+        if self._loop is None:  # kept: get_running_loop() costs a getpid() syscall
+            self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_later(delay, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
