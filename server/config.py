@@ -338,5 +338,6 @@ def check_exposure(config: Config) -> None:
         raise ConfigError(
             f"{where} with no user configured: nobody could do anything; add a user "
             "(QUEUEBOX_USER + QUEUEBOX_PASSWORD, or [users.NAME] in the config file) or "
-            "allow an open guest (allow_open_guest = true)"
+            "open the server to guests: guest_rights = \"all\" (QUEUEBOX_GUEST_RIGHTS=all) "
+            "together with allow_open_guest = true (QUEUEBOX_ALLOW_OPEN_GUEST=1)"
         )
