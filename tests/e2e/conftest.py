@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from serverproc import USERS_TOML, ServerProc, StartServer
+from serverproc import USERS_TOML, ServerProc, StartServer, login_tester
 
 
 def _start(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:
@@ -44,3 +45,14 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
     finally:
         for proc in started:
             proc.stop()
+
+
+@pytest.fixture(scope="module")
+def conn(server: ServerProc) -> Iterator[Any]:
+    """tarantool-python on the module's server as `tester`; modules that need
+    another kind of connection define their own `conn`."""
+    c = login_tester(server.port)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,20 @@ rights = ["read"]
 
 # start_server(*flags, env=None, toml=...) -> a running ServerProc (conftest fixture)
 StartServer = Callable[..., ServerProc]
+
+
+def unique(prefix: str) -> str:
+    """A tube name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def login_tester(port: int, **kwargs: Any) -> Any:
+    """tarantool-python, logged in as `tester` (all rights in USERS_TOML)."""
+    import tarantool
+
+    kwargs.setdefault("user", "tester")
+    kwargs.setdefault("password", "secret")
+    return tarantool.Connection("127.0.0.1", port, socket_timeout=10, **kwargs)
 
 
 # --- raw wire client ---

@@ -10,7 +10,6 @@ not hold up the requests behind it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
 import asynctnt
@@ -18,11 +17,7 @@ import asynctnt_queue
 import pytest
 from asynctnt.exceptions import TarantoolDatabaseError
 from asynctnt_queue.task import Status
-from serverproc import ServerProc
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+from serverproc import ServerProc, unique
 
 
 async def connect(port: int) -> asynctnt.Connection:

@@ -15,23 +15,13 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, ServerProc, StartServer
+from serverproc import CALL, PING, RawClient, ServerProc, StartServer, login_tester, unique
 from tarantool.error import DatabaseError
 
 DRIVERS = ["fifo", "fifottl", "limfifottl", "utube", "utubettl"]
 TTL_DRIVERS = ["fifottl", "limfifottl", "utubettl"]
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-def connect(port: int, **kwargs: Any) -> tarantool.Connection:
-    kwargs.setdefault("user", "tester")
-    kwargs.setdefault("password", "secret")
-    return tarantool.Connection("127.0.0.1", port, socket_timeout=10, **kwargs)
 
 
 def error_of(conn: tarantool.Connection, name: str, *args: Any) -> tuple[int, str]:
@@ -47,17 +37,8 @@ def eval_error(conn: tarantool.Connection, expr: str, *args: Any) -> tuple[int, 
 
 
 @pytest.fixture(scope="module")
-def conn(server: ServerProc) -> Iterator[tarantool.Connection]:
-    c = connect(server.port)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture(scope="module")
 def conn16(server: ServerProc) -> Iterator[tarantool.Connection]:
-    c = connect(server.port, call_16=True)
+    c = login_tester(server.port, call_16=True)
     try:
         yield c
     finally:
@@ -171,8 +152,8 @@ def test_tube_lists_and_checks(conn: tarantool.Connection) -> None:
 
 def test_a_server_without_tubes_answers_empty_tables(start_server: StartServer) -> None:
     server = start_server()
-    c = connect(server.port)
-    c16 = connect(server.port, call_16=True)
+    c = login_tester(server.port)
+    c16 = login_tester(server.port, call_16=True)
     try:
         assert c.call("queue.tube").data == [[]]
         assert c.call("queue.statistics").data == [[]]

@@ -18,14 +18,10 @@ from typing import Any
 import msgpack
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, Reply, ServerProc
+from serverproc import CALL, PING, RawClient, Reply, ServerProc, unique
 from tarantool.error import DatabaseError
 
 UNKNOWN = b"0123456789abcdef"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def connect(port: int, raw: bool = False) -> tarantool.Connection:

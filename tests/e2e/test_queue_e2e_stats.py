@@ -9,11 +9,9 @@ drivers add one delayed task: delayed 1, total 4, put 6.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import tarantool
-from serverproc import ServerProc
 
 VARIANTS = [
     ("fifo", None),
@@ -25,17 +23,6 @@ VARIANTS = [
     ("utubettl", "ready_buffer"),
 ]
 TTL_DRIVERS = {"fifottl", "limfifottl", "utubettl"}
-
-
-@pytest.fixture(scope="module")
-def conn(server: ServerProc) -> Iterator[tarantool.Connection]:
-    c = tarantool.Connection(
-        "127.0.0.1", server.port, user="tester", password="secret", socket_timeout=10
-    )
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 @pytest.mark.parametrize(

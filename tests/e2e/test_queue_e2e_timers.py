@@ -12,30 +12,14 @@ from __future__ import annotations
 
 import select
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, ServerProc
+from serverproc import CALL, PING, RawClient, ServerProc, unique
 from tarantool.error import DatabaseError
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def conn(server: ServerProc) -> Iterator[tarantool.Connection]:
-    c = tarantool.Connection(
-        "127.0.0.1", server.port, user="tester", password="secret", socket_timeout=10
-    )
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 class Tube:

@@ -11,27 +11,20 @@ from __future__ import annotations
 
 import select
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, Reply, ServerProc, frame
+from serverproc import CALL, PING, RawClient, Reply, ServerProc, frame, login_tester, unique
 
 FOREVER = None
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
 @pytest.fixture(scope="module")
 def admin(server: ServerProc) -> Iterator[tarantool.Connection]:
-    c = tarantool.Connection(
-        "127.0.0.1", server.port, user="tester", password="secret", socket_timeout=10
-    )
+    c = login_tester(server.port)
     try:
         yield c
     finally:
