@@ -7,7 +7,7 @@ here imports server/, drivers/ or storage/. `clients.bench` and `clients.pipelin
 separate tools that live alongside.
 
     import asyncio
-    from clients import aio
+    from queuebox.clients import aio
 
     async def main() -> None:
         async with aio.connect("127.0.0.1", 3301) as conn:
@@ -18,7 +18,7 @@ separate tools that live alongside.
                     print(task.data)   # acked when the block ends without an error
 """
 
-from clients.errors import (
+from queuebox.clients.errors import (
     AuthError,
     CallTimeout,
     ConnectionLost,
@@ -35,7 +35,7 @@ from clients.errors import (
     TubeNotFound,
     UnknownSession,
 )
-from clients.model import LegacyTask, Status, Task
+from queuebox.clients.model import LegacyTask, Status, Task
 
 __all__ = [
     "AuthError",

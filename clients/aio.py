@@ -31,10 +31,10 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-import protocol
-from clients import iproto
-from clients.calls import Call, modern
-from clients.errors import (
+from queuebox import protocol
+from queuebox.clients import iproto
+from queuebox.clients.calls import Call, modern
+from queuebox.clients.errors import (
     AuthError,
     CallTimeout,
     ConnectionLost,
@@ -42,9 +42,9 @@ from clients.errors import (
     QueueboxError,
     ServerError,
 )
-from clients.legacy import LegacyQueue
-from clients.tube import Tube
-from clients.wire import Orphan, Wire
+from queuebox.clients.legacy import LegacyQueue
+from queuebox.clients.tube import Tube
+from queuebox.clients.wire import Orphan, Wire
 
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")

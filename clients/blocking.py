@@ -27,11 +27,11 @@ from itertools import islice
 from types import TracebackType
 from typing import Any, TypeVar
 
-import protocol
-from clients import iproto
-from clients.blocking_queue import LegacyQueue, Tube
-from clients.calls import Call, modern
-from clients.errors import (
+from queuebox import protocol
+from queuebox.clients import iproto
+from queuebox.clients.blocking_queue import LegacyQueue, Tube
+from queuebox.clients.calls import Call, modern
+from queuebox.clients.errors import (
     AuthError,
     CallTimeout,
     ConnectionLost,

@@ -13,13 +13,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from clients.calls import legacy, modern
-from clients.errors import QueueboxError
-from clients.model import LegacyTask, Task
-from clients.tube import OnError, task_id
+from queuebox.clients.calls import legacy, modern
+from queuebox.clients.errors import QueueboxError
+from queuebox.clients.model import LegacyTask, Task
+from queuebox.clients.tube import OnError, task_id
 
 if TYPE_CHECKING:
-    from clients.blocking import Connection
+    from queuebox.clients.blocking import Connection
 
 __all__ = ["LegacyQueue", "Tube"]
 

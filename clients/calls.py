@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import protocol
-from clients.errors import QueueFull, ServerError
-from clients.model import LegacyTask, Task
+from queuebox import protocol
+from queuebox.clients.errors import QueueFull, ServerError
+from queuebox.clients.model import LegacyTask, Task
 
 T = TypeVar("T")
 

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from clients import blocking
-from clients.errors import (
+from queuebox.clients import blocking
+from queuebox.clients.errors import (
     AuthError,
     NetworkError,
     QueueboxError,
@@ -33,8 +33,8 @@ from clients.errors import (
     TaskNotFound,
     TubeNotFound,
 )
-from clients.iproto import parse_address
-from clients.model import Task
+from queuebox.clients.iproto import parse_address
+from queuebox.clients.model import Task
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 DEFAULT_PORT = 3301

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from clients.errors import CallTimeout, NetworkError, QueueboxError
-from clients.model import Task
-from clients.tube import OnError, Tube
+from queuebox.clients.errors import CallTimeout, NetworkError, QueueboxError
+from queuebox.clients.model import Task
+from queuebox.clients.tube import OnError, Tube
 
 __all__ = ["Consumer"]
 

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import protocol
-from clients.calls import Call
-from clients.errors import NetworkError, error_from_reply
+from queuebox import protocol
+from queuebox.clients.calls import Call
+from queuebox.clients.errors import NetworkError, error_from_reply
 
 T = TypeVar("T")
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clients.calls import legacy
-from clients.model import LegacyTask
+from queuebox.clients.calls import legacy
+from queuebox.clients.model import LegacyTask
 
 if TYPE_CHECKING:
-    from clients.aio import Connection
+    from queuebox.clients.aio import Connection
 
 __all__ = ["LegacyQueue"]
 

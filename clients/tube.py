@@ -13,12 +13,12 @@ import logging
 from collections.abc import Generator, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from clients.calls import modern
-from clients.errors import QueueboxError
-from clients.model import Task
+from queuebox.clients.calls import modern
+from queuebox.clients.errors import QueueboxError
+from queuebox.clients.model import Task
 
 if TYPE_CHECKING:
-    from clients.aio import Connection
+    from queuebox.clients.aio import Connection
 
 __all__ = ["OnError", "TakeRequest", "Tube"]
 

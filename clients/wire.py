@@ -12,9 +12,9 @@ import asyncio
 from collections.abc import Callable
 from typing import cast
 
-import protocol
-from clients import iproto
-from clients.errors import ConnectionLost
+from queuebox import protocol
+from queuebox.clients import iproto
+from queuebox.clients.errors import ConnectionLost
 
 __all__ = ["Orphan", "Wire"]
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
-from storage.catalog import Catalog
-from storage.space import IndexDef, Space
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import IndexDef, Space
 
 from .errors import field_missing, module_error
 

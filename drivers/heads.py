@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 from sortedcontainers import SortedDict
 
-from storage.catalog import Catalog
-from storage.space import Index, IndexDef
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import Index, IndexDef
 
 from .driver import READY, TAKEN, TaskStore, Tuple
 from .errors import module_error

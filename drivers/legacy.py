@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
-from storage.catalog import Catalog
+from queuebox.storage.catalog import Catalog
 
 from .legacy_args import (
     US_PER_SECOND,

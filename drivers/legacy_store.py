@@ -30,8 +30,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from storage.catalog import Catalog
-from storage.space import IndexDef, Space
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import IndexDef, Space
 
 from .legacy_args import MAX_SPACE_NO, US_PER_SECOND
 from .legacy_base import ER_PROC_LUA, QueueError

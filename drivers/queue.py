@@ -11,7 +11,7 @@ Must not touch: sockets, the event loop, wall time (the clock is injected),
 users and grants (the server's), EVAL parsing (the server maps the known
 EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
-    from drivers.queue import Queue, QueueError, Blocked
+    from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from storage.catalog import Catalog
+from queuebox.storage.catalog import Catalog
 
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401

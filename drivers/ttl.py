@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from storage.space import IndexDef
+from queuebox.storage.space import IndexDef
 
 from .args import (
     MAX_TIMEOUT_S,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.catalog import Catalog
-from storage.space import IndexDef, Space
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import IndexDef, Space
 
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore

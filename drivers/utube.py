@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from storage.space import IndexDef
+from queuebox.storage.space import IndexDef
 
 from .args import lua_tostring
 from .driver import READY, Tuple, register_driver

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from storage.space import IndexDef
+from queuebox.storage.space import IndexDef
 
 from .args import add_u64, lua_tostring
 from .driver import Tuple, register_driver

@@ -38,9 +38,9 @@ ShutdownHook = Callable[[], Awaitable[Any] | None]
 # server starts (inside the running loop). The queue glue, group commit and
 # the deadline timer add their lines here.
 EXTENSIONS: list[str] = [
-    "server.store:install",
-    "server.queue_calls:install",
-    "server.builtins:install",
+    "queuebox.server.store:install",
+    "queuebox.server.queue_calls:install",
+    "queuebox.server.builtins:install",
 ]
 
 

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-import protocol
-from protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
+from queuebox import protocol
+from queuebox.protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
 
 from .dispatch import CallContext, Handler
 from .errors import CallError, error_code_and_message

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import password_hash2
+from queuebox.protocol import password_hash2
 
 READ = "read"
 WRITE = "write"
@@ -338,6 +338,6 @@ def check_exposure(config: Config) -> None:
         raise ConfigError(
             f"{where} with no user configured: nobody could do anything; add a user "
             "(QUEUEBOX_USER + QUEUEBOX_PASSWORD, or [users.NAME] in the config file) or "
-            "open the server to guests: guest_rights = \"all\" (QUEUEBOX_GUEST_RIGHTS=all) "
+            'open the server to guests: guest_rights = "all" (QUEUEBOX_GUEST_RIGHTS=all) '
             "together with allow_open_guest = true (QUEUEBOX_ALLOW_OPEN_GUEST=1)"
         )

@@ -24,8 +24,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, cast
 
-import protocol
-from protocol import ProtocolError, Request
+from queuebox import protocol
+from queuebox.protocol import ProtocolError, Request
 
 from .app import App
 from .calls import error_reply

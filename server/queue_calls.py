@@ -25,9 +25,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from drivers.legacy import LegacyQueue, is_legacy_statistics
-from drivers.queue import Blocked, Queue
-from storage.catalog import Catalog
+from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
+from queuebox.drivers.queue import Blocked, Queue
+from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .dispatch import CallContext, Handler, Resolved

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import protocol
-from protocol import ErrorCode, RequestType
+from queuebox import protocol
+from queuebox.protocol import ErrorCode, RequestType
 
 from .calls import error_reply, handle_call, handle_call16, handle_eval
 from .errors import CallError

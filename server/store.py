@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from storage.engine import Engine
+from queuebox.storage.engine import Engine
 
 from .app import App
 from .commit import GroupCommit

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import protocol
-from protocol import ErrorCode, password_hash2
+from queuebox import protocol
+from queuebox.protocol import ErrorCode, password_hash2
 
 from .config import NO_RIGHTS, UserSpec
 from .errors import CallError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from storage import walcat
+from queuebox.storage import walcat
 
 
 def main(argv: list[str], prog: str = "queuebox wal") -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import protocol
+from queuebox import protocol
 
 from .conn import BenchConnection, BenchError
 from .frames import (

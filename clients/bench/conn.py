@@ -18,7 +18,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import Any, cast
 
-import protocol
+from queuebox import protocol
 
 from .frames import Template
 

@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-import protocol
+from queuebox import protocol
 
 SYNC_SENTINEL = 0xF1E2D3C4B5A69788
 ID_SENTINEL = 0xE8D7C6B5A4938271

@@ -3,7 +3,7 @@
 Owns: argument parsing, starting the SparkSession (`--master`, default local[*]),
 the progress line around each job, and turning Spark's long Java/Python error
 chains into one readable line. Plugged into the `queuebox` command through the
-table in server/cli.py as "clients.pipeline.cli:main". Must not touch server/,
+table in server/cli.py as "queuebox.clients.pipeline.cli:main". Must not touch server/,
 drivers/, storage/; imports pyspark only once a subcommand runs.
 
     queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
@@ -67,7 +67,7 @@ def _read_input(spark: Any, args: argparse.Namespace) -> Any:
 
 def load(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Enqueue the rows of `--input`; returns the commit summary."""
-    from clients.pipeline.sparkenv import Progress
+    from queuebox.clients.pipeline.sparkenv import Progress
 
     frame = _read_input(spark, args)
     if args.partitions:
@@ -95,8 +95,8 @@ def load(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from clients.pipeline.report import run_report
-    from clients.pipeline.sparkenv import Progress
+    from queuebox.clients.pipeline.report import run_report
+    from queuebox.clients.pipeline.sparkenv import Progress
 
     with Progress(spark, "report"):
         summary = run_report(spark, args.data_dir, args.out, args.bucket, args.tube)
@@ -123,7 +123,7 @@ def short_error(exc: BaseException) -> str:
 def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
     args = _parser(prog).parse_args(argv)
     try:
-        from clients.pipeline.sparkenv import build_session
+        from queuebox.clients.pipeline.sparkenv import build_session
     except ImportError as exc:
         print(f"{prog}: needs the spark extra: pip install 'queuebox[spark]' ({exc})")
         return 2

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clients.pipeline.classify import FINAL_EVENTS, METRICS, RULES, Rule
+from queuebox.clients.pipeline.classify import FINAL_EVENTS, METRICS, RULES, Rule
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

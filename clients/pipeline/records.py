@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from clients.pipeline.schema import RECORD_NAMES, to_json
+from queuebox.clients.pipeline.schema import RECORD_NAMES, to_json
 
 STATUSES = frozenset({"r", "t", "!", "~", "-"})
 # Body keys that may name the queue call behind a change (first present wins).

@@ -23,8 +23,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clients.pipeline import charts, lifecycle
-from clients.pipeline.classify import METRICS
+from queuebox.clients.pipeline import charts, lifecycle
+from queuebox.clients.pipeline.classify import METRICS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -120,7 +120,7 @@ def _settings(options: Any) -> dict[str, Any]:
 
 
 def _connect(settings: dict[str, Any]) -> Any:
-    from clients import blocking
+    from queuebox.clients import blocking
 
     return blocking.connect(
         settings["host"], settings["port"], settings["user"], settings["password"]
@@ -145,7 +145,7 @@ def ensure_tube(settings: dict[str, Any]) -> None:
 
 def _counted_put(tube: str, data: Any, options: dict[str, Any], result: PartitionResult) -> Any:
     """A put whose server error is counted instead of stopping the pipeline."""
-    from clients.calls import Call, modern
+    from queuebox.clients.calls import Call, modern
 
     def tolerate(error: Exception) -> bool:
         result.failed += 1

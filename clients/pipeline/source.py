@@ -30,8 +30,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.types import StructType
 
-from clients.pipeline import records, walfile
-from clients.pipeline.schema import RECORD_DDL
+from queuebox.clients.pipeline import records, walfile
+from queuebox.clients.pipeline.schema import RECORD_DDL
 
 DEFAULT_SPLIT = 16 << 20
 DEFAULT_BATCH = 8192
@@ -163,7 +163,7 @@ def arrow_schema() -> Any:
         "int": pa.int32(),
         "timestamp": pa.timestamp("us", tz="UTC"),
     }
-    from clients.pipeline.schema import RECORD_COLUMNS
+    from queuebox.clients.pipeline.schema import RECORD_COLUMNS
 
     return pa.schema([(name, kinds[kind]) for name, kind, _ in RECORD_COLUMNS])
 
@@ -182,7 +182,7 @@ class QueueboxDataSource(DataSource):  # type: ignore[misc]
         return QueueboxReader(self.options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from clients.pipeline.sink import QueueboxWriter
+        from queuebox.clients.pipeline.sink import QueueboxWriter
 
         if overwrite:
             raise ValueError('queuebox: a queue can only be appended to; use .mode("append")')

@@ -79,7 +79,7 @@ def build_session(
 
 def register(spark: SparkSession) -> None:
     """Make `spark.read/write.format("queuebox")` available in this session."""
-    from clients.pipeline.source import QueueboxDataSource
+    from queuebox.clients.pipeline.source import QueueboxDataSource
 
     spark.dataSource.register(QueueboxDataSource)
 

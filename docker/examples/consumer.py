@@ -15,8 +15,8 @@ import signal
 import sys
 import time
 
-from clients import blocking
-from clients.iproto import parse_address
+from queuebox.clients import blocking
+from queuebox.clients.iproto import parse_address
 
 stopping = False
 

@@ -34,8 +34,8 @@ BATCH = 10_000  # changes per WAL write, like a busy group commit
 
 def make_wal(directory: Path, records: int) -> int:
     """A data directory with `records` WAL records written by the storage engine."""
-    from storage.engine import Engine
-    from storage.space import IndexDef
+    from queuebox.storage.engine import Engine
+    from queuebox.storage.space import IndexDef
 
     engine = Engine(directory, wal_mode="write", clock=time.time)
     engine.open()
@@ -66,7 +66,7 @@ def make_wal(directory: Path, records: int) -> int:
 
 def read_plain(directory: Path) -> int:
     """Records decoded into rows by the pipeline's reader, in this process."""
-    from clients.pipeline import records, walfile
+    from queuebox.clients.pipeline import records, walfile
 
     count = 0
     for file in walfile.list_files(directory):
@@ -110,8 +110,8 @@ def bench_read(spark: Any, records: int) -> None:
 def bench_load(spark: Any, rows: int, partitions: int, window: int) -> None:
     from serverproc import ServerProc
 
-    from clients import blocking
-    from clients.pipeline.cli import load
+    from queuebox.clients import blocking
+    from queuebox.clients.pipeline.cli import load
 
     scratch = Path(tempfile.mkdtemp(prefix="queuebox-bench-load-"))
     server = ServerProc(scratch / "server").start()
@@ -151,7 +151,7 @@ def main() -> int:
     parser.add_argument("--skip-read", action="store_true")
     args = parser.parse_args()
 
-    from clients.pipeline.sparkenv import build_session
+    from queuebox.clients.pipeline.sparkenv import build_session
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import msgpack  # noqa: E402
 
-from protocol import RequestDecoder, encode_data, encode_ok  # noqa: E402
+from queuebox.protocol import RequestDecoder, encode_data, encode_ok  # noqa: E402
 
 CALL = bytes.fromhex("ce0000002082000a01148222b171756575652e747562652e71313a7075742191a464617461")
 TASK = (0, "r", "data")

@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from storage.engine import Engine  # noqa: E402
-from storage.space import IndexDef  # noqa: E402
+from queuebox.storage.engine import Engine  # noqa: E402
+from queuebox.storage.space import IndexDef  # noqa: E402
 
 SHAPES: dict[str, dict[str, Any]] = {
     "fifo": {

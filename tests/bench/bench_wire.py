@@ -129,7 +129,7 @@ def start_server(loop_kind: str, workdir: str) -> tuple[subprocess.Popen[bytes],
     port_file = os.path.join(workdir, "port")
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "server.cli", "serve", "--listen", "127.0.0.1:0",
+            sys.executable, "-m", "queuebox", "serve", "--listen", "127.0.0.1:0",
             "--port-file", port_file, "--data-dir", os.path.join(workdir, "data"),
             "--loop", loop_kind, "--wal-mode", "none", "--log-level", "warning",
         ],

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from serverproc import ServerProc  # noqa: E402
 
-from protocol import ProtocolError, ResponseDecoder, encode_call  # noqa: E402
+from queuebox.protocol import ProtocolError, ResponseDecoder, encode_call  # noqa: E402
 
 CONNECTIONS = 4
 WINDOW = 32

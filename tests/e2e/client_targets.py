@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from serverproc import ServerProc
 
-from clients.iproto import parse_address
+from queuebox.clients.iproto import parse_address
 
 TARANTOOL_ENV = "QUEUEBOX_TEST_TARANTOOL"
 TARGETS = ["queuebox"] + (["tarantool"] if os.environ.get(TARANTOOL_ENV) else [])

@@ -1,6 +1,6 @@
 """A queuebox server as a subprocess on a free port, and a raw IPROTO client.
 
-The server runs as `python -m server.cli serve --listen 127.0.0.1:0
+The server runs as `python -m queuebox serve --listen 127.0.0.1:0
 --port-file ...` so tests work with or without `pip install -e .`; its log
 goes to a file the tests can read. The raw client speaks the wire with
 msgpack directly (not through protocol/), so it is an independent check of
@@ -54,7 +54,7 @@ class ServerProc:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "server.cli", "serve",
+            sys.executable, "-m", "queuebox", "serve",
             "--listen", "127.0.0.1:0",
             "--port-file", str(self.port_file),
             "--data-dir", str(self.data_dir),

@@ -124,7 +124,7 @@ def test_env_user_can_log_in(start_server: StartServer) -> None:
 
 def serve_exit(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", *args],
+        [sys.executable, "-m", "queuebox", "serve", *args],
         cwd=REPO,
         env={**clean_env(), **(env or {})},
         capture_output=True,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from serverproc import REPO, ServerProc, clean_env
 
-from clients.bench.histogram import LatencyHistogram, PerSecond, bucket_bounds, bucket_of
+from queuebox.clients.bench.histogram import LatencyHistogram, PerSecond, bucket_bounds, bucket_of
 
 TIMEOUT_S = 120  # per bench run; a run takes a second or two
 
@@ -36,7 +36,7 @@ SCENARIOS: dict[str, tuple[list[str], int]] = {
 def run_bench(server: ServerProc, tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     out = tmp_path / f"bench-{random.randrange(1 << 30)}.json"
     command = [
-        sys.executable, "-m", "server.cli", "bench", *args,
+        sys.executable, "-m", "queuebox", "bench", *args,
         "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "secret",
         "--json-out", str(out), "--max-time", "60",
     ]  # fmt: skip
@@ -139,7 +139,7 @@ def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:
 
 def test_a_refused_login_is_an_error_not_a_result(server: ServerProc, tmp_path: Path) -> None:
     command = [
-        sys.executable, "-m", "server.cli", "bench", "put", "--tasks", "10",
+        sys.executable, "-m", "queuebox", "bench", "put", "--tasks", "10",
         "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "wrong",
     ]  # fmt: skip
     result = subprocess.run(

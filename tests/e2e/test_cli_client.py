@@ -16,7 +16,7 @@ from serverproc import REPO, ServerProc
 def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args], cwd=REPO, env={**clean, **(env or {})},
+        [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **(env or {})},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 

@@ -11,9 +11,9 @@ import client_targets
 import pytest
 from client_targets import CuttingProxy, Target, unique
 
-from clients import Status, Task, aio
-from clients.consumer import Consumer
-from clients.errors import (
+from queuebox.clients import Status, Task, aio
+from queuebox.clients.consumer import Consumer
+from queuebox.clients.errors import (
     QueueError,
     QueueFull,
     TaskNotFound,
@@ -22,7 +22,7 @@ from clients.errors import (
     TubeExists,
     TubeNotFound,
 )
-from clients.tube import Tube
+from queuebox.clients.tube import Tube
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to

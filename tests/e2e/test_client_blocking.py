@@ -10,9 +10,9 @@ import client_targets
 import pytest
 from client_targets import CuttingProxy, Target, unique
 
-from clients import Status, Task, blocking
-from clients.blocking_queue import Tube
-from clients.errors import (
+from queuebox.clients import Status, Task, blocking
+from queuebox.clients.blocking_queue import Tube
+from queuebox.clients.errors import (
     QueueFull,
     TaskNotFound,
     TaskNotTaken,

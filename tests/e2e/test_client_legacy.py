@@ -9,8 +9,8 @@ import pytest
 from client_targets import unique
 from serverproc import ServerProc
 
-from clients import LegacyTask, Status, aio, blocking
-from clients.errors import QueueError, TaskNotFound, TaskNotTaken
+from queuebox.clients import LegacyTask, Status, aio, blocking
+from queuebox.clients.errors import QueueError, TaskNotFound, TaskNotTaken
 
 SPACE = 7
 

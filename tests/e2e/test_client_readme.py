@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from serverproc import REPO, ServerProc
 
-from clients import blocking
+from queuebox.clients import blocking
 
 SECTION = re.compile(r"^## Python client\n(.*?)(?=^## )", re.S | re.M)
 BLOCK = re.compile(r"^```python\n# (\S+\.py)\n(.*?)^```", re.S | re.M)

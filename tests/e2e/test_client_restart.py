@@ -10,8 +10,8 @@ import pytest
 from client_targets import free_port, unique
 from serverproc import StartServer
 
-from clients import Status, aio, blocking
-from clients.errors import NetworkError, TaskNotTaken
+from queuebox.clients import Status, aio, blocking
+from queuebox.clients.errors import NetworkError, TaskNotTaken
 
 
 async def test_async_client_survives_a_restart(start_server: StartServer) -> None:

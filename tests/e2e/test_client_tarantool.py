@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from client_targets import CuttingProxy, TarantoolProc, free_port
 
-from clients import aio, blocking
-from clients.errors import (
+from queuebox.clients import aio, blocking
+from queuebox.clients.errors import (
     AuthError,
     CallTimeout,
     NetworkError,
@@ -224,7 +224,7 @@ async def disconnected(conn: aio.Connection) -> None:
 
 
 async def identified(conn: aio.Connection) -> list[bytes]:
-    from protocol import as_bytes
+    from queuebox.protocol import as_bytes
 
     (rows,) = await conn.call("identified_list")
     return [as_bytes(row) for row in rows]
@@ -248,7 +248,7 @@ async def test_async_reconnects_after_a_cut_and_rejoins_the_session(
 async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
     tarantool: TarantoolProc,
 ) -> None:
-    from clients.errors import ConnectionLost
+    from queuebox.clients.errors import ConnectionLost
 
     with CuttingProxy(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
@@ -273,7 +273,7 @@ async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) 
 def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
     tarantool: TarantoolProc,
 ) -> None:
-    from protocol import as_bytes
+    from queuebox.protocol import as_bytes
 
     with CuttingProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
         conn.ensure_session()

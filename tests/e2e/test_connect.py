@@ -174,7 +174,7 @@ def test_a_busy_port_is_a_clear_failure(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "server.cli", "serve", "--listen", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "queuebox", "serve", "--listen", f"127.0.0.1:{port}",
              "--data-dir", str(tmp_path / "data")],
             cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60,
             stdin=subprocess.DEVNULL,

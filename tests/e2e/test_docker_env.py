@@ -44,7 +44,7 @@ def run_healthcheck(port: int, **extra: str) -> subprocess.CompletedProcess[byte
     env.update(QUEUEBOX_USER=USER, QUEUEBOX_PASSWORD=PASSWORD)
     env.update(extra)
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *command[1:]],
+        [sys.executable, "-m", "queuebox", *command[1:]],
         cwd=REPO, env=env, capture_output=True, timeout=30,
     )  # fmt: skip
 
@@ -53,7 +53,7 @@ class ImageServer(ServerProc):
     """`queuebox serve` with no flags at all: every setting comes from the environment."""
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "server.cli", "serve"]
+        return [sys.executable, "-m", "queuebox", "serve"]
 
 
 def start_image_server(workdir: Path, **extra: str) -> ImageServer:
@@ -96,7 +96,7 @@ def test_without_a_user_the_image_refuses_to_start_before_binding(tmp_path: Path
         env.update(image_env())
         env.update(QUEUEBOX_LISTEN=f"0.0.0.0:{port}", QUEUEBOX_DATA_DIR=str(tmp_path / "data"))
         result = subprocess.run(
-            [sys.executable, "-m", "server.cli", "serve"], cwd=REPO, env=env,
+            [sys.executable, "-m", "queuebox", "serve"], cwd=REPO, env=env,
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     finally:

@@ -21,7 +21,7 @@ def test_wal_cat_prints_the_records_of_a_real_data_dir(start_server: StartServer
     assert proc.stop() == 0
 
     out = subprocess.run(
-        [sys.executable, "-m", "server.cli", "wal", "cat", str(proc.data_dir)],
+        [sys.executable, "-m", "queuebox", "wal", "cat", str(proc.data_dir)],
         cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     records = [json.loads(line) for line in out.splitlines()]

@@ -13,7 +13,7 @@ import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import (
+from queuebox.protocol import (
     ProtocolError,
     Request,
     RequestDecoder,

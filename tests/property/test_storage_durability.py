@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "storage")
 
 from storage_harness import FaultyFileIO  # noqa: E402
 
-from storage.engine import Engine  # noqa: E402
-from storage.errors import WalWriteError  # noqa: E402
-from storage.space import IndexDef  # noqa: E402
+from queuebox.storage.engine import Engine  # noqa: E402
+from queuebox.storage.errors import WalWriteError  # noqa: E402
+from queuebox.storage.space import IndexDef  # noqa: E402
 
 INDEXES = [IndexDef("task_id", (0,)), IndexDef("status", (1, 0))]
 FAULTS = {

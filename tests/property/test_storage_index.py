@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from storage.space import (
+from queuebox.storage.space import (
     DuplicateKey,
     IndexDef,
     NoSuchTuple,

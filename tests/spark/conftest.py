@@ -40,7 +40,7 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="pip install '.[spark]' (tests/run.sh does)")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime (tests/run.sh installs openjdk-17-jre-headless)")
-    from clients.pipeline.sparkenv import build_session
+    from queuebox.clients.pipeline.sparkenv import build_session
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     session = build_session("local[2]", "queuebox-tests", SPARK_CONF)

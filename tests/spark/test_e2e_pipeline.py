@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from serverproc import ServerProc
 
-from clients import blocking
-from clients.calls import modern
-from clients.pipeline import cli
+from queuebox.clients import blocking
+from queuebox.clients.calls import modern
+from queuebox.clients.pipeline import cli
 
 pytestmark = pytest.mark.spark
 ROWS = 10_000

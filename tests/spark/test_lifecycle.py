@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import qbfiles
 
-from clients.pipeline import lifecycle
-from clients.pipeline.report import run_report
+from queuebox.clients.pipeline import lifecycle
+from queuebox.clients.pipeline.report import run_report
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_000.0

@@ -10,8 +10,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
-import server.app, server.serve, server.cli, clients.pipeline, clients.pipeline.cli
-import clients.pipeline.walfile, clients.pipeline.records, clients.pipeline.classify
+import queuebox.server.app, queuebox.server.serve, queuebox.cli, queuebox.clients.pipeline
+import queuebox.clients.pipeline.cli
+import queuebox.clients.pipeline.walfile, queuebox.clients.pipeline.records
+import queuebox.clients.pipeline.classify
 heavy = sorted(m for m in ("pyspark", "pyarrow", "pandas", "matplotlib") if m in sys.modules)
 print(",".join(heavy))
 """

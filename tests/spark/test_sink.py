@@ -11,7 +11,7 @@ pytest.importorskip("pyspark", reason="pip install '.[spark]' (tests/run.sh does
 
 from pyspark.sql import Row  # noqa: E402
 
-from clients.pipeline import sink  # noqa: E402
+from queuebox.clients.pipeline import sink  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

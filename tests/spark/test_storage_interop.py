@@ -13,11 +13,11 @@ from typing import Any
 
 import msgpack
 
-from clients.pipeline import records, walfile
-from clients.pipeline.schema import RECORD_NAMES
-from storage.engine import Engine
-from storage.reader import iter_records
-from storage.space import IndexDef
+from queuebox.clients.pipeline import records, walfile
+from queuebox.clients.pipeline.schema import RECORD_NAMES
+from queuebox.storage.engine import Engine
+from queuebox.storage.reader import iter_records
+from queuebox.storage.space import IndexDef
 
 FIFO = (IndexDef("task_id", (0,)), IndexDef("status", (1, 0)))
 

@@ -13,9 +13,9 @@ import msgpack
 import pytest
 import qbfiles
 
-from clients.pipeline import records, walfile
-from clients.pipeline.classify import classify
-from clients.pipeline.schema import RECORD_NAMES, to_json
+from queuebox.clients.pipeline import records, walfile
+from queuebox.clients.pipeline.classify import classify
+from queuebox.clients.pipeline.schema import RECORD_NAMES, to_json
 
 # The example of FORMAT.md §5.4, as printed there.
 EXAMPLE = bytes.fromhex(

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from server.cli import COMMANDS
-from server.config import ConfigError, load_config
+from queuebox.cli import COMMANDS
+from queuebox.server.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -79,7 +79,7 @@ def compose() -> dict[str, Any]:
 def command_help(name: str) -> str:
     """`queuebox <name> --help`, run the way the console script runs it."""
     result = subprocess.run(
-        [sys.executable, "-m", "server.cli", name, "--help"],
+        [sys.executable, "-m", "queuebox", name, "--help"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -172,10 +172,8 @@ def test_dockerignore_lets_in_only_what_the_wheel_needs() -> None:
     assert lines[0] == "*", "expected an allowlist"
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = {
-        p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    }
-    assert packages | {"pyproject.toml", pyproject["project"]["readme"]} <= allowed
+    folders = {"queuebox", "server", "protocol", "drivers", "storage", "clients"}
+    assert folders | {"pyproject.toml", pyproject["project"]["readme"]} <= allowed
     assert not allowed & {"tests", "docker", ".git", "data"}
 
 
@@ -229,7 +227,7 @@ def test_compose_example_clients_run_files_that_exist() -> None:
 
 
 def test_compose_bench_profile_runs_a_valid_bench_command() -> None:
-    from clients.bench.cli import build_parser
+    from queuebox.clients.bench.cli import build_parser
 
     bench = compose()["services"]["bench"]
     assert bench["profiles"] == ["bench"]

@@ -1,7 +1,13 @@
-"""The import direction of DESIGN.md: server -> drivers -> storage; server -> protocol;
-clients -> protocol; nothing imports server. Checked on the source, statically."""
+"""The import direction of DESIGN.md, checked on the source, statically.
+
+server -> drivers -> storage; server -> protocol; clients -> protocol; nothing
+imports server. Imports count in every form: `import`, `from ... import`,
+and a module named in a string (what importlib would load). Only the umbrella
+`queuebox/cli.py` reaches both server and clients.
+"""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +17,7 @@ PACKAGES = ("server", "protocol", "drivers", "storage", "clients")
 
 # What each package may import from the project (besides itself).
 ALLOWED = {
-    "server": {"protocol", "drivers", "storage", "clients"},
+    "server": {"protocol", "drivers", "storage"},
     "drivers": {"storage"},
     "storage": set(),
     "protocol": set(),
@@ -20,21 +26,35 @@ ALLOWED = {
 
 # Standard modules that would put I/O, time or concurrency where DESIGN.md forbids it.
 FORBIDDEN_STDLIB = {
-    "protocol": {"asyncio", "socket", "time", "threading", "selectors"},
-    "drivers": {"asyncio", "socket", "time", "threading", "selectors"},
-    "storage": {"asyncio", "socket", "selectors"},
+    "protocol": {"asyncio", "socket", "time", "threading", "selectors", "importlib"},
+    "drivers": {"asyncio", "socket", "time", "threading", "selectors", "importlib"},
+    "storage": {"asyncio", "socket", "selectors", "importlib"},
 }
 
+_MODULE_STRING = re.compile(r"queuebox\.(\w+)")
 
-def imported_top_names(path: Path) -> set[str]:
+
+def imported_names(path: Path) -> set[str]:
+    """Top-level stdlib names and `queuebox.<package>` names a file reaches."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            for alias in node.names:
+                names.add(_project_or_top(alias.name))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            if node.module == "queuebox":
+                names.update(f"queuebox.{alias.name}" for alias in node.names)
+            else:
+                names.add(_project_or_top(node.module))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(f"queuebox.{m}" for m in _MODULE_STRING.findall(node.value))
     return names
+
+
+def _project_or_top(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "queuebox" and len(parts) > 1 else parts[0]
 
 
 def source_files(package: str) -> list[Path]:
@@ -47,16 +67,42 @@ def test_package_imports_follow_the_design(package: str) -> None:
     assert files, f"{package}/ has no Python files"
     bad = []
     for path in files:
-        names = imported_top_names(path)
-        for other in (set(PACKAGES) - {package}) & names:
-            if other not in ALLOWED[package]:
-                bad.append(f"{path.relative_to(ROOT)} imports {other}")
+        names = imported_names(path)
+        where = path.relative_to(ROOT)
+        for name in names:
+            if name.startswith("queuebox."):
+                other = name.split(".")[1]
+                if other != package and other in PACKAGES and other not in ALLOWED[package]:
+                    bad.append(f"{where} reaches {name}")
         for mod in FORBIDDEN_STDLIB.get(package, set()) & names:
-            bad.append(f"{path.relative_to(ROOT)} imports {mod}")
+            bad.append(f"{where} imports {mod}")
+        # The old top-level names would only work from a checkout, never installed.
+        for old in set(PACKAGES) & names:
+            bad.append(f"{where} imports {old!r}, not 'queuebox.{old}'")
     assert not bad, "\n".join(bad)
 
 
-def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
+def test_the_checker_sees_every_form(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
-    sample.write_text("import server.app\nfrom storage.space import Space\n")
-    assert imported_top_names(sample) == {"server", "storage"}
+    sample.write_text(
+        "import queuebox.server.app\n"
+        "from queuebox.storage.space import Space\n"
+        "from queuebox import protocol\n"
+        "import importlib\n"
+        "importlib.import_module('queuebox.clients.cli')\n"
+        "import drivers\n"
+    )
+    assert imported_names(sample) == {
+        "queuebox.server",
+        "queuebox.storage",
+        "queuebox.protocol",
+        "queuebox.clients",
+        "importlib",
+        "drivers",
+    }
+
+
+def test_the_umbrella_links_every_package() -> None:
+    for package in PACKAGES:
+        link = ROOT / "queuebox" / package
+        assert link.is_symlink() and link.resolve() == (ROOT / package).resolve(), package

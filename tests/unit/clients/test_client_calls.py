@@ -2,10 +2,10 @@
 
 import pytest
 
-from clients import iproto
-from clients.calls import legacy, modern
-from clients.errors import QueueFull, ServerError
-from clients.model import LegacyTask, Status, Task
+from queuebox.clients import iproto
+from queuebox.clients.calls import legacy, modern
+from queuebox.clients.errors import QueueFull, ServerError
+from queuebox.clients.model import LegacyTask, Status, Task
 
 
 def test_put_leaves_out_unset_options() -> None:

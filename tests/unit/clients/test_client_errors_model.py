@@ -2,8 +2,8 @@
 
 import pytest
 
-from clients import errors
-from clients.model import LegacyTask, Status, Task
+from queuebox.clients import errors
+from queuebox.clients.model import LegacyTask, Status, Task
 
 PREFIX = "/usr/share/tarantool/queue/abstract.lua:83: "
 

@@ -14,10 +14,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from drivers.errors import QueueError
-from drivers.queue import Blocked, Queue
-from storage.catalog import Catalog
-from storage.space import SpaceDef
+from queuebox.drivers.errors import QueueError
+from queuebox.drivers.queue import Blocked, Queue
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import SpaceDef
 
 T0 = 1_700_000_000_000_000  # epoch µs
 SEC = 1_000_000

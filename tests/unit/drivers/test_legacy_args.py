@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_legacy_harness import SEC, T0, Legacy
 
-from drivers.legacy import LegacyQueue, is_legacy_statistics
+from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from drivers.errors import QueueError
-from drivers.legacy import LegacyQueue
-from storage.catalog import Catalog
-from storage.space import SpaceDef
+from queuebox.drivers.errors import QueueError
+from queuebox.drivers.legacy import LegacyQueue
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import SpaceDef
 
 T0 = 1_700_000_000_000_000  # epoch µs
 SEC = 1_000_000  # µs per second

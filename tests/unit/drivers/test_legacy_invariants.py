@@ -16,9 +16,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_legacy_harness import Legacy
 
-from drivers.errors import QueueError
-from drivers.legacy_base import Blocked
-from drivers.legacy_store import F_CREATED, F_EVENT, F_ID, F_STATUS, F_TTL, F_TUBE, TAKEN, WORDS
+from queuebox.drivers.errors import QueueError
+from queuebox.drivers.legacy_base import Blocked
+from queuebox.drivers.legacy_store import (
+    F_CREATED,
+    F_EVENT,
+    F_ID,
+    F_STATUS,
+    F_TTL,
+    F_TUBE,
+    TAKEN,
+    WORDS,
+)
 
 TUBES = ("a", "b")
 CONNS = (1, 2, 3)

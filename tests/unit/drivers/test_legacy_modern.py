@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_legacy_harness import T0, FakeClock, Legacy, recovered
 
-from drivers.errors import QueueError
-from drivers.queue import Blocked, Queue
-from storage.catalog import Catalog
-from storage.space import IndexDef
+from queuebox.drivers.errors import QueueError
+from queuebox.drivers.queue import Blocked, Queue
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import IndexDef
 
 
 class Both:

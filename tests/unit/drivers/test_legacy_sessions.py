@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from test_legacy_harness import SEC, T0, Legacy
 
-from drivers.legacy import LegacyQueue, is_reserved_name
-from drivers.legacy_base import Blocked
-from storage.catalog import Catalog
+from queuebox.drivers.legacy import LegacyQueue, is_reserved_name
+from queuebox.drivers.legacy_base import Blocked
+from queuebox.storage.catalog import Catalog
 
 
 @pytest.fixture
@@ -310,7 +310,7 @@ def test_legacy_spaces_use_the_reserved_prefix() -> None:
 
 
 def test_a_foreign_space_with_a_reserved_name_is_refused_not_used() -> None:
-    from storage.space import IndexDef
+    from queuebox.storage.space import IndexDef
 
     catalog = Catalog()
     catalog.create_space("_legacy_0", [IndexDef("pk", (0,))])

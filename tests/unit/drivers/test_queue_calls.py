@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from queue_harness import DRIVERS, Q, error_of, make_tube
 
-from drivers.queue import VERSION, Queue
-from storage.catalog import Catalog
-from storage.space import IndexDef
+from queuebox.drivers.queue import VERSION, Queue
+from queuebox.storage.catalog import Catalog
+from queuebox.storage.space import IndexDef
 
 
 @pytest.fixture

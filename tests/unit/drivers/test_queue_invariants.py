@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from queue_harness import VARIANT_IDS, VARIANTS, Q, make_tube
 
-from drivers.driver import DRIVERS, register_driver
-from drivers.errors import QueueError
-from drivers.fifo import Fifo
+from queuebox.drivers.driver import DRIVERS, register_driver
+from queuebox.drivers.errors import QueueError
+from queuebox.drivers.fifo import Fifo
 
 CONNS = (1, 2, 3)
 

@@ -1,7 +1,7 @@
 """A queue whose registry is empty still restarts (an empty space is falsy)."""
 
-from drivers.queue import Queue
-from storage.catalog import Catalog
+from queuebox.drivers.queue import Queue
+from queuebox.storage.catalog import Catalog
 
 
 def test_restart_over_an_empty_registry() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from queue_harness import T0, Q, make_tube
 
-from drivers.queue import Blocked
+from queuebox.drivers.queue import Blocked
 
 UTUBES = [("utube", None), ("utube", "ready_buffer"), ("utubettl", None)]
 UTUBES += [("utubettl", "ready_buffer")]

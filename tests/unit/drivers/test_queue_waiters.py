@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from queue_harness import SEC, T0, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
 
-from drivers.queue import Blocked
-from drivers.waiters import Waiters, wait_key
+from queuebox.drivers.queue import Blocked
+from queuebox.drivers.waiters import Waiters, wait_key
 
 MS = SEC // 1000
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import (
+from queuebox.protocol import (
     ITERATOR_EQ,
     ProtocolError,
     Request,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import (
+from queuebox.protocol import (
     Greeting,
     ProtocolError,
     Request,

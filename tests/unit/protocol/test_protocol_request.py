@@ -8,7 +8,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from protocol import (
+from queuebox.protocol import (
     KEY_FUNCTION_NAME,
     KEY_TUPLE,
     ErrorCode,

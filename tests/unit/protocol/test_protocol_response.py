@@ -9,7 +9,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from protocol import (
+from queuebox.protocol import (
     ErrorCode,
     Response,
     ResponseDecoder,

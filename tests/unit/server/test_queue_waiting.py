@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from server.app import App
-from server.config import Config
-from server.dispatch import CallContext
-from server.queue_calls import QueueCalls
-from storage.catalog import Catalog
+from queuebox.server.app import App
+from queuebox.server.config import Config
+from queuebox.server.dispatch import CallContext
+from queuebox.server.queue_calls import QueueCalls
+from queuebox.storage.catalog import Catalog
 
 
 class Glue:

@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
-from server import cli
-from server.config import SCALAR_FIELDS
-from server.serve import build_parser
+from queuebox import cli
+from queuebox.server.config import SCALAR_FIELDS
+from queuebox.server.serve import build_parser
 
 
-def test_command_module_is_imported_only_when_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_runs_with_its_arguments_and_prog(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[list[str], str]] = []
-    module = types.ModuleType("fake_queuebox_cmd")
 
     def main(argv: list[str], prog: str) -> int:
         calls.append((argv, prog))
         return 3
 
-    module.main = main  # type: ignore[attr-defined]
-    monkeypatch.setitem(cli.COMMANDS, "fake", ("fake_queuebox_cmd:main", "a fake command"))
-    monkeypatch.setitem(sys.modules, "fake_queuebox_cmd", module)
+    monkeypatch.setitem(cli.COMMANDS, "fake", (lambda: main, "a fake command"))
     assert cli.main(["fake", "--x", "1"]) == 3
     assert calls == [(["--x", "1"], "queuebox fake")]
+
+
+PROBE = """
+import sys
+from queuebox import cli
+cli.COMMANDS[sys.argv[1]][0]()
+print(" ".join({m.split(".")[1] for m in sys.modules if m.startswith("queuebox.")}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "own_side", "other_side"),
+    [("serve", "server", "clients"), ("ping", "clients", "server")],
+)
+def test_a_command_imports_only_its_side(command: str, own_side: str, other_side: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, command], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert own_side in loaded
+    assert other_side not in loaded, loaded
 
 
 def test_usage_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:

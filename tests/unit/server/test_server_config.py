@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import (
+from queuebox.server.config import (
     ADMIN,
     ALL_RIGHTS,
     NO_RIGHTS,

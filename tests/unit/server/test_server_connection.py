@@ -10,13 +10,13 @@ from typing import Any
 import msgpack
 import pytest
 
-import protocol
-from server.app import App
-from server.builtins import install
-from server.config import READ, WRITE, Config, UserSpec
-from server.connection import Connection
-from server.dispatch import CallContext
-from server.errors import CallError
+from queuebox import protocol
+from queuebox.server.app import App
+from queuebox.server.builtins import install
+from queuebox.server.config import READ, WRITE, Config, UserSpec
+from queuebox.server.connection import Connection
+from queuebox.server.dispatch import CallContext
+from queuebox.server.errors import CallError
 
 
 class FakeTransport:

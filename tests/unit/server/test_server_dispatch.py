@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from server.config import ADMIN, READ, WRITE
-from server.dispatch import CallContext, CallPath, Registry, normalize_eval, parse_name
+from queuebox.server.config import ADMIN, READ, WRITE
+from queuebox.server.dispatch import CallContext, CallPath, Registry, normalize_eval, parse_name
 
 
 def h_a(ctx: CallContext, args: list[Any]) -> list[Any]:

@@ -22,13 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
 
 from storage_harness import FaultyFileIO  # noqa: E402
 
-from server.app import App  # noqa: E402
-from server.commit import WalFailed  # noqa: E402
-from server.config import Config  # noqa: E402
-from server.dispatch import CallContext  # noqa: E402
-from server.queue_calls import QueueCalls  # noqa: E402
-from server.store import Store  # noqa: E402
-from storage.engine import Engine  # noqa: E402
+from queuebox.server.app import App  # noqa: E402
+from queuebox.server.commit import WalFailed  # noqa: E402
+from queuebox.server.config import Config  # noqa: E402
+from queuebox.server.dispatch import CallContext  # noqa: E402
+from queuebox.server.queue_calls import QueueCalls  # noqa: E402
+from queuebox.server.store import Store  # noqa: E402
+from queuebox.storage.engine import Engine  # noqa: E402
 
 
 class Harness:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from storage_harness import FakeClock, FaultyFileIO
 
-from storage.engine import Engine
+from queuebox.storage.engine import Engine
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from storage.engine import Engine
-from storage.fileio import FileIO
-from storage.space import IndexDef, Space
+from queuebox.storage.engine import Engine
+from queuebox.storage.fileio import FileIO
+from queuebox.storage.space import IndexDef, Space
 
 TASKS = [IndexDef("task_id", (0,)), IndexDef("status", (1, 0))]
 

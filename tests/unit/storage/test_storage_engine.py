@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from storage_harness import FaultyFileIO, contents, flush, tasks
 
-from storage.engine import Engine
-from storage.errors import UnloggableChange
-from storage.reader import iter_records, read_header
-from storage.space import IndexDef
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import UnloggableChange
+from queuebox.storage.reader import iter_records, read_header
+from queuebox.storage.space import IndexDef
 
 
 def wal_files(d: Path) -> list[str]:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from storage_harness import Crash, FaultyFileIO, contents, eio, enospc, flush, tasks
 
-from storage.engine import Engine
-from storage.errors import SnapshotError, WalWriteError
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import SnapshotError, WalWriteError
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from storage.errors import CorruptLog
-from storage.framing import (
+from queuebox.storage.errors import CorruptLog
+from queuebox.storage.framing import (
     FRAME_OVERHEAD,
     HEADER_SIZE,
     MARKER,
@@ -28,8 +28,8 @@ from storage.framing import (
     encode_frame,
     encode_header,
 )
-from storage.reader import events_of_bytes, iter_records, read_header
-from storage.records import pack
+from queuebox.storage.reader import events_of_bytes, iter_records, read_header
+from queuebox.storage.records import pack
 
 FORMAT_MD = Path(__file__).resolve().parents[3] / "storage" / "FORMAT.md"
 

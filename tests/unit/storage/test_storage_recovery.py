@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from storage_harness import contents, flush, tasks
 
-from storage.engine import Engine
-from storage.errors import CorruptLog, DataDirLocked
-from storage.framing import HEADER_SIZE, encode_frame, encode_header
-from storage.reader import LogFile, Record
-from storage.records import pack
-from storage.space import IndexDef
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import CorruptLog, DataDirLocked
+from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
+from queuebox.storage.reader import LogFile, Record
+from queuebox.storage.records import pack
+from queuebox.storage.space import IndexDef
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
-from storage.engine import Batch, Engine
-from storage.errors import EngineError, WalWriteError
-from storage.reader import iter_records
+from queuebox.storage.engine import Batch, Engine
+from queuebox.storage.errors import EngineError, WalWriteError
+from queuebox.storage.reader import iter_records
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from typing import Any
 import msgpack
 from storage_harness import flush, tasks
 
-from storage import walcat
-from storage.space import IndexDef
+from queuebox.storage import walcat
+from queuebox.storage.space import IndexDef
 
 
 def run(*paths: Path | str) -> tuple[int, list[dict[str, Any]], str]:

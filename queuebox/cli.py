@@ -1,0 +1,88 @@
+"""The `queuebox` command: a table of subcommands, each imported only when run.
+
+Owns: `COMMANDS` and the top-level usage text. It lives in the umbrella
+package because it reaches both `queuebox.server` and `queuebox.clients`,
+which never import each other. A command is one line, name -> (loader,
+one-line help); the loader imports its module only when the command runs, so
+`queuebox serve` never imports client code and `queuebox ping` never imports
+the server. A command's function is `main(argv: list[str], prog: str) -> int`
+and parses its own arguments. Must not hold any command's logic.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+Command = Callable[..., int | None]
+
+
+def _serve() -> Command:
+    from queuebox.server.serve import main
+
+    return main
+
+
+def _wal() -> Command:
+    from queuebox.server.walcli import main
+
+    return main
+
+
+def _bench() -> Command:
+    from queuebox.clients.bench.cli import main
+
+    return main
+
+
+def _pipeline() -> Command:
+    from queuebox.clients.pipeline.cli import main
+
+    return main
+
+
+def _client(name: str) -> Callable[[], Command]:
+    def load() -> Command:
+        from queuebox.clients import cli
+
+        command: Command = getattr(cli, name)
+        return command
+
+    return load
+
+
+COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
+    "serve": (_serve, "run the queue server"),
+    "wal": (_wal, "wal cat PATH...: print WAL/snapshot records as JSON lines"),
+    "bench": (_bench, "load generator: put, take-ack, mixed, utube scenarios"),
+    "pipeline": (_pipeline, "Spark: load files into a tube, lifecycle reports"),
+    "ping": (_client("ping"), "check that a server answers"),
+    "tubes": (_client("tubes"), "list the tubes"),
+    "stats": (_client("stats"), "statistics of every tube, or of one"),
+    "put": (_client("put"), "put a task into a tube"),
+    "take": (_client("take"), "take a task from a tube, print it and ack it"),
+    "peek": (_client("peek"), "show a task"),
+    "create-tube": (_client("create_tube"), "create a tube"),
+    "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
+}
+
+
+def usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: queuebox <command> [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items()]
+    lines += ["", "Run 'queuebox <command> --help' for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"queuebox: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    command = COMMANDS[name][0]()
+    return int(command(rest, prog=f"queuebox {name}") or 0)
