@@ -338,7 +338,7 @@ class Connection:
         return Tube(self, name)
 
     def legacy(self, space: int) -> LegacyQueue:
-        """The legacy 1.5 API on numeric `space` (see spec §12)."""
+        """The legacy 1.5 API on numeric `space` (see QUEUE.md §12)."""
         return LegacyQueue(self, space)
 
     def create_tube(self, name: str, kind: str = "fifo", **opts: Any) -> Tube:
@@ -355,7 +355,7 @@ class Connection:
         return self.run(modern.tube_exists(name))
 
     def statistics(self, tube: str | None = None) -> dict[str, Any]:
-        """`{tube: stats}` for every tube, or one tube's stats (spec §7)."""
+        """`{tube: stats}` for every tube, or one tube's stats (QUEUE.md §7)."""
         return self.run(modern.statistics(tube))
 
     def cfg(self, **opts: Any) -> None:

@@ -152,7 +152,7 @@ class Tube:
         self.connection.run(modern.no_result(self.name, "release_all"))
 
     def statistics(self) -> dict[str, Any]:
-        """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (spec §7)."""
+        """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (QUEUE.md §7)."""
         return self.connection.run(modern.statistics(self.name))
 
 

@@ -2,7 +2,7 @@
 
 Owns: `Call` (function name, arguments, how to read the answer, how long the server may
 hold it, how to undo it when nobody waits for the answer any more) and one builder per
-queue function of the modern API (spec §2-§3) and of the legacy API (§12). The async and
+queue function of the modern API (QUEUE.md §2-§3) and of the legacy API (§12). The async and
 the blocking connections both run these descriptions, so the two clients cannot drift
 apart. Must not touch sockets, the event loop or the clock.
 """

@@ -1,6 +1,6 @@
 """The legacy (Tarantool 1.5 era) queue API for the asyncio client.
 
-Owns: `LegacyQueue`, one method per global `queue.<fn>(space, ...)` function of spec §12
+Owns: `LegacyQueue`, one method per global `queue.<fn>(space, ...)` function of QUEUE.md §12
 (tasks are `LegacyTask`: a hex string id, the tube, a status and variadic data).
 Talks to the server only through `clients.aio.Connection.run`; must not touch sockets.
 Legacy ownership belongs to the connection, so a reconnect gives up taken tasks.

@@ -178,7 +178,7 @@ class Tube:
         await self.connection.run(modern.no_result(self.name, "release_all"))
 
     async def statistics(self) -> dict[str, Any]:
-        """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (spec §7)."""
+        """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (QUEUE.md §7)."""
         return await self.connection.run(modern.statistics(self.name))
 
     async def _by_id(self, method: str, task: Task | int) -> Task:

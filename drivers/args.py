@@ -123,7 +123,7 @@ def unsigned_field(value: object, field_no: int) -> int:
 
 
 def options(value: object) -> dict[Any, Any]:
-    """An options argument. Explicit nil is "no options" (a deliberate fix, spec §10 #5).
+    """An options argument. Explicit nil is "no options" (a deliberate fix, QUEUE.md §10 #5).
 
     Keys with a nil value are absent, as in a Lua table. A Lua string or array
     indexed by an option name gives nil, so those mean "no options" too.

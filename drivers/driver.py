@@ -9,7 +9,7 @@ space, so that per-status counts, ownership release, wakeups and the
 Must not touch: sessions, waiters, statistics objects, the clock (time comes
 in as `now`, epoch µs), anything outside its own space(s).
 
-Task states (spec §5); `-` only appears in the answer of ack/delete:
+Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 
        put{delay>0}                         put
             │                                │

@@ -2,7 +2,7 @@
 
 Owns: `QueueError` (an IPROTO error code plus message, duck-typed by the
 server through `.code` and `.message`), the error codes the spec uses and
-one constructor per text of spec §9, so that every text lives in one place.
+one constructor per text of QUEUE.md §9, so that every text lives in one place.
 Must not touch: the wire (the server turns a QueueError into an error reply)
 and the Lua `file:line: ` prefix, which upstream adds and we deliberately
 leave out.

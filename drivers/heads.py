@@ -6,7 +6,7 @@ the first entry: O(log n) however many tasks wait in busy utubes. An entry
 is recomputed from the space's (status, utube, ...) index whenever a task of
 that utube enters or leaves r or t — two O(log n) lookups — so the heads are
 never scanned. This is the whole of both storage modes: "default" and
-"ready_buffer" observe the same order (spec §4); ready_buffer only also
+"ready_buffer" observe the same order (QUEUE.md §4); ready_buffer only also
 reserves the `<name>_ready_buffer` space name, as upstream creates it.
 The heads are derived state: rebuilt from the space after a restart.
 Must not touch: task tuples (it only reads the index it is given).

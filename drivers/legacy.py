@@ -1,7 +1,7 @@
 """The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
 
 Owns: `LegacyQueue`, what the server glue calls: the legacy functions of
-spec §12 (argument checks, defaults, the order of checks, error texts, reply
+QUEUE.md §12 (argument checks, defaults, the order of checks, error texts, reply
 shapes), the name -> function table, access classes, Blocked takes, and the
 entry points that run due timers first and wake callbacks last. Storage
 layout, counters and ownership live in legacy_store.py; timers, disconnects

@@ -1,4 +1,4 @@
-"""limfifottl: fifottl with a capacity (spec §4).
+"""limfifottl: fifottl with a capacity (QUEUE.md §4).
 
 Owns: the capacity rule only. `capacity` (0 or absent: unlimited) counts
 every task in the tube, whatever its state. A put into a full tube answers

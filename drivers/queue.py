@@ -280,7 +280,7 @@ class Queue:
         if tube is None or method not in TUBE_ACCESS:
             raise no_such_proc(name)
         if module == "tube.":
-            # The dot form reaches the method without `self` (spec §1).
+            # The dot form reaches the method without `self` (QUEUE.md §1).
             def without_self(call: Call) -> Answer:
                 raise module_error("attempt to index field 'raw' (a nil value)")
 

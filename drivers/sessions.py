@@ -1,4 +1,4 @@
-"""Queue sessions and task ownership (spec §6).
+"""Queue sessions and task ownership (QUEUE.md §6).
 
 Owns: which session (a 16-byte UUID) each connection belongs to, the live
 and pending sessions, and which session holds each taken task. A connection

@@ -1,4 +1,4 @@
-"""Per-tube statistics (spec §7), kept incrementally.
+"""Per-tube statistics (QUEUE.md §7), kept incrementally.
 
 Owns: the call counters of one tube (all 11 keys always present, extra keys
 such as utubettl's "delayed" appear on first use), the `done` counter

@@ -1,4 +1,4 @@
-"""The time rules shared by fifottl, limfifottl and utubettl (spec §4).
+"""The time rules shared by fifottl, limfifottl and utubettl (QUEUE.md §4).
 
 Owns: the ttl tuple prefix `(task_id, status, next_event, ttl, ttr, pri,
 created, ...)`, how put/release options become those fields, touch, and the
@@ -126,7 +126,7 @@ class TtlStore(TaskStore):
                 F_TTL: add_u64(task[F_TTL], to_us(delay)),
             }
         else:
-            # Correct expiry even if ttl passed while taken (spec §10 #3: utubettl fix).
+            # Correct expiry even if ttl passed while taken (QUEUE.md §10 #3: utubettl fix).
             changes = {1: READY, F_NEXT: self.expiry(task)}
         task = self._update(task_id, changes)
         self.events.stat("release")

@@ -244,7 +244,7 @@ class Tube:
 
     def truncate(self, call: Call) -> Answer:
         self.driver.truncate()
-        self.shared.owners.clear_tube(self.name)  # spec §10 #4: no stale ownership
+        self.shared.owners.clear_tube(self.name)  # QUEUE.md §10 #4: no stale ownership
         self.shared.waiters.wake_all(self.name, "put")  # room for every waiting put
         return []
 

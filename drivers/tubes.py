@@ -2,7 +2,7 @@
 
 Owns: the `_queue` space — one durable tuple per tube,
 `(tube_name, tube_id, space_name, tube_type, opts)` as upstream — the
-create_tube checks in upstream's order (spec §2), drop (spec §3), and the
+create_tube checks in upstream's order (QUEUE.md §2), drop (QUEUE.md §3), and the
 rebuild after a restart: tubes come back with their options, temporary
 tubes come back registered and empty, every taken task becomes ready
 (counted as a release in the fresh statistics), ids continue.
@@ -122,7 +122,7 @@ class TubeRegistry:
         self.shared.waiters.wake_all(tube.name, "put")
 
     def rebuild(self, now: int, keep_temporary: bool = False) -> None:
-        """Bring every registered tube back after a restart (spec §6 "Restart").
+        """Bring every registered tube back after a restart (QUEUE.md §6 "Restart").
 
         keep_temporary: the process did not restart (the server reloads the queue
         after a failed WAL write), so temporary tubes keep their tasks."""

@@ -3,7 +3,7 @@
 Owns: the utube tuple layout `(task_id, status, utube, data)`: put stores
 tostring(opts.utube) ("nil" when absent), take gives the lowest id among
 utubes with no taken task (through heads.py, O(log n)), touch is refused,
-release ignores delay. Deliberate fixes (spec §10): kick commits and answers
+release ignores delay. Deliberate fixes (QUEUE.md §10): kick commits and answers
 its count; a kicked task is takeable in ready_buffer mode too.
 Must not touch: anything but its own space.
 """

@@ -5,7 +5,7 @@ utube, data)`, the take order (lowest (pri, id) among utubes with no taken
 task, through heads.py) and utubettl's own readings of the time rules: the
 take deadline is now+ttr with NO cap at the ttl (the task stays `t` until
 its ttr, then goes r and is deleted by its ttl), and a delay ending counts
-under the statistics key "delayed". Deliberate fix (spec §10 #3): release
+under the statistics key "delayed". Deliberate fix (QUEUE.md §10 #3): release
 keeps a correct expiry (created+ttl), so an expired released task is deleted.
 Must not touch: anything but its own space.
 """

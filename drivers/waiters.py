@@ -3,7 +3,7 @@
 Owns: the pure half of waiting. The server registers a waiter when a call
 answers `Blocked`; a transition that makes a task takeable (or, for puts, a
 deletion that makes room) wakes AT MOST ONE waiter of that tube and kind:
-the one with the smallest key. The key is upstream's (spec §6):
+the one with the smallest key. The key is upstream's (QUEUE.md §6):
 
     finite timeout T ≤ 3153.6 s :  T_µs · 10^6 + wait_start_µs   (T scaled twice)
     otherwise (nil, huge)       :  +inf                           (start time ignored)

@@ -1,4 +1,4 @@
-"""chap-sha1, the AUTH scheme of Tarantool 2.x (iproto.md §4).
+"""chap-sha1, the AUTH scheme of Tarantool 2.x (PROTOCOL.md §4).
 
 Owns the arithmetic on both sides: what the server stores for a password
 (sha1(sha1(password))), what a client sends (the scramble) and how the

@@ -101,7 +101,7 @@ AUTH_METHOD_CHAP_SHA1 = "chap-sha1"
 
 
 class ErrorCode(IntEnum):
-    """Tarantool box error codes a queue server answers with (iproto.md §6)."""
+    """Tarantool box error codes a queue server answers with (PROTOCOL.md §6)."""
 
     ER_UNKNOWN = 0
     ER_ILLEGAL_PARAMS = 1

@@ -1,4 +1,4 @@
-"""The 128-byte greeting a server sends right after accept (iproto.md §1).
+"""The 128-byte greeting a server sends right after accept (PROTOCOL.md §1).
 
 Owns its layout: line 1 `Tarantool X.Y.Z (Binary) <uuid>`, line 2 the
 base64 of a 32-byte salt, each space-padded to 63 bytes plus `\\n`; and

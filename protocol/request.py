@@ -1,7 +1,7 @@
 """Server side decoding: bytes from a client -> Request objects.
 
 Owns the Request value and RequestDecoder, which checks each frame's header
-and body the way Tarantool 2.6 does (iproto.md §7) and turns a bad frame
+and body the way Tarantool 2.6 does (PROTOCOL.md §7) and turns a bad frame
 into a ProtocolError in the stream instead of an exception, so the server
 replies and keeps the connection. It does not decide whether a request is
 complete enough to run (missing mandatory fields are the server's call,

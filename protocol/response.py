@@ -1,10 +1,10 @@
 """Server side encoding: replies as the exact bytes Tarantool 2.6 writes.
 
-Owns the reply layout every client depends on (iproto.md §2): a 5-byte
+Owns the reply layout every client depends on (PROTOCOL.md §2): a 5-byte
 `ce <u32>` length prefix, the fixed-width 3-key header
 `83 00 ce <code u32> 01 cf <sync u64> 05 ce <schema_version u32>`, DATA
 arrays as `dd <u32 count>`, error bodies with the 0x31 text and a complete
-0x52 stack frame, and the CALL_16 result wrapping of iproto.md §3. Every
+0x52 stack frame, and the CALL_16 result wrapping of PROTOCOL.md §3. Every
 encoder returns one bytes object, so the server can join a batch of replies
 into a single write. No I/O, no knowledge of queues or sessions.
 """
@@ -138,7 +138,7 @@ def encode_id_reply(
 ) -> bytes:
     """Answer to IPROTO_ID: {0x54: version, 0x55: [features], 0x5b: auth_type}.
 
-    List only features the server really has (iproto.md §8); AUTH_TYPE is
+    List only features the server really has (PROTOCOL.md §8); AUTH_TYPE is
     always sent since tarantool-python insists on SSL if it sees pap-sha256.
     """
     body = {KEY_VERSION: version, KEY_FEATURES: list(features), KEY_AUTH_TYPE: auth_type}
@@ -150,7 +150,7 @@ def _as_tuple(value: Any) -> Any:
 
 
 def call16_shape(values: Sequence[Any]) -> list[Any]:
-    """CALL_16 DATA for a function's return values (iproto.md §3).
+    """CALL_16 DATA for a function's return values (PROTOCOL.md §3).
 
     Python stand-ins for Lua values: a tuple is a box.tuple, a list is an
     array table, a dict is a map table; anything else is a scalar.

@@ -38,7 +38,7 @@ log = get_logger("queuebox.queue")
 
 READ = "read"
 
-# EVAL texts sent by real clients (go-tarantool and friends), spec §1.
+# EVAL texts sent by real clients (go-tarantool and friends), QUEUE.md §1.
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
 EVAL_VERSION = "return queue._VERSION"
@@ -292,7 +292,7 @@ class QueueCalls:
             # At a graceful stop the sessions end with the process, as at a kill:
             # taken tasks stay taken on disk and the next start releases them,
             # counted in its fresh statistics (modern "release", legacy
-            # "ready_by_restart"; spec §6 "Restart", §12).
+            # "ready_by_restart"; QUEUE.md §6 "Restart", §12).
             return
         self.modern.disconnected(conn_id)
         self.legacy.disconnected(conn_id)

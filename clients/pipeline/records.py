@@ -7,7 +7,7 @@ bodies as walfile yields them. Must not touch Spark, files, sockets, storage/.
 Tubes are recognised without server state: a space is a tube when its name does not
 start with `_` (the queue's own `_queue` registry and other system spaces) and its
 tuples look like tasks: field 0 an integer id, field 1 a status letter. Every driver
-keeps id first, status second and data last (spec queue-api §4), so the reader needs
+keeps id first, status second and data last (QUEUE.md §4), so the reader needs
 no per-driver layout; the whole tuple is in the `tuple` column for the rest.
 
 Snapshot rows: one row per `create_space` and one per tuple (op `insert`), with the

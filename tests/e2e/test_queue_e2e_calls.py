@@ -1,4 +1,4 @@
-"""Every modern queue call of spec §1–§3 over real sockets with tarantool-python.
+"""Every modern queue call of QUEUE.md §1–§3 over real sockets with tarantool-python.
 
 The answers are checked as a connector sees them: CALL shapes (`[]` versus
 `[None]`, `[[id, status, data]]`, scalars), the CALL_16 shapes of §1, the
@@ -333,7 +333,7 @@ def test_take_timeouts(conn: tarantool.Connection) -> None:
 
 
 def test_explicit_nil_opts_mean_no_options(conn: tarantool.Connection) -> None:
-    # Upstream fails here on every ttl driver (spec §10 #5); queuebox deliberately does not.
+    # Upstream fails here on every ttl driver (QUEUE.md §10 #5); queuebox deliberately does not.
     t = new_tube(conn, "fifottl")
     assert t.put("x", None) == [[0, "r", "x"]]
     assert t.take(0) == [[0, "t", "x"]]

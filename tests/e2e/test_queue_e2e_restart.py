@@ -1,4 +1,4 @@
-"""The queue across a server restart on the same data directory (spec §6 "Restart", §8).
+"""The queue across a server restart on the same data directory (QUEUE.md §6 "Restart", §8).
 
 Tubes, their options and the tasks of non-temporary tubes persist; sessions,
 ownership, waiters and statistics do not, so taken tasks come back ready

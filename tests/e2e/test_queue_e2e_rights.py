@@ -1,4 +1,4 @@
-"""Who may call what (spec §1 "Ungranted guest"; queuebox's read/write/admin classes),
+"""Who may call what (QUEUE.md §1 "Ungranted guest"; queuebox's read/write/admin classes),
 and queue names under another configured namespace.
 
 `reader` (read only) may peek and read statistics but not change tasks;

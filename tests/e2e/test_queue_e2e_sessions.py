@@ -1,4 +1,4 @@
-"""Sessions and ownership over real connections (spec §6, §11 "Connections and sessions").
+"""Sessions and ownership over real connections (QUEUE.md §6, §11 "Connections and sessions").
 
 Which session owns a taken task, what happens to it when its connection
 closes (at once with cfg ttr 0, after the ttr otherwise), identify from a

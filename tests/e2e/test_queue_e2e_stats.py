@@ -1,4 +1,4 @@
-"""The statistics scenario of spec §7 (and §11) over the network, for every driver.
+"""The statistics scenario of QUEUE.md §7 (and §11) over the network, for every driver.
 
 fifo reference: 5 puts, delete(4), take, release(0), take, ack(0), bury 1,
 bury 2, kick(1), take → tasks taken 1, buried 1, ready 1, done 2, total 3;

@@ -1,5 +1,5 @@
 """Timed events fired by the server's one deadline timer, seen over the network
-(spec §4 "Delay", "ttl", "ttr", "Timers"; §11 "Timers").
+(QUEUE.md §4 "Delay", "ttl", "ttr", "Timers"; §11 "Timers").
 
 Times are a few tenths of a second; checks poll with a bound instead of
 sleeping for a guessed time, and the spec's "is not yet" checks sleep only

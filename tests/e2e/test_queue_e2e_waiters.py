@@ -1,4 +1,4 @@
-"""Waiting takes and puts over real sockets (spec §6 "Waiting", §11 "Ordering and blocking").
+"""Waiting takes and puts over real sockets (QUEUE.md §6 "Waiting", §11 "Ordering and blocking").
 
 Consumers are raw sockets: a take is sent and left pending, a PING on the
 same socket answers once the take has registered its wait (requests of one

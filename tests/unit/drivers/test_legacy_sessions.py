@@ -83,7 +83,7 @@ def test_put_wakes_one_waiter_of_that_space_and_tube(lq: Legacy) -> None:
     lq.put("delayed", delay=1)
     assert server.woken == []
     lq.put("x")
-    assert server.woken == [2]  # shortest timeout first (spec §6)
+    assert server.woken == [2]  # shortest timeout first (QUEUE.md §6)
     assert lq.task("take", 0, "t", 0, conn=2)[3] == "x"
 
 

@@ -1,4 +1,4 @@
-"""Call names, access levels and the module-level calls (spec §1, §2)."""
+"""Call names, access levels and the module-level calls (QUEUE.md §1, §2)."""
 
 from __future__ import annotations
 

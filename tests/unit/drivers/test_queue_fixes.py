@@ -1,4 +1,4 @@
-"""The five "probably fix" quirks of spec §10, fixed, and the quirks kept on purpose."""
+"""The five "probably fix" quirks of QUEUE.md §10, fixed, and the quirks kept on purpose."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A new Queue over a recovered catalog (spec §6 "Restart", §8)."""
+"""A new Queue over a recovered catalog (QUEUE.md §6 "Restart", §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sessions and ownership (spec §6), identify (§2) and cfg (§2)."""
+"""Sessions and ownership (QUEUE.md §6), identify (§2) and cfg (§2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every row of the task state table (spec §5) and the tube methods of §3, on every driver."""
+"""Every row of the task state table (QUEUE.md §5) and the tube methods of §3, on every driver."""
 
 from __future__ import annotations
 

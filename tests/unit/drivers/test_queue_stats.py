@@ -1,4 +1,4 @@
-"""Statistics (spec §7): format, counting rules, resets."""
+"""Statistics (QUEUE.md §7): format, counting rules, resets."""
 
 from __future__ import annotations
 

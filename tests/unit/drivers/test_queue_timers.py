@@ -1,4 +1,4 @@
-"""Delay, ttl, ttr and touch (spec §4, §11 "Timers"), driven by a fake clock."""
+"""Delay, ttl, ttr and touch (QUEUE.md §4, §11 "Timers"), driven by a fake clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""utube and utubettl (spec §4): one taken task per utube, priorities, both storage modes,
+"""utube and utubettl (QUEUE.md §4): one taken task per utube, priorities, both storage modes,
 and take staying O(log n) however many tasks wait in busy utubes."""
 
 from __future__ import annotations

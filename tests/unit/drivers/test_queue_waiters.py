@@ -1,4 +1,4 @@
-"""Waiting takes and puts (spec §6 "Waiting"): Blocked, order, wakeups, closed waiters."""
+"""Waiting takes and puts (QUEUE.md §6 "Waiting"): Blocked, order, wakeups, closed waiters."""
 
 from __future__ import annotations
 
