@@ -18,8 +18,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
@@ -28,11 +27,11 @@ from queuebox.storage.catalog import Catalog
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .deadlines import Deadlines
+from .entry import EntryPoints
 from .errors import QueueError, module_error, no_such_proc
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
-from .waiters import Waiters
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
@@ -70,7 +69,7 @@ Parsed = tuple[str, str | None, str | None] | None
 PARSE_CACHE_SIZE = 4096
 
 
-class Queue:
+class Queue(EntryPoints):
     VERSION = VERSION
 
     def __init__(
@@ -82,12 +81,9 @@ class Queue:
         new_session_id: Callable[[], bytes] | None = None,
         keep_temporary: bool = False,
     ) -> None:
-        self._clock = clock
+        super().__init__(clock)
         self._namespaces = namespaces
-        self._depth = 0
         self._parsed: dict[str, Parsed] = {}
-        self._wakes: list[Callable[[], None]] = []
-        self.waiters = Waiters(notify=self._wakes.append)
         self.deadlines = Deadlines()
         self.owners = Ownership()
         extra = {"new_id": new_session_id} if new_session_id else {}
@@ -109,10 +105,8 @@ class Queue:
             "tube": self._fire_tube,
             "session": self.sessions.expire,
         }
-        with self._entry():
-            now = clock()
-            self.registry.rebuild(now, keep_temporary)
-            self._advance(now)  # what fell due while the server was down
+        with self._entry():  # leaving it runs what fell due while the server was down
+            self.registry.rebuild(clock(), keep_temporary)
 
     # -- the server's entry points --
     def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
@@ -150,10 +144,8 @@ class Queue:
     def disconnected(self, conn_id: int) -> None:
         """A connection closed: its waiters go (they take nothing), it leaves its session."""
         with self._entry():
-            now = self._clock()
-            self._advance(now)
             self.waiters.remove_conn(conn_id)
-            self.sessions.leave(conn_id, now)
+            self.sessions.leave(conn_id, self._clock())
 
     def next_deadline(self) -> int | None:
         """Epoch µs of the earliest timed event (delay, ttr, ttl, session expiry)."""
@@ -162,8 +154,8 @@ class Queue:
 
     def tick(self, now_us: int) -> None:
         """Run every event due at `now_us`, in deadline order."""
-        with self._entry():
-            self._advance(now_us)
+        with self._entry(now_us):
+            pass
 
     def eval_create(self, name: Any, type_: Any, opts: Any) -> list[Any]:
         """EVAL `local name, type, cfg = ... ; queue.create_tube(name, type, cfg)`."""
@@ -177,43 +169,6 @@ class Queue:
         return "RUNNING"
 
     # -- plumbing --
-    @contextmanager
-    def _entry(self) -> Iterator[None]:
-        """Wake callbacks run once the outermost entry point has finished its change.
-
-        Before them, events the change itself made due run too (a release or a
-        disconnect can give a task back whose ttl has already passed)."""
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._leave(self._clock())
-
-    def _leave(self, now: int) -> None:
-        # An event the change made due is due at `now` at the latest.
-        if self._depth == 1:
-            try:
-                self._advance(now)
-            finally:
-                self._depth -= 1
-                self._flush_wakes()
-        else:
-            self._depth -= 1
-
-    def _flush_wakes(self) -> None:
-        if not self._wakes:
-            return
-        # One failing callback must not lose the others' wakeups.
-        wakes, self._wakes[:] = list(self._wakes), []
-        failure: BaseException | None = None
-        for wake in wakes:
-            try:
-                wake()
-            except BaseException as exc:  # re-raised below, after the others ran
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-
     def _advance(self, now: int) -> None:
         while (first := self.deadlines.first()) is not None and first[0] <= now:
             kind, ident = first[1]

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from test_legacy_harness import Legacy
 
 from queuebox.drivers.errors import QueueError
-from queuebox.drivers.legacy_base import Blocked
-from queuebox.drivers.legacy_store import (
+from queuebox.drivers.legacy.base import Blocked
+from queuebox.drivers.legacy.store import (
     F_CREATED,
     F_EVENT,
     F_ID,

@@ -4,8 +4,8 @@ Owns: `LegacyQueue`, what the server glue calls: the legacy functions of
 QUEUE.md §12 (argument checks, defaults, the order of checks, error texts, reply
 shapes), the name -> function table, access classes, Blocked takes, and the
 entry points that run due timers first and wake callbacks last. Storage
-layout, counters and ownership live in legacy_store.py; timers, disconnects
-and restarts in legacy_events.py. Must not touch the modern tubes, the clock
+layout, counters and ownership live in store.py; timers, disconnects
+and restarts in events.py. Must not touch the modern tubes, the clock
 (time comes from the injected `clock`), sockets or asyncio.
 
 Replies are CALL data lists: a task is `[[id, tube, status_word, data...]]`,
@@ -14,14 +14,14 @@ nothing is `[]`, a number is `[n]`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
-from .legacy_args import (
+from ..entry import EntryPoints
+from .args import (
     US_PER_SECOND,
     arg,
     clamp,
@@ -31,10 +31,10 @@ from .legacy_args import (
     task_id,
     tube_name,
 )
-from .legacy_args import number as parse_number
-from .legacy_base import ER_PROC_LUA, Blocked, LegacyBlocked, QueueError, Waiters
-from .legacy_events import expire_due, next_deadline, release_after_restart, release_connection
-from .legacy_store import (
+from .args import number as parse_number
+from .base import ER_PROC_LUA, Blocked, LegacyBlocked, QueueError
+from .events import expire_due, next_deadline, release_after_restart, release_connection
+from .store import (
     BURIED,
     DELAYED,
     DONE,
@@ -97,16 +97,12 @@ def is_legacy_statistics(args: list[Any]) -> bool:
     return True
 
 
-class LegacyQueue:
+class LegacyQueue(EntryPoints):
     """All legacy spaces of one server. Construct it after recovery: that is a restart."""
 
     def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        super().__init__(clock)
         self.clock = clock
-        # Wake callbacks are the server's; they run once the current call has
-        # finished changing state, never in the middle of it (as in Queue).
-        self._wakes: list[Callable[[], None]] = []
-        self._depth = 0
-        self.waiters = Waiters(notify=self._wakes.append)
         self.store = LegacyStore(catalog, self._wake)
         with self._entry():
             release_after_restart(self.store)
@@ -157,22 +153,8 @@ class LegacyQueue:
     def _wake(self, number: int, tube: str) -> None:
         self.waiters.wake_one(wait_key(number, tube), TAKE)
 
-    @contextmanager
-    def _entry(self, now_us: int | None = None) -> Iterator[None]:
-        """Every entry point: first the timers due by now, so a call sees the
-        queue as of the clock; wake callbacks (the server's) only once the
-        outermost entry has finished its change, never in the middle of it."""
-        self._depth += 1
-        try:
-            expire_due(self.store, self.clock() if now_us is None else now_us)
-            yield
-        finally:
-            self._depth -= 1
-            if self._depth == 0:
-                wakes = list(self._wakes)  # the list itself is Waiters' notify target
-                self._wakes.clear()
-                for wake in wakes:
-                    wake()
+    def _advance(self, now: int) -> None:
+        expire_due(self.store, now)
 
     def _existing(self, args: list[Any]) -> tuple[LegacySpace, Task]:
         """(space, task) named by args[0], args[1]; `Task not found` otherwise."""

@@ -18,7 +18,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from .legacy_base import ER_PROC_LUA, QueueError
+from .base import ER_PROC_LUA, QueueError
 
 # What Lua's tonumber accepts from a string: decimal with optional fraction
 # and exponent, or hex, surrounded by blanks. Python's own float() would also
