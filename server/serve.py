@@ -130,8 +130,3 @@ def write_port_file(path: str, port: int) -> None:
     with open(tmp, "w") as stream:
         stream.write(f"{port}\n")
     os.replace(tmp, path)
-
-
-def flags_of(parser: argparse.ArgumentParser) -> list[Any]:
-    """The flag strings of the parser (README and tests check they are documented)."""
-    return [opt for action in parser._actions for opt in action.option_strings]
