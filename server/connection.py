@@ -25,7 +25,7 @@ from collections.abc import Awaitable
 from typing import Any, cast
 
 from queuebox import protocol
-from queuebox.protocol import ProtocolError, Request
+from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from .app import App
 from .calls import error_reply
@@ -35,8 +35,6 @@ from .requests import REQUEST_TABLE, handle_unknown
 from .users import GUEST
 
 log = get_logger("queuebox.conn")
-
-ER_WAL_IO = 40  # "Failed to write to disk": a durability barrier failed
 
 
 class Connection(asyncio.Protocol):
@@ -269,5 +267,5 @@ class Connection(asyncio.Protocol):
         # The change may not be on disk: the client must not get a success.
         log.error("durability barrier failed", conn_id=self.conn_id, error=repr(exc))
         found = error_code_and_message(exc) if exc is not None else None
-        code, message = found if found else (ER_WAL_IO, "Failed to write to disk")
+        code, message = found if found else (ErrorCode.ER_WAL_IO, "Failed to write to disk")
         return protocol.encode_error(sync, self.schema_version, code, message)

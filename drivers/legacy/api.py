@@ -32,7 +32,7 @@ from .args import (
     tube_name,
 )
 from .args import number as parse_number
-from .base import ER_PROC_LUA, Blocked, LegacyBlocked, QueueError
+from .base import Blocked, LegacyBlocked, QueueError, module_error
 from .events import expire_due, next_deadline, release_after_restart, release_connection
 from .store import (
     BURIED,
@@ -76,10 +76,6 @@ TAKE_FOREVER_US = 365 * 86_400 * US_PER_SECOND  # take(space, tube) with no time
 
 Reply = list[Any]
 Clock = Callable[[], int]
-
-
-def fail(text: str) -> QueueError:
-    return QueueError(ER_PROC_LUA, text)
 
 
 def is_legacy_statistics(args: list[Any]) -> bool:
@@ -161,15 +157,15 @@ class LegacyQueue(EntryPoints):
         ls = self.store.space(space_no(arg(args, 0)), create=False)
         task = None if ls is None else ls.get(task_id(arg(args, 1)))
         if ls is None or task is None:
-            raise fail("Task not found")
+            raise module_error("Task not found")
         return ls, task
 
     def _owned(self, conn_id: int, args: list[Any], verb: str) -> tuple[LegacySpace, Task]:
         ls, task = self._existing(args)
         if task[F_STATUS] != TAKEN:
-            raise fail("Task is not taken")
+            raise module_error("Task is not taken")
         if self.store.owner_of(ls, task) != conn_id:
-            raise fail(f"Only consumer that took the task can it {verb}")
+            raise module_error(f"Only consumer that took the task can it {verb}")
         return ls, task
 
     def _counted(self, ls: LegacySpace, task: Task, counter: str) -> Reply:
@@ -212,7 +208,7 @@ class LegacyQueue(EntryPoints):
             seconds_us(name, arg(args, i))
         number_pri(arg(args, 5))
         if arg(args, 6) is None:
-            raise fail("Can not put unique task without data")
+            raise module_error("Can not put unique task without data")
         ls = self.store.space(number)
         assert ls is not None
         status = DELAYED if delay > 0 else READY
@@ -227,7 +223,7 @@ class LegacyQueue(EntryPoints):
         number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
         timeout = optional_seconds_us("timeout", arg(args, 2), TAKE_FOREVER_US)
         if timeout < 0:
-            raise fail("Timeout can't be less then 0")
+            raise module_error("Timeout can't be less then 0")
         ls = self.store.space(number, create=False)
         first = None if ls is None else ls.first(tube, READY)
         now = self.clock()
@@ -275,7 +271,7 @@ class LegacyQueue(EntryPoints):
     def dig(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._existing(args)
         if task[F_STATUS] != BURIED:
-            raise fail("Task is not buried")
+            raise module_error("Task is not buried")
         return self._counted(ls, self.store.to_ready(ls, task), "dig")
 
     def kick(self, conn_id: int, args: list[Any]) -> Reply:

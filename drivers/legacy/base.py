@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ER_PROC_LUA, QueueError
+from ..errors import QueueError, module_error
 from ..tube import Blocked
 
-__all__ = ["ER_PROC_LUA", "Blocked", "LegacyBlocked", "QueueError"]
+__all__ = ["Blocked", "LegacyBlocked", "QueueError", "module_error"]
 
 
 @dataclass(frozen=True)

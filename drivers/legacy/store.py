@@ -35,7 +35,7 @@ from queuebox.storage.space import IndexDef, Space
 
 from ..tubes import RESERVED_PREFIX
 from .args import MAX_SPACE_NO, US_PER_SECOND
-from .base import ER_PROC_LUA, QueueError
+from .base import module_error
 
 Task = tuple[Any, ...]
 TaskKey = tuple[int, str]  # (space number, task id)
@@ -231,7 +231,7 @@ class LegacyStore:
             return ls
         name = space_name(number)
         if name in self.catalog:  # someone else's space squats on our name
-            raise QueueError(ER_PROC_LUA, f"Space '{name}' is not a legacy queue space")
+            raise module_error(f"Space '{name}' is not a legacy queue space")
         space = self.catalog.create_space(
             name, INDEXES, format=FORMAT, opts={"legacy_queue": dict(SPACE_MARK)}
         )

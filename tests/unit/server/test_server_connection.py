@@ -228,9 +228,10 @@ async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
 
 
 class QueueLikeError(Exception):
-    """Stands for drivers' QueueError: the server recognises it by its attributes."""
+    """Stands for drivers' QueueError: the server recognises it by its attributes
+    and maps the code's name through protocol's ErrorCode."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -238,7 +239,9 @@ class QueueLikeError(Exception):
 
 async def test_errors_keep_their_codes(app: App) -> None:
     def queue_error(ctx: CallContext, args: list[Any]) -> list[Any]:
-        raise QueueLikeError(32, "/usr/share/tarantool/queue/abstract.lua:83: Task was not taken")
+        raise QueueLikeError(
+            "ER_PROC_LUA", "/usr/share/tarantool/queue/abstract.lua:83: Task was not taken"
+        )
 
     def call_error(ctx: CallContext, args: list[Any]) -> list[Any]:
         raise CallError(4242, "mine")
