@@ -16,8 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from .errors import no_such_proc
+from .tube import Answer
 from .waiters import Waiters
+
+CoreCall = Callable[[int, list[Any]], Answer]
 
 
 class EntryPoints:
@@ -34,6 +39,20 @@ class EntryPoints:
     def _advance(self, now: int) -> None:
         """Run every event due at `now`, in deadline order."""
         raise NotImplementedError
+
+    def bind(self, name: str) -> CoreCall | None:
+        """`name` resolved once to what runs it (as an entry point); None if unknown."""
+        raise NotImplementedError
+
+    def call(self, conn_id: int, name: str, args: list[Any]) -> Answer:
+        """Run one CALL by name; the answer is the IPROTO_DATA list, or Blocked."""
+        bound = self.bind(name)
+        if bound is None:
+            raise no_such_proc(name)
+        return bound(conn_id, args)
+
+    def has_name(self, name: str) -> bool:
+        return self.bind(name) is not None
 
     @contextmanager
     def _entry(self, now: int | None = None) -> Iterator[None]:

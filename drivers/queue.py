@@ -27,7 +27,7 @@ from queuebox.storage.catalog import Catalog
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .deadlines import Deadlines
-from .entry import EntryPoints
+from .entry import CoreCall, EntryPoints
 from .errors import QueueError, module_error, no_such_proc
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
@@ -66,7 +66,6 @@ assert set(TUBE_ACCESS) == set(METHODS) | {"drop"}
 
 Handler = Callable[[Call], Answer]
 Parsed = tuple[str, str | None, str | None] | None
-PARSE_CACHE_SIZE = 4096
 
 
 class Queue(EntryPoints):
@@ -83,7 +82,6 @@ class Queue(EntryPoints):
     ) -> None:
         super().__init__(clock)
         self._namespaces = namespaces
-        self._parsed: dict[str, Parsed] = {}
         self.deadlines = Deadlines()
         self.owners = Ownership()
         extra = {"new_id": new_session_id} if new_session_id else {}
@@ -109,24 +107,28 @@ class Queue(EntryPoints):
             self.registry.rebuild(clock(), keep_temporary)
 
     # -- the server's entry points --
-    def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
-        """Run one CALL; the answer is the IPROTO_DATA list, or Blocked."""
-        handler = self._resolve(name)
-        # _entry() spelled out: this is the path of every request.
-        self._depth += 1
-        now = self._clock()
-        try:
-            self._advance(now)
-            return handler(Call(conn_id, name, list(args or ()), now))
-        finally:
-            self._leave(now)
+    def bind(self, name: str) -> CoreCall | None:
+        """`name` resolved to the call that runs it, or None (ER_NO_SUCH_PROC).
 
-    def has_name(self, name: str) -> bool:
-        try:
-            self._resolve(name)
-        except QueueError:
-            return False
-        return True
+        The server keeps the bound call for the name: a dropped tube's calls
+        answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
+        after a drop."""
+        handler = self._resolve(name)
+        if handler is None:
+            return None
+        clock, advance, leave = self._clock, self._advance, self._leave
+
+        def bound(conn_id: int, args: list[Any]) -> Answer:
+            # _entry() spelled out: this is the path of every request.
+            self._depth += 1
+            now = clock()
+            try:
+                advance(now)
+                return handler(Call(conn_id, name, list(args or ()), now))
+            finally:
+                leave(now)
+
+        return bound
 
     def access_of(self, name: str) -> str:
         """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
@@ -194,20 +196,8 @@ class Queue(EntryPoints):
             tube.release_owned(task_id, now)
 
     def _parse(self, name: str) -> Parsed:
-        """name -> (module function, tube, method), cached: names repeat on every call."""
-        try:
-            return self._parsed[name]
-        except KeyError:
-            pass
-        except TypeError:
-            return None  # not hashable, so not a name
-        if len(self._parsed) >= PARSE_CACHE_SIZE:
-            self._parsed.clear()
-        parsed = self._parsed[name] = self._parse_uncached(name)
-        return parsed
-
-    def _parse_uncached(self, name: str) -> Parsed:
-        """Tube methods come as ("tube:", t, m), or ("tube.", t, m) for the dot form."""
+        """name -> (module function, tube, method); ("tube:", t, m), or ("tube.", t, m)
+        for the dot form. Not cached: the server binds a name once and keeps it."""
         if not isinstance(name, str):
             return None
         for ns in self._namespaces:
@@ -224,16 +214,16 @@ class Queue(EntryPoints):
                         return "tube" + sep, tube, method
         return None
 
-    def _resolve(self, name: str) -> Handler:
+    def _resolve(self, name: str) -> Handler | None:
         parsed = self._parse(name)
         if parsed is None:
-            raise no_such_proc(name)
+            return None
         module, tube_name, method = parsed
         if tube_name is None:
             return self._module[module]
         tube = self.registry.get(tube_name)
         if tube is None or method not in TUBE_ACCESS:
-            raise no_such_proc(name)
+            return None
         if module == "tube.":
             # The dot form reaches the method without `self` (QUEUE.md §1).
             def without_self(call: Call) -> Answer:

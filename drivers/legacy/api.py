@@ -20,7 +20,8 @@ from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
-from ..entry import EntryPoints
+from ..entry import CoreCall, EntryPoints
+from ..tube import Answer
 from .args import (
     US_PER_SECOND,
     arg,
@@ -105,19 +106,23 @@ class LegacyQueue(EntryPoints):
 
     # --- what the server glue calls ---
 
-    def has_name(self, name: str) -> bool:
-        return name in FUNCTIONS
+    def bind(self, name: str) -> CoreCall | None:
+        """`name` resolved to the call that runs it, or None: not a legacy name."""
+        found = FUNCTIONS.get(name)
+        if found is None:
+            return None
+        function = found[0]
+
+        def bound(conn_id: int, args: list[Any]) -> Answer:
+            with self._entry():
+                return function(self, conn_id, list(args))
+
+        return bound
 
     def access_of(self, name: str) -> str:
         if name == "queue.statistics":
             return "read"
         return FUNCTIONS[name][1]
-
-    def call(self, conn_id: int, name: str, args: list[Any]) -> Reply | Blocked:
-        """Run one CALL: the IPROTO_DATA list, or Blocked (raises QueueError)."""
-        function = FUNCTIONS[name][0]
-        with self._entry():
-            return function(self, conn_id, list(args))
 
     def statistics(self, args: list[Any]) -> list[str]:
         """The legacy flat list (a CALL answers it as `[that list]`)."""

@@ -14,8 +14,8 @@ from typing import Any
 
 from queuebox.server.app import App
 from queuebox.server.config import Config
-from queuebox.server.dispatch import CallContext
 from queuebox.server.queue_calls import QueueCalls
+from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
 
 
@@ -32,7 +32,7 @@ class Glue:
         assert found is not None, name
         loop = asyncio.get_running_loop()
         closed = self.closed.setdefault(conn_id, loop.create_future())
-        result = found[0](CallContext(self.app, conn_id, "guest", name, closed), list(args))
+        result = found[0](Session(self.app, conn_id, closed), list(args))
         if isinstance(result, list):
             return result
         return asyncio.ensure_future(result)

@@ -276,7 +276,7 @@ async def test_rights_are_checked_per_access_class(app: App) -> None:
     assert got[1][2][0x31] == (
         "Execute access to function 'queuebox.test.write' is denied for user 'guest'"
     )
-    assert WRITE not in h.conn.rights
+    assert WRITE not in h.conn.session.rights
 
 
 async def test_fatal_frame_error_replies_then_closes(app: App) -> None:
@@ -329,7 +329,7 @@ async def test_auth_is_applied_in_order() -> None:
     user = UserSpec("u", protocol.password_hash2("pw"), frozenset({READ}))
     app = make_app(test_hooks=True, users={"u": user})
     h = open_conn(app)
-    scramble = protocol.scramble(h.conn.salt, "pw")
+    scramble = protocol.scramble(h.conn.session.salt, "pw")
     h.feed(
         call(1, "queuebox.test.whoami")
         + frame(7, 2, {0x23: "u", 0x21: ["chap-sha1", scramble]})
