@@ -26,8 +26,8 @@ from queuebox.storage.catalog import Catalog
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
+from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
-from .entry import CoreCall, EntryPoints
 from .errors import QueueError, module_error, no_such_proc
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube

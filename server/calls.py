@@ -1,11 +1,14 @@
 """CALL, CALL_16 and EVAL: find the handler, check rights, run it, reply.
 
 Owns: the path of a function call through the registry (ER_NO_SUCH_PROC,
-ER_ACCESS_DENIED), the inline-or-later decision and the durability barrier
-before a reply. Must not know any particular function, nor do I/O: a request
-handler here takes the request and the `Session` and returns the reply bytes,
-a `Held` reply (after the barrier), or a coroutine that produces the reply
-(a call that waits); the connection does the rest.
+ER_ACCESS_DENIED), the inline-or-later decision, the durability barrier
+before a reply, the CALL_16 shaping, and the reply bytes of anything a
+handler produced: results, errors (unexpected ones logged with their
+traceback), a failed barrier. Must not know any particular function, nor do
+I/O: a request handler here takes the request and the `Session` and returns
+the reply bytes, a `Held` reply (sent once its barrier is done), or a
+coroutine that produces the reply (a call that waits); the connection does
+the rest.
 """
 
 from __future__ import annotations
@@ -15,14 +18,54 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from queuebox import protocol
-from queuebox.protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, encode_data
+from queuebox.protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
 
 from .dispatch import Handler
-from .errors import CallError
-from .replies import Held, barrier_failed, encode_result, error_reply
+from .errors import CallError, error_code_and_message
+from .logs import get_logger
 from .session import Session
 
+log = get_logger("queuebox.calls")
+
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
+
+
+class Held:
+    """`reply` to request `sync`, to be sent once `barrier` (group commit) completes."""
+
+    __slots__ = ("barrier", "reply", "sync")
+
+    def __init__(self, barrier: Awaitable[Any], sync: int, reply: bytes) -> None:
+        self.barrier = barrier
+        self.sync = sync
+        self.reply = reply
+
+
+def encode_result(s: Session, sync: int, values: list[Any], call16: bool) -> bytes:
+    data = call16_shape(values) if call16 else values
+    try:
+        return encode_data(sync, s.schema_version, data)
+    except (TypeError, ValueError, OverflowError) as exc:
+        # What Tarantool says for a Lua value it cannot serialize, with our type.
+        raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
+
+
+def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> bytes:
+    """The error reply for an exception a handler raised; unexpected ones are logged."""
+    found = error_code_and_message(exc)
+    if found is None:
+        log.error("request failed", conn_id=s.conn_id, function=name, error=repr(exc), exc_info=exc)
+        found = (ErrorCode.ER_PROC_LUA, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
+    return protocol.encode_error(sync, s.schema_version, found[0], found[1])
+
+
+def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
+    # The change may not be on disk: the client must not get a success.
+    log.error("durability barrier failed", conn_id=s.conn_id, error=repr(exc))
+    found = error_code_and_message(exc) if exc is not None else None
+    code, message = found if found else (ErrorCode.ER_WAL_IO, "Failed to write to disk")
+    return protocol.encode_error(sync, s.schema_version, code, message)
+
 
 Reply = bytes | Held | Coroutine[Any, Any, bytes]
 

@@ -31,9 +31,8 @@ from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request
 
 from .app import App
-from .calls import Reply
+from .calls import Held, barrier_failed, error_reply
 from .logs import get_logger
-from .replies import Held, barrier_failed, error_reply
 from .requests import REQUEST_TABLE, handle_unknown
 from .session import Session
 
@@ -115,8 +114,10 @@ class Connection(asyncio.Protocol):
                     reply = error_reply(session, item.sync, exc)
                 if type(reply) is bytes:
                     out.append(reply)
+                elif type(reply) is Held:
+                    self._hold(reply)
                 else:
-                    self._later(reply)
+                    self._spawn(cast(Coroutine[Any, Any, bytes], reply))
             else:
                 self._protocol_error(cast(ProtocolError, item))
                 if self._closing:
@@ -184,12 +185,6 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     # --- replies that go out later, counted in flight ---
-
-    def _later(self, reply: Reply) -> None:
-        if type(reply) is Held:
-            self._hold(reply)
-        else:
-            self._spawn(cast(Coroutine[Any, Any, bytes], reply))
 
     def _hold(self, held: Held) -> None:
         """Send `held.reply` once its barrier completes."""

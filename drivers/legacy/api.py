@@ -20,7 +20,7 @@ from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
-from ..entry import CoreCall, EntryPoints
+from ..core import CoreCall, EntryPoints
 from ..tube import Answer
 from .args import (
     US_PER_SECOND,

@@ -3,7 +3,7 @@
 The server's wake callbacks only schedule a retry, but a bug in one must not
 cost another waiter its wakeup, nor leave the core half inside a call (the
 modern core has pinned this since the start; the legacy core shares its
-mechanism, drivers/entry.py).
+mechanism, drivers/core.py).
 """
 
 from __future__ import annotations

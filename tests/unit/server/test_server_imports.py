@@ -71,7 +71,7 @@ def test_the_server_modules_import_no_circle() -> None:
 
 def test_handlers_never_import_the_connection() -> None:
     edges = graph()
-    for module in ("calls", "requests", "replies", "session", "dispatch", "queue_calls"):
+    for module in ("calls", "requests", "session", "dispatch", "queue_calls"):
         assert "connection" not in edges[module], module
 
 
