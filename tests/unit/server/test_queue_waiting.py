@@ -91,3 +91,22 @@ async def test_statistics_of_a_modern_tube_with_a_numeric_name() -> None:
     # A number, or a numeric string naming no modern tube, is still the legacy form.
     assert g.run(1, "queue.statistics", 42) == [[]]
     assert g.run(1, "queue.statistics", "7") == [[]]
+
+
+async def test_each_name_is_bound_by_the_core_that_owns_it_and_rebound_after_reload() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "t", "fifo")
+    legacy, modern = g.queue.legacy, g.queue.modern
+    assert g.queue.cores == (legacy, modern)
+    assert g.run(1, "queue.tube.t:put", "m") == [[0, "r", "m"]]
+    (task,) = g.run(1, "queue.put", 0, "t", 0, 0, 0, 0, "l")
+    assert task[1:] == ["t", "ready", "l"]  # the legacy reply shape
+    put = g.app.registry.resolve("queue.tube.t:put")
+    assert put is not None and g.app.registry.resolve("queue.tube.t:put") == put
+    g.queue.reload()
+    # New core objects; the names bound to the old ones are gone.
+    assert g.queue.cores == (g.queue.legacy, g.queue.modern)
+    assert g.queue.legacy is not legacy and g.queue.modern is not modern
+    assert g.app.registry.resolve("queue.tube.t:put") != put
+    assert g.run(1, "queue.tube.t:put", "m2") == [[1, "r", "m2"]]
+    assert g.run(1, "queue.peek", 0, task[0])[0][3] == "l"
