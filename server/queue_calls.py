@@ -71,16 +71,18 @@ class QueueCalls:
         self._waiting: set[asyncio.Future[None]] = set()
         self.reloads = 0
 
-    # -- the one deadline source of the timer: both cores --
+    # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
-        modern, legacy = self.modern.next_deadline(), self.legacy.next_deadline()
-        if modern is None or legacy is None:
-            return legacy if modern is None else modern
-        return min(modern, legacy)
+        first = None
+        for core in self.cores:  # asked once per loop turn: no allocation
+            deadline = core.next_deadline()
+            if deadline is not None and (first is None or deadline < first):
+                first = deadline
+        return first
 
     def tick(self, now_us: int) -> None:
-        self.modern.tick(now_us)
-        self.legacy.tick(now_us)
+        for core in self.cores:
+            core.tick(now_us)
 
     def reload(self) -> None:
         """Rebuild both cores from the spaces, as a restart would (minus the restart).
@@ -281,8 +283,8 @@ class QueueCalls:
         self.app.durability_barrier()
 
     def _connected(self, conn_id: int) -> None:
-        self.modern.connected(conn_id)
-        self.legacy.connected(conn_id)
+        for core in self.cores:
+            core.connected(conn_id)
 
     def _disconnected(self, conn_id: int) -> None:
         if self.app.shutting_down:
@@ -291,6 +293,6 @@ class QueueCalls:
             # counted in its fresh statistics (modern "release", legacy
             # "ready_by_restart"; QUEUE.md §6 "Restart", §12).
             return
-        self.modern.disconnected(conn_id)
-        self.legacy.disconnected(conn_id)
+        for core in self.cores:
+            core.disconnected(conn_id)
         self.timer.rearm()
