@@ -1,12 +1,12 @@
-"""The queue module as the server sees it: one object, called by name.
+"""The queue module as the server sees it: one `QueueCore`, its names bound once.
 
 Owns: the call table (every `queue.*` name, its handler and its access
-level), the module-level calls (create_tube, tube, cfg, identify,
-statistics/stats, state), the connection lifecycle, the queue-wide timer
-(`next_deadline`/`tick` over one Deadlines set) and the deferral of wake
-callbacks to the end of each entry point, so the server never re-enters a
-half-done call. Before every call the due timers run, so a call always sees
-the queue as of `clock()`.
+level), binding a name to what runs it (`bind`), the module-level calls
+(create_tube, tube, cfg, identify, statistics/stats, state), the connection
+lifecycle and the queue-wide timer (`next_deadline`/`tick` over one
+Deadlines set). Entry points follow `core.EntryPoints`: the due timers run
+before every call, so a call always sees the queue as of `clock()`, and wake
+callbacks run after it, so the server never re-enters a half-done call.
 Must not touch: sockets, the event loop, wall time (the clock is injected),
 users and grants (the server's), EVAL parsing (the server maps the known
 EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
@@ -14,6 +14,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
     from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
+    put = q.bind("queue.tube.t:put"); put(conn_id, ["data"])   (what the server keeps)
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
 
-Owns: `LegacyQueue`, what the server glue calls: the legacy functions of
-QUEUE.md §12 (argument checks, defaults, the order of checks, error texts, reply
-shapes), the name -> function table, access classes, Blocked takes, and the
-entry points that run due timers first and wake callbacks last. Storage
+Owns: `LegacyQueue`, a `QueueCore` (drivers/core.py) the server glue calls:
+the legacy functions of QUEUE.md §12 (argument checks, defaults, the order of
+checks, error texts, reply shapes), the name -> function table, access
+classes and Blocked takes; its entry points (`core.EntryPoints`) run due
+timers first and wake callbacks last. Storage
 layout, counters and ownership live in store.py; timers, disconnects
 and restarts in events.py. Must not touch the modern tubes, the clock
 (time comes from the injected `clock`), sockets or asyncio.
