@@ -16,6 +16,8 @@ import signal
 import sys
 from typing import Any
 
+from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverable
+
 from . import logs
 from .app import App
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
@@ -25,6 +27,14 @@ from .loop import run
 log = logs.get_logger("queuebox.serve")
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
+
+# Exit codes of a start the data directory stops (README, Durability); any
+# other failure to start exits with 1, a bad setting with 2.
+EXIT_CODES: dict[type[EngineError], int] = {LsnGap: 3, CorruptLog: 4, Unrecoverable: 5}
+
+
+def exit_code(exc: EngineError) -> int:
+    return next((code for kind, code in EXIT_CODES.items() if isinstance(exc, kind)), 1)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -83,6 +93,10 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
+    except EngineError as exc:
+        code = exit_code(exc)
+        log.error("cannot start", error=str(exc), exit_code=code)
+        return code
     except Exception:
         log.exception("cannot start", data_dir=config.data_dir)
         return 1

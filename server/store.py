@@ -111,6 +111,7 @@ def open_engine(app: App) -> Engine:
         clock=time.time,
         snapshot_interval_s=config.snapshot_interval_s,
         snapshot_wal_bytes=config.snapshot_wal_bytes,
+        checkpoint_count=config.checkpoint_count,
     )
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
@@ -122,6 +123,8 @@ def open_engine(app: App) -> Engine:
         log.warning("recovery", detail=warning)
     for skipped in report.skipped:
         log.error("recovery skipped damaged data (force_recovery)", detail=skipped)
+    for lost in report.lost:
+        log.error("recovery started without missing changes (force_recovery)", detail=lost)
     log.info(
         "recovered",
         seconds=round(report.seconds, 3),
