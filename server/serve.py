@@ -87,28 +87,20 @@ async def serve(config: Config) -> int:
 
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
     app = App(config)
-    try:
-        os.makedirs(config.data_dir, exist_ok=True)
-        await app.install_extensions()
-    except OSError as exc:
-        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
-        return 1
-    except EngineError as exc:
-        code = exit_code(exc)
-        log.error("cannot start", error=str(exc), exit_code=code)
-        return code
-    except Exception:
-        log.exception("cannot start", data_dir=config.data_dir)
-        return 1
     listener = Listener(app)
     try:
-        host, port = await listener.start()
+        # Bound first: a busy port fails at once, not after a long recovery.
+        host, port = await listener.bind()
     except OSError as exc:
         log.error(
             "cannot listen", error=str(exc), listen=f"{config.listen_host}:{config.listen_port}"
         )
-        await app.on_shutdown()  # what the extensions opened is closed properly
         return 1
+    code = await _start_up(app, config)
+    if code:
+        listener.unbind()
+        return code
+    await listener.start()
     log.info(
         "listening",
         address=f"{host}:{port}",
@@ -124,6 +116,24 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
     log.info("stopped")
+    return 0
+
+
+async def _start_up(app: App, config: Config) -> int:
+    """Recovery and the other extensions; 0, or the exit code of a failed start."""
+    try:
+        os.makedirs(config.data_dir, exist_ok=True)
+        await app.install_extensions()
+    except OSError as exc:
+        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
+        return 1
+    except EngineError as exc:
+        code = exit_code(exc)
+        log.error("cannot start", error=str(exc), exit_code=code)
+        return code
+    except Exception:
+        log.exception("cannot start", data_dir=config.data_dir)
+        return 1
     return 0
 
 
