@@ -35,6 +35,7 @@ from .space import StorageError
 from .staging import PUTS, WAL_APPLY, BadRecord, Stage, create_space, staged_space
 
 Progress = Callable[[int, int, float], None]  # (records, bytes, seconds)
+SKIPS_LISTED = 20  # a forced start past a lost space definition may skip thousands
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Recovery:
         self._t0 = 0.0
         self._next_progress = 0.0
         self._wal_end = 0  # the highest LSN the segments read hold (or imply)
+        self._skips = 0
 
     def run(self, catalog: Catalog) -> RecoveryReport:
         """Fill `catalog` (which must be empty) from the directory."""
@@ -106,6 +108,8 @@ class Recovery:
         del stage
         release_free_heap()
         self._note_highest()
+        if self._skips > SKIPS_LISTED:
+            self.report.skipped.append(f"and {self._skips - SKIPS_LISTED} more damages skipped")
         self.report.seconds = self.timer() - self._t0
         return self.report
 
@@ -285,7 +289,9 @@ class Recovery:
         """Corruption: stop, unless force_recovery, which notes it and goes on."""
         if not self.force:
             raise CorruptLog(str(path), offset, reason)
-        self.report.skipped.append(f"{path}: skipped damage at offset {offset}: {reason}")
+        self._skips += 1
+        if self._skips <= SKIPS_LISTED:
+            self.report.skipped.append(f"{path}: skipped damage at offset {offset}: {reason}")
 
     def _gap(self, first: int, last: int, where: str) -> None:
         """LSNs first..last are nowhere on disk: stop, unless force_recovery, which

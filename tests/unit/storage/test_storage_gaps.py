@@ -186,3 +186,30 @@ def test_a_damaged_newest_snapshot_with_a_gap_behind_it_needs_force(
         assert report.lost and forced.last_lsn == highest
     finally:
         forced.close()
+
+
+def test_a_forced_start_past_a_lost_space_lists_a_few_skips_and_a_count(
+    make_engine, data_dir, clock
+) -> None:
+    e = make_engine(segment_size=400, checkpoint_count=1)
+    puts(e, 3)
+    snapshot(e)
+    other = e.catalog.create_space("other", tasks(e, "spare").definition.indexes)
+    flush(e)
+    for i in range(40):
+        other.insert((i, "r", b"y" * 40))
+        flush(e)
+    e.close()
+    snap_lsn = lsn_of(snaps(data_dir)[-1])
+    holder = [p for p in wal(data_dir) if lsn_of(p) <= snap_lsn + 1][-1]
+    holder.unlink()  # with the create_space records of "spare" and "other"
+    forced = Engine(data_dir, clock=clock, force_recovery=True)
+    report = forced.open()
+    forced.close()
+    assert report.lost
+    # About 40 inserts into a space whose create_space was lost: 20 listed, then a count.
+    listed = [s for s in report.skipped if "skipped damage" in s]
+    summaries = [s for s in report.skipped if "more damages skipped" in s]
+    assert len(listed) == 20 and all("unknown space" in s for s in listed)
+    (summary,) = summaries
+    assert int(summary.split()[1]) > 0
