@@ -42,9 +42,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
 from .errors import DataDirLocked, EngineError, UnloggableChange, WalWriteError
 from .fileio import FileIO
@@ -52,44 +52,11 @@ from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
 from .records import change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
-from .snapshot import CREATE, DROP, TUPLE, SnapshotJob, Undo, capture
+from .snapshot import TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
 from .wal import WalWriter
 
 WAL_MODES = ("none", "write", "fsync")
-
-
-@dataclass(eq=False)
-class Batch:
-    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`."""
-
-    first_lsn: int
-    last_lsn: int
-    data: bytes
-    undo: list[Undo] = field(repr=False)
-    written: bool = False  # durable under the engine's wal_mode
-    cancelled: bool = False  # rolled back: must never be written
-
-    @property
-    def count(self) -> int:
-        return self.last_lsn - self.first_lsn + 1
-
-
-def _undo_tuple(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    space.restore(old, new)
-
-
-def _undo_create(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    if catalog.get(space.name) is space:
-        catalog.drop_space(space.name, log=False)
-
-
-def _undo_drop(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    catalog.restore_space(space)
-
-
-_UNDO = {TUPLE: _undo_tuple, CREATE: _undo_create, DROP: _undo_drop}
-_DDL_UNDO_KIND = {"create_space": CREATE, "drop_space": DROP}
 
 
 class Engine:
@@ -257,7 +224,7 @@ class Engine:
             self._count_change(entry)
 
     def _on_space(self, op: str, space: Space) -> None:
-        entry: Undo = (_DDL_UNDO_KIND[op], space, None, None)
+        entry: Undo = (DDL_UNDO_KIND[op], space, None, None)
         if self._log:
             self._log_change(
                 ddl_body(self._last_lsn + 1, self._clock(), op, space.definition), entry
@@ -272,7 +239,7 @@ class Engine:
                 raise EngineError("the engine is not open")
             frame = encode_frame(self._pack(body))
         except Exception as e:
-            _UNDO[entry[0]](self.catalog, *entry[1:])
+            UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e
         self._last_lsn += 1
         self._frames.append(frame)
@@ -280,7 +247,7 @@ class Engine:
 
     def _count_change(self, entry: Undo) -> None:
         if not self._opened:
-            _UNDO[entry[0]](self.catalog, *entry[1:])
+            UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange("change not made: the engine is not open")
         self._last_lsn += 1
 
@@ -341,7 +308,7 @@ class Engine:
         victims = self._inflight[at:]
         undo = [entry for b in victims for entry in b.undo] + self._undo
         for kind, space, old, new in reversed(undo):
-            _UNDO[kind](self.catalog, space, old, new)
+            UNDO[kind](self.catalog, space, old, new)
         for b in victims:
             b.cancelled = True
             b.undo = []
