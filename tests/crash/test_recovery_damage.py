@@ -153,3 +153,21 @@ def test_nothing_consistent_left_refuses_even_with_force(server: ServerProc) -> 
         said = [line for line in lines if "cannot start" in line]
         assert len(said) == 1 and "nothing consistent" in said[0] and snap.name in said[0]
         assert not any("Traceback" in line for line in lines)
+
+
+def test_a_wal_that_ends_before_the_newest_snapshot_stops_the_start(server: ServerProc) -> None:
+    server.start()
+    put(server, 0, 1000, create=True)
+    snapshot(server)
+    put(server, 1000, 1000)
+    snapshot(server)
+    kill(server)
+    newest = files(server, "*.snap")[-1]
+    segments = files(server, "*.wal")
+    assert len(segments) >= 3, segments
+    for path in segments[-2:]:  # the newest segments are lost
+        path.unlink()
+    code, lines = refused(server)
+    assert code == EXIT_GAP
+    said = [line for line in lines if "cannot start" in line]
+    assert len(said) == 1 and f"before {newest.name}" in said[0]
