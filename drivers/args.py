@@ -9,18 +9,25 @@ Must not touch: tasks, tubes, the clock (callers pass `now`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .errors import QueueError, field_type, key_part_type, module_error
 
 U64_MAX = (1 << 64) - 1
+I64_MIN = -(1 << 63)
 # 100 years in seconds: upstream's MAX_TIMEOUT, the "infinity" of ttl/ttr/timeouts.
 MAX_TIMEOUT_S = 365 * 86400 * 100
 US = 1_000_000
 
 
 def is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A number a call can use: one msgpack can carry as an integer too (int64 or
+    uint64 range). NaN, ±inf and floats beyond that range are not: upstream turns
+    them into garbage times and counts, so they get the bad-number errors."""
+    if isinstance(value, float):
+        return math.isfinite(value) and I64_MIN <= value <= U64_MAX
+    return isinstance(value, int) and not isinstance(value, bool) and I64_MIN <= value <= U64_MAX
 
 
 def lua_truthy(value: object) -> bool:
@@ -38,7 +45,7 @@ def lua_type(value: object) -> str:
         return "nil"
     if isinstance(value, bool):
         return "boolean"
-    if is_number(value):
+    if isinstance(value, int | float):
         return "number"
     if isinstance(value, str | bytes):
         return "string"
@@ -68,7 +75,8 @@ def lua_tostring(value: object) -> str:
 
 def compare_error(value: object, number_first: bool = False) -> QueueError:
     """'attempt to compare X with number' (or 'number with X' for `value > n` in Lua)."""
-    other = lua_type(value)
+    # A non-finite number is named by its value: "compare number with number" says nothing.
+    other = lua_tostring(value) if isinstance(value, float) else lua_type(value)
     if number_first:
         return module_error(f"attempt to compare number with {other}")
     return module_error(f"attempt to compare {other} with number")

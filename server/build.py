@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 from . import builtins
 from .app import App
-from .config import Config
 from .queue_calls import QueueCalls
-from .store import Store, open_engine
+from .store import Store, build_store
 
 
 @dataclass(frozen=True)
@@ -32,10 +31,9 @@ class Server:
     queue: QueueCalls
 
 
-def build_server(config: Config) -> Server:
-    app = App(config)
-    store = Store(app, open_engine(config))
-    store.install()
+def build_server(app: App) -> Server:
+    """Everything on top of `app`, made before the listener starts accepting."""
+    store = build_store(app)
     queue = QueueCalls(app, store.engine.catalog)
     queue.install()
     store.commit.on_rollback = queue.reload

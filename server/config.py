@@ -14,6 +14,7 @@ import base64
 import binascii
 import dataclasses
 import ipaddress
+import math
 import tomllib
 import uuid
 from collections.abc import Callable, Mapping
@@ -68,6 +69,7 @@ class Config:
     snapshot_interval_s: float = 3600.0
     snapshot_wal_bytes: int = 256 * 1024 * 1024
     force_recovery: bool = False
+    checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
     # operation
@@ -114,8 +116,20 @@ def _parse_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"not a number: {value!r}")
     result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"not a finite number: {value!r}")
     if result < 0:
         raise ValueError(f"negative: {value!r}")
+    return result
+
+
+def _parse_count(value: Any) -> int:
+    """A whole number, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"not a whole number: {value!r}")
+    result = int(value)
+    if result < 1:
+        raise ValueError(f"must be at least 1: {value!r}")
     return result
 
 
@@ -189,6 +203,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "snapshot_interval_s": _parse_float,
     "snapshot_wal_bytes": _parse_size,
     "force_recovery": _parse_bool,
+    "checkpoint_count": _parse_count,
     "queue_namespaces": _parse_names,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),

@@ -31,8 +31,9 @@ class Listener:
         self.app = app
         self._server: asyncio.Server | None = None
 
-    async def start(self) -> tuple[str, int]:
-        """Bind and accept; returns the bound (host, port), port 0 resolved."""
+    async def bind(self) -> tuple[str, int]:
+        """Bind the address without accepting yet, so a busy port fails before any
+        slow start-up work; returns the bound (host, port), port 0 resolved."""
         config = self.app.config
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
@@ -41,9 +42,20 @@ class Listener:
             config.listen_port,
             reuse_address=True,
             backlog=1024,
+            start_serving=False,
         )
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
+
+    async def start(self) -> None:
+        """Accept connections (after bind() and the start-up work)."""
+        assert self._server is not None
+        await self._server.start_serving()
+
+    def unbind(self) -> None:
+        """Give the address back when the start fails after bind()."""
+        if self._server is not None:
+            self._server.close()
 
     async def shutdown(self, grace: float) -> None:
         app = self.app

@@ -16,7 +16,10 @@ import signal
 import sys
 from typing import Any
 
+from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverable
+
 from . import logs
+from .app import App
 from .build import build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .listener import Listener
@@ -25,6 +28,14 @@ from .loop import run
 log = logs.get_logger("queuebox.serve")
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
+
+# Exit codes of a start the data directory stops (README, Durability); any
+# other failure to start exits with 1, a bad setting with 2.
+EXIT_CODES: dict[type[EngineError], int] = {LsnGap: 3, CorruptLog: 4, Unrecoverable: 5}
+
+
+def exit_code(exc: EngineError) -> int:
+    return next((code for kind, code in EXIT_CODES.items() if isinstance(exc, kind)), 1)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -76,24 +87,21 @@ async def serve(config: Config) -> int:
 
 
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
-    try:
-        os.makedirs(config.data_dir, exist_ok=True)
-        app = build_server(config).app
-    except OSError as exc:
-        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
-        return 1
-    except Exception:
-        log.exception("cannot start", data_dir=config.data_dir)
-        return 1
+    app = App(config)
     listener = Listener(app)
     try:
-        host, port = await listener.start()
+        # Bound first: a busy port fails at once, not after a long recovery.
+        host, port = await listener.bind()
     except OSError as exc:
         log.error(
             "cannot listen", error=str(exc), listen=f"{config.listen_host}:{config.listen_port}"
         )
-        await app.on_shutdown()  # what the extensions opened is closed properly
         return 1
+    code = await _start_up(app, config)
+    if code:
+        listener.unbind()
+        return code
+    await listener.start()
     log.info(
         "listening",
         address=f"{host}:{port}",
@@ -109,6 +117,24 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
     log.info("stopped")
+    return 0
+
+
+async def _start_up(app: App, config: Config) -> int:
+    """Recovery and the rest of the server (build.py); 0, or the exit code of a failed start."""
+    try:
+        os.makedirs(config.data_dir, exist_ok=True)
+        build_server(app)
+    except OSError as exc:
+        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
+        return 1
+    except EngineError as exc:
+        code = exit_code(exc)
+        log.error("cannot start", error=str(exc), exit_code=code)
+        return code
+    except Exception:
+        log.exception("cannot start", data_dir=config.data_dir)
+        return 1
     return 0
 
 

@@ -13,16 +13,21 @@ event loop never waits on the disk.
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from pathlib import Path
 from typing import Any
 
+from queuebox.protocol import ErrorCode
 from queuebox.storage.engine import Engine
+from queuebox.storage.errors import EngineError
+from queuebox.storage.fileio import FileIO, InjectedFaults
 
 from .app import App
 from .commit import GroupCommit
-from .config import Config
-from .dispatch import CallContext
+from .config import ADMIN, Config
+from .dispatch import CallContext, Handler
+from .errors import CallError
 from .logs import get_logger
 
 log = get_logger("queuebox.store")
@@ -53,35 +58,51 @@ class Store:
 
     def _periodic(self) -> None:
         if self._snapshot is None and self.engine.snapshot_due(time.monotonic()):
-            self._snapshot = asyncio.get_running_loop().create_task(self.snapshot("scheduled"))
+            self._snapshot = asyncio.get_running_loop().create_task(self._scheduled())
         self._schedule_check()
 
-    async def snapshot(self, why: str) -> dict[str, Any]:
-        """Write a snapshot from a point-in-time view, off the loop; then trim the WAL."""
+    async def _scheduled(self) -> dict[str, Any]:
         try:
-            await self.commit.drain()  # the snapshot covers only what is on disk
-            started = time.monotonic()
-            job = self.engine.begin_snapshot()
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, job.run)
-            finally:
-                removed = self.engine.finish_snapshot(job)  # also after a failed run
-            if job.error is not None:
-                raise job.error
-            info = {
-                "lsn": job.lsn,
-                "seconds": round(time.monotonic() - started, 3),
-                "why": why,
-                "removed": len(removed),
-            }
-            log.info("snapshot written", **info)
-            return info
+            return await self.snapshot("scheduled")
+        except CallError:
+            return {}  # logged; the next check tries again
+
+    async def snapshot(self, why: str) -> dict[str, Any]:
+        """Write a snapshot from a point-in-time view, off the loop; then trim the WAL.
+        A failure (a full disk, EIO) is logged as one line and raised as CallError:
+        the previous snapshots and the WAL still hold everything."""
+        try:
+            return await self._snapshot_once(why)
+        except (EngineError, OSError) as exc:
+            log.error("snapshot failed", why=why, error=str(exc))
+            raise CallError(ErrorCode.ER_PROC_LUA, f"snapshot failed: {exc}") from None
         finally:
             self._snapshot = None
 
+    async def _snapshot_once(self, why: str) -> dict[str, Any]:
+        await self.commit.drain()  # the snapshot covers only what is on disk
+        started = time.monotonic()
+        job = self.engine.begin_snapshot()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, job.run)
+        finally:
+            removed = self.engine.finish_snapshot(job)  # also after a failed run
+        if job.error is not None:
+            raise job.error
+        info = {
+            "lsn": job.lsn,
+            "seconds": round(time.monotonic() - started, 3),
+            "why": why,
+            "removed": len(removed),
+        }
+        log.info("snapshot written", **info)
+        return info
+
     async def _snapshot_call(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        if self._snapshot is not None:
-            await asyncio.shield(self._snapshot)
+        # A snapshot already running may predate this caller's changes: wait for
+        # it (whatever its outcome: its own caller hears of it), then write one.
+        while self._snapshot is not None:
+            await asyncio.wait({self._snapshot})
         self._snapshot = asyncio.get_running_loop().create_task(self.snapshot("admin call"))
         return [await asyncio.shield(self._snapshot)]
 
@@ -95,22 +116,24 @@ class Store:
         if self.app.config.wal_mode != "none":
             try:
                 await self.snapshot("shutdown")
-            except Exception:
-                log.exception("shutdown snapshot failed; the WAL still has everything")
+            except CallError:
+                log.error("shutdown snapshot failed; the WAL still has everything")
         self.commit.close()
         self.engine.close()
 
 
-def open_engine(config: Config) -> Engine:
+def open_engine(config: Config, files: FileIO | None = None) -> Engine:
     """Lock the data directory and recover it (logging the progress)."""
     engine = Engine(
         Path(config.data_dir),
+        files=files,
         wal_mode=config.wal_mode,
         segment_size=config.wal_segment_size,
         force_recovery=config.force_recovery,
         clock=time.time,
         snapshot_interval_s=config.snapshot_interval_s,
         snapshot_wal_bytes=config.snapshot_wal_bytes,
+        checkpoint_count=config.checkpoint_count,
     )
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
@@ -122,6 +145,8 @@ def open_engine(config: Config) -> Engine:
         log.warning("recovery", detail=warning)
     for skipped in report.skipped:
         log.error("recovery skipped damaged data (force_recovery)", detail=skipped)
+    for lost in report.lost:
+        log.error("recovery started without missing changes (force_recovery)", detail=lost)
     log.info(
         "recovered",
         seconds=round(report.seconds, 3),
@@ -133,3 +158,25 @@ def open_engine(config: Config) -> Engine:
         tuples=report.tuples,
     )
     return engine
+
+
+def build_store(app: App) -> Store:
+    """The recovered engine and its group commit; with test hooks, a file layer
+    whose faults `queuebox.test.fail_io` arms."""
+    faults = InjectedFaults() if app.config.test_hooks else None
+    store = Store(app, open_engine(app.config, faults))
+    store.install()
+    if faults is not None:
+        app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)
+    return store
+
+
+def _fail_io(faults: InjectedFaults) -> Handler:
+    def fail_io(ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.test.fail_io(op, errno_name[, count]): the next `count` calls of
+        the data directory's `op` (create, pwrite, fsync, rename) fail so."""
+        op, name = str(args[0]), str(args[1])
+        faults.fail(op, getattr(errno, name), int(args[2]) if len(args) > 2 else 1)
+        return [True]
+
+    return fail_io

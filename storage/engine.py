@@ -42,9 +42,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
 from .errors import DataDirLocked, EngineError, UnloggableChange, WalWriteError
 from .fileio import FileIO
@@ -52,44 +52,11 @@ from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
 from .records import change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
-from .snapshot import CREATE, DROP, TUPLE, SnapshotJob, Undo, capture
+from .snapshot import TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
 from .wal import WalWriter
 
 WAL_MODES = ("none", "write", "fsync")
-
-
-@dataclass(eq=False)
-class Batch:
-    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`."""
-
-    first_lsn: int
-    last_lsn: int
-    data: bytes
-    undo: list[Undo] = field(repr=False)
-    written: bool = False  # durable under the engine's wal_mode
-    cancelled: bool = False  # rolled back: must never be written
-
-    @property
-    def count(self) -> int:
-        return self.last_lsn - self.first_lsn + 1
-
-
-def _undo_tuple(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    space.restore(old, new)
-
-
-def _undo_create(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    if catalog.get(space.name) is space:
-        catalog.drop_space(space.name, log=False)
-
-
-def _undo_drop(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
-    catalog.restore_space(space)
-
-
-_UNDO = {TUPLE: _undo_tuple, CREATE: _undo_create, DROP: _undo_drop}
-_DDL_UNDO_KIND = {"create_space": CREATE, "drop_space": DROP}
 
 
 class Engine:
@@ -118,9 +85,13 @@ class Engine:
         timer: Callable[[], float] = time.perf_counter,
         snapshot_wal_bytes: int = 256 << 20,
         snapshot_interval_s: float = 3600.0,
+        checkpoint_count: int = 2,
     ) -> None:
         if wal_mode not in WAL_MODES:
             raise ValueError(f"wal_mode must be one of {', '.join(WAL_MODES)}, not {wal_mode!r}")
+        if checkpoint_count < 1:
+            raise ValueError(f"checkpoint_count must be at least 1, not {checkpoint_count}")
+        self.checkpoint_count = checkpoint_count
         self.data_dir = Path(data_dir)
         self.wal_mode = wal_mode
         self.force_recovery = force_recovery
@@ -164,15 +135,47 @@ class Engine:
                 progress=progress,
                 timer=self._timer,
             ).run(self.catalog)
+            # New files continue after every LSN any file on disk names or holds:
+            # an LSN is never given twice, even after a forced start.
+            self._last_lsn = self._taken_lsn = self._written_lsn = report.highest_lsn
+            self._snapshot_lsn = report.snapshot_lsn
+            # WAL replayed on top of the snapshot counts toward the next one.
+            self._wal_bytes_at_snapshot = -report.wal_bytes
+            self._opened = True
+            if report.needs_repair:
+                self._repair(report)
         except BaseException:
+            self._opened = False
             self._release_lock()
             raise
-        self._last_lsn = self._taken_lsn = self._written_lsn = report.last_lsn
-        self._snapshot_lsn = report.snapshot_lsn
-        # WAL replayed on top of the snapshot counts toward the next one.
-        self._wal_bytes_at_snapshot = -report.wal_bytes
-        self._opened = True
         return report
+
+    def _repair(self, report: RecoveryReport) -> None:
+        """After a start that fell back from a damaged snapshot or (forced) went past
+        damage or missing LSNs: write a snapshot of this state now and set the
+        damaged files aside (renamed `*.damaged`, never read), so the next start
+        needs no force and finds nothing to fall back from."""
+        aside = list(report.damaged_snapshots)
+        for path in aside:
+            self._set_aside(path)
+        job = self.begin_snapshot()
+        job.needed = True
+        job.run()
+        self.finish_snapshot(job)
+        if report.wal_damaged:
+            # Every segment left holds only LSNs the new snapshot covers.
+            segments = sort_listing(self.data_dir, self._files.listdir(self.data_dir)).wal
+            for _, path in segments:
+                self._set_aside(path)
+                aside.append(path)
+        self._files.fsync_dir(self.data_dir)
+        report.warnings.append(
+            f"wrote snapshot {job.path.name} of the recovered state"
+            + (f"; set aside as *.damaged: {', '.join(p.name for p in aside)}" if aside else "")
+        )
+
+    def _set_aside(self, path: Path) -> None:
+        self._files.rename(path, path.with_name(path.name + ".damaged"))
 
     def close(self) -> None:
         """Release the files and the lock. Changes not yet written are lost (they
@@ -221,7 +224,7 @@ class Engine:
             self._count_change(entry)
 
     def _on_space(self, op: str, space: Space) -> None:
-        entry: Undo = (_DDL_UNDO_KIND[op], space, None, None)
+        entry: Undo = (DDL_UNDO_KIND[op], space, None, None)
         if self._log:
             self._log_change(
                 ddl_body(self._last_lsn + 1, self._clock(), op, space.definition), entry
@@ -236,7 +239,7 @@ class Engine:
                 raise EngineError("the engine is not open")
             frame = encode_frame(self._pack(body))
         except Exception as e:
-            _UNDO[entry[0]](self.catalog, *entry[1:])
+            UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e
         self._last_lsn += 1
         self._frames.append(frame)
@@ -244,7 +247,7 @@ class Engine:
 
     def _count_change(self, entry: Undo) -> None:
         if not self._opened:
-            _UNDO[entry[0]](self.catalog, *entry[1:])
+            UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange("change not made: the engine is not open")
         self._last_lsn += 1
 
@@ -305,7 +308,7 @@ class Engine:
         victims = self._inflight[at:]
         undo = [entry for b in victims for entry in b.undo] + self._undo
         for kind, space, old, new in reversed(undo):
-            _UNDO[kind](self.catalog, space, old, new)
+            UNDO[kind](self.catalog, space, old, new)
         for b in victims:
             b.cancelled = True
             b.undo = []
@@ -370,8 +373,8 @@ class Engine:
 
     def finish_snapshot(self, job: SnapshotJob) -> list[str]:
         """After job.run() (loop thread), whether it succeeded or raised: on success
-        remove older snapshots and the WAL segments the new one covers. Returns the
-        names of the files removed."""
+        keep the newest checkpoint_count snapshots, remove older ones and the WAL
+        segments the oldest kept one covers. Returns the names of the files removed."""
         if job is not self._job:
             raise EngineError("finish_snapshot of a job this engine did not begin")
         self._job = None
@@ -381,8 +384,15 @@ class Engine:
         self._wal_bytes_at_snapshot = job.wal_mark
         self._interval_start = None
         listing = sort_listing(self.data_dir, self._files.listdir(self.data_dir))
-        doomed = [p for lsn, p in listing.snap if lsn < job.lsn]
-        doomed += covered_segments(listing.wal, job.lsn)
+        kept = [lsn for lsn, _ in listing.snap if lsn <= job.lsn][-self.checkpoint_count :]
+        oldest = kept[0] if kept else job.lsn
+        doomed = [p for lsn, p in listing.snap if lsn < oldest]
+        if self._log:
+            doomed += covered_segments(listing.wal, oldest)
+        else:
+            # No WAL is written in this mode: every segment is older than the state
+            # in memory, and a kept one would look like a WAL cut short at the next start.
+            doomed += [p for _, p in listing.wal]
         removed = []
         for path in doomed:
             try:

@@ -23,6 +23,19 @@ class CorruptLog(EngineError):
         self.reason = reason
 
 
+class LsnGap(EngineError):
+    """LSNs `first`..`last` are in no file: acknowledged changes may be lost."""
+
+    def __init__(self, first: int, last: int, text: str) -> None:
+        super().__init__(text)
+        self.first = first
+        self.last = last
+
+
+class Unrecoverable(EngineError):
+    """No consistent state is left on disk; force_recovery cannot help either."""
+
+
 class DataDirLocked(EngineError):
     def __init__(self, path: str, owner: str) -> None:
         super().__init__(f"data directory {path} is locked by another running server ({owner})")

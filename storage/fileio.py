@@ -117,3 +117,41 @@ class FileIO:
     def unlock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+class InjectedFaults(FileIO):
+    """A FileIO that fails on cue, for the server's test hooks (tests over real
+    sockets cannot swap the class in the server process): fail(op, err, count)
+    makes the next `count` calls of `op` raise OSError(err)."""
+
+    OPS = ("create", "pwrite", "fsync", "rename")
+
+    def __init__(self) -> None:
+        self._planned: dict[str, list[int]] = {op: [] for op in self.OPS}
+
+    def fail(self, op: str, err: int, count: int = 1) -> None:
+        if op not in self._planned:
+            raise ValueError(f"op must be one of {', '.join(self.OPS)}, not {op!r}")
+        self._planned[op].extend([err] * count)
+
+    def _check(self, op: str) -> None:
+        planned = self._planned[op]
+        if planned:
+            err = planned.pop(0)
+            raise OSError(err, os.strerror(err))
+
+    def create(self, path: Path) -> int:
+        self._check("create")
+        return super().create(path)
+
+    def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
+        self._check("pwrite")
+        return super().pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        self._check("fsync")
+        super().fsync(fd)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        self._check("rename")
+        super().rename(src, dst)

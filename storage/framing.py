@@ -215,11 +215,3 @@ class FrameDecoder:
             if isinstance(got, bytes):
                 return cand
             self._search = cand + 1
-
-
-def decode_all(data: bytes, offset: int = 0) -> list[Frame | Damage]:
-    """Every event of a complete input (convenience for tools and tests)."""
-    decoder = FrameDecoder(offset)
-    decoder.feed(data)
-    decoder.feed_eof()
-    return list(decoder.events())

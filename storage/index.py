@@ -87,7 +87,7 @@ def key_getter(parts: Sequence[int]) -> Callable[[Tuple], Key]:
     if len(parts) == 1:
         (p,) = parts
         return lambda t: (t[p],)
-    return itemgetter(*parts)  # type: ignore[return-value]
+    return itemgetter(*parts)
 
 
 def _entry_1(a: int) -> Callable[[Tuple], Tuple]:
@@ -153,27 +153,27 @@ class Index:
         # One bisect, no iterator: drivers ask this on every take and put.
         entries = self._list
         if not prefix:
-            return entries[0][-1] if entries else None  # type: ignore[no-any-return]
+            return entries[0][-1] if entries else None
         if len(prefix) > self._width:
             return None
         pos = entries.bisect_left(prefix)
         if pos == len(entries):
             return None
         entry = entries[pos]
-        return entry[-1] if entry[: len(prefix)] == prefix else None  # type: ignore[no-any-return]
+        return entry[-1] if entry[: len(prefix)] == prefix else None
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         """The greatest tuple whose key starts with `prefix`."""
         entries = self._list
         if not prefix:
-            return entries[-1][-1] if entries else None  # type: ignore[no-any-return]
+            return entries[-1][-1] if entries else None
         if len(prefix) > self._width:
             return None
         pos = entries.bisect_left(prefix + (_Top,)) - 1
         if pos < 0:
             return None
         entry = entries[pos]
-        return entry[-1] if entry[: len(prefix)] == prefix else None  # type: ignore[no-any-return]
+        return entry[-1] if entry[: len(prefix)] == prefix else None
 
     def ge(self, key: Key) -> Tuple | None:
         """The first tuple whose key is >= `key` (compared as tuples)."""
@@ -204,7 +204,8 @@ class Index:
         if len(prefix) > self._width:
             return 0
         entries = self._list
-        return entries.bisect_right(prefix + (_Top,)) - entries.bisect_left(prefix)
+        count: int = entries.bisect_right(prefix + (_Top,)) - entries.bisect_left(prefix)
+        return count
 
     def _bound(self, key: Key) -> Key:
         # A bound longer than the entry key would be compared with the trailing

@@ -191,11 +191,6 @@ class BodyDecoder:
         return body
 
 
-def decode_body(kind: str, data: bytes) -> Body:
-    """The record in one body (a convenience; readers of many use BodyDecoder)."""
-    return BodyDecoder(kind)(data)
-
-
 def space_def(body: Body) -> SpaceDef:
     """The SpaceDef of a create_space/drop_space record; raises BadBody."""
     try:

@@ -1,18 +1,20 @@
-"""Recovery: rebuild the spaces from the newest snapshot and the WAL after it.
+"""Recovery: rebuild the spaces from a snapshot and the WAL after it.
 
-Owns: choosing the snapshot, the order of segments, what damage means (a torn
-tail of the last segment is cut off with a warning; anything else stops the
-start unless force_recovery), progress reports, and the final bulk build of
-every index.
+Owns: choosing the snapshot (the newest one that reads whole; a damaged one
+falls back to the previous one), the order of segments, what damage means (a
+torn tail of the last segment is cut off with a warning; corruption and gaps
+in the LSNs stop the start unless force_recovery; with no consistent base
+left, the start stops even with it), the highest LSN seen on disk, progress
+reports, and the final bulk build of every index (staging.py holds the rows
+until then).
 
 Must not touch: writing records (only truncating a torn tail and removing
 leftovers), the engine's pending changes, the clock (durations come from the
 injected timer).
 
-Why staging: replaying a million records one index insert at a time costs
-seconds per index. Instead each space's rows are kept in a plain dict by
-primary key while records are applied (O(1) each), and every index is then
-built with one sort (Space.load_many).
+What "consistent" means (FORMAT.md §7): a base (a snapshot that reads whole,
+or the empty state when the WAL starts at LSN 1), then every LSN after it
+with no gap, up to at least the LSN the newest snapshot file covers.
 """
 
 from __future__ import annotations
@@ -20,20 +22,20 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
-from typing import Any
 
 from .catalog import Catalog
-from .errors import CorruptLog
+from .errors import CorruptLog, LsnGap, Unrecoverable
 from .fileio import FileIO
 from .framing import HEADER_SIZE, Damage, HeaderError
 from .layout import Listing, sort_listing
 from .reader import LogFile, Record
-from .records import BadBody, space_def
-from .space import SpaceDef, StorageError, Tuple
+from .records import BadBody
+from .space import StorageError
+from .staging import PUTS, WAL_APPLY, BadRecord, Stage, create_space, staged_space
 
 Progress = Callable[[int, int, float], None]  # (records, bytes, seconds)
+SKIPS_LISTED = 20  # a forced start past a lost space definition may skip thousands
 
 
 @dataclass
@@ -45,122 +47,23 @@ class RecoveryReport:
     wal_records: int = 0  # records replayed (LSN after the snapshot)
     wal_bytes: int = 0  # their framed size
     last_lsn: int = 0
+    highest_lsn: int = 0  # the highest LSN any file on disk names or holds
     spaces: int = 0
     tuples: int = 0
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # torn tails cut, leftovers removed
     skipped: list[str] = field(default_factory=list)  # damage passed over by force_recovery
+    lost: list[str] = field(default_factory=list)  # LSN ranges force_recovery started without
+    damaged_snapshots: list[Path] = field(default_factory=list)  # not used, newest first
 
+    @property
+    def needs_repair(self) -> bool:
+        """The files on disk would not give this state again: write a new snapshot."""
+        return bool(self.skipped or self.lost or self.damaged_snapshots)
 
-SHORT = 16  # characters: statuses, utube names; never payloads
-
-
-class _Staged:
-    """One space during recovery: its rows as a list, or keyed once the WAL touches it."""
-
-    def __init__(self, definition: SpaceDef) -> None:
-        self.definition = definition
-        # Applied to each tuple as it is decoded, see _first_share.
-        self.share: Callable[[Tuple], Tuple] = self._first_share
-        self._sharer: Callable[[Tuple], Tuple] | None = None
-        # The bare field for one-part keys: no per-row key tuple to allocate.
-        self.key_of: Callable[[Tuple], Any] = itemgetter(*definition.indexes[0].parts)
-        self.rows: list[Tuple] | None = []
-        self.by_key: dict[Any, Tuple] | None = None
-
-    def keyed(self) -> dict[Any, Tuple]:
-        if self.by_key is None:
-            key_of = self.key_of
-            self.by_key = {key_of(t): t for t in self.rows or ()}
-            self.rows = None
-        return self.by_key
-
-    def values(self) -> list[Tuple]:
-        return list(self.by_key.values()) if self.by_key is not None else self.rows or []
-
-    def _first_share(self, t: Tuple) -> Tuple:
-        """Make equal short strings one object, from now on.
-
-        msgpack gives every decoded string its own object: a million tasks of
-        utube "consumer-7" would each carry their own copy, where tasks made
-        at run time share one. Fields that are short strings in the first tuple
-        (a space keeps each field's type) are rebuilt with a shared object, as
-        each tuple is decoded, so the unshared copy dies at once.
-        """
-        if self._sharer is None:
-            self._sharer = _sharer(t)
-            self.share = self._sharer
-        return self._sharer(t)
-
-
-def _sharer(first: Tuple) -> Callable[[Tuple], Tuple]:
-    # One-character strings are shared by CPython already.
-    positions = [p for p, v in enumerate(first) if type(v) is str and 1 < len(v) <= SHORT]
-    if not positions:
-        return _unchanged
-    canon: dict[str, str] = {}
-    keep = canon.setdefault
-
-    def share(t: Tuple) -> Tuple:
-        fields = list(t)
-        for p in positions:
-            v = fields[p] if p < len(fields) else None
-            if type(v) is str and len(v) <= SHORT:
-                fields[p] = keep(v, v)
-        return tuple(fields)
-
-    return share
-
-
-def _unchanged(t: Tuple) -> Tuple:
-    return t
-
-
-class _Bad(Exception):
-    """A record that is whole but cannot be applied."""
-
-
-Stage = dict[str, _Staged]
-
-
-def _put(stage: Stage, body: dict[str, Any]) -> None:
-    staged = _space(stage, body)
-    t = staged.share(body["tuple"])
-    staged.keyed()[staged.key_of(t)] = t
-
-
-def _delete(stage: Stage, body: dict[str, Any]) -> None:
-    staged = _space(stage, body)
-    staged.keyed().pop(staged.key_of(body["tuple"]), None)
-
-
-def _create(stage: Stage, body: dict[str, Any]) -> None:
-    d = space_def(body)
-    if d.name in stage:
-        raise _Bad(f"create_space of existing space {d.name!r}")
-    stage[d.name] = _Staged(d)
-
-
-def _drop(stage: Stage, body: dict[str, Any]) -> None:
-    _space(stage, body)
-    del stage[body["space"]]
-
-
-def _space(stage: Stage, body: dict[str, Any]) -> _Staged:
-    staged = stage.get(body["space"])
-    if staged is None:
-        raise _Bad(f"{body['op']} in unknown space {body['space']!r}")
-    return staged
-
-
-_PUTS = frozenset(("insert", "replace"))
-WAL_APPLY: dict[str, Callable[[Stage, dict[str, Any]], None]] = {
-    "insert": _put,
-    "replace": _put,
-    "delete": _delete,
-    "create_space": _create,
-    "drop_space": _drop,
-}
+    @property
+    def wal_damaged(self) -> bool:
+        return bool(self.skipped or self.lost)
 
 
 class Recovery:
@@ -186,6 +89,8 @@ class Recovery:
         self._unchecked = 0
         self._t0 = 0.0
         self._next_progress = 0.0
+        self._wal_end = 0  # the highest LSN the segments read hold (or imply)
+        self._skips = 0
 
     def run(self, catalog: Catalog) -> RecoveryReport:
         """Fill `catalog` (which must be empty) from the directory."""
@@ -195,28 +100,53 @@ class Recovery:
         for _, path in listing.inprogress:
             self.files.unlink(path)
             self.report.warnings.append(f"removed unfinished snapshot {path.name}")
-        stage = self._load_snapshot(listing)
+        stage = self._base(listing)
         self._replay(listing, stage)
+        if listing.snap:
+            self._check_reach(*listing.snap[-1])
         self._build(catalog, stage)
         del stage
         release_free_heap()
+        self._note_highest()
+        if self._skips > SKIPS_LISTED:
+            self.report.skipped.append(f"and {self._skips - SKIPS_LISTED} more damages skipped")
         self.report.seconds = self.timer() - self._t0
         return self.report
 
-    # -- snapshot --
-    def _load_snapshot(self, listing: Listing) -> Stage:
+    # -- the base: a snapshot, or the empty state --
+    def _base(self, listing: Listing) -> Stage:
+        report = self.report
         for lsn, path in reversed(listing.snap):
             try:
                 stage = self._read_snapshot(path, lsn)
             except CorruptLog as e:
-                if not self.force:
-                    raise
-                self.report.skipped.append(f"snapshot not used: {e}")
+                report.damaged_snapshots.append(path)
+                report.warnings.append(f"snapshot not used: {e}")
                 continue
-            self.report.snapshot = str(path)
-            self.report.snapshot_lsn = self.report.last_lsn = lsn
+            report.snapshot = str(path)
+            report.snapshot_lsn = report.last_lsn = lsn
+            if report.damaged_snapshots:
+                report.warnings.append(f"recovering from the older snapshot {path.name} instead")
             return stage
+        self._check_empty_base(listing)
+        if report.damaged_snapshots:
+            report.warnings.append("recovering from the WAL alone, from LSN 1")
         return {}
+
+    def _check_empty_base(self, listing: Listing) -> None:
+        """The empty state is a base only where the WAL starts at LSN 1 (or nothing is
+        on disk at all): else the space definitions are gone with the missing LSNs."""
+        first = listing.wal[0][0] if listing.wal else None
+        if first == 1 or (first is None and not listing.snap):
+            return
+        damaged = self.report.damaged_snapshots
+        why = (
+            f"no snapshot is usable ({', '.join(p.name for p in damaged)} damaged)"
+            if damaged
+            else "there is no snapshot"
+        )
+        wal = "there is no WAL" if first is None else f"the WAL starts at LSN {first}, not 1"
+        raise Unrecoverable(f"{why} and {wal}: nothing consistent to start from in {self.dir}")
 
     def _read_snapshot(self, path: Path, lsn: int) -> Stage:
         log = self._open(path)
@@ -237,35 +167,34 @@ class Recovery:
                 return stage
             try:
                 if op == "create_space":
-                    _create(stage, body)
+                    create_space(stage, body)
                     spaces += 1
                 else:
-                    staged = _space(stage, body)
+                    staged = staged_space(stage, body)
                     assert staged.rows is not None
                     staged.rows.extend(map(staged.share, body["tuples"]))
                     tuples += len(body["tuples"])
-            except (_Bad, BadBody) as e:
+            except (BadRecord, BadBody) as e:
                 raise CorruptLog(str(path), ev.offset, str(e)) from None
             self._tick(ev.end - ev.offset)
         raise CorruptLog(str(path), log.size, "no end record: the snapshot is incomplete")
 
     # -- WAL --
     def _replay(self, listing: Listing, stage: Stage) -> None:
-        snap_lsn = self.report.snapshot_lsn
+        report = self.report
         wal = listing.wal
         start = 0
         for i, (first, _) in enumerate(wal):
-            if first <= snap_lsn + 1:
-                start = i  # the last segment that can hold snap_lsn + 1
+            if first <= report.snapshot_lsn + 1:
+                start = i  # the last segment that can hold snapshot_lsn + 1
         needed = wal[start:]
-        if needed and needed[0][0] > snap_lsn + 1:
-            self.report.warnings.append(
-                f"WAL resumes at LSN {needed[0][0]} after LSN {snap_lsn}: the changes in"
-                " between were never written (wal_mode = none) or their segment is missing"
-            )
         for i, (first, path) in enumerate(needed):
+            # A segment named F follows one that ended at F - 1.
+            self._wal_end = max(self._wal_end, first - 1)
+            if first > report.last_lsn + 1:
+                self._gap(report.last_lsn + 1, first - 1, f"the WAL jumps to {path.name}")
             self._replay_segment(path, first, is_last=i == len(needed) - 1, stage=stage)
-            self.report.wal_segments += 1
+            report.wal_segments += 1
 
     def _replay_segment(self, path: Path, name_lsn: int, *, is_last: bool, stage: Stage) -> None:
         try:
@@ -298,26 +227,48 @@ class Recovery:
         offset, end, body = ev
         report = self.report
         lsn = body["lsn"]
+        if lsn > self._wal_end:
+            self._wal_end = lsn
         if lsn <= report.last_lsn:
             if lsn > report.snapshot_lsn:
                 self._damaged(path, offset, f"LSN {lsn} after LSN {report.last_lsn}")
             return  # else: already in the snapshot
+        if lsn != report.last_lsn + 1:
+            self._gap(
+                report.last_lsn + 1,
+                lsn - 1,
+                f"{path.name} offset {offset} holds LSN {lsn} after LSN {report.last_lsn}",
+            )
         op = body["op"]
         staged = stage.get(body["space"])
-        if op in _PUTS and staged is not None and staged.by_key is not None:
+        if op in PUTS and staged is not None and staged.by_key is not None:
             # The common case, inline: a million of these is a WAL-only start.
             t = staged.share(body["tuple"])
             staged.by_key[staged.key_of(t)] = t
         else:
             try:
                 WAL_APPLY[op](stage, body)
-            except (_Bad, BadBody, TypeError, IndexError) as e:
+            except (BadRecord, BadBody, TypeError, IndexError) as e:
                 self._damaged(path, offset, str(e))
                 return
         report.last_lsn = lsn
         report.wal_records += 1
         report.wal_bytes += end - offset
         self._tick(end - offset)
+
+    def _check_reach(self, newest: int, path: Path) -> None:
+        """The WAL must reach the LSN the newest snapshot file covers: if it ends
+        before, the segments after its end are missing (and what they held)."""
+        report = self.report
+        if report.snapshot_lsn == newest:
+            if report.wal_segments == 0 or self._wal_end >= newest:
+                return
+            reach = self._wal_end
+        else:
+            reach = report.last_lsn
+            if reach >= newest:
+                return
+        self._gap(reach + 1, newest, f"the WAL ends at LSN {reach}, before {path.name}")
 
     def _cut_tail(self, path: Path, ev: Damage, held: int) -> None:
         size = self.files.size(path)
@@ -338,7 +289,29 @@ class Recovery:
         """Corruption: stop, unless force_recovery, which notes it and goes on."""
         if not self.force:
             raise CorruptLog(str(path), offset, reason)
-        self.report.skipped.append(f"{path}: skipped damage at offset {offset}: {reason}")
+        self._skips += 1
+        if self._skips <= SKIPS_LISTED:
+            self.report.skipped.append(f"{path}: skipped damage at offset {offset}: {reason}")
+
+    def _gap(self, first: int, last: int, where: str) -> None:
+        """LSNs first..last are nowhere on disk: stop, unless force_recovery, which
+        notes the loss and goes on as if they had been applied."""
+        what = f"LSN {first}" if first == last else f"LSNs {first}..{last}"
+        text = f"{what} missing from {self.dir}: {where}"
+        damaged = self.report.damaged_snapshots
+        if damaged:
+            text += f" (recovering around the damaged {', '.join(p.name for p in damaged)})"
+        if not self.force:
+            raise LsnGap(first, last, text)
+        self.report.lost.append(text)
+        self.report.last_lsn = max(self.report.last_lsn, last)
+
+    def _note_highest(self) -> None:
+        # Files removed above (torn, empty) no longer count; damaged ones do.
+        listing = sort_listing(self.dir, self.files.listdir(self.dir))
+        names = [lsn for lsn, _ in listing.snap + listing.wal]
+        report = self.report
+        report.highest_lsn = max([report.last_lsn, self._wal_end, *names])
 
     # -- common --
     def _open(self, path: Path) -> LogFile:

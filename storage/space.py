@@ -194,10 +194,6 @@ class Space:
         t = tuple(t)
         self.restore(old=t, new=self.primary.get(self.primary.key_of(t)))
 
-    def unload(self, key: Key) -> None:
-        """Remove a tuple without reporting it (recovery)."""
-        self.restore(old=None, new=self.primary.get(key))
-
     def load_many(self, tuples: Sequence[Tuple]) -> None:
         """Fill an EMPTY space without reporting (recovery): one sort per index."""
         if len(self.primary):

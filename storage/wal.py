@@ -45,10 +45,6 @@ class WalWriter:
         self._dirty = False  # bytes past _good may hold part of a failed batch
         self.bytes_written = 0  # total appended since open, for the snapshot trigger
 
-    @property
-    def current_path(self) -> Path | None:
-        return self._path
-
     def append(self, first_lsn: int, data: bytes) -> None:
         """Make `data` (whole frames, the first with LSN `first_lsn`) durable."""
         if self._dirty:
@@ -127,6 +123,7 @@ class WalWriter:
         """Forget a segment whose first write failed; the next batch recreates it
         under the same name (create truncates) if it cannot be removed now."""
         self._path = None
-        for step in (lambda: self._files.close(fd), lambda: self._files.unlink(path)):
-            with contextlib.suppress(OSError):
-                step()
+        with contextlib.suppress(OSError):
+            self._files.close(fd)
+        with contextlib.suppress(OSError):
+            self._files.unlink(path)

@@ -157,9 +157,11 @@ async def load_then_kill(
     await asyncio.wait_for(task, timeout=30)
 
 
-def run_cycles(workdir: Path, wal_mode: str, cycles: int, seed: int) -> None:
+def run_cycles(
+    workdir: Path, wal_mode: str, cycles: int, seed: int, extra: tuple[str, ...] = ()
+) -> None:
     rng = random.Random(seed)
-    server = ServerProc(workdir, ["--wal-mode", wal_mode])
+    server = ServerProc(workdir, ["--wal-mode", wal_mode, *extra])
     drained_before: set[str] = set()
     total_acked = 0
     acked: set[str] = set()
@@ -199,3 +201,21 @@ def run_cycles(workdir: Path, wal_mode: str, cycles: int, seed: int) -> None:
 )
 def test_kill9_keeps_every_acknowledged_put(tmp_path: Path, wal_mode: str, cycles: int) -> None:
     run_cycles(tmp_path / wal_mode, wal_mode, cycles, seed=cycles)
+
+
+# Small segments and snapshots often: many rotations and WAL removals between
+# kills, and never a false "LSNs missing" at the next start.
+SMALL_FILES = (
+    "--wal-segment-size",
+    "16k",
+    "--snapshot-wal-bytes",
+    "64k",
+    "--checkpoint-count",
+    "1",
+)
+
+
+@pytest.mark.parametrize("wal_mode", ["write", "fsync"])
+def test_kill9_with_small_segments_and_frequent_snapshots(tmp_path: Path, wal_mode: str) -> None:
+    # seed 5: every kill comes after 0.39 s or more, so each cycle gets to send puts.
+    run_cycles(tmp_path / wal_mode, wal_mode, 5, seed=5, extra=SMALL_FILES)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from queuebox.server.app import App
 from queuebox.server.build import build_server
 from queuebox.server.config import Config
 
 
 async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> None:
-    server = build_server(Config(data_dir=str(tmp_path)))
+    server = build_server(App(Config(data_dir=str(tmp_path))))
     try:
         app = server.app
         # Group commit is the durability barrier, and a failed write reloads the queue.

@@ -141,7 +141,7 @@ def test_one_batch_is_never_split_across_segments(make_engine, data_dir) -> None
 
 
 def test_snapshot_removes_covered_segments_and_older_snapshots(make_engine, data_dir) -> None:
-    e = make_engine(segment_size=600)
+    e = make_engine(segment_size=600, checkpoint_count=1)
     q = tasks(e)
     for i in range(30):
         q.insert((i, "r", b"z" * 40))

@@ -10,7 +10,7 @@ import pytest
 from storage_harness import contents, flush, tasks
 
 from queuebox.storage.engine import Engine
-from queuebox.storage.errors import CorruptLog, DataDirLocked
+from queuebox.storage.errors import CorruptLog, DataDirLocked, Unrecoverable
 from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
 from queuebox.storage.reader import LogFile, Record
 from queuebox.storage.records import pack
@@ -177,38 +177,50 @@ def test_an_unfinished_snapshot_is_removed_at_start(make_engine, data_dir) -> No
     assert not leftover.exists() and "unfinished snapshot" in report.warnings[0]
 
 
-def test_a_damaged_snapshot_refuses_to_start_unless_forced(make_engine, data_dir, clock) -> None:
+def test_a_damaged_snapshot_falls_back_to_the_wal_and_is_replaced(
+    make_engine, data_dir, clock
+) -> None:
     e = make_engine()
     batches(e, 3)
     job = e.begin_snapshot()
     job.run()
     e.finish_snapshot(job)
     batches(e, 1, start=20)
+    want = contents(e)
     e.close()
     snap = next(data_dir.glob("*.snap"))
     flip(snap, HEADER_SIZE + 30)
-    with pytest.raises(CorruptLog) as caught:
-        Engine(data_dir, clock=clock).open()
-    assert caught.value.path == str(snap)
-    forced = Engine(data_dir, force_recovery=True, clock=clock)
-    report = forced.open()
-    forced.close()
-    assert report.snapshot is None and "snapshot not used" in report.skipped[0]
+    again = Engine(data_dir, clock=clock)
+    report = again.open()
+    try:
+        assert contents(again) == want and report.snapshot is None
+        assert str(snap) in report.warnings[0] and "WAL alone" in report.warnings[1]
+        assert snap.with_name(snap.name + ".damaged").exists()
+    finally:
+        again.close()
+    clean = Engine(data_dir, clock=clock)
+    report = clean.open()
+    clean.close()
+    assert report.snapshot is not None and not report.warnings
 
 
-def test_a_snapshot_without_its_end_record_is_not_used(make_engine, data_dir, clock) -> None:
-    e = make_engine()
-    batches(e, 3)
+def test_a_snapshot_without_its_end_record_and_no_wal_before_it_is_unrecoverable(
+    make_engine, data_dir, clock
+) -> None:
+    e = make_engine(segment_size=300, checkpoint_count=1)
+    batches(e, 6)
     job = e.begin_snapshot()
     job.run()
-    e.finish_snapshot(job)
+    e.finish_snapshot(job)  # the WAL before the snapshot is gone
     e.close()
     snap = next(data_dir.glob("*.snap"))
     last = record_offsets(snap)[-1]
     with snap.open("r+b") as f:
         f.truncate(last)
-    with pytest.raises(CorruptLog, match="no end record"):
-        Engine(data_dir, clock=clock).open()
+    for force in (False, True):
+        with pytest.raises(Unrecoverable, match=f"{snap.name} damaged.*nothing consistent"):
+            Engine(data_dir, clock=clock, force_recovery=force).open()
+    assert snap.exists()
 
 
 def test_progress_is_reported_during_a_long_recovery(data_dir, clock) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
-from queuebox.storage.engine import Batch, Engine
+from queuebox.storage.batch import Batch
+from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError, WalWriteError
 from queuebox.storage.reader import iter_records
 

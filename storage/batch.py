@@ -1,0 +1,53 @@
+"""Batches: changes sealed together for one WAL write, and how to undo a change.
+
+Owns: the Batch record (its LSN range, framed bytes, undo entries and
+outcome) and the undo of each kind of change (UNDO, by the kind in an undo
+entry). Must not touch: files, LSN assignment and the order of rollback
+(engine.py decides which entries to undo, newest first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .catalog import Catalog
+from .snapshot import CREATE, DROP, TUPLE, Undo
+from .space import Space, Tuple
+
+
+@dataclass(eq=False)
+class Batch:
+    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`."""
+
+    first_lsn: int
+    last_lsn: int
+    data: bytes
+    undo: list[Undo] = field(repr=False)
+    written: bool = False  # durable under the engine's wal_mode
+    cancelled: bool = False  # rolled back: must never be written
+
+    @property
+    def count(self) -> int:
+        return self.last_lsn - self.first_lsn + 1
+
+
+def _undo_tuple(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    space.restore(old, new)
+
+
+def _undo_create(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    if catalog.get(space.name) is space:
+        catalog.drop_space(space.name, log=False)
+
+
+def _undo_drop(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+    catalog.restore_space(space)
+
+
+UNDO: dict[str, Callable[[Catalog, Space, Tuple | None, Tuple | None], None]] = {
+    TUPLE: _undo_tuple,
+    CREATE: _undo_create,
+    DROP: _undo_drop,
+}
+DDL_UNDO_KIND = {"create_space": CREATE, "drop_space": DROP}
