@@ -10,6 +10,8 @@ server plug into:
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
+- `observe_request`: None, or `fn(request_type, seconds)` the connection
+  calls after handling each request (set by metrics).
 - `EXTENSIONS`: "module:function" installers run at start with the app.
 
 Must not touch sockets or the wire: connections live in `connection.py`.
@@ -41,6 +43,7 @@ EXTENSIONS: list[str] = [
     "queuebox.server.store:install",
     "queuebox.server.queue_calls:install",
     "queuebox.server.builtins:install",
+    "queuebox.server.metrics:install",
 ]
 
 
@@ -61,6 +64,7 @@ class App:
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
         self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
+        self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []

@@ -13,11 +13,13 @@ event loop never waits on the disk.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from queuebox.storage.engine import Engine
+from queuebox.storage.recovery import RecoveryReport
 
 from .app import App
 from .commit import GroupCommit
@@ -36,6 +38,11 @@ class Store:
         self.commit = GroupCommit(engine, enabled=app.config.wal_mode != "none")
         self._snapshot: asyncio.Task[Any] | None = None
         self._check: asyncio.TimerHandle | None = None
+        # Read by metrics: wall time and duration of the newest snapshot, recovery time.
+        self.last_snapshot_time: float | None = None
+        self.last_snapshot_seconds: float | None = None
+        self.snapshots = 0
+        self.recovery_seconds = 0.0
 
     def install(self) -> None:
         app = self.app
@@ -68,9 +75,12 @@ class Store:
                 removed = self.engine.finish_snapshot(job)  # also after a failed run
             if job.error is not None:
                 raise job.error
+            self.last_snapshot_seconds = time.monotonic() - started
+            self.last_snapshot_time = time.time()
+            self.snapshots += 1
             info = {
                 "lsn": job.lsn,
-                "seconds": round(time.monotonic() - started, 3),
+                "seconds": round(self.last_snapshot_seconds, 3),
                 "why": why,
                 "removed": len(removed),
             }
@@ -101,7 +111,7 @@ class Store:
         self.engine.close()
 
 
-def open_engine(app: App) -> Engine:
+def open_engine(app: App) -> tuple[Engine, RecoveryReport]:
     config = app.config
     engine = Engine(
         Path(config.data_dir),
@@ -132,10 +142,14 @@ def open_engine(app: App) -> Engine:
         spaces=report.spaces,
         tuples=report.tuples,
     )
-    return engine
+    return engine, report
 
 
 def install(app: App) -> Store:
-    store = Store(app, open_engine(app))
+    engine, report = open_engine(app)
+    store = Store(app, engine)
+    store.recovery_seconds = report.seconds
+    if report.snapshot is not None:
+        store.last_snapshot_time = os.path.getmtime(report.snapshot)
     store.install()
     return store
