@@ -4,13 +4,15 @@ with prometheus_client's own parser, and compared with what the load did."""
 from __future__ import annotations
 
 import http.client
+import json
+import re
 import time
 from typing import Any
 
 import pytest
 from client_targets import free_port
 from prometheus_client.parser import text_string_to_metric_families
-from serverproc import CALL, RawClient, ServerProc, StartServer, login_tester, unique
+from serverproc import CALL, REPO, RawClient, ServerProc, StartServer, login_tester, unique
 
 from queuebox import __version__
 
@@ -121,6 +123,27 @@ def test_snapshot_metrics_after_a_snapshot(metrics_server: tuple[ServerProc, int
     assert value(found, "queuebox_snapshots_total") == 1
     assert 0 <= value(found, "queuebox_snapshot_age_seconds") < 3600
     assert value(found, "queuebox_snapshot_duration_seconds") >= 0
+
+
+def test_readme_and_dashboard_use_the_names_served(
+    metrics_server: tuple[ServerProc, int],
+) -> None:
+    server, port = metrics_server
+    conn = login_tester(server.port)
+    try:  # a tube, a task and a snapshot: every queuebox_ family has a sample
+        conn.call("queue.create_tube", unique("names"), "fifo", {})
+        conn.call("queuebox.snapshot")
+        served = {sample[0][0] for sample in samples(scrape(port)[2]).items()}
+    finally:
+        conn.close()
+    served |= {re.sub(r"_(bucket|count|sum)$", "", name) for name in served}
+    dashboard = (REPO / "docker/grafana/queuebox-dashboard.json").read_text()
+    exprs = [t["expr"] for p in json.loads(dashboard)["panels"] for t in p["targets"]]
+    in_dashboard = set(re.findall(r"queuebox_[a-z_]+", " ".join(exprs)))
+    assert in_dashboard and in_dashboard <= served, in_dashboard - served
+    readme = (REPO / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    in_readme = set(re.findall(r"`(queuebox_[a-z_]+)`", readme))
+    assert len(in_readme) >= 15 and in_readme <= served, in_readme - served
 
 
 def test_off_by_default(start_server: StartServer) -> None:
