@@ -16,11 +16,14 @@ import signal
 import sys
 from typing import Any
 
+from queuebox import __version__
+
 from . import logs
 from .app import App
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .listener import Listener
 from .loop import run
+from .settings_help import flag_help, flag_metavar
 
 log = logs.get_logger("queuebox.serve")
 
@@ -33,14 +36,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Run the queuebox server. Settings: defaults < --config TOML < "
         "QUEUEBOX_* environment < these flags.",
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML config file ($QUEUEBOX_CONFIG)")
-    parser.add_argument("--listen", metavar="HOST:PORT", help="address (default 127.0.0.1:3301)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML config file (default none; env QUEUEBOX_CONFIG)"
+    )
+    parser.add_argument("--listen", metavar="HOST:PORT", help=flag_help("listen"))
     for name in SCALAR_FIELDS:
         flag = "--" + name.replace("_", "-")
         if name in BOOLEAN_FLAGS:
-            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None)
+            parser.add_argument(
+                flag, dest=name, action="store_const", const=True, default=None,
+                help=flag_help(name),
+            )  # fmt: skip
         else:
-            parser.add_argument(flag, dest=name, metavar=name.upper().split("_")[-1])
+            parser.add_argument(flag, dest=name, metavar=flag_metavar(name), help=flag_help(name))
     return parser
 
 

@@ -37,7 +37,7 @@ def run_bench(server: ServerProc, tmp_path: Path, *args: str) -> tuple[int, dict
     out = tmp_path / f"bench-{random.randrange(1 << 30)}.json"
     command = [
         sys.executable, "-m", "queuebox", "bench", *args,
-        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "secret",
+        "--port", str(server.port), "--user", "tester", "--password", "secret",
         "--json-out", str(out), "--max-time", "60",
     ]  # fmt: skip
     assert server.proc is not None
@@ -140,7 +140,7 @@ def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:
 def test_a_refused_login_is_an_error_not_a_result(server: ServerProc, tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "queuebox", "bench", "put", "--tasks", "10",
-        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "wrong",
+        "--port", str(server.port), "--user", "tester", "--password", "wrong",
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S
