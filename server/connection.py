@@ -30,6 +30,7 @@ from queuebox.protocol import ProtocolError, Request
 
 from .app import App
 from .calls import error_reply
+from .connlog import HANDSHAKE_TYPES, ConnectionLog
 from .errors import error_code_and_message
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
@@ -65,6 +66,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
+        self.connlog = ConnectionLog(self)
 
     # --- asyncio.Protocol ---
 
@@ -93,7 +95,7 @@ class Connection(asyncio.Protocol):
             protocol.make_greeting(app.config.greeting_version, app.instance_uuid, self.salt)
         )
         app.connections[self.conn_id] = self
-        log.info("connection opened", conn_id=self.conn_id, peer=self.peer)
+        self.connlog.opened()
         app.on_connect(self.conn_id)
 
     def data_received(self, data: bytes) -> None:
@@ -110,8 +112,11 @@ class Connection(asyncio.Protocol):
         out = self._out
         table = REQUEST_TABLE
         observe = self.app.observe_request  # metrics: None when off
+        connlog = self.connlog
         for item in items:
             if type(item) is Request:
+                if not connlog.loud and item.type not in HANDSHAKE_TYPES:
+                    connlog.promote()  # more than a health check: worth an info line
                 started = perf_counter() if observe is not None else 0.0
                 # requests.handle_request, inlined: one call less per request.
                 try:
@@ -134,13 +139,7 @@ class Connection(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         if self.conn_id:
-            log.info(
-                "connection closed",
-                conn_id=self.conn_id,
-                peer=self.peer,
-                user=self.user,
-                error=str(exc) if exc else None,
-            )
+            self.connlog.closed(exc)
             self.app.on_disconnect(self.conn_id)
 
     def pause_writing(self) -> None:
