@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,12 @@ def test_per_second_counts_merge_by_second() -> None:
     b.add(1, 3)
     a.merge(b)
     assert a.to_json() == [5, 3, 1]
+
+
+def test_progress_bar_on_request(server: ServerProc, tmp_path: Path) -> None:
+    code, doc, output = run_bench(server, tmp_path, "put", "--tasks", "500", "--progress")
+    assert code == 0, output
+    # The bar of the put phase: its goal is known, so it shows a percentage and the unit.
+    assert re.search(r"put\s*:\s+\d+%\|.*/500 .* ops/s", output), output
+    quiet = run_bench(server, tmp_path, "put", "--tasks", "500", "--no-progress")[2]
+    assert "%|" not in quiet
