@@ -155,6 +155,10 @@ class Connection:
             else:
                 self.reconnects += 1
                 self._attach(wire)
+                log.info(
+                    "reconnected to %s:%s after %.1f s", self.host, self.port,
+                    time.monotonic() - started,
+                )  # fmt: skip
                 return
             limit = self._opts.reconnect_timeout
             if limit is not None and time.monotonic() - started + delay > limit:

@@ -117,6 +117,7 @@ class Connection:
             limit_at = time.monotonic() + limit
             deadline = limit_at if deadline is None else min(deadline, limit_at)
         last: Exception = NetworkError("not connected")
+        started = time.monotonic()
         for delay in self._opts.backoff():
             timeout = self._opts.connect_timeout
             if deadline is not None:
@@ -126,6 +127,10 @@ class Connection:
                 self._sock = sock
                 self._rejoin()
                 self.reconnects += 1
+                log.info(
+                    "reconnected to %s:%s after %.1f s", self.host, self.port,
+                    time.monotonic() - started,
+                )  # fmt: skip
                 return sock
             except AuthError as exc:
                 raise NetworkError(f"reconnect refused: {exc}") from exc

@@ -5,9 +5,9 @@ Owns: each command's arguments, its output (text or ``--json``) and its exit cod
 commands runs; each function here is `(argv, prog) -> exit code`. Talks to the server
 through `clients.blocking` only; must not import server/, drivers/ or storage/.
 
-Where to connect: --host/--port/--user/--password, else QUEUEBOX_HOST, QUEUEBOX_PORT,
-QUEUEBOX_USER, QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN (what the server
-listens on), else 127.0.0.1:3301.
+Where to connect: --host/--port/--user/--password (clients/cliargs.py, shared by every
+client-side command), else QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER,
+QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301.
 
 Exit codes: 0 ok, 1 other server error, 2 bad usage, 3 cannot reach the server,
 4 no such tube or task, 5 take found no task in time.
@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from queuebox.clients import blocking
+from queuebox.clients import blocking, cliargs
 from queuebox.clients.errors import (
     AuthError,
     NetworkError,
@@ -33,11 +32,9 @@ from queuebox.clients.errors import (
     TaskNotFound,
     TubeNotFound,
 )
-from queuebox.clients.iproto import parse_address
 from queuebox.clients.model import Task
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
-DEFAULT_PORT = 3301
 
 __all__ = ["create_tube", "drop_tube", "peek", "ping", "put", "stats", "take", "tubes"]
 
@@ -46,31 +43,25 @@ class NotFound(QueueboxError):
     """A tube or task named on the command line does not exist."""
 
 
+class UsageError(QueueboxError):
+    """The command line asks for something no server would do (found before any call)."""
+
+
 class Empty(QueueboxError):
     """take found no task before its timeout."""
 
 
-def _default_address(env: Mapping[str, str]) -> tuple[str, int]:
-    host, port = "127.0.0.1", DEFAULT_PORT
-    if env.get("QUEUEBOX_LISTEN"):
-        host, port = parse_address(env["QUEUEBOX_LISTEN"], DEFAULT_PORT)
-        if host in ("0.0.0.0", "::", "*"):
-            host = "127.0.0.1"
-    host = env.get("QUEUEBOX_HOST") or host
-    return host, int(env.get("QUEUEBOX_PORT") or port)
-
-
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    env = os.environ
-    host, port = _default_address(env)
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    where = parser.add_argument_group("connection (defaults from QUEUEBOX_* variables)")
-    where.add_argument("--host", default=host, help=f"server host (default {host})")
-    where.add_argument("--port", type=int, default=port, help=f"server port (default {port})")
-    where.add_argument("--user", default=env.get("QUEUEBOX_USER") or None, help="user name")
-    where.add_argument("--password", default=env.get("QUEUEBOX_PASSWORD") or None)
-    where.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser = cliargs.ArgumentParser(prog=prog, description=description)
+    group = cliargs.add_connection_arguments(parser)
+    group.add_argument(
+        "--connect-timeout",
+        type=cliargs.seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up connecting after this long",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
@@ -136,6 +127,8 @@ def _run(
         return _fail(prog, text, EXIT_NOT_FOUND)
     except Empty as exc:
         return _fail(prog, str(exc), EXIT_EMPTY)
+    except UsageError as exc:
+        return _fail(prog, str(exc), EXIT_USAGE)
     except QueueError as exc:
         return _fail(prog, exc.text, EXIT_ERROR)
     except ServerError as exc:
@@ -182,13 +175,20 @@ def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         names = conn.tubes()
-        print(_to_json(names) if args.json else "\n".join(names))
+        if args.json:
+            print(_to_json(names))
+        elif names:
+            print("\n".join(names))
+        else:  # stdout stays empty, so `queuebox tubes | wc -l` still counts 0
+            print(f"{prog}: no tubes", file=sys.stderr)
 
     return _run(prog, parser, argv, body)
 
 
 TASK_COLUMNS = ("ready", "taken", "delayed", "buried", "done", "total")
-CALL_COLUMNS = ("put", "take", "ack", "release", "bury", "kick", "delete", "touch", "ttr", "ttl")
+CALL_COLUMNS = (
+    "put", "take", "ack", "release", "bury", "kick", "delete", "touch", "ttr", "ttl", "delay"
+)  # fmt: skip
 
 
 def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
@@ -216,7 +216,7 @@ def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
 def stats(argv: list[str], prog: str = "queuebox stats") -> int:
     """Print task counts and call counters of every tube, or of one."""
     parser = _parser(prog, "Show the statistics of every tube, or of TUBE.")
-    parser.add_argument("tube", nargs="?", help="only this tube")
+    parser.add_argument("tube", nargs="?", help="only this tube (default: every tube)")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         if args.tube is not None:
@@ -237,13 +237,23 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
 def put(argv: list[str], prog: str = "queuebox put") -> int:
     """Put one task; DATA is JSON when it parses, else a string."""
     parser = _parser(prog, "Put a task into TUBE. DATA is JSON when it parses, else a string.")
-    parser.add_argument("tube")
-    parser.add_argument("data")
-    parser.add_argument("--pri", type=int, help="priority (smaller is served first)")
-    parser.add_argument("--ttl", type=float, help="seconds the task lives")
-    parser.add_argument("--ttr", type=float, help="seconds a consumer has before it is retaken")
-    parser.add_argument("--delay", type=float, help="seconds before the task becomes ready")
-    parser.add_argument("--utube", help="sub-queue (utube, utubettl)")
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument("data", help="the task's data: JSON when it parses, else the text")
+    parser.add_argument(
+        "--pri", type=int, help="priority, smaller first (ttl drivers; default: the tube's)"
+    )
+    parser.add_argument(
+        "--ttl", type=cliargs.seconds, help="seconds the task lives (default: the tube's)"
+    )
+    parser.add_argument(
+        "--ttr",
+        type=cliargs.seconds,
+        help="seconds a consumer has before the task is retaken (default: the tube's)",
+    )
+    parser.add_argument(
+        "--delay", type=cliargs.seconds, help="seconds before the task becomes ready (default 0)"
+    )
+    parser.add_argument("--utube", help="sub-queue (utube, utubettl; default: none)")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         opts = {"pri": args.pri, "ttl": args.ttl, "ttr": args.ttr, "delay": args.delay}
@@ -255,9 +265,19 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
 
 def take(argv: list[str], prog: str = "queuebox take") -> int:
     """Take one task, print it and ack it (or give it back with --release)."""
-    parser = _parser(prog, "Take a task from TUBE, print it and ack it.")
-    parser.add_argument("tube")
-    parser.add_argument("--timeout", type=float, default=0, help="seconds to wait (default 0)")
+    parser = _parser(
+        prog,
+        "Take a task from TUBE, ack it (or release it) and print it in the state it ends in "
+        "(done, or ready/delayed after --release).",
+    )
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument(
+        "--timeout",
+        type=cliargs.seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="how long to wait for a task; 0 answers at once",
+    )
     parser.add_argument(
         "--release", action="store_true", help="give the task back instead of acking it"
     )
@@ -267,11 +287,8 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
         task = tube.take(args.timeout)
         if task is None:
             raise Empty(f"no task in tube {args.tube!r} within {args.timeout:g} s")
-        _print_task(task, args.json)
-        if args.release:
-            tube.release(task)
-        else:
-            tube.ack(task)
+        settled = tube.release(task) if args.release else tube.ack(task)
+        _print_task(settled, args.json)
 
     return _run(prog, parser, argv, body)
 
@@ -279,8 +296,8 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
 def peek(argv: list[str], prog: str = "queuebox peek") -> int:
     """Print one task without changing it."""
     parser = _parser(prog, "Show task ID of TUBE.")
-    parser.add_argument("tube")
-    parser.add_argument("id", type=int)
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument("id", type=int, help="task id")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         _print_task(conn.tube(args.tube).peek(args.id), args.json)
@@ -295,21 +312,42 @@ def _option(text: str) -> tuple[str, Any]:
     return key, _value(value)
 
 
+# Tube options each driver reads (QUEUE.md §2-§5); the server, like upstream, ignores others.
+_COMMON_OPTIONS = frozenset({"temporary", "if_not_exists", "engine"})
+_TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
+TUBE_OPTIONS: dict[str, frozenset[str]] = {
+    "fifo": _COMMON_OPTIONS,
+    "fifottl": _COMMON_OPTIONS | _TTL_OPTIONS,
+    "limfifottl": _COMMON_OPTIONS | _TTL_OPTIONS | {"capacity"},
+    "utube": _COMMON_OPTIONS | {"storage_mode"},
+    "utubettl": _COMMON_OPTIONS | _TTL_OPTIONS | {"storage_mode"},
+}
+
+
 def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
     """Create a tube of a driver type with options."""
-    parser = _parser(prog, "Create tube NAME of TYPE (fifo, fifottl, limfifottl, utube, utubettl).")
-    parser.add_argument("name")
-    parser.add_argument("type")
+    parser = _parser(prog, "Create tube NAME of driver TYPE.")
+    parser.add_argument("name", help="tube name")
+    parser.add_argument("type", choices=sorted(TUBE_OPTIONS), help="queue driver")
     parser.add_argument(
         "--opt",
         type=_option,
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="tube option, VALUE as JSON when it parses (e.g. ttl=60, temporary=true)",
+        help="tube option, repeatable, VALUE as JSON when it parses (e.g. ttl=60, "
+        "temporary=true; default: none); "
+        + "; ".join(f"{t}: {', '.join(sorted(o))}" for t, o in TUBE_OPTIONS.items()),
     )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        known = TUBE_OPTIONS[args.type]
+        unknown = sorted(key for key, _ in args.opt if key not in known)
+        if unknown:
+            raise UsageError(
+                f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+                f"{args.type}; known: {', '.join(sorted(known))}"
+            )
         conn.create_tube(args.name, args.type, **dict(args.opt))
         if args.json:
             print(_to_json({"created": args.name, "type": args.type, "opts": dict(args.opt)}))
@@ -322,7 +360,7 @@ def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
 def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
     """Drop a tube and its tasks."""
     parser = _parser(prog, "Drop tube NAME and all its tasks.")
-    parser.add_argument("name")
+    parser.add_argument("name", help="tube name")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         conn.tube(args.name).drop()

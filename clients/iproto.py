@@ -9,7 +9,8 @@ sockets, the event loop or the clock.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,7 +36,8 @@ class Options:
         reconnect: reconnect after the connection breaks (and re-join the queue
             session through `queue.identify`).
         backoff_initial / backoff_max / backoff_factor: the delay between reconnect
-            attempts grows from initial by factor up to max.
+            attempts grows from initial by factor up to max, with jitter (each
+            delay is drawn between half of it and all of it).
         reconnect_timeout: give up reconnecting (calls fail with NetworkError) after
             this many seconds without a connection; None retries forever in the
             background while each call waits at most its own timeout.
@@ -49,13 +51,16 @@ class Options:
     backoff_factor: float = 2.0
     reconnect_timeout: float | None = None
 
-    def backoff(self) -> Iterator[float]:
-        """The successive delays between reconnect attempts (endless)."""
-        return itertools.accumulate(
+    def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
+        """The successive delays between reconnect attempts (endless): exponential up
+        to the cap, each one drawn from its upper half ("equal jitter") so that many
+        clients that lost the same server do not all come back in the same instant."""
+        capped = itertools.accumulate(
             itertools.repeat(self.backoff_factor),
             lambda delay, factor: min(delay * factor, self.backoff_max),
             initial=self.backoff_initial,
         )
+        return (delay * (0.5 + 0.5 * rand()) for delay in capped)
 
     def deadline_for(self, wait: float | None) -> float | None:
         """Seconds to wait for the reply of a call the server may hold for `wait`."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from queuebox import __version__
+
 Command = Callable[..., int | None]
 
 
@@ -69,7 +71,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
 
 def usage() -> str:
     width = max(len(name) for name in COMMANDS)
-    lines = ["usage: queuebox <command> [options]", "", "commands:"]
+    lines = ["usage: queuebox <command> [options] | --version", "", "commands:"]
     lines += [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items()]
     lines += ["", "Run 'queuebox <command> --help' for a command's options."]
     return "\n".join(lines)
@@ -77,6 +79,9 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"queuebox {__version__}")
+        return 0
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2

@@ -10,6 +10,8 @@ server plug into:
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
+- `observe_request`: None, or `fn(request_type, seconds)` the connection
+  calls after handling each request (set by metrics).
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
@@ -63,6 +65,7 @@ class App:
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
         self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
+        self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []

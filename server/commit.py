@@ -17,6 +17,7 @@ Must not touch: sockets, protocol bytes, queue semantics.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -57,6 +58,8 @@ class GroupCommit:
         self._journal = journal
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
         self.on_rollback = on_rollback
+        # on_written(records, bytes, seconds) after each successful write (metrics).
+        self.on_written: Callable[[int, int, float], None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         # Kept, not looked up: get_running_loop() costs a getpid() syscall.
         self._loop = asyncio.get_running_loop()
@@ -84,16 +87,24 @@ class GroupCommit:
             done.set_result(None)
             return
         self._in_flight.add(done)
-        written = self._loop.run_in_executor(self._executor, self._journal.write_batch, batch)
+        written = self._loop.run_in_executor(self._executor, self._timed_write, batch)
         written.add_done_callback(lambda f: self._written(f, batch, done))
 
+    def _timed_write(self, batch: Any) -> float:
+        """Write `batch` (writer thread); returns the seconds it took, fsync included."""
+        started = time.perf_counter()
+        self._journal.write_batch(batch)
+        return time.perf_counter() - started
+
     def _written(
-        self, result: asyncio.Future[None], batch: Any, done: asyncio.Future[None]
+        self, result: asyncio.Future[float], batch: Any, done: asyncio.Future[None]
     ) -> None:
         self._in_flight.discard(done)
         error = result.exception()
         if error is None:
             self.batches_written += 1
+            if self.on_written is not None:
+                self.on_written(batch.count, len(batch.data), result.result())
             if not done.done():
                 done.set_result(None)
             return

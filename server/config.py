@@ -55,6 +55,7 @@ class Config:
     max_connections: int = 1024
     max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
     write_high_water: int = 1024 * 1024
+    metrics_listen: tuple[str, int] | None = None  # None: no metrics endpoint
     greeting_version: str = "2.6.0"
     schema_version: int = 81
     instance_uuid: str | None = None  # None: a fresh uuid at every start
@@ -91,7 +92,7 @@ def _parse_bool(value: Any) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError(f"not a boolean: {value!r}")
+    raise ValueError(f"expected true or false, got {value!r}")
 
 
 _SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3}
@@ -104,22 +105,29 @@ def _parse_size(value: Any) -> int:
     elif isinstance(value, str):
         text = value.strip().lower().removesuffix("ib").removesuffix("b")
         scale = _SIZE_SUFFIXES.get(text[-1:], 1)
-        result = int(text[:-1] if scale != 1 else text) * scale
+        digits = text[:-1] if scale != 1 else text
+        if not digits.isdigit():
+            raise ValueError(f"expected an integer (like 16M), got {value!r}")
+        result = int(digits) * scale
     else:
-        raise ValueError(f"not a size: {value!r}")
+        raise ValueError(f"expected an integer (like 16M), got {value!r}")
     if result < 0:
-        raise ValueError(f"negative: {value!r}")
+        raise ValueError(f"expected an integer >= 0, got {value!r}")
     return result
 
 
 def _parse_float(value: Any) -> float:
+    expected = f"expected a number of seconds (like 2.5), got {value!r}"
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"not a number: {value!r}")
-    result = float(value)
+        raise ValueError(expected)
+    try:
+        result = float(value)
+    except ValueError:
+        raise ValueError(expected) from None
     if not math.isfinite(result):
-        raise ValueError(f"not a finite number: {value!r}")
+        raise ValueError(f"expected a finite number, got {value!r}")
     if result < 0:
-        raise ValueError(f"negative: {value!r}")
+        raise ValueError(f"expected a number >= 0, got {value!r}")
     return result
 
 
@@ -135,7 +143,7 @@ def _parse_count(value: Any) -> int:
 
 def _parse_str(value: Any) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"not a string: {value!r}")
+        raise ValueError(f"expected a string, got {value!r}")
     return value
 
 
@@ -143,9 +151,10 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _parse_str(value).strip().lower()
         if text not in allowed:
-            raise ValueError(f"{value!r} is not one of {', '.join(allowed)}")
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
         return text
 
+    parse.choices = allowed  # type: ignore[attr-defined]  # shown by `serve --help`
     return parse
 
 
@@ -180,14 +189,25 @@ def parse_listen(value: Any) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def _parse_optional_listen(value: Any) -> tuple[str, int] | None:
+    """Like `listen`, and "" or "off" turns it off."""
+    if isinstance(value, str) and value.strip().lower() in ("", "off"):
+        return None
+    return parse_listen(value)
+
+
 def _parse_uuid(value: Any) -> str:
-    return str(uuid.UUID(_parse_str(value)))
+    try:
+        return str(uuid.UUID(_parse_str(value)))
+    except ValueError:
+        raise ValueError(f"expected a UUID, got {value!r}") from None
 
 
 # Settings that take one value; the same name is the TOML key, the env var
 # (QUEUEBOX_ + upper case) and, with dashes, the flag.
 SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "port_file": _parse_str,
+    "metrics_listen": _parse_optional_listen,
     "max_frame": _parse_size,
     "max_connections": _parse_size,
     "max_in_flight_per_conn": _parse_size,
@@ -213,8 +233,9 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _apply(layer: str, key: str, raw: Any, into: dict[str, Any]) -> None:
-    """Parse one setting `key` from `layer` (for error messages) into `into`."""
+def _apply(where: str, key: str, raw: Any, into: dict[str, Any]) -> None:
+    """Parse one setting `key` into `into`; `where` names it in error messages
+    the way the user wrote it (a flag, an env variable, a file and key)."""
     try:
         if key == "listen":
             into["listen_host"], into["listen_port"] = parse_listen(raw)
@@ -223,7 +244,7 @@ def _apply(layer: str, key: str, raw: Any, into: dict[str, Any]) -> None:
         else:
             raise ValueError("unknown setting")
     except ValueError as exc:
-        raise ConfigError(f"{layer}: {key}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _parse_user(name: str, table: Any) -> UserSpec:
@@ -267,7 +288,7 @@ def toml_layer(path: str) -> tuple[dict[str, Any], dict[str, UserSpec]]:
                 raise ConfigError(f"{path}: users must be a table of [users.NAME] tables")
             users.update((name, _parse_user(name, spec)) for name, spec in value.items())
         else:
-            _apply(path, key, value, settings)
+            _apply(f"{path}: {key}", key, value, settings)
     return settings, users
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine
+from time import perf_counter
 from typing import Any, cast
 
 from queuebox import protocol
@@ -32,6 +33,7 @@ from queuebox.protocol import ProtocolError, Request
 
 from .app import App
 from .calls import Held, barrier_failed, error_reply
+from .connlog import HANDSHAKE_TYPES, ConnectionLog
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
 from .session import Session
@@ -59,6 +61,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
+        self.connlog = ConnectionLog(self.session, self.loop)
 
     # --- asyncio.Protocol ---
 
@@ -89,7 +92,7 @@ class Connection(asyncio.Protocol):
             )
         )
         app.connections[self.conn_id] = self
-        log.info("connection opened", conn_id=self.conn_id, peer=self.session.peer)
+        self.connlog.opened()
         app.on_connect(self.conn_id)
 
     def data_received(self, data: bytes) -> None:
@@ -106,12 +109,19 @@ class Connection(asyncio.Protocol):
         out = self._out
         table = REQUEST_TABLE
         session = self.session
+        observe = self.app.observe_request  # metrics: None when off
+        connlog = self.connlog
         for item in items:
             if type(item) is Request:
+                if not connlog.loud and item.type not in HANDSHAKE_TYPES:
+                    connlog.promote()  # more than a health check: worth an info line
+                started = perf_counter() if observe is not None else 0.0
                 try:
                     reply = table.get(item.type, handle_unknown)(item, session)
                 except Exception as exc:
                     reply = error_reply(session, item.sync, exc)
+                if observe is not None:
+                    observe(item.type, perf_counter() - started)
                 if type(reply) is bytes:
                     out.append(reply)
                 elif type(reply) is Held:
@@ -130,13 +140,7 @@ class Connection(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         if self.conn_id:
-            log.info(
-                "connection closed",
-                conn_id=self.conn_id,
-                peer=self.session.peer,
-                user=self.session.user,
-                error=str(exc) if exc else None,
-            )
+            self.connlog.closed(exc)
             self.app.on_disconnect(self.conn_id)
 
     def pause_writing(self) -> None:

@@ -1,14 +1,17 @@
 """Logging setup: structlog, human-readable console lines or one JSON object per line.
 
-Owns: the structlog configuration and `get_logger`. Logging policy (kept by
-the callers): one line per connection open/close and per error, never one
-per request at the default level. Must not decide what gets logged.
+Owns: the structlog configuration and `get_logger`; timestamps carry their
+zone (console: local time with its offset; json: UTC, `Z`). Logging policy
+(kept by the callers): one line per connection open/close (health checks at
+debug, see connlog.py) and per error, never one per request at the default
+level. Must not decide what gets logged.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -19,9 +22,10 @@ LEVELS["error"] = logging.ERROR
 
 def configure(log_format: str = "console", level: str = "info", stream: Any = None) -> None:
     stream = stream if stream is not None else sys.stderr
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     shared: list[Any] = [
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=log_format == "json"),
+        stamp if log_format == "json" else local_timestamp,
     ]
     renderer: list[Any]
     if log_format == "json":
@@ -38,6 +42,12 @@ def configure(log_format: str = "console", level: str = "info", stream: Any = No
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
+
+
+def local_timestamp(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Local time with its UTC offset, so a console line is unambiguous anywhere."""
+    event["timestamp"] = datetime.now().astimezone().isoformat(timespec="milliseconds")
+    return event
 
 
 def get_logger(name: str) -> Any:

@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Any
 
+from queuebox import __version__
 from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverable
 
 from . import logs
@@ -24,6 +25,8 @@ from .build import build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .listener import Listener
 from .loop import run
+from .metrics import start_metrics
+from .settings_help import flag_help, flag_metavar
 
 log = logs.get_logger("queuebox.serve")
 
@@ -44,14 +47,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Run the queuebox server. Settings: defaults < --config TOML < "
         "QUEUEBOX_* environment < these flags.",
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML config file ($QUEUEBOX_CONFIG)")
-    parser.add_argument("--listen", metavar="HOST:PORT", help="address (default 127.0.0.1:3301)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML config file (default none; env QUEUEBOX_CONFIG)"
+    )
+    parser.add_argument("--listen", metavar="HOST:PORT", help=flag_help("listen"))
     for name in SCALAR_FIELDS:
         flag = "--" + name.replace("_", "-")
         if name in BOOLEAN_FLAGS:
-            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None)
+            parser.add_argument(
+                flag, dest=name, action="store_const", const=True, default=None,
+                help=flag_help(name),
+            )  # fmt: skip
         else:
-            parser.add_argument(flag, dest=name, metavar=name.upper().split("_")[-1])
+            parser.add_argument(flag, dest=name, metavar=flag_metavar(name), help=flag_help(name))
     return parser
 
 
@@ -124,7 +133,7 @@ async def _start_up(app: App, config: Config) -> int:
     """Recovery and the rest of the server (build.py); 0, or the exit code of a failed start."""
     try:
         os.makedirs(config.data_dir, exist_ok=True)
-        build_server(app)
+        await start_metrics(build_server(app))
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1

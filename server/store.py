@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from queuebox.protocol import ErrorCode
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO, InjectedFaults
+from queuebox.storage.recovery import RecoveryReport
 
 from .app import App
 from .commit import GroupCommit
@@ -42,6 +44,11 @@ class Store:
         self.commit = GroupCommit(engine, enabled=app.config.wal_mode != "none")
         self._snapshot: asyncio.Task[Any] | None = None
         self._check: asyncio.TimerHandle | None = None
+        # Read by metrics: wall time and duration of the newest snapshot, recovery time.
+        self.last_snapshot_time: float | None = None
+        self.last_snapshot_seconds: float | None = None
+        self.snapshots = 0
+        self.recovery_seconds = 0.0
 
     def install(self) -> None:
         """Group commit becomes the app's durability barrier; snapshots start."""
@@ -89,9 +96,12 @@ class Store:
             removed = self.engine.finish_snapshot(job)  # also after a failed run
         if job.error is not None:
             raise job.error
+        self.last_snapshot_seconds = time.monotonic() - started
+        self.last_snapshot_time = time.time()
+        self.snapshots += 1
         info = {
             "lsn": job.lsn,
-            "seconds": round(time.monotonic() - started, 3),
+            "seconds": round(self.last_snapshot_seconds, 3),
             "why": why,
             "removed": len(removed),
         }
@@ -122,7 +132,7 @@ class Store:
         self.engine.close()
 
 
-def open_engine(config: Config, files: FileIO | None = None) -> Engine:
+def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, RecoveryReport]:
     """Lock the data directory and recover it (logging the progress)."""
     engine = Engine(
         Path(config.data_dir),
@@ -157,14 +167,18 @@ def open_engine(config: Config, files: FileIO | None = None) -> Engine:
         spaces=report.spaces,
         tuples=report.tuples,
     )
-    return engine
+    return engine, report
 
 
 def build_store(app: App) -> Store:
     """The recovered engine and its group commit; with test hooks, a file layer
     whose faults `queuebox.test.fail_io` arms."""
     faults = InjectedFaults() if app.config.test_hooks else None
-    store = Store(app, open_engine(app.config, faults))
+    engine, report = open_engine(app.config, faults)
+    store = Store(app, engine)
+    store.recovery_seconds = report.seconds
+    if report.snapshot is not None:
+        store.last_snapshot_time = os.path.getmtime(report.snapshot)
     store.install()
     if faults is not None:
         app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)

@@ -1,7 +1,7 @@
 """`queuebox bench`: the command line of the load generator.
 
-Owns: the argument parser, the defaults read from QUEUEBOX_USER /
-QUEUEBOX_PASSWORD / QUEUEBOX_ADDRESS, and where the results go (table on
+Owns: the argument parser (where to connect: --host/--port/--user/--password
+and the QUEUEBOX_* variables, as every client command), and where the results go (table on
 stdout, progress on stderr, --json-out, --plot). Exit status: 0 when every
 phase completed without an error, 1 when the run finished with errors or
 timed out, 2 when it could not run. Must not contain benchmark logic.
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
+
+from queuebox.clients import cliargs
 
 from .conn import BenchError
 from .scenarios import SCENARIOS, Options, Target
@@ -26,36 +27,22 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
+_positive_int = cliargs.positive_int
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    env = os.environ
-    p = argparse.ArgumentParser(
+    p = cliargs.ArgumentParser(
         prog=prog,
         description="Load generator for queuebox or any Tarantool + queue server. "
         "Prints a table; --json-out keeps every number, --plot draws them.",
     )
-    p.add_argument("scenario", choices=sorted(SCENARIOS))
-    p.add_argument(
-        "--address",
-        type=_address,
-        default=env.get("QUEUEBOX_ADDRESS", "127.0.0.1:3301"),
-        help="server HOST:PORT ($QUEUEBOX_ADDRESS, default 127.0.0.1:3301)",
+    p.add_argument("scenario", choices=sorted(SCENARIOS), help="what load to generate")
+    where = cliargs.add_connection_arguments(p)
+    where.add_argument(
+        "--server-pid",
+        type=int,
+        help="server process id, to report its CPU use (default: not reported)",
     )
-    p.add_argument(
-        "--user",
-        default=env.get("QUEUEBOX_USER") or None,
-        help="log in as this user ($QUEUEBOX_USER; default: guest)",
-    )
-    p.add_argument(
-        "--password", default=env.get("QUEUEBOX_PASSWORD"), help="password ($QUEUEBOX_PASSWORD)"
-    )
-    p.add_argument("--server-pid", type=int, help="server process id, to report its CPU use")
     load = p.add_argument_group("load")
     load.add_argument(
         "--tasks",
@@ -66,16 +53,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument(
         "--duration",
         type=float,
-        help="put / mixed: produce for this many seconds instead of --tasks",
+        help="put / mixed: produce for this many seconds instead of --tasks (default: use --tasks)",
     )
-    load.add_argument("--payload-size", type=int, default=64, help="bytes per task (64)")
-    load.add_argument("--producers", type=_positive_int, default=4, help="put connections (4)")
-    load.add_argument("--consumers", type=_positive_int, default=4, help="take connections (4)")
+    load.add_argument("--payload-size", type=int, default=64, help="bytes of data per task")
+    load.add_argument("--producers", type=_positive_int, default=4, help="put connections")
+    load.add_argument("--consumers", type=_positive_int, default=4, help="take connections")
     load.add_argument(
-        "--window", type=_positive_int, default=64, help="requests in flight per connection (64)"
+        "--window", type=_positive_int, default=64, help="requests in flight per connection"
     )
     load.add_argument(
-        "--processes", type=_positive_int, default=1, help="worker processes sharing the load (1)"
+        "--processes", type=_positive_int, default=1, help="worker processes sharing the load"
     )
     load.add_argument(
         "--rate", type=float, help="put, mixed: total puts per second (default: as fast as it goes)"
@@ -84,7 +71,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--take-timeout",
         type=float,
         default=1.0,
-        help="seconds a take waits; an empty take ends a consumer (1.0)",
+        help="seconds a take waits; an empty take ends a consumer",
     )
     load.add_argument(
         "--pipeline-ack",
@@ -93,36 +80,38 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "instead of waiting for the ack's reply",
     )
     load.add_argument(
-        "--utubes", type=_positive_int, help="busy-utubes: utubes (10); many-utubes: utubes (30000)"
+        "--utubes",
+        type=_positive_int,
+        help="utubes (default: 10 for busy-utubes, 30000 for many-utubes)",
     )
     load.add_argument(
         "--tasks-per-utube",
         type=_positive_int,
         default=1000,
-        help="busy-utubes: tasks per utube (1000)",
+        help="busy-utubes: tasks per utube",
     )
     load.add_argument(
         "--storage-mode",
         choices=("default", "ready_buffer"),
-        help="utube storage mode of the tube the run creates",
+        help="utube storage mode of the tube the run creates (default: the server's)",
     )
     load.add_argument("--tube", help="tube name (default bench_<scenario>)")
-    load.add_argument("--tube-type", help="tube type for put/take-ack/mixed (fifo)")
-    load.add_argument("--namespace", default="queue", help="queue module namespace (queue)")
+    load.add_argument("--tube-type", help="tube type for put/take-ack/mixed (default: fifo)")
+    load.add_argument("--namespace", default="queue", help="queue module namespace")
+    load.add_argument("--legacy-space", type=int, default=0, help="legacy-put-take: space number")
     load.add_argument(
-        "--legacy-space", type=int, default=0, help="legacy-put-take: space number (0)"
-    )
-    load.add_argument(
-        "--max-time", type=float, default=600.0, help="abort a phase after this many seconds (600)"
+        "--max-time", type=float, default=600.0, help="abort a phase after this many seconds"
     )
     load.add_argument("--keep", action="store_true", help="keep the tube after the run")
     out = p.add_argument_group("output")
-    out.add_argument("--json-out", metavar="PATH", help="write the full result as JSON")
+    out.add_argument(
+        "--json-out", metavar="PATH", help="write the full result as JSON (default: not written)"
+    )
     out.add_argument(
         "--plot",
         metavar="PATH",
         help="draw throughput and latency to a PNG "
-        "(needs matplotlib: pip install 'queuebox[plot]')",
+        "(needs matplotlib: pip install 'queuebox[plot]'; default: no plot)",
     )
     out.add_argument(
         "--progress",
@@ -130,23 +119,27 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=None,
         help="progress bar on stderr (default: when stderr is a terminal)",
     )
-    out.add_argument("--label", help="free text stored in the JSON (e.g. the server's wal_mode)")
+    out.add_argument(
+        "--label", help="free text stored in the JSON, e.g. the server's wal_mode (default: none)"
+    )
     cmp = p.add_argument_group("comparison")
     cmp.add_argument(
         "--compare",
         type=_address,
         metavar="HOST:PORT",
         help="run the scenario against this second server too, alternately, "
-        "and print B/A per metric",
+        "and print B/A per metric (default: one server only)",
     )
     cmp.add_argument("--compare-user", help="user for the second server (default: --user)")
     cmp.add_argument("--compare-password", help="its password (default: --password)")
-    cmp.add_argument("--compare-server-pid", type=int, help="its process id, for CPU")
+    cmp.add_argument(
+        "--compare-server-pid", type=int, help="its process id, for CPU (default: not reported)"
+    )
     cmp.add_argument(
         "--rounds",
         type=_positive_int,
         default=2,
-        help="--compare: runs against each server (2: A B A B)",
+        help="--compare: runs against each server (2 means A B A B)",
     )
     return p
 
@@ -183,8 +176,7 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
     from . import bench, report
 
     opts = options_from(args)
-    host, port = args.address
-    target = Target(host, port, args.user, args.password, args.server_pid)
+    target = Target(args.host, args.port, args.user, args.password, args.server_pid)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
     progress = report.Progress() if show_progress else None
     try:

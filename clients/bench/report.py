@@ -2,7 +2,8 @@
 
 Owns: the shape of the JSON result (`phase_doc`, `environment`), the human
 tables (`render`), the comparison table (`render_ratios`) and `Progress`, the
-one-line bar on stderr. Must not run anything or talk to a server.
+bar on stderr (tqdm: rate, time left, terminal width, for free). Must not
+run anything or talk to a server.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 import platform
 import sys
 from typing import Any, TextIO
+
+from tqdm import tqdm
 
 from .cpu import percent
 from .histogram import PERCENTILES
@@ -179,33 +182,36 @@ def render_ratios(a: str, b: str, ratios: dict[str, dict[str, float | None]]) ->
 
 
 class Progress:
-    """A one-line bar on stderr, redrawn in place; only when asked or on a TTY."""
+    """One tqdm bar per phase on stderr: count, percentage and time left when the
+    phase has a goal (tasks to put or to ack), a running count and rate otherwise."""
 
-    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream = stream
-        self.width = width
-        self.phase = ""
         self.goal: tuple[str, int] | None = None
+        self._bar: tqdm[Any] | None = None
 
     def start(self, phase: str, goal: tuple[str, int] | None) -> None:
-        self.phase, self.goal = phase, goal
+        self.finish()
+        self.goal = goal
+        self._bar = tqdm(
+            total=goal[1] if goal else None,
+            desc=f"{phase:<9}",
+            unit=" ops",
+            unit_scale=True,
+            file=self.stream,
+            leave=False,  # the table printed after the run says it all
+            dynamic_ncols=True,
+            mininterval=0.2,
+        )
 
     def __call__(self, totals: dict[str, int], elapsed: float) -> None:
-        done_ops = totals["acked"] or totals["put"]
-        if self.goal is not None:
-            done_ops = totals[self.goal[0]]
-            fraction = min(done_ops / self.goal[1], 1.0) if self.goal[1] else 1.0
-            bar = "#" * int(fraction * self.width)
-            head = f"[{bar:<{self.width}}] {fraction:4.0%}"
-        else:
-            head = f"[{'.' * self.width}]"
-        rate = done_ops / elapsed if elapsed > 0 else 0.0
-        self.stream.write(
-            f"\r{self.phase:<9} {head} {done_ops:>10,} ops {rate:>10,.0f}/s "
-            f"{elapsed:6.1f}s errors {totals['errors']}\x1b[K"
-        )
-        self.stream.flush()
+        if self._bar is None:
+            return
+        done = totals[self.goal[0]] if self.goal else (totals["acked"] or totals["put"])
+        self._bar.set_postfix(errors=totals["errors"], refresh=False)
+        self._bar.update(done - self._bar.n)  # update(), not n=: keeps the rate estimate
 
     def finish(self) -> None:
-        self.stream.write("\r\x1b[K")
-        self.stream.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

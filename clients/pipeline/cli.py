@@ -7,7 +7,8 @@ table in server/cli.py as "queuebox.clients.pipeline.cli:main". Must not touch s
 drivers/, storage/; imports pyspark only once a subcommand runs.
 
     queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
-        [--host H --port P --user U --password W --create-tube TYPE] [--window N]
+        [--host H --port P --user U --password W (or QUEUEBOX_HOST, ...)]
+        [--create-tube TYPE] [--window N]
         [--partitions N] [--master URL]
     queuebox pipeline report --data-dir DIR --out DIR [--bucket SECONDS]
         [--tube NAME] [--master URL]
@@ -24,6 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from queuebox.clients import cliargs
+
 INPUT_FORMATS = ("parquet", "csv", "json")
 TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
 OUR_ERROR = re.compile(r"(queuebox: [^\n]*)")
@@ -31,27 +34,42 @@ PYTHON_ERROR = re.compile(r"^\s*((?:\w+\.)*\w+(?:Error|Exception): [^\n]*)", re.
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="queuebox data pipeline on Spark")
+    parser = cliargs.ArgumentParser(prog=prog, description="queuebox data pipeline on Spark")
     commands = parser.add_subparsers(dest="command", required=True)
 
     load = commands.add_parser("load", help="enqueue one task per row of a file")
     load.add_argument("--input", required=True, help="file or directory to read")
-    load.add_argument("--format", choices=INPUT_FORMATS, default="parquet")
-    load.add_argument("--tube", required=True)
-    load.add_argument("--host", default="127.0.0.1")
-    load.add_argument("--port", type=int, default=3301)
-    load.add_argument("--user")
-    load.add_argument("--password")
-    load.add_argument("--create-tube", choices=TUBE_TYPES, help="create the tube if missing")
-    load.add_argument("--window", type=int, default=256, help="puts in flight per partition")
-    load.add_argument("--partitions", type=int, help="repartition the input (= connections)")
-    load.add_argument("--max-failures", type=int, default=0)
+    load.add_argument("--format", choices=INPUT_FORMATS, default="parquet", help="input format")
+    load.add_argument("--tube", required=True, help="tube to put the tasks into")
+    cliargs.add_connection_arguments(load)
+    load.add_argument(
+        "--create-tube",
+        choices=TUBE_TYPES,
+        help="create the tube of this type if missing (default: the tube must exist)",
+    )
+    load.add_argument(
+        "--window", type=cliargs.positive_int, default=256, help="puts in flight per partition"
+    )
+    load.add_argument(
+        "--partitions",
+        type=cliargs.positive_int,
+        help="repartition the input (= connections; default: as read)",
+    )
+    load.add_argument(
+        "--max-failures", type=int, default=0, help="rows that may fail before the load fails"
+    )
 
     report = commands.add_parser("report", help="task lifecycle report of a data directory")
-    report.add_argument("--data-dir", required=True, help="the server's data directory")
+    report.add_argument(
+        "--data-dir",
+        required=True,
+        help="the server's data directory (on a cluster: a path every executor can read)",
+    )
     report.add_argument("--out", required=True, help="output directory")
-    report.add_argument("--bucket", type=float, default=60.0, help="bucket width in seconds")
-    report.add_argument("--tube", help="only this tube")
+    report.add_argument(
+        "--bucket", type=cliargs.seconds, default=60.0, help="bucket width in seconds"
+    )
+    report.add_argument("--tube", help="only this tube (default: every tube)")
 
     for sub in (load, report):
         sub.add_argument("--master", default="local[*]", help="Spark master URL")

@@ -1,6 +1,6 @@
 """Example consumer: takes tasks from a tube and acknowledges them, with the bundled client.
 
-Settings (environment): QUEUEBOX_ADDRESS (host:port, default 127.0.0.1:3301),
+Settings (environment): QUEUEBOX_HOST / QUEUEBOX_PORT (default 127.0.0.1:3301),
 QUEUEBOX_USER / QUEUEBOX_PASSWORD (log in; unset = guest), EXAMPLE_TUBE (jobs),
 EXAMPLE_COUNT (stop after this many tasks; 0 = never). Stops cleanly on
 SIGTERM (docker stop) and SIGINT: a task being worked on is acknowledged
@@ -16,7 +16,6 @@ import sys
 import time
 
 from queuebox.clients import blocking
-from queuebox.clients.iproto import parse_address
 
 stopping = False
 
@@ -29,7 +28,8 @@ def stop(signum: int, frame: object) -> None:
 def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    host, port = parse_address(os.environ.get("QUEUEBOX_ADDRESS", "127.0.0.1:3301"))
+    host = os.environ.get("QUEUEBOX_HOST") or "127.0.0.1"
+    port = int(os.environ.get("QUEUEBOX_PORT") or 3301)
     tube_name = os.environ.get("EXAMPLE_TUBE", "jobs")
     count = int(os.environ.get("EXAMPLE_COUNT", "0"))
     user = os.environ.get("QUEUEBOX_USER") or None

@@ -1,6 +1,6 @@
 """Example producer: puts a task into a tube a few times a second, with the bundled client.
 
-Settings (environment): QUEUEBOX_ADDRESS (host:port, default 127.0.0.1:3301),
+Settings (environment): QUEUEBOX_HOST / QUEUEBOX_PORT (default 127.0.0.1:3301),
 QUEUEBOX_USER / QUEUEBOX_PASSWORD (log in; unset = guest), EXAMPLE_TUBE (jobs),
 EXAMPLE_RATE (puts per second, 5), EXAMPLE_COUNT (stop after this many; 0 = never).
 Stops cleanly on SIGTERM (docker stop) and SIGINT.
@@ -14,7 +14,6 @@ import sys
 import time
 
 from queuebox.clients import blocking
-from queuebox.clients.iproto import parse_address
 
 stopping = False
 
@@ -27,7 +26,8 @@ def stop(signum: int, frame: object) -> None:
 def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    host, port = parse_address(os.environ.get("QUEUEBOX_ADDRESS", "127.0.0.1:3301"))
+    host = os.environ.get("QUEUEBOX_HOST") or "127.0.0.1"
+    port = int(os.environ.get("QUEUEBOX_PORT") or 3301)
     tube_name = os.environ.get("EXAMPLE_TUBE", "jobs")
     interval = 1.0 / float(os.environ.get("EXAMPLE_RATE", "5"))
     count = int(os.environ.get("EXAMPLE_COUNT", "0"))

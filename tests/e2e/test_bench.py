@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def run_bench(server: ServerProc, tmp_path: Path, *args: str) -> tuple[int, dict
     out = tmp_path / f"bench-{random.randrange(1 << 30)}.json"
     command = [
         sys.executable, "-m", "queuebox", "bench", *args,
-        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "secret",
+        "--port", str(server.port), "--user", "tester", "--password", "secret",
         "--json-out", str(out), "--max-time", "60",
     ]  # fmt: skip
     assert server.proc is not None
@@ -140,7 +141,7 @@ def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:
 def test_a_refused_login_is_an_error_not_a_result(server: ServerProc, tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "queuebox", "bench", "put", "--tasks", "10",
-        "--address", f"127.0.0.1:{server.port}", "--user", "tester", "--password", "wrong",
+        "--port", str(server.port), "--user", "tester", "--password", "wrong",
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S
@@ -181,3 +182,12 @@ def test_per_second_counts_merge_by_second() -> None:
     b.add(1, 3)
     a.merge(b)
     assert a.to_json() == [5, 3, 1]
+
+
+def test_progress_bar_on_request(server: ServerProc, tmp_path: Path) -> None:
+    code, doc, output = run_bench(server, tmp_path, "put", "--tasks", "500", "--progress")
+    assert code == 0, output
+    # The bar of the put phase: its goal is known, so it shows a percentage and the unit.
+    assert re.search(r"put\s*:\s+\d+%\|.*/500 .* ops/s", output), output
+    quiet = run_bench(server, tmp_path, "put", "--tasks", "500", "--no-progress")[2]
+    assert "%|" not in quiet

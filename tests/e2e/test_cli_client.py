@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from client_targets import free_port, unique
-from serverproc import REPO, ServerProc
+from serverproc import REPO, ServerProc, StartServer
 
 
 def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -94,7 +94,7 @@ def test_tube_life_cycle(env: dict[str, str]) -> None:
 
     take = queuebox("take", name, "--timeout", "1", env=env)
     assert take.returncode == 0, take.stderr
-    assert take.stdout == '0\ttaken\t{"job": 1}\n'
+    assert take.stdout == '0\tdone\t{"job": 1}\n'  # printed once acked, as it ends
     gone = queuebox("peek", name, "0", env=env)
     assert gone.returncode == 4 and gone.stderr.strip() == "queuebox peek: Task 0 not found"
 
@@ -112,7 +112,7 @@ def test_take_release_gives_the_task_back(env: dict[str, str]) -> None:
     queuebox("create-tube", name, "fifo", env=env)
     queuebox("put", name, "42", env=env)
     taken = queuebox("take", name, "--release", "--json", env=env)
-    assert json.loads(taken.stdout) == {"id": 0, "status": "taken", "data": 42}
+    assert json.loads(taken.stdout) == {"id": 0, "status": "ready", "data": 42}
     assert json.loads(queuebox("peek", name, "0", "--json", env=env).stdout)["status"] == "ready"
 
 
@@ -134,6 +134,38 @@ def test_create_tube_errors(env: dict[str, str]) -> None:
     again = queuebox("create-tube", name, "fifo", env=env)
     assert again.returncode == 1 and again.stderr.strip().endswith(f"Space '{name}' already exists")
     bad = queuebox("create-tube", unique("cli"), "nosuch", env=env)
-    assert bad.returncode == 1 and "Unknown tube type nosuch" in bad.stderr
+    assert bad.returncode == 2 and "invalid choice: 'nosuch'" in bad.stderr
+    assert len(bad.stderr.splitlines()) == 1
     usage = queuebox("create-tube", name, "fifo", "--opt", "novalue", env=env)
     assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr
+
+
+def test_create_tube_refuses_options_its_driver_does_not_know(env: dict[str, str]) -> None:
+    name = unique("cli")
+    bogus = queuebox("create-tube", name, "fifo", "--opt", "bogus=1", "--opt", "ttl=5", env=env)
+    assert bogus.returncode == 2
+    assert bogus.stderr == (
+        "queuebox create-tube: unknown options bogus, ttl for fifo; "
+        "known: engine, if_not_exists, temporary\n"
+    )
+    assert name not in queuebox("tubes", env=env).stdout.splitlines()
+    ok = queuebox("create-tube", name, "limfifottl", "--opt", "capacity=2", env=env)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_stats_table_has_every_counter(env: dict[str, str]) -> None:
+    name = unique("cli")
+    queuebox("create-tube", name, "fifottl", env=env)
+    queuebox("put", name, "1", "--delay", "30", env=env)
+    header, row = queuebox("stats", name, env=env).stdout.splitlines()
+    cells = dict(zip(header.split(), row.split(), strict=True))
+    assert cells["delayed"] == "1" and cells["put"] == "1"
+    assert set(cells) >= {"ready", "taken", "buried", "done", "total", "delay", "touch"}
+
+
+def test_tubes_on_a_fresh_server(start_server: StartServer) -> None:
+    fresh = start_server()
+    done = queuebox("tubes", "--port", str(fresh.port))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "queuebox tubes: no tubes\n")
+    as_json = queuebox("tubes", "--json", "--port", str(fresh.port))
+    assert as_json.stdout == "[]\n"

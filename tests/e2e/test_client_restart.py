@@ -5,6 +5,7 @@ do not survive a restart, so the re-join through identify is refused and dropped
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from client_targets import free_port, unique
@@ -14,7 +15,10 @@ from queuebox.clients import Status, aio, blocking
 from queuebox.clients.errors import NetworkError, TaskNotTaken
 
 
-async def test_async_client_survives_a_restart(start_server: StartServer) -> None:
+async def test_async_client_survives_a_restart(
+    start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="queuebox.client")
     port = free_port()
     server = start_server("--listen", f"127.0.0.1:{port}")
     async with aio.connect(
@@ -35,12 +39,16 @@ async def test_async_client_survives_a_restart(start_server: StartServer) -> Non
         server.start()
         assert (await asyncio.wait_for(waiting, 15)).status is Status.READY
         assert conn.reconnects == 1 and conn.session is None
+        assert f"reconnected to 127.0.0.1:{port} after" in caplog.text
         with_ack = await tube.take(0)
         assert with_ack is not None and with_ack.id == put.id
         assert (await tube.ack(with_ack)).status is Status.DONE
 
 
-def test_blocking_client_survives_a_restart(start_server: StartServer) -> None:
+def test_blocking_client_survives_a_restart(
+    start_server: StartServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="queuebox.client")
     port = free_port()
     server = start_server("--listen", f"127.0.0.1:{port}")
     with blocking.connect(
@@ -53,7 +61,9 @@ def test_blocking_client_survives_a_restart(start_server: StartServer) -> None:
         with pytest.raises(NetworkError, match="cannot reconnect"):
             tube.peek(put)  # fails once its call timeout has passed
         server.start()
+        assert "reconnected" not in caplog.text
         assert tube.peek(put).status is Status.READY
+        assert f"reconnected to 127.0.0.1:{port} after" in caplog.text
         with pytest.raises(TaskNotTaken):
             tube.ack(put)  # a restart releases taken tasks
         assert conn.reconnects == 1

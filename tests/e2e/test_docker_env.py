@@ -151,7 +151,8 @@ def test_example_producer_and_consumer_work_with_the_image_credentials(
 ) -> None:
     env = clean_env()
     env.update(
-        QUEUEBOX_ADDRESS=f"127.0.0.1:{image_server.port}",
+        QUEUEBOX_HOST="127.0.0.1",
+        QUEUEBOX_PORT=str(image_server.port),
         QUEUEBOX_USER=USER,
         QUEUEBOX_PASSWORD=PASSWORD,
         EXAMPLE_TUBE="example_jobs",

@@ -234,7 +234,7 @@ def test_compose_bench_profile_runs_a_valid_bench_command() -> None:
     command = bench["entrypoint"] + bench["command"]
     assert_runs_existing_command(command)
     args = build_parser("queuebox bench").parse_args(command[2:])
-    assert args.address == ("queuebox", 3301)
+    assert (args.host, args.port) == ("queuebox", 3301)
 
 
 def test_readme_shows_run_and_compose() -> None:

@@ -107,10 +107,14 @@ def test_legacy_meta_names_the_fields() -> None:
     assert meta["ipri"] == "127" and meta["ttr"] == 60 and meta["now"] == 6
 
 
-def test_options_backoff_grows_to_its_cap() -> None:
+def test_options_backoff_grows_to_its_cap_with_jitter() -> None:
     options = iproto.Options(backoff_initial=0.1, backoff_max=0.5, backoff_factor=2)
-    delays = options.backoff()
-    assert [next(delays) for _ in range(5)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+    highest = options.backoff(rand=lambda: 1.0)
+    assert [round(next(highest), 6) for _ in range(5)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+    lowest = options.backoff(rand=lambda: 0.0)
+    assert [round(next(lowest), 6) for _ in range(5)] == [0.05, 0.1, 0.2, 0.25, 0.25]
+    drawn = [next(d) for d in [options.backoff()] for _ in range(50)][10:]
+    assert all(0.25 <= delay <= 0.5 for delay in drawn) and len(set(drawn)) > 1
 
 
 def test_call_deadline_adds_the_server_wait() -> None:

@@ -112,7 +112,7 @@ def test_parse_rights(text: object, expected: frozenset[str]) -> None:
 
 
 def test_unknown_right_is_refused() -> None:
-    with pytest.raises(ConfigError, match="guest_rights"):
+    with pytest.raises(ConfigError, match="QUEUEBOX_GUEST_RIGHTS: unknown rights"):
         load_config({}, {"QUEUEBOX_GUEST_RIGHTS": "read,execute"})
 
 

@@ -1,0 +1,114 @@
+"""What every client-side command line shares: where to connect, how help and errors look.
+
+Owns: `add_connection_arguments` (one convention for every command that connects:
+--host/--port/--user/--password, defaulting to QUEUEBOX_HOST, QUEUEBOX_PORT,
+QUEUEBOX_USER, QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else
+127.0.0.1:3301), `ArgumentParser` (help shows each option's default; a bad value
+is one line `PROG: --flag: what was expected` and exit status 2), and the value
+parsers that say what they expected. Must not connect anywhere or import server/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from queuebox.clients.iproto import parse_address
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
+EXIT_USAGE = 2
+# Never echoed by --help: their default may come from the environment.
+SECRET_DESTS = frozenset({"password", "compare_password"})
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help when it has a meaningful default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        unset = default is None or default is False or default == [] or default == argparse.SUPPRESS
+        shown = not unset and "%(default)" not in text
+        if shown and action.option_strings and action.dest not in SECRET_DESTS:
+            text += " (default: %(default)s)"
+        return text
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with `HelpFormatter` and one-line errors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        # "argument --port: invalid ..." -> "--port: invalid ..."
+        message = message.removeprefix("argument ")
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def default_address(env: Mapping[str, str]) -> tuple[str, str]:
+    """(host, port text) from the environment; the port is checked by `port` later."""
+    host, port = DEFAULT_HOST, str(DEFAULT_PORT)
+    if env.get("QUEUEBOX_LISTEN"):
+        try:
+            listen_host, listen_port = parse_address(env["QUEUEBOX_LISTEN"], DEFAULT_PORT)
+        except ValueError:
+            pass  # the server's setting, reported by the server; clients keep their default
+        else:
+            wildcard = listen_host in ("0.0.0.0", "::", "*", "")
+            host, port = (DEFAULT_HOST if wildcard else listen_host), str(listen_port)
+    return env.get("QUEUEBOX_HOST") or host, env.get("QUEUEBOX_PORT") or port
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {text!r}")
+    return int(text)
+
+
+def seconds(text: str) -> float:
+    """A duration: a number >= 0 (not nan, not negative)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def add_connection_arguments(
+    parser: argparse.ArgumentParser | Any, env: Mapping[str, str] | None = None
+) -> Any:
+    """Add --host/--port/--user/--password in a group of `parser`; returns the group."""
+    env = os.environ if env is None else env
+    host, port_text = default_address(env)
+    group = parser.add_argument_group(
+        "connection", "defaults: QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER, QUEUEBOX_PASSWORD"
+    )
+    group.add_argument("--host", default=host, help="server host name or address")
+    group.add_argument("--port", type=port, default=port_text, help="server port")
+    group.add_argument(
+        "--user", default=env.get("QUEUEBOX_USER") or None, help="log in as USER (default: guest)"
+    )
+    group.add_argument(
+        "--password",
+        default=env.get("QUEUEBOX_PASSWORD") or None,
+        help="password of USER (default: $QUEUEBOX_PASSWORD)",
+    )
+    return group
+
+
+def fail(prog: str, message: str, code: int) -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,114 @@
+"""What `queuebox serve --help` says about each setting: meaning, default, choices.
+
+Owns: one line of text per setting (`SETTING_HELP`) and `flag_help`, which adds
+the default (as a user would write it: 16M, 3600, off) and the environment
+variable. The choices come from the setting's parser in `config.py`, so they
+cannot drift. Must not parse or validate values: `config.py` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .config import ENV_PREFIX, SCALAR_FIELDS, Config
+
+SETTING_HELP: dict[str, str] = {
+    "listen": "address to serve IPROTO on, HOST:PORT or [v6]:PORT or :PORT (loopback); "
+    "port 0 picks a free port",
+    "port_file": "write the bound port to FILE once listening",
+    "metrics_listen": "serve Prometheus metrics at http://HOST:PORT/metrics (:PORT = loopback)",
+    "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
+    "max_connections": "connections served at once; more are closed at once",
+    "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
+    "write_high_water": "unsent reply bytes per connection before it stops being read",
+    "greeting_version": "Tarantool version the greeting claims (connectors adapt to it)",
+    "schema_version": "schema version sent in every reply header",
+    "instance_uuid": "UUID in the greeting",
+    "guest_rights": "rights of the guest user: all, none, or a list of read, write, admin",
+    "allow_open_guest": "allow guest rights on an address other than loopback",
+    "data_dir": "directory of the WAL and snapshots (created if missing)",
+    "wal_mode": "none: memory only; write: to the OS; fsync: to the disk before each reply",
+    "wal_segment_size": "WAL size at which a new segment file begins",
+    "snapshot_interval_s": "seconds between snapshots",
+    "snapshot_wal_bytes": "also write a snapshot after this much WAL",
+    "checkpoint_count": "snapshots kept (with the WAL since the oldest) to fall back on",
+    "force_recovery": "start despite damage or LSN gaps, logging what was lost",
+    "queue_namespaces": "comma-separated names the queue API is served under",
+    "loop": "event loop implementation",
+    "log_format": "console: lines for humans; json: one object per line",
+    "log_level": "least severe level that is logged",
+    "shutdown_grace_s": "seconds requests in flight may take to answer at shutdown",
+    "test_hooks": "register the test-only functions (never in production)",
+}
+
+# Defaults that are not a plain value of Config.
+SHOWN_DEFAULTS = {
+    "listen": "127.0.0.1:3301",
+    "guest_rights": "all on loopback, none elsewhere",
+    "instance_uuid": "a new one at every start",
+}
+
+_SIZES = ((1024**3, "G"), (1024**2, "M"), (1024, "k"))
+SIZE_SETTINGS = {"max_frame", "write_high_water", "wal_segment_size", "snapshot_wal_bytes"}
+
+
+def _shown(name: str, value: Any) -> str:
+    if name in SHOWN_DEFAULTS:
+        return SHOWN_DEFAULTS[name]
+    if value is None or value is False:
+        return "off"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if name in SIZE_SETTINGS:
+        for scale, suffix in _SIZES:
+            if value >= scale and value % scale == 0:
+                return f"{value // scale}{suffix}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+METAVARS = {
+    "metrics_listen": "HOST:PORT",
+    "port_file": "FILE",
+    "data_dir": "DIR",
+    "greeting_version": "VERSION",
+    "schema_version": "N",
+    "instance_uuid": "UUID",
+    "guest_rights": "RIGHTS",
+    "queue_namespaces": "NAMES",
+    "max_connections": "N",
+    "max_in_flight_per_conn": "N",
+}
+
+
+def flag_metavar(name: str) -> str:
+    choices = getattr(SCALAR_FIELDS.get(name), "choices", None)
+    if choices:
+        return "{" + ",".join(choices) + "}"
+    if name in SIZE_SETTINGS:
+        return "SIZE"
+    if name.endswith("_s"):
+        return "SECONDS"
+    return METAVARS.get(name, "VALUE")
+
+
+def default_of(name: str) -> str:
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    if name in fields:
+        field = fields[name]
+        return _shown(name, field.default)
+    return _shown(name, None)
+
+
+def flag_help(name: str) -> str | None:
+    """The help of setting `name`'s flag, or None if it has no text (a test fails then)."""
+    text = SETTING_HELP.get(name)
+    if text is None:
+        return None
+    choices = getattr(SCALAR_FIELDS.get(name), "choices", None)
+    parts = [f"one of {', '.join(choices)}"] if choices else []
+    parts += [f"default {default_of(name)}", f"env {ENV_PREFIX}{name.upper()}"]
+    # argparse formats help with %: a literal percent sign must be doubled.
+    return f"{text} ({'; '.join(parts)})".replace("%", "%%")

@@ -1,0 +1,73 @@
+"""The server's log as an operator reads it: zoned timestamps, health checks kept out of
+the info level, and no `error=None` on a clean close."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from serverproc import PING, RawClient, StartServer, login_tester
+
+CONSOLE_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d ")
+
+
+def health_check(port: int) -> None:
+    """What a container health check does: connect, PING, leave."""
+    with RawClient(port) as client:
+        assert client.roundtrip(PING).error is None
+
+
+def lines_with(log: str, event: str) -> list[str]:
+    return [line for line in log.splitlines() if event in line]
+
+
+def test_console_lines_carry_their_time_zone(start_server: StartServer) -> None:
+    server = start_server()
+    lines = server.log().splitlines()
+    assert lines and all(CONSOLE_STAMP.match(line) for line in lines), lines[:3]
+
+
+def test_json_timestamps_are_utc(start_server: StartServer) -> None:
+    server = start_server("--log-format", "json")
+    first = json.loads(server.log().splitlines()[0])
+    assert first["timestamp"].endswith("Z")
+
+
+def test_health_checks_stay_out_of_the_info_log(start_server: StartServer) -> None:
+    server = start_server()
+    for _ in range(3):
+        health_check(server.port)
+    conn = login_tester(server.port)  # a real session: it calls
+    conn.call("queue.statistics")
+    conn.close()
+    assert server.stop() == 0
+    log = server.log()
+    opened, closed = lines_with(log, "connection opened"), lines_with(log, "connection closed")
+    assert len(opened) == 1 and len(closed) == 1, log
+    assert "user=tester" in closed[0]
+    assert "error" not in closed[0]  # a clean close has no error field
+
+
+def test_health_checks_are_logged_at_debug(start_server: StartServer) -> None:
+    server = start_server("--log-level", "debug")
+    health_check(server.port)
+    assert server.stop() == 0
+    log = server.log()
+    opened = lines_with(log, "connection opened")
+    closed = lines_with(log, "connection closed")
+    assert len(opened) == 1 and "debug" in opened[0]
+    assert len(closed) == 1 and "debug" in closed[0] and "error" not in closed[0]
+
+
+def test_a_long_connection_without_calls_is_logged(start_server: StartServer) -> None:
+    server = start_server()
+    with RawClient(server.port) as client:
+        deadline = time.monotonic() + 10
+        while not lines_with(server.log(), "connection opened") and time.monotonic() < deadline:
+            time.sleep(0.1)  # promoted to info after 1 s alive
+        assert client.roundtrip(PING).error is None
+    assert server.stop() == 0
+    log = server.log()
+    assert len(lines_with(log, "connection opened")) == 1
+    assert len(lines_with(log, "connection closed")) == 1

@@ -1,0 +1,157 @@
+"""The Prometheus endpoint of a real server: scraped over HTTP after a small load, parsed
+with prometheus_client's own parser, and compared with what the load did."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+from client_targets import free_port
+from prometheus_client.parser import text_string_to_metric_families
+from serverproc import CALL, REPO, RawClient, ServerProc, StartServer, login_tester, unique
+
+from queuebox import __version__
+
+PUTS, TAKES = 7, 4
+
+
+def scrape(port: int, path: str = "/metrics", method: str = "GET") -> tuple[int, str, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path)
+        reply = conn.getresponse()
+        return reply.status, reply.getheader("Content-Type") or "", reply.read().decode()
+    finally:
+        conn.close()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """{(sample name, sorted labels): value} of every sample in the exposition."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float:
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+@pytest.fixture
+def metrics_server(start_server: StartServer) -> tuple[ServerProc, int]:
+    port = free_port()
+    return start_server("--metrics-listen", f"127.0.0.1:{port}"), port
+
+
+def test_scrape_after_a_load(metrics_server: tuple[ServerProc, int]) -> None:
+    server, port = metrics_server
+    tube, idle = unique("metrics"), unique("idle")
+    conn = login_tester(server.port)
+    try:
+        conn.call("queue.create_tube", tube, "fifo", {})
+        conn.call("queue.create_tube", idle, "fifo", {})
+        for n in range(PUTS):
+            conn.call(f"queue.tube.{tube}:put", n)
+        for _ in range(TAKES):
+            (task,) = conn.call(f"queue.tube.{tube}:take", 0).data
+            conn.call(f"queue.tube.{tube}:ack", task[0])
+        # One take that waits on the empty tube (a second connection, reply never read).
+        with RawClient(server.port) as waiter:
+            waiter.request(CALL, {0x22: f"queue.tube.{idle}:take", 0x21: [30]})
+            found: dict[Any, float] = {}
+            for _ in range(100):  # until the server has registered the waiter
+                status, ctype, text = scrape(port)
+                found = samples(text)
+                if found.get(("queuebox_waiting_takes", (("tube", idle),))) == 1:
+                    break
+                time.sleep(0.05)
+            assert status == 200 and ctype.startswith("text/plain")
+            assert value(found, "queuebox_waiting_takes", tube=idle) == 1
+            assert value(found, "queuebox_waiting_takes", tube=tube) == 0
+            assert value(found, "queuebox_connections") == 2
+            assert value(found, "queuebox_tasks", tube=tube, state="ready") == PUTS - TAKES
+            assert value(found, "queuebox_tasks", tube=tube, state="taken") == 0
+            assert value(found, "queuebox_tasks", tube=tube, state="delayed") == 0
+            assert value(found, "queuebox_tasks_done_total", tube=tube) == TAKES
+            assert value(found, "queuebox_calls_total", tube=tube, call="put") == PUTS
+            assert value(found, "queuebox_calls_total", tube=tube, call="ack") == TAKES
+            assert value(found, "queuebox_calls_total", tube=tube, call="take") == TAKES
+    finally:
+        conn.close()
+    assert value(found, "queuebox_build_info", version=__version__) == 1
+    calls = value(found, "queuebox_request_duration_seconds_count", type="call")
+    assert calls >= 2 + PUTS + 2 * TAKES + 1  # create_tube x2, puts, takes + acks, the waiter
+    assert value(found, "queuebox_request_duration_seconds_count", type="auth") >= 1
+    # Every change went to the WAL: the tube's space, 7 inserts, 4 takes and 4 deletes.
+    assert value(found, "queuebox_wal_records_total") >= PUTS + 2 * TAKES
+    assert value(found, "queuebox_wal_bytes_total") > 0
+    batches = value(found, "queuebox_wal_batches_total")
+    assert 1 <= batches <= value(found, "queuebox_wal_records_total")
+    assert value(found, "queuebox_wal_write_duration_seconds_count", wal_mode="write") == batches
+    assert value(found, "queuebox_recovery_duration_seconds") >= 0
+
+
+def test_openmetrics_and_other_paths(metrics_server: tuple[ServerProc, int]) -> None:
+    _, port = metrics_server
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Accept": "application/openmetrics-text"})
+        reply = conn.getresponse()
+        body = reply.read().decode()
+    finally:
+        conn.close()
+    assert reply.getheader("Content-Type", "").startswith("application/openmetrics-text")
+    assert body.rstrip().endswith("# EOF")
+    assert scrape(port, "/")[0] == 404
+    assert scrape(port, "/metrics", method="POST")[0] == 405
+
+
+def test_snapshot_metrics_after_a_snapshot(metrics_server: tuple[ServerProc, int]) -> None:
+    server, port = metrics_server
+    assert ("queuebox_snapshot_age_seconds", ()) not in samples(scrape(port)[2])
+    conn = login_tester(server.port)
+    try:
+        conn.call("queuebox.snapshot")
+    finally:
+        conn.close()
+    found = samples(scrape(port)[2])
+    assert value(found, "queuebox_snapshots_total") == 1
+    assert 0 <= value(found, "queuebox_snapshot_age_seconds") < 3600
+    assert value(found, "queuebox_snapshot_duration_seconds") >= 0
+
+
+def test_readme_and_dashboard_use_the_names_served(
+    metrics_server: tuple[ServerProc, int],
+) -> None:
+    server, port = metrics_server
+    conn = login_tester(server.port)
+    try:  # a tube, a task and a snapshot: every queuebox_ family has a sample
+        conn.call("queue.create_tube", unique("names"), "fifo", {})
+        conn.call("queuebox.snapshot")
+        served = {sample[0][0] for sample in samples(scrape(port)[2]).items()}
+    finally:
+        conn.close()
+    served |= {re.sub(r"_(bucket|count|sum)$", "", name) for name in served}
+    dashboard = (REPO / "docker/grafana/queuebox-dashboard.json").read_text()
+    exprs = [t["expr"] for p in json.loads(dashboard)["panels"] for t in p["targets"]]
+    in_dashboard = set(re.findall(r"queuebox_[a-z_]+", " ".join(exprs)))
+    assert in_dashboard and in_dashboard <= served, in_dashboard - served
+    readme = (REPO / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    in_readme = set(re.findall(r"`(queuebox_[a-z_]+)`", readme))
+    assert len(in_readme) >= 15 and in_readme <= served, in_readme - served
+
+
+def test_off_by_default(start_server: StartServer) -> None:
+    server = start_server()
+    assert "metrics listening" not in server.log()
+
+
+def test_a_bad_metrics_address_is_one_line(start_server: StartServer) -> None:
+    with pytest.raises(RuntimeError) as failed:
+        start_server("--metrics-listen", "nowhere")
+    assert "--metrics-listen: expected HOST:PORT, got 'nowhere'" in str(failed.value)
