@@ -53,7 +53,6 @@ def build_session(
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _export_project_path()
     builder = SparkSession.builder.master(master).appName(app_name)
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
@@ -61,6 +60,7 @@ def build_session(
         "spark.sql.session.timeZone": "UTC",
     }
     if is_local(master):
+        _export_project_path()
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         settings |= {
             "spark.driver.host": LOOPBACK,

@@ -163,9 +163,13 @@ def pipeline(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_executor_python_cannot_import_queuebox_by_itself(cluster: Cluster) -> None:
     # Without this the cluster test below would pass with no zip at all.
+    # The worker's environment, as its executors inherit it: no PYTHONPATH (a local
+    # session of this test process exports the checkout there).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
     def probe(code: str) -> subprocess.CompletedProcess[str]:
         command = [str(cluster.executor_python), "-c", code]
-        return subprocess.run(command, cwd="/", capture_output=True, text=True, timeout=60)
+        return subprocess.run(command, cwd="/", env=env, capture_output=True, text=True, timeout=60)
 
     assert probe("import pyspark, pyarrow, msgpack").returncode == 0
     assert "No module named 'queuebox'" in probe("import queuebox").stderr
