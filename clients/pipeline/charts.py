@@ -108,7 +108,12 @@ def wait_figure(histogram: dict[str, list[tuple[float, int]]], width: float) -> 
     ax.set_xlabel("wait time, put -> first take (s)")
     ax.set_ylabel("tasks")
     ax.set_title("queuebox wait-time distribution")
-    if histogram:
+    centres = [centre for bins in histogram.values() for centre, _ in bins]
+    if centres:
+        # A bin's width of room on each side: a lone bar reads as a bar at its
+        # value instead of a block filling the whole plot.
+        ax.set_xlim(min(centres) - 1.5 * width, max(centres) + 1.5 * width)
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize="small")
     else:
         ax.text(0.5, 0.5, "no task was taken", ha="center", transform=ax.transAxes)

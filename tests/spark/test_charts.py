@@ -31,6 +31,8 @@ def test_a_single_wait_is_one_bar_centred_on_it() -> None:
     fig = charts.wait_figure({"jobs": [(centre, 1)]}, width)
     try:
         [(left, right, height)] = bars(fig)
+        low, high = fig.axes[0].get_xlim()
+        assert low < left - width / 2 and high > right + width / 2  # room on both sides
     finally:
         charts._pyplot().close(fig)
     assert (left + right) / 2 == pytest.approx(7.74)
