@@ -1,41 +1,52 @@
-# syntax=docker/dockerfile:1
-#
 # queuebox server image.
 #
 #   docker build -t queuebox .
 #   docker run -d --name queuebox -p 3301:3301 -v queuebox-data:/var/lib/queuebox \
 #       -e QUEUEBOX_USER=app -e QUEUEBOX_PASSWORD=change-me queuebox
 #
-# Two stages: the builder turns the project and its dependencies into wheels
-# (the only step that needs the network); the runtime stage installs those
-# wheels with --no-index, so nothing is fetched when the container runs.
-# docker/README.md documents every setting.
+# Plain Dockerfile syntax only (no `# syntax=` line, no RUN --mount), so it
+# builds with the classic builder and with BuildKit, and BuildKit never fetches
+# a frontend image. Two stages: the builder installs the project and its
+# dependencies into a virtualenv (the only step that needs an index or a
+# wheelhouse); the runtime stage copies that virtualenv, so nothing is fetched
+# when the container runs. docker/README.md documents every setting and the
+# offline build.
 
+# Any Debian-based image with python3 (3.11+) and its venv module on PATH: the
+# official image by default, or a local stand-in for an air-gapped build.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
+# Unset, pip installs from its index (PIP_INDEX_URL can name a mirror). For an
+# offline build, WHEELHOUSE names a folder of wheels inside the build context
+# (docker/README.md, "Offline build") and pip looks nowhere else.
+ARG PIP_INDEX_URL
+ARG WHEELHOUSE=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-# .dockerignore lets in only the packaging metadata and the five packages.
+# .dockerignore lets in only the packaging metadata, the six package folders
+# and an optional wheelhouse/.
 COPY . .
-RUN pip wheel --wheel-dir /wheels .
+# The same path in both stages: the venv's scripts name /opt/queuebox/bin/python,
+# a link to the base image's python3, which the runtime stage has too. pip and
+# setuptools leave the venv once they are done (25 MB the server never uses).
+RUN python3 -m venv /opt/queuebox \
+ && /opt/queuebox/bin/pip install ${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"} . \
+ && /opt/queuebox/bin/pip uninstall --yes pip setuptools \
+ && /opt/queuebox/bin/queuebox --help >/dev/null
 
 FROM ${PYTHON_IMAGE} AS runtime
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PATH=/opt/queuebox/bin:$PATH
 # A fixed numeric uid/gid, so volume ownership and `runAsNonRoot` checks are
 # predictable wherever the image runs.
 RUN groupadd --system --gid 10001 queuebox \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \
         --home-dir /var/lib/queuebox --shell /usr/sbin/nologin queuebox \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/queuebox
-# Bind-mounting the wheels (instead of COPY + rm) keeps them out of every layer.
-# The wheels were built from this very checkout, so the version is pinned by them.
-# hadolint ignore=DL3013
-RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels queuebox
+# Only the installed environment crosses over: no wheels, sources or pip cache.
+COPY --from=builder /opt/queuebox /opt/queuebox
 
 # The guest (a client that does not log in) gets no rights, whatever address
 # the server listens on; on 0.0.0.0 the server then refuses to start without
@@ -52,7 +63,8 @@ USER 10001:10001
 
 # `queuebox ping` finds the server from the same environment: the port of
 # QUEUEBOX_LISTEN on 127.0.0.1, and QUEUEBOX_USER/PASSWORD to log in, so the
-# check also fails if the configured credentials do not work.
+# check also fails if the configured credentials do not work. Containers that
+# run other commands from this image (compose's example clients) turn it off.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
     CMD ["queuebox", "ping", "--connect-timeout", "2"]
 

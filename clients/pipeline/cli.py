@@ -3,15 +3,15 @@
 Owns: argument parsing, starting the SparkSession (`--master`, default local[*]),
 the progress line around each job, and turning Spark's long Java/Python error
 chains into one readable line. Plugged into the `queuebox` command through the
-table in server/cli.py as "queuebox.clients.pipeline.cli:main". Must not touch server/,
+table in queuebox/cli.py as "queuebox.clients.pipeline.cli:main". Must not touch server/,
 drivers/, storage/; imports pyspark only once a subcommand runs.
 
     queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
         [--host H --port P --user U --password W (or QUEUEBOX_HOST, ...)]
         [--create-tube TYPE] [--window N]
-        [--partitions N] [--master URL]
+        [--partitions N] [--master URL] [--conf KEY=VALUE ...]
     queuebox pipeline report --data-dir DIR --out DIR [--bucket SECONDS]
-        [--tube NAME] [--master URL]
+        [--tube NAME] [--master URL] [--conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import json
 import re
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,18 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
     for sub in (load, report):
         sub.add_argument("--master", default="local[*]", help="Spark master URL")
+        sub.add_argument(
+            "--conf", type=_setting, action="append", default=[], metavar="KEY=VALUE",
+            help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)",
+        )  # fmt: skip
     return parser
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def _read_input(spark: Any, args: argparse.Namespace) -> Any:
@@ -147,10 +157,9 @@ def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas")
     # Inside a program that already runs Spark (tests, notebooks) reuse it, never stop it.
     owned = SparkSession.getActiveSession() is None
-    spark = build_session(args.master, f"queuebox-pipeline-{args.command}")
+    spark = build_session(args.master, f"queuebox-pipeline-{args.command}", dict(args.conf))
     try:
         if args.command == "load":
             result = load(spark, args)

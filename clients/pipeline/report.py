@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SUMMARY_BUCKET_ROWS = 60  # rows of the per-bucket table printed per tube in summary.md
-HISTOGRAM_BINS = 40
 
 
 def run_report(
@@ -62,10 +61,14 @@ def run_report(
     ):
         frame.write.mode("overwrite").parquet(str(out / f"{name}.parquet"))
 
+    tube_records, internal = split_records(
+        _rows(spark.read.parquet(str(out / "records_by_op.parquet")))
+    )
     summary: dict[str, Any] = {
         "data_dir": str(data_dir),
         "bucket_seconds": bucket_seconds,
-        "records": _rows(spark.read.parquet(str(out / "records_by_op.parquet"))),
+        "records": tube_records,
+        "internal_records": internal,
         "totals": _rows(spark.read.parquet(str(out / "totals.parquet"))),
         "buckets": _rows(
             spark.read.parquet(str(out / "buckets.parquet"))
@@ -93,22 +96,30 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 
 
 def _wait_histogram(events: DataFrame) -> tuple[dict[str, list[tuple[float, int]]], float]:
-    """Per tube: (bin start seconds, count) of first-take waits in HISTOGRAM_BINS bins
-    over the overall range; and the bin width."""
+    """Per tube: (bin centre seconds, count) of first-take waits, binned over the
+    overall range by charts.histogram_layout; and the bin width."""
     from pyspark.sql import functions as F
 
     waits = events.where(F.col("wait_s").isNotNull()).select("tube", "wait_s")
     bounds = waits.agg(F.min("wait_s"), F.max("wait_s")).first()
     if bounds is None or bounds[0] is None:
         return {}, 1.0
-    low, high = float(bounds[0]), float(bounds[1])
-    width = (high - low) / HISTOGRAM_BINS or 1.0
-    index = F.least(F.floor((F.col("wait_s") - low) / width), F.lit(HISTOGRAM_BINS - 1))
+    start, width = charts.histogram_layout(float(bounds[0]), float(bounds[1]))
+    last = charts.HISTOGRAM_BINS - 1  # the maximum itself falls on the last bin's edge
+    index = F.least(F.floor((F.col("wait_s") - start) / width), F.lit(last))
     counts = waits.groupBy("tube", index.alias("bin")).count().orderBy("tube", "bin").collect()
     histogram: dict[str, list[tuple[float, int]]] = {}
     for row in counts:
-        histogram.setdefault(row["tube"], []).append((low + row["bin"] * width, row["count"]))
+        centre = start + (row["bin"] + 0.5) * width
+        histogram.setdefault(row["tube"], []).append((centre, row["count"]))
     return histogram, width
+
+
+def split_records(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(records of tubes, internal records) from the records_by_op rows. Internal
+    records have no tube: space definitions (`create_space`) and the rows of system
+    spaces such as the `_queue` registry; they are no task events."""
+    return [r for r in rows if r["tube"] is not None], [r for r in rows if r["tube"] is None]
 
 
 def _utc(epoch: float) -> str:
@@ -141,8 +152,13 @@ def markdown(summary: dict[str, Any]) -> str:
     ]
     lines += _table(
         ["kind", "tube", "op", "records"],
-        [[r["kind"], r["tube"] or "", r["op"], r["count"]] for r in summary["records"]],
+        [[r["kind"], r["tube"], r["op"], r["count"]] for r in summary["records"]],
     )
+    internal = summary.get("internal_records", [])
+    if internal:
+        kinds = ", ".join(f"{r['kind']} {r['op']} {r['count']}" for r in internal)
+        total = sum(r["count"] for r in internal)
+        lines += ["", f"Also read: {total} internal records, not tube events ({kinds})."]
     lines += ["", "## Per tube", ""]
     header = ["tube", *metrics, "tasks", "attempts mean", "attempts max"]
     header += ["wait p50", "wait p95", "wait max", "run p50", "run p95", "run max"]

@@ -1,9 +1,9 @@
 """Building the SparkSession the pipeline runs on, and the progress line.
 
 Owns: `build_session` (local-mode loopback binding, the Python used by workers,
-shipping `clients/` + `protocol/` to remote executors, registering the `queuebox`
-data source) and `Progress`, a background thread that prints a one-line status of
-running stages by polling `SparkContext.statusTracker()`.
+shipping the queuebox code executors run to a cluster, registering the `queuebox`
+data source), `code_zip` (that archive) and `Progress`, a background thread that
+prints a one-line status of running stages by polling `SparkContext.statusTracker()`.
 
 Must not touch: server/, drivers/, storage/. Imports pyspark only inside functions so
 that importing this module costs nothing when the `spark` extra is absent.
@@ -24,9 +24,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-# The packages executors need to run the data source: the pipeline and the codec it uses.
+# The subpackages of queuebox that executors import to run the data source: the
+# pipeline with the client it puts through, and the wire codec. msgpack is not
+# shipped: a zip can only carry its slow pure-Python fallback, and executors need
+# an environment with pyspark and pyarrow anyway (README, "Data pipeline").
 SHIPPED_PACKAGES = ("clients", "protocol")
+CODE_ZIP = "queuebox_pipeline.zip"
 LOCAL_SHUFFLE_PARTITIONS = 8
 QUIET_INTERVAL = 2.0  # seconds between progress lines when stderr is not a terminal
 
@@ -43,14 +46,13 @@ def build_session(
     """Start (or reuse) a SparkSession and register the `queuebox` data source.
 
     In local mode everything binds to 127.0.0.1 and the UI is off, so nothing listens
-    on a public interface. For any other master the project's `clients` and `protocol`
-    packages are shipped to the executors as a zip, so only pyspark (and msgpack) has
-    to be installed there.
+    on a public interface. For any other master the queuebox code executors run is
+    shipped to them as a zip (`code_zip`), so their Python needs only pyspark,
+    pyarrow and msgpack; that Python is PYSPARK_PYTHON, this interpreter unless set.
     """
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _export_project_path()
     builder = SparkSession.builder.master(master).appName(app_name)
     settings: dict[str, str] = {
         "spark.ui.showConsoleProgress": "false",
@@ -58,6 +60,7 @@ def build_session(
         "spark.sql.session.timeZone": "UTC",
     }
     if is_local(master):
+        _export_project_path()
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
         settings |= {
             "spark.driver.host": LOOPBACK,
@@ -72,7 +75,7 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if not is_local(master):
-        spark.sparkContext.addPyFile(str(_code_zip()))
+        spark.sparkContext.addPyFile(str(code_zip(Path(tempfile.mkdtemp(prefix="queuebox-")))))
     register(spark)
     return spark
 
@@ -90,18 +93,28 @@ def _export_project_path() -> None:
     Spark builds the workers' PYTHONPATH from its own and the JVM's environment, which
     it inherits from this process.
     """
-    root = str(PROJECT_ROOT)
+    import queuebox
+
+    # The folder holding the queuebox package: the checkout, or site-packages.
+    root = str(Path(queuebox.__file__).resolve().parents[1])
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *parts])
 
 
-def _code_zip() -> Path:
-    target = Path(tempfile.mkdtemp(prefix="queuebox-pyfiles-")) / "queuebox_pipeline.zip"
+def code_zip(directory: Path) -> Path:
+    """Write `queuebox_pipeline.zip` into `directory`: the queuebox package root and
+    its SHIPPED_PACKAGES, laid out as `queuebox/...` like an installed wheel (the
+    checkout's links are followed), ready for `--py-files` or `addPyFile`."""
+    import queuebox
+
+    root = Path(queuebox.__file__).parent
+    target = directory / CODE_ZIP
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(root / "__init__.py", "queuebox/__init__.py")
         for package in SHIPPED_PACKAGES:
-            for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
-                archive.write(path, path.relative_to(PROJECT_ROOT).as_posix())
+            for path in sorted((root / package).rglob("*.py")):
+                archive.write(path, f"queuebox/{path.relative_to(root).as_posix()}")
     return target
 
 

@@ -19,20 +19,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-# PySpark 4.x warns that pandas 3 is not fully supported; nothing here relies on it.
-PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
 }
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.filterwarnings(PANDAS_WARNING))
 
 
 @pytest.fixture(scope="session")
