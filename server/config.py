@@ -52,9 +52,13 @@ class Config:
     listen_port: int = 3301
     port_file: str | None = None
     max_frame: int = 16 * 1024 * 1024
-    max_connections: int = 1024
+    max_connections: int = 10_000
     max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
     write_high_water: int = 1024 * 1024
+    buffer_budget: int = 256 * 1024 * 1024  # input + output buffered, all connections
+    handshake_timeout_s: float = 10.0  # until the first whole request; 0: none
+    idle_timeout_s: float = 0.0  # no request, nothing in flight; 0: none
+    auth_attempts: int = 5  # failed AUTHs on one connection before it is closed
     metrics_listen: tuple[str, int] | None = None  # None: no metrics endpoint
     greeting_version: str = "2.6.0"
     schema_version: int = 81
@@ -212,6 +216,10 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_connections": _parse_size,
     "max_in_flight_per_conn": _parse_size,
     "write_high_water": _parse_size,
+    "buffer_budget": _parse_size,
+    "handshake_timeout_s": _parse_float,
+    "idle_timeout_s": _parse_float,
+    "auth_attempts": _parse_count,
     "greeting_version": _parse_str,
     "schema_version": _parse_size,
     "instance_uuid": _parse_uuid,

@@ -22,6 +22,13 @@ SETTING_HELP: dict[str, str] = {
     "max_connections": "connections served at once; more are closed at once",
     "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
     "write_high_water": "unsent reply bytes per connection before it stops being read",
+    "buffer_budget": "bytes all connections may buffer together (unfinished frames and "
+    "unsent replies); over it, a connection above its share stops being read",
+    "handshake_timeout_s": "seconds a new connection has to send its first whole request; "
+    "0 turns it off",
+    "idle_timeout_s": "seconds without a request or a waiting call before a connection is "
+    "closed; 0 turns it off",
+    "auth_attempts": "failed AUTHs on one connection before the server closes it",
     "greeting_version": "Tarantool version the greeting claims (connectors adapt to it)",
     "schema_version": "schema version sent in every reply header",
     "instance_uuid": "UUID in the greeting",
@@ -50,7 +57,13 @@ SHOWN_DEFAULTS = {
 }
 
 _SIZES = ((1024**3, "G"), (1024**2, "M"), (1024, "k"))
-SIZE_SETTINGS = {"max_frame", "write_high_water", "wal_segment_size", "snapshot_wal_bytes"}
+SIZE_SETTINGS = {
+    "max_frame",
+    "write_high_water",
+    "buffer_budget",
+    "wal_segment_size",
+    "snapshot_wal_bytes",
+}
 
 
 def _shown(name: str, value: Any) -> str:

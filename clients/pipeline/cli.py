@@ -74,7 +74,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         sub.add_argument("--master", default="local[*]", help="Spark master URL")
         sub.add_argument(
             "--conf", type=_setting, action="append", default=[], metavar="KEY=VALUE",
-            help="a Spark setting, e.g. spark.executor.memory=2g (repeatable)",
+            help="a Spark setting, e.g. spark.executor.memory=2g (repeatable; default: none)",
         )  # fmt: skip
     return parser
 

@@ -1,0 +1,100 @@
+"""BufferBudget and RateLimitedLog: pure rules, with fake connections and a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuebox.server.limits import BufferBudget, RateLimitedLog
+
+
+class FakeConn:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.paused = False
+        self.changes: list[bool] = []
+
+    def budget_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self.changes.append(paused)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def budget_with(limit: int, *names: str) -> tuple[BufferBudget, list[FakeConn]]:
+    budget = BufferBudget(limit)
+    conns = [FakeConn(n) for n in names]
+    for conn in conns:
+        budget.add(conn)
+    return budget, conns
+
+
+def test_under_the_limit_one_connection_may_hold_a_big_frame() -> None:
+    budget, (a, b, c, d) = budget_with(100, "a", "b", "c", "d")
+    budget.update(a, 90)  # far above its share of 25, but the total is fine
+    assert not a.paused and budget.total == 90
+
+
+def test_over_the_limit_the_connection_above_its_share_is_paused() -> None:
+    budget, (a, b, c, d) = budget_with(100, "a", "b", "c", "d")
+    budget.update(a, 90)
+    budget.update(b, 20)  # total 110 > 100; b (20) is under its share (25): reads on
+    assert not b.paused
+    budget.update(a, 95)  # a grows while over: paused
+    assert a.paused and budget.is_paused(a)
+
+
+def test_a_paused_connection_resumes_when_others_free_memory() -> None:
+    budget, (a, b) = budget_with(100, "a", "b")
+    budget.update(b, 40)
+    budget.update(a, 70)  # 110 > 100, a holds 70 > 50
+    assert a.paused
+    budget.update(b, 0)  # b's frame completed: total 70
+    assert not a.paused and a.changes == [True, False]
+
+
+def test_a_closed_connection_frees_its_memory_and_its_pause() -> None:
+    budget, (a, b) = budget_with(100, "a", "b")
+    budget.update(b, 60)
+    budget.update(a, 60)
+    assert a.paused
+    budget.remove(b)
+    assert budget.total == 60 and not a.paused
+    budget.remove(a)
+    assert budget.total == 0
+
+
+def test_many_stalled_frames_cannot_hold_more_than_the_limit_plus_shares() -> None:
+    # 20 connections each trying to buffer 15 units of a frame, limit 100.
+    budget, conns = budget_with(100, *(f"c{i}" for i in range(20)))
+    for step in range(1, 16):
+        for conn in conns:
+            if not conn.paused:
+                budget.update(conn, step)
+    assert budget.total <= 100 + len(conns)  # each overshoots by at most one step
+    assert any(conn.paused for conn in conns)
+
+
+def test_no_change_no_callback() -> None:
+    budget, (a,) = budget_with(10, "a")
+    budget.update(a, 0)
+    budget.update(FakeConn("stranger"), 50)  # not added: ignored
+    assert a.changes == [] and budget.total == 0
+
+
+def test_rate_limited_log_counts_what_it_held_back() -> None:
+    lines: list[tuple[str, dict[str, Any]]] = []
+    now = [0.0]
+
+    def emit(event: str, **fields: Any) -> None:
+        lines.append((event, fields))
+
+    limited = RateLimitedLog(emit, lambda: now[0], burst=3, period_s=1.0)
+    results = [limited("auth failed", n=i) for i in range(10)]
+    assert results == [True] * 3 + [False] * 7
+    assert [f["n"] for _, f in lines] == [0, 1, 2]
+    now[0] = 1.5
+    assert limited("auth failed", n=10)
+    assert lines[-1] == ("auth failed", {"n": 10, "suppressed": 7})
+    assert limited("auth failed", n=11)
+    assert "suppressed" not in lines[-1][1]
