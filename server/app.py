@@ -40,6 +40,7 @@ ShutdownHook = Callable[[], Awaitable[Any] | None]
 EXTENSIONS: list[str] = [
     "queuebox.server.store:install",
     "queuebox.server.queue_calls:install",
+    "queuebox.server.legacy15:install",
     "queuebox.server.builtins:install",
 ]
 
