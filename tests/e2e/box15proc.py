@@ -12,6 +12,7 @@ import json
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +155,18 @@ class Box15Client:
         return self.recv()
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True if the server closes the socket within `timeout` (pending bytes are read)."""
         self.sock.settimeout(timeout)
+        deadline = time.monotonic() + timeout
         try:
-            while self.sock.recv(65536):
-                pass
+            while time.monotonic() < deadline:
+                if not self.sock.recv(65536):
+                    return True
         except (ConnectionResetError, BrokenPipeError):
             return True
         except TimeoutError:
             return False
-        return True
+        return False
 
     def close(self) -> None:
         self.sock.close()

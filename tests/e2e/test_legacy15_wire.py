@@ -189,13 +189,24 @@ def test_fuzzed_frames_never_take_the_server_down(legacy: tuple[ServerProc, int]
         for _ in range(150):
             with Box15Client(port, timeout=2.0) as fuzzer:
                 fuzzer.send(mutated(rng, frames))
-                fuzzer.sock.settimeout(0.05)
-                try:
-                    while fuzzer.sock.recv(65536):
-                        pass
-                except (TimeoutError, ConnectionError):
-                    pass
+                fuzzer.closed_by_peer(timeout=0.05)  # read what comes back, briefly
             assert bystander.ping().code == 0
         assert bystander.call("queue.statistics", SPACE).code == 0  # still served
     assert server.alive
+    assert "Traceback" not in server.log()
+
+
+def test_graceful_stop_answers_a_waiting_1_5_take(tmp_path_factory: pytest.TempPathFactory) -> None:
+    server, port = start_legacy_server(tmp_path_factory.mktemp("stop"), "--shutdown-grace-s", "0.2")
+    try:
+        with Box15Client(port) as waiting:
+            waiting.send(box15.encode_call(9, "queue.take", [SPACE.encode(), b"idle", b"60"]))
+            assert waiting.ping().code == 0  # the take is waiting; the connection still answers
+            assert server.stop() == 0
+            reply = waiting.recv()
+            assert (reply.sync, reply.errcode) == (9, box15.ER_PROC_LUA)
+            assert reply.message == "Lua error: queuebox is shutting down"
+            assert waiting.closed_by_peer()
+    finally:
+        server.stop()
     assert "Traceback" not in server.log()
