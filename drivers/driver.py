@@ -1,11 +1,12 @@
 """The driver contract, and the base every driver builds on.
 
-Owns: the task states and their machine (drawn below), the `Driver`
-protocol the framework calls (checked when a driver class registers, like
-upstream's list of required methods), the `TaskEvents` a driver reports to
-the framework, and `TaskStore`: the one place where a driver writes its
-space, so that per-status counts, ownership release, wakeups and the
-"room for a waiting put" signal can never be forgotten by a code path.
+Owns: the task states and their machine (drawn below), the driver contract
+(`TaskStore`, whose abstract methods every driver must implement; checked
+when a driver class registers, like upstream's list of required methods),
+the `TaskEvents` a driver reports to the framework, and `TaskStore`'s
+writers: the one place where a driver writes its space, so that per-status
+counts, ownership release, wakeups and the "room for a waiting put" signal
+can never be forgotten by a code path.
 Must not touch: sessions, waiters, statistics objects, the clock (time comes
 in as `now`, epoch µs), anything outside its own space(s).
 
@@ -33,6 +34,7 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -92,46 +94,16 @@ class TaskEvents(Protocol):
         """A task was deleted: a waiting put may now have room."""
 
 
-class Driver(Protocol):
-    TYPE: ClassVar[str]
-    space: Space
-    counts: dict[str, int]
-
-    @classmethod
-    def check_create(cls, opts: dict[str, Any]) -> None:
-        """Refuse a tube before its space is made (limfifottl refuses vinyl)."""
-
-    @classmethod
-    def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
-        """Checks and extra spaces once the main space exists (utube's ready_buffer)."""
-
-    @classmethod
-    def create_space(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> Space: ...
-    def normalize(self, task: Tuple) -> list[Any]: ...
-    def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None: ...
-    def take(self, now: int) -> Tuple | None: ...
-    def touch(self, task_id: int, delta_us: int) -> Tuple: ...
-    def delete(self, task_id: int) -> Tuple | None: ...
-    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple: ...
-    def bury(self, task_id: int) -> Tuple: ...
-    def kick(self, count: int) -> int: ...
-    def peek(self, task_id: int) -> Tuple | None: ...
-    def truncate(self) -> None: ...
-    def taken_ids(self) -> list[int]: ...
-    def next_deadline(self) -> int | None: ...
-    def fire(self, now: int) -> bool: ...
-    def rebuild(self, now: int) -> None: ...
+DRIVERS: dict[str, type[TaskStore]] = {}
 
 
-DRIVERS: dict[str, type[Any]] = {}
-
-
-def register_driver(name: str, cls: type[Any]) -> None:
+def register_driver(name: str, cls: type[TaskStore]) -> None:
     """Add a driver type; its class must implement the whole contract."""
     if name in DRIVERS:
         raise module_error(f'overriding registered driver "{name}"')
+    abstract: frozenset[str] = getattr(cls, "__abstractmethods__", frozenset())
     for method in REQUIRED_METHODS:
-        if not callable(getattr(cls, method, None)):
+        if method in abstract or not callable(getattr(cls, method, None)):
             raise module_error(
                 f'The "{name}" driver does not have an implementation of method "{method}".'
             )
@@ -142,10 +114,12 @@ def missing_index(space: Space, names: tuple[str, ...]) -> str | None:
     return next((n for n in names if n not in space.indexes), None)
 
 
-class TaskStore:
+class TaskStore(ABC):
     """A tube's space of task tuples; subclasses give the layout and the rules.
 
     Fields 0 and 1 are always (task_id, status); F_DATA is where the data is.
+    The abstract methods are what each driver decides for itself; a driver
+    class that leaves one out is refused by `register_driver`.
     """
 
     TYPE: ClassVar[str] = ""
@@ -167,14 +141,17 @@ class TaskStore:
     @classmethod
     def fill_defaults(cls, opts: dict[str, Any]) -> None:
         """Tube options the driver stores with the tube (ttl drivers add ttl/ttr/pri)."""
+        return  # optional: most drivers need nothing here
 
     @classmethod
     def check_create(cls, opts: dict[str, Any]) -> None:
         """Refuse a tube before its space is made (limfifottl refuses vinyl)."""
+        return  # optional: most drivers need nothing here
 
     @classmethod
     def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
         """Checks and extra spaces once the main space exists (utube's ready_buffer)."""
+        return  # optional: most drivers need nothing here
 
     @classmethod
     def create_space(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> Space:
@@ -208,11 +185,13 @@ class TaskStore:
         last = self.space.primary.last()
         return 0 if last is None else last[0] + 1
 
+    @abstractmethod
     def next_deadline(self) -> int | None:
-        return None
+        """Epoch µs of this tube's earliest timed event, None without one."""
 
+    @abstractmethod
     def fire(self, now: int) -> bool:
-        return False
+        """Run the events due at `now`; True if any ran."""
 
     # -- the common transitions --
     def delete(self, task_id: int) -> Tuple | None:
@@ -244,21 +223,25 @@ class TaskStore:
             self.release(task_id, {}, now)
 
     # -- what each driver decides for itself --
+    @abstractmethod
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         """Add a task; None means "no room" (limfifottl)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def take(self, now: int) -> Tuple | None:
-        raise NotImplementedError
+        """Take the next ready task; None if there is none."""
 
+    @abstractmethod
     def touch(self, task_id: int, delta_us: int) -> Tuple:
-        raise NotImplementedError
+        """Extend a taken task's ttr and ttl by `delta_us`."""
 
+    @abstractmethod
     def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
-        raise NotImplementedError
+        """Give a taken task back (ready, or delayed with a delay)."""
 
+    @abstractmethod
     def bury(self, task_id: int) -> Tuple:
-        raise NotImplementedError
+        """Bury a task."""
 
     # -- the only writers of the space --
     def _insert(self, task: Tuple) -> Tuple:

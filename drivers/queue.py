@@ -1,12 +1,12 @@
-"""The queue module as the server sees it: one object, called by name.
+"""The queue module as the server sees it: one `QueueCore`, its names bound once.
 
 Owns: the call table (every `queue.*` name, its handler and its access
-level), the module-level calls (create_tube, tube, cfg, identify,
-statistics/stats, state), the connection lifecycle, the queue-wide timer
-(`next_deadline`/`tick` over one Deadlines set) and the deferral of wake
-callbacks to the end of each entry point, so the server never re-enters a
-half-done call. Before every call the due timers run, so a call always sees
-the queue as of `clock()`.
+level), binding a name to what runs it (`bind`), the module-level calls
+(create_tube, tube, cfg, identify, statistics/stats, state), the connection
+lifecycle and the queue-wide timer (`next_deadline`/`tick` over one
+Deadlines set). Entry points follow `core.EntryPoints`: the due timers run
+before every call, so a call always sees the queue as of `clock()`, and wake
+callbacks run after it, so the server never re-enters a half-done call.
 Must not touch: sockets, the event loop, wall time (the clock is injected),
 users and grants (the server's), EVAL parsing (the server maps the known
 EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
@@ -14,12 +14,12 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
     from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
+    put = q.bind("queue.tube.t:put"); put(conn_id, ["data"])   (what the server keeps)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
@@ -27,12 +27,12 @@ from queuebox.storage.catalog import Catalog
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
+from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
 from .errors import QueueError, module_error, no_such_proc
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
-from .waiters import Waiters
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
@@ -67,10 +67,9 @@ assert set(TUBE_ACCESS) == set(METHODS) | {"drop"}
 
 Handler = Callable[[Call], Answer]
 Parsed = tuple[str, str | None, str | None] | None
-PARSE_CACHE_SIZE = 4096
 
 
-class Queue:
+class Queue(EntryPoints):
     VERSION = VERSION
 
     def __init__(
@@ -82,12 +81,8 @@ class Queue:
         new_session_id: Callable[[], bytes] | None = None,
         keep_temporary: bool = False,
     ) -> None:
-        self._clock = clock
+        super().__init__(clock)
         self._namespaces = namespaces
-        self._depth = 0
-        self._parsed: dict[str, Parsed] = {}
-        self._wakes: list[Callable[[], None]] = []
-        self.waiters = Waiters(notify=self._wakes.append)
         self.deadlines = Deadlines()
         self.owners = Ownership()
         extra = {"new_id": new_session_id} if new_session_id else {}
@@ -109,30 +104,32 @@ class Queue:
             "tube": self._fire_tube,
             "session": self.sessions.expire,
         }
-        with self._entry():
-            now = clock()
-            self.registry.rebuild(now, keep_temporary)
-            self._advance(now)  # what fell due while the server was down
+        with self._entry():  # leaving it runs what fell due while the server was down
+            self.registry.rebuild(clock(), keep_temporary)
 
     # -- the server's entry points --
-    def call(self, conn_id: int, name: str, args: list[Any] | tuple[Any, ...]) -> Answer:
-        """Run one CALL; the answer is the IPROTO_DATA list, or Blocked."""
-        handler = self._resolve(name)
-        # _entry() spelled out: this is the path of every request.
-        self._depth += 1
-        now = self._clock()
-        try:
-            self._advance(now)
-            return handler(Call(conn_id, name, list(args or ()), now))
-        finally:
-            self._leave(now)
+    def bind(self, name: str) -> CoreCall | None:
+        """`name` resolved to the call that runs it, or None (ER_NO_SUCH_PROC).
 
-    def has_name(self, name: str) -> bool:
-        try:
-            self._resolve(name)
-        except QueueError:
-            return False
-        return True
+        The server keeps the bound call for the name: a dropped tube's calls
+        answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
+        after a drop."""
+        handler = self._resolve(name)
+        if handler is None:
+            return None
+        clock, advance, leave = self._clock, self._advance, self._leave
+
+        def bound(conn_id: int, args: list[Any]) -> Answer:
+            # _entry() spelled out: this is the path of every request.
+            self._depth += 1
+            now = clock()
+            try:
+                advance(now)
+                return handler(Call(conn_id, name, list(args or ()), now))
+            finally:
+                leave(now)
+
+        return bound
 
     def access_of(self, name: str) -> str:
         """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
@@ -150,10 +147,8 @@ class Queue:
     def disconnected(self, conn_id: int) -> None:
         """A connection closed: its waiters go (they take nothing), it leaves its session."""
         with self._entry():
-            now = self._clock()
-            self._advance(now)
             self.waiters.remove_conn(conn_id)
-            self.sessions.leave(conn_id, now)
+            self.sessions.leave(conn_id, self._clock())
 
     def next_deadline(self) -> int | None:
         """Epoch µs of the earliest timed event (delay, ttr, ttl, session expiry)."""
@@ -162,8 +157,8 @@ class Queue:
 
     def tick(self, now_us: int) -> None:
         """Run every event due at `now_us`, in deadline order."""
-        with self._entry():
-            self._advance(now_us)
+        with self._entry(now_us):
+            pass
 
     def eval_create(self, name: Any, type_: Any, opts: Any) -> list[Any]:
         """EVAL `local name, type, cfg = ... ; queue.create_tube(name, type, cfg)`."""
@@ -177,43 +172,6 @@ class Queue:
         return "RUNNING"
 
     # -- plumbing --
-    @contextmanager
-    def _entry(self) -> Iterator[None]:
-        """Wake callbacks run once the outermost entry point has finished its change.
-
-        Before them, events the change itself made due run too (a release or a
-        disconnect can give a task back whose ttl has already passed)."""
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._leave(self._clock())
-
-    def _leave(self, now: int) -> None:
-        # An event the change made due is due at `now` at the latest.
-        if self._depth == 1:
-            try:
-                self._advance(now)
-            finally:
-                self._depth -= 1
-                self._flush_wakes()
-        else:
-            self._depth -= 1
-
-    def _flush_wakes(self) -> None:
-        if not self._wakes:
-            return
-        # One failing callback must not lose the others' wakeups.
-        wakes, self._wakes[:] = list(self._wakes), []
-        failure: BaseException | None = None
-        for wake in wakes:
-            try:
-                wake()
-            except BaseException as exc:  # re-raised below, after the others ran
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-
     def _advance(self, now: int) -> None:
         while (first := self.deadlines.first()) is not None and first[0] <= now:
             kind, ident = first[1]
@@ -239,20 +197,8 @@ class Queue:
             tube.release_owned(task_id, now)
 
     def _parse(self, name: str) -> Parsed:
-        """name -> (module function, tube, method), cached: names repeat on every call."""
-        try:
-            return self._parsed[name]
-        except KeyError:
-            pass
-        except TypeError:
-            return None  # not hashable, so not a name
-        if len(self._parsed) >= PARSE_CACHE_SIZE:
-            self._parsed.clear()
-        parsed = self._parsed[name] = self._parse_uncached(name)
-        return parsed
-
-    def _parse_uncached(self, name: str) -> Parsed:
-        """Tube methods come as ("tube:", t, m), or ("tube.", t, m) for the dot form."""
+        """name -> (module function, tube, method); ("tube:", t, m), or ("tube.", t, m)
+        for the dot form. Not cached: the server binds a name once and keeps it."""
         if not isinstance(name, str):
             return None
         for ns in self._namespaces:
@@ -269,16 +215,16 @@ class Queue:
                         return "tube" + sep, tube, method
         return None
 
-    def _resolve(self, name: str) -> Handler:
+    def _resolve(self, name: str) -> Handler | None:
         parsed = self._parse(name)
         if parsed is None:
-            raise no_such_proc(name)
+            return None
         module, tube_name, method = parsed
         if tube_name is None:
             return self._module[module]
         tube = self.registry.get(tube_name)
         if tube is None or method not in TUBE_ACCESS:
-            raise no_such_proc(name)
+            return None
         if module == "tube.":
             # The dot form reaches the method without `self` (QUEUE.md §1).
             def without_self(call: Call) -> Answer:

@@ -115,9 +115,6 @@ class Sessions:
     def known(self, session: SessionId) -> bool:
         return session in self._conns or session in self._pending
 
-    def is_pending(self, session: SessionId) -> bool:
-        return session in self._pending
-
     def identify(self, conn_id: int, value: object, now: int) -> SessionId:
         if value is None:
             return self.session_of(conn_id)

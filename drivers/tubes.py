@@ -22,7 +22,7 @@ from .errors import key_part_type, module_error, no_such_engine
 from .tube import Shared, Tube
 
 QUEUE_SPACE = "_queue"
-RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy_store.py
+RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
 
 

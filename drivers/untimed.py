@@ -7,6 +7,7 @@ Must not touch: tuple layouts (each driver's own), timers (there are none).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 from .driver import BURIED, READY, TAKEN, TaskStore, Tuple
@@ -14,8 +15,15 @@ from .errors import module_error
 
 
 class UntimedStore(TaskStore):
+    @abstractmethod
     def next_ready(self) -> Tuple | None:
-        raise NotImplementedError
+        """The task take would hand out now, or None."""
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    def fire(self, now: int) -> bool:
+        return False
 
     def take(self, now: int) -> Tuple | None:
         task = self.next_ready()

@@ -10,19 +10,19 @@ server plug into:
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
-- `EXTENSIONS`: "module:function" installers run at start with the app.
 
-Must not touch sockets or the wire: connections live in `connection.py`.
+The parts around it (the store, the queue glue, the builtins) are built in
+order in `build.py`. Must not touch sockets or the wire: connections live in
+`connection.py`, and the app knows them only as `LiveConnection`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .config import Config, effective_guest_rights
 from .dispatch import Registry
@@ -34,15 +34,16 @@ log = get_logger("queuebox.app")
 ConnHook = Callable[[int], None]
 ShutdownHook = Callable[[], Awaitable[Any] | None]
 
-# Installers `install(app) -> None | Awaitable`, run in this order when the
-# server starts (inside the running loop). The queue glue, group commit and
-# the deadline timer add their lines here.
-EXTENSIONS: list[str] = [
-    "queuebox.server.store:install",
-    "queuebox.server.queue_calls:install",
-    "queuebox.server.legacy15:install",
-    "queuebox.server.builtins:install",
-]
+
+class LiveConnection(Protocol):
+    """What the app and the listener's shutdown need of an open connection."""
+
+    in_flight: int
+    closed: asyncio.Future[None]
+
+    def stop_reading(self) -> None: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
 
 
 def no_barrier() -> Awaitable[Any] | None:
@@ -57,7 +58,7 @@ class App:
         self.instance_uuid = (
             uuid.UUID(config.instance_uuid) if config.instance_uuid else uuid.uuid4()
         )
-        self.connections: dict[int, Any] = {}  # conn_id -> connection, live ones only
+        self.connections: dict[int, LiveConnection] = {}  # conn_id -> the open ones
         # Requests that wait (tasks), kept here so shutdown can wait for or
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -78,13 +79,6 @@ class App:
 
     def add_shutdown_hook(self, fn: ShutdownHook) -> None:
         self._shutdown_hooks.append(fn)
-
-    async def install_extensions(self, extensions: list[str] | None = None) -> None:
-        for spec in EXTENSIONS if extensions is None else extensions:
-            module_name, _, func_name = spec.partition(":")
-            result = getattr(importlib.import_module(module_name), func_name)(self)
-            if inspect.isawaitable(result):
-                await result
 
     # --- lifecycle, called by connections and the listener ---
 

@@ -1,34 +1,76 @@
 """CALL, CALL_16 and EVAL: find the handler, check rights, run it, reply.
 
 Owns: the path of a function call through the registry (ER_NO_SUCH_PROC,
-ER_ACCESS_DENIED), the inline-or-task decision, the durability barrier
-before a reply, the CALL_16 shaping, and turning exceptions into error
-replies. Must not know any particular function, nor do I/O itself: replies
-go back through the connection.
+ER_ACCESS_DENIED), the inline-or-later decision, the durability barrier
+before a reply, the CALL_16 shaping, and the reply bytes of anything a
+handler produced: results, errors (unexpected ones logged with their
+traceback), a failed barrier. Must not know any particular function, nor do
+I/O: a request handler here takes the request and the `Session` and returns
+the reply bytes, a `Held` reply (sent once its barrier is done), or a
+coroutine that produces the reply (a call that waits); the connection does
+the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
 from queuebox import protocol
 from queuebox.protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
 
-from .dispatch import CallContext, Handler
+from .dispatch import Handler
 from .errors import CallError, error_code_and_message
 from .logs import get_logger
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .session import Session
 
 log = get_logger("queuebox.calls")
 
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
 
 
-def handle_call(conn: Connection, req: Any, call16: bool = False) -> bytes | None:
+class Held:
+    """`reply` to request `sync`, to be sent once `barrier` (group commit) completes."""
+
+    __slots__ = ("barrier", "reply", "sync")
+
+    def __init__(self, barrier: Awaitable[Any], sync: int, reply: bytes) -> None:
+        self.barrier = barrier
+        self.sync = sync
+        self.reply = reply
+
+
+def encode_result(s: Session, sync: int, values: list[Any], call16: bool) -> bytes:
+    data = call16_shape(values) if call16 else values
+    try:
+        return encode_data(sync, s.schema_version, data)
+    except (TypeError, ValueError, OverflowError) as exc:
+        # What Tarantool says for a Lua value it cannot serialize, with our type.
+        raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
+
+
+def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> bytes:
+    """The error reply for an exception a handler raised; unexpected ones are logged."""
+    found = error_code_and_message(exc)
+    if found is None:
+        log.error("request failed", conn_id=s.conn_id, function=name, error=repr(exc), exc_info=exc)
+        found = (ErrorCode.ER_PROC_LUA, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
+    return protocol.encode_error(sync, s.schema_version, found[0], found[1])
+
+
+def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
+    # The change may not be on disk: the client must not get a success.
+    log.error("durability barrier failed", conn_id=s.conn_id, error=repr(exc))
+    found = error_code_and_message(exc) if exc is not None else None
+    code, message = found if found else (ErrorCode.ER_WAL_IO, "Failed to write to disk")
+    return protocol.encode_error(sync, s.schema_version, code, message)
+
+
+Reply = bytes | Held | Coroutine[Any, Any, bytes]
+
+
+def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
     # The hot path: the body is read directly, not through Request's properties.
     body = req.body
     name = body.get(KEY_FUNCTION_NAME)
@@ -36,39 +78,39 @@ def handle_call(conn: Connection, req: Any, call16: bool = False) -> bytes | Non
         raise CallError(
             ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
         )
-    rights = conn.rights
+    rights = s.rights
     if not rights:
         # Like Tarantool without universal execute: denied before looking the name up.
-        raise _denied("function", name, conn.user)
-    found = conn.registry.resolve(name)
+        raise _denied("function", name, s.user)
+    found = s.registry.resolve(name)
     if found is None:
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
     if found[1] not in rights:
-        raise _denied("function", name, conn.user)
+        raise _denied("function", name, s.user)
     args = body.get(KEY_TUPLE)
-    return run_handler(conn, req.sync, name, found[0], [] if args is None else args, call16)
+    return run_handler(s, req.sync, name, found[0], [] if args is None else args, call16)
 
 
-def handle_call16(conn: Connection, req: Any) -> bytes | None:
-    return handle_call(conn, req, True)
+def handle_call16(req: Any, s: Session) -> Reply:
+    return handle_call(req, s, True)
 
 
-def handle_eval(conn: Connection, req: Any) -> bytes | None:
+def handle_eval(req: Any, s: Session) -> Reply:
     if not req.has(protocol.KEY_EXPR):
         raise CallError(
             ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'expression' in request"
         )
     expr = req.expr
-    found = conn.app.registry.resolve_eval(expr)
+    found = s.registry.resolve_eval(expr)
     if found is None:
         shown = expr if len(expr) <= 200 else expr[:200] + "..."
         raise CallError(
             ErrorCode.ER_PROC_LUA, f"queuebox does not run Lua: EVAL of {shown!r} is not supported"
         )
     handler, access = found
-    if access not in conn.rights:
-        raise _denied("universe", "", conn.user)
-    return run_handler(conn, req.sync, expr, handler, req.args, call16=False)
+    if access not in s.rights:
+        raise _denied("universe", "", s.user)
+    return run_handler(s, req.sync, expr, handler, req.args, call16=False)
 
 
 def _denied(object_type: str, object_name: str, user: str) -> CallError:
@@ -79,76 +121,50 @@ def _denied(object_type: str, object_name: str, user: str) -> CallError:
 
 
 def run_handler(
-    conn: Connection, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
-) -> bytes | None:
-    """Run `handler` inline; if it returns an awaitable, finish in a task.
+    s: Session, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
+) -> Reply:
+    """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
 
     After the handler, the reply waits for `app.durability_barrier()` when
     that returns something, so no change is acknowledged before it is durable.
     """
-    app = conn.app
-    ctx = CallContext(app, conn.conn_id, conn.user, name, conn.closed)
     try:
-        result = handler(ctx, args)
+        result = handler(s, args)
         if type(result) is list and not call16:
-            reply = encode_data(sync, conn.schema_version, result)
+            reply = encode_data(sync, s.schema_version, result)
         elif isinstance(result, list | tuple):
-            reply = encode_result(conn, sync, list(result), call16)
+            reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):
-            conn.spawn(_finish(conn, sync, name, result, call16))
-            return None
+            return _finish(s, sync, name, result, call16)
         else:
             raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
     except Exception as exc:
-        reply = error_reply(conn, sync, exc, name)
-    barrier = app.durability_barrier()
+        reply = error_reply(s, sync, exc, name)
+    barrier = s.app.durability_barrier()
     if barrier is None:
         return reply
-    conn.reply_after(sync, barrier, reply)
-    return None
+    return Held(barrier, sync, reply)
 
 
 async def _finish(
-    conn: Connection, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
-) -> None:
+    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
+) -> bytes:
     try:
         try:
             result = await awaitable
             if not isinstance(result, list | tuple):
                 raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
-            reply = encode_result(conn, sync, list(result), call16)
+            reply = encode_result(s, sync, list(result), call16)
         except asyncio.CancelledError:
             # Only shutdown cancels a waiting request; the client still gets an answer.
             reply = protocol.encode_error(
-                sync, conn.schema_version, ErrorCode.ER_PROC_LUA, ER_SHUTDOWN_TEXT
+                sync, s.schema_version, ErrorCode.ER_PROC_LUA, ER_SHUTDOWN_TEXT
             )
         except Exception as exc:
-            reply = error_reply(conn, sync, exc, name)
-        barrier = conn.app.durability_barrier()
+            reply = error_reply(s, sync, exc, name)
+        barrier = s.app.durability_barrier()
         if barrier is not None:
             await barrier
     except BaseException as exc:  # the barrier failed or was cancelled: never ack
-        reply = conn.barrier_failed(sync, exc)
-    finally:
-        conn.finished()
-    conn.send(reply)
-
-
-def encode_result(conn: Connection, sync: int, values: list[Any], call16: bool) -> bytes:
-    data = call16_shape(values) if call16 else values
-    try:
-        return encode_data(sync, conn.schema_version, data)
-    except (TypeError, ValueError, OverflowError) as exc:
-        # What Tarantool says for a Lua value it cannot serialize, with our type.
-        raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
-
-
-def error_reply(conn: Connection, sync: int, exc: BaseException, name: str = "") -> bytes:
-    """The error reply for an exception a handler raised; unexpected ones are logged."""
-    found = error_code_and_message(exc)
-    if found is None:
-        log.error(
-            "request failed", conn_id=conn.conn_id, function=name, error=repr(exc), exc_info=exc
-        )
-        found = (ErrorCode.ER_PROC_LUA, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
-    return protocol.encode_error(sync, conn.schema_version, found[0], found[1])
+        reply = barrier_failed(s, sync, exc)
+    return reply

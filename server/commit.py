@@ -23,15 +23,15 @@ from typing import Any, Protocol
 
 import structlog
 
-log = structlog.get_logger("queuebox.commit")
+from queuebox.protocol import ErrorCode
 
-ER_WAL_IO = 40
+log = structlog.get_logger("queuebox.commit")
 
 
 class WalFailed(Exception):
     """The batch holding this request's changes could not be written."""
 
-    code = ER_WAL_IO
+    code = ErrorCode.ER_WAL_IO
 
     def __init__(self, reason: str) -> None:
         self.message = f"Failed to write to disk: {reason}"

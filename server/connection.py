@@ -1,13 +1,16 @@
 """One client connection: an asyncio.Protocol shell around the sans-I/O decoder.
 
 Owns: the greeting, feeding received bytes to `protocol.RequestDecoder`,
-running each request through the request-type table (`requests.py`),
-batching replies into one transport write per loop turn, per-connection
-back-pressure, and the session state (id, logged-in user, salt). Must not
-know what a function does: calls go through `calls.py` and the registry.
+running each request through the request-type table (`requests.py`) with the
+connection's `Session`, batching replies into one transport write per loop
+turn, replies held until their durability barrier, the tasks of requests
+that wait, the in-flight accounting and back-pressure. Must not know what a
+request does: handlers get the request and the session, never the
+connection, and return what to send (`calls.Reply`).
 
 Requests are answered out of order, matched by sync: a handler that returns
-at once is answered inline; one that must wait becomes a task and answers
+bytes is answered inline; a held reply goes out when its barrier completes;
+a coroutine (a call that must wait) runs as a task and its reply goes out
 when done, so a blocked call never holds up the next request.
 
 Back-pressure, so a client that sends without reading cannot make us buffer
@@ -21,44 +24,36 @@ without bound:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, cast
 
 from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request
 
 from .app import App
-from .calls import error_reply
-from .errors import error_code_and_message
+from .calls import Held, barrier_failed, error_reply
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
-from .users import GUEST
+from .session import Session
 
 log = get_logger("queuebox.conn")
-
-ER_WAL_IO = 40  # "Failed to write to disk": a durability barrier failed
 
 
 class Connection(asyncio.Protocol):
     def __init__(self, app: App) -> None:
         self.app = app
         config = app.config
-        self.schema_version = config.schema_version
-        self.registry = app.registry
-        self.conn_id = 0
-        self.peer = ""
-        self.user = GUEST
-        self.rights = app.users.rights(GUEST)
-        self.salt = protocol.new_salt()
-        self.decoder = protocol.RequestDecoder(config.max_frame)
-        self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.session = Session(app, 0, self.closed)
+        self.conn_id = 0
+        self.decoder = protocol.RequestDecoder(config.max_frame)
+        self.transport: asyncio.Transport | None = None
         self.in_flight = 0
         self._max_in_flight = config.max_in_flight_per_conn
         self._out: list[bytes] = []
         # Replies waiting for a durability barrier, per barrier future.
-        self._held: dict[asyncio.Future[Any], list[tuple[int, bytes]]] = {}
+        self._held: dict[asyncio.Future[Any], list[Held]] = {}
         self._flush_scheduled = False
         self._write_paused = False
         self._reading_paused = False
@@ -72,27 +67,29 @@ class Connection(asyncio.Protocol):
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.session.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         app = self.app
         if app.shutting_down or len(app.connections) >= app.config.max_connections:
             # Refused before the greeting: a client sees the socket close at
             # once instead of a half-working session.
             log.warning(
                 "connection refused",
-                peer=self.peer,
+                peer=self.session.peer,
                 reason="shutting down" if app.shutting_down else "max_connections reached",
                 max_connections=app.config.max_connections,
             )
             self._closing = True
             transport.abort()
             return
-        self.conn_id = app.next_conn_id()
+        self.conn_id = self.session.conn_id = app.next_conn_id()
         transport.set_write_buffer_limits(high=app.config.write_high_water)
         transport.write(
-            protocol.make_greeting(app.config.greeting_version, app.instance_uuid, self.salt)
+            protocol.make_greeting(
+                app.config.greeting_version, app.instance_uuid, self.session.salt
+            )
         )
         app.connections[self.conn_id] = self
-        log.info("connection opened", conn_id=self.conn_id, peer=self.peer)
+        log.info("connection opened", conn_id=self.conn_id, peer=self.session.peer)
         app.on_connect(self.conn_id)
 
     def data_received(self, data: bytes) -> None:
@@ -108,15 +105,19 @@ class Connection(asyncio.Protocol):
             return
         out = self._out
         table = REQUEST_TABLE
+        session = self.session
         for item in items:
             if type(item) is Request:
-                # requests.handle_request, inlined: one call less per request.
                 try:
-                    reply = table.get(item.type, handle_unknown)(self, item)
+                    reply = table.get(item.type, handle_unknown)(item, session)
                 except Exception as exc:
-                    reply = error_reply(self, item.sync, exc)
-                if reply is not None:
+                    reply = error_reply(session, item.sync, exc)
+                if type(reply) is bytes:
                     out.append(reply)
+                elif type(reply) is Held:
+                    self._hold(reply)
+                else:
+                    self._spawn(cast(Coroutine[Any, Any, bytes], reply))
             else:
                 self._protocol_error(cast(ProtocolError, item))
                 if self._closing:
@@ -132,8 +133,8 @@ class Connection(asyncio.Protocol):
             log.info(
                 "connection closed",
                 conn_id=self.conn_id,
-                peer=self.peer,
-                user=self.user,
+                peer=self.session.peer,
+                user=self.session.user,
                 error=str(exc) if exc else None,
             )
             self.app.on_disconnect(self.conn_id)
@@ -146,11 +147,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._update_reading()
 
-    # --- used by request handlers ---
-
-    def set_user(self, user: str) -> None:
-        self.user = user
-        self.rights = self.app.users.rights(user)
+    # --- the shell: replies, flushing, shutdown ---
 
     def send(self, reply: bytes) -> None:
         """Queue a reply produced outside data_received; written at the end of this loop turn."""
@@ -160,34 +157,6 @@ class Connection(asyncio.Protocol):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
-
-    def reply_after(self, sync: int, waitable: Awaitable[Any], reply: bytes) -> None:
-        """Send `reply` once `waitable` (a durability barrier) completes."""
-        self._started()
-        if asyncio.isfuture(waitable):
-            # Group commit hands many requests the same future: one callback per
-            # connection and batch, holding the batch's replies in order.
-            held = self._held.get(waitable)
-            if held is None:
-                held = self._held[waitable] = []
-                waitable.add_done_callback(self._after_barrier)
-            held.append((sync, reply))
-        else:
-            self.spawn(self._await_barrier(sync, waitable, reply), counted=False)
-
-    def spawn(self, coro: Any, counted: bool = True) -> None:
-        """Run a waiting request as a task; it must call `finished()` when done."""
-        if counted:
-            self._started()
-        task = self.loop.create_task(coro)
-        tasks = self.app.tasks
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    def finished(self) -> None:
-        self.in_flight -= 1
-        if self._reading_paused:
-            self._update_reading()
 
     def flush(self) -> None:
         self._flush_scheduled = False
@@ -215,24 +184,89 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    # --- internals ---
+    # --- replies that go out later, counted in flight ---
 
-    def _protocol_error(self, error: ProtocolError) -> None:
-        self._out.append(
-            protocol.encode_error(error.sync, self.schema_version, error.code, error.message)
-        )
-        if error.fatal:
-            log.warning(
-                "bad frame, closing", conn_id=self.conn_id, peer=self.peer, error=error.message
-            )
-            self.close()
+    def _hold(self, held: Held) -> None:
+        """Send `held.reply` once its barrier completes."""
+        self._started()
+        barrier = held.barrier
+        if asyncio.isfuture(barrier):
+            # Group commit hands many requests the same future: one callback per
+            # connection and batch, holding the batch's replies in order.
+            batch = self._held.get(barrier)
+            if batch is None:
+                batch = self._held[barrier] = []
+                barrier.add_done_callback(self._after_barrier)
+            batch.append(held)
         else:
-            log.debug("bad request", conn_id=self.conn_id, error=error.message)
+            self._run(self._await_barrier(held))
+
+    def _spawn(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        self._started()
+        self._run(coro)
+
+    def _run(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        """A counted reply produced by a task; kept in app.tasks so shutdown sees it."""
+        task = self.loop.create_task(self._answer(coro))
+        tasks = self.app.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _answer(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        try:
+            reply = await coro
+        finally:
+            self._finished()
+        self.send(reply)
+
+    def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
+        batch = self._held.pop(fut, ())
+        failed = fut.cancelled() or fut.exception() is not None
+        for held in batch:
+            self._finished()
+            reply = held.reply
+            if failed:
+                error = None if fut.cancelled() else fut.exception()
+                reply = barrier_failed(self.session, held.sync, error)
+            self.send(reply)
+
+    async def _await_barrier(self, held: Held) -> bytes:
+        try:
+            await cast(Awaitable[Any], held.barrier)
+        except BaseException as exc:  # a failed barrier must not ack
+            return barrier_failed(
+                self.session, held.sync, exc if isinstance(exc, Exception) else None
+            )
+        return held.reply
 
     def _started(self) -> None:
         self.in_flight += 1
         if self.in_flight >= self._max_in_flight and not self._reading_paused:
             self._update_reading()
+
+    def _finished(self) -> None:
+        self.in_flight -= 1
+        if self._reading_paused:
+            self._update_reading()
+
+    # --- internals ---
+
+    def _protocol_error(self, error: ProtocolError) -> None:
+        self._out.append(
+            protocol.encode_error(
+                error.sync, self.session.schema_version, error.code, error.message
+            )
+        )
+        if error.fatal:
+            log.warning(
+                "bad frame, closing",
+                conn_id=self.conn_id,
+                peer=self.session.peer,
+                error=error.message,
+            )
+            self.close()
+        else:
+            log.debug("bad request", conn_id=self.conn_id, error=error.message)
 
     def _update_reading(self) -> None:
         transport = self.transport
@@ -245,29 +279,3 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-
-    def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
-        held = self._held.pop(fut, ())
-        failed = fut.cancelled() or fut.exception() is not None
-        for sync, reply in held:
-            self.finished()
-            if failed:
-                error = None if fut.cancelled() else fut.exception()
-                reply = self.barrier_failed(sync, error)
-            self.send(reply)
-
-    async def _await_barrier(self, sync: int, waitable: Awaitable[Any], reply: bytes) -> None:
-        try:
-            await waitable
-        except BaseException as exc:  # a failed barrier must not ack
-            reply = self.barrier_failed(sync, exc if isinstance(exc, Exception) else None)
-        finally:
-            self.finished()
-        self.send(reply)
-
-    def barrier_failed(self, sync: int, exc: BaseException | None) -> bytes:
-        # The change may not be on disk: the client must not get a success.
-        log.error("durability barrier failed", conn_id=self.conn_id, error=repr(exc))
-        found = error_code_and_message(exc) if exc is not None else None
-        code, message = found if found else (ER_WAL_IO, "Failed to write to disk")
-        return protocol.encode_error(sync, self.schema_version, code, message)

@@ -1,10 +1,11 @@
 """The table of server functions: which handler answers a CALL or an EVAL.
 
-Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table), the
-`CallContext` a handler receives, and the parsing of Tarantool function names
-(`a.b.c:method`). Must not touch sockets, the wire format or the queue: the
-queue glue plugs its names in through `register`, `add_resolver` and
-`register_eval`.
+Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table, and the
+ONE cache of resolved names: a name is resolved once, to a handler bound to
+what runs it), `CallContext`, what a handler may know of its caller, and the
+parsing of Tarantool function names (`a.b.c:method`). Must not touch
+sockets, the wire format or the queue: the queue glue plugs its names in
+through `register`, `add_resolver` and `register_eval`.
 
 Name resolution follows Tarantool 2.6: a name is a path through globals,
 `.` indexes a table and a final `:method` calls a method of the object the
@@ -20,34 +21,27 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .config import ALL_RIGHTS
 
 CallResult = list[Any] | Awaitable[list[Any]]
-DYNAMIC_CACHE_SIZE = 10_000
+RESOLVED_CACHE_SIZE = 10_000  # resolved dynamic names kept at most
 
 
-class CallContext:
-    """What a handler knows about the call: who, on which connection, for which app.
+class CallContext(Protocol):
+    """What a handler knows about its caller (a connection's `Session` is one).
 
     `closed` completes when the connection goes away, so a handler that waits
     (a take) can stop waiting for a client that left.
     """
 
-    __slots__ = ("app", "closed", "conn_id", "name", "user")
-
-    def __init__(
-        self, app: Any, conn_id: int, user: str, name: str, closed: asyncio.Future[None]
-    ) -> None:
-        self.app = app
-        self.conn_id = conn_id
-        self.user = user
-        self.name = name  # the function name (or EVAL text) as the client sent it
-        self.closed = closed
-
-    def __repr__(self) -> str:
-        return f"CallContext(conn_id={self.conn_id}, user={self.user!r}, name={self.name!r})"
+    @property
+    def conn_id(self) -> int: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def closed(self) -> asyncio.Future[None]: ...
 
 
 Handler = Callable[[CallContext, list[Any]], CallResult]
@@ -98,7 +92,9 @@ class Registry:
     def __init__(self) -> None:
         self._fixed: dict[str, Resolved] = {}
         self._resolvers: list[Resolver] = []
-        self._dynamic: dict[str, Resolved] = {}
+        # Fixed names and every dynamic name resolved so far, in one table: one
+        # lookup per call, whatever kind of name it is.
+        self._resolved: dict[str, Resolved] = {}
         self._evals: dict[str, Resolved] = {}
 
     def register(self, name: str, handler: Handler, access: str, *, replace: bool = False) -> None:
@@ -108,7 +104,7 @@ class Registry:
             raise ValueError(f"function {name!r} is already registered")
         if parse_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
-        self._fixed[name] = (handler, _check_access(access))
+        self._fixed[name] = self._resolved[name] = (handler, _check_access(access))
 
     def add_resolver(self, resolver: Resolver) -> None:
         """Asked, in order of adding, for names that are not registered as fixed."""
@@ -129,10 +125,7 @@ class Registry:
         return normalize_eval(expr) in self._evals
 
     def resolve(self, name: str) -> Resolved | None:
-        found = self._fixed.get(name)
-        if found is not None:
-            return found
-        found = self._dynamic.get(name)
+        found = self._resolved.get(name)
         if found is not None:
             return found
         if not self._resolvers or parse_name(name) is None:
@@ -142,15 +135,15 @@ class Registry:
             if found is not None:
                 # Names repeat on every request. A resolution may go stale (a
                 # dropped tube): its handler then answers the error itself.
-                if len(self._dynamic) >= DYNAMIC_CACHE_SIZE:
-                    self._dynamic.clear()
-                self._dynamic[name] = found
+                if len(self._resolved) >= len(self._fixed) + RESOLVED_CACHE_SIZE:
+                    self.forget()
+                self._resolved[name] = found
                 return found
         return None
 
     def forget(self) -> None:
-        """Drop cached dynamic resolutions (a resolver's answers changed)."""
-        self._dynamic.clear()
+        """Drop resolved dynamic names (a resolver's answers changed)."""
+        self._resolved = dict(self._fixed)
 
     def resolve_eval(self, expr: str) -> Resolved | None:
         found = self._evals.get(expr)

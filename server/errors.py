@@ -1,12 +1,18 @@
 """Errors a server-side function raises to answer a call with an IPROTO error.
 
 Owns: `CallError` and the duck-typed rule for "an exception that carries its
-own error code" (the queue core raises its own `QueueError(code, message)`;
-server code must not import drivers to recognise it). Must not touch sockets
-or the wire format; the connection turns these into reply bytes.
+own error code" (the queue core raises its own `QueueError(code_name,
+message)`; server code must not import drivers to recognise it). Every code
+number comes from protocol's `ErrorCode`: a name is mapped through it. Must
+not touch sockets or the wire format; the connection turns these into reply
+bytes.
 """
 
 from __future__ import annotations
+
+from queuebox.protocol import ErrorCode
+
+_BY_NAME = ErrorCode.__members__
 
 
 class CallError(Exception):
@@ -24,11 +30,17 @@ class CallError(Exception):
 def error_code_and_message(exc: BaseException) -> tuple[int, str] | None:
     """(code, message) of an exception that carries them, else None.
 
-    Anything with an integer `.code` and a str `.message` counts, so errors of
-    packages the server must not import (drivers) still keep their codes.
+    Anything with a str `.message` and a `.code` that is an integer or the
+    name of an `ErrorCode` ("ER_PROC_LUA") counts, so errors of packages the
+    server must not import (drivers) still keep their codes.
     """
     code = getattr(exc, "code", None)
     message = getattr(exc, "message", None)
-    if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
+    if not isinstance(message, str):
+        return None
+    if type(code) is str:
+        found = _BY_NAME.get(code)
+        return None if found is None else (found, message)
+    if isinstance(code, int) and not isinstance(code, bool):
         return code, message
     return None

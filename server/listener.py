@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .app import App
+from .app import App, LiveConnection
 from .connection import Connection
 from .logs import get_logger
 
@@ -73,7 +73,7 @@ class Listener:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _wait_in_flight(self, connections: list[Connection], grace: float) -> None:
+    async def _wait_in_flight(self, connections: list[LiveConnection], grace: float) -> None:
         """Until no request waits (a task, or a reply held by a durability barrier)."""
         app = self.app
         loop = asyncio.get_running_loop()

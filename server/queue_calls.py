@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
+from queuebox.drivers.core import CoreCall, QueueCore
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 from queuebox.drivers.queue import Blocked, Queue
+from queuebox.drivers.waiters import Waiter
+from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .dispatch import CallContext, Handler, Resolved
+from .errors import CallError
 from .logs import get_logger
 from .timers import DeadlineTimer, wall_clock_us
 
@@ -44,17 +48,7 @@ EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
 EVAL_VERSION = "return queue._VERSION"
 EVAL_STATE = "return queue.state()"
 
-
-class Core(Protocol):
-    waiters: Any
-
-    def call(self, conn_id: int, name: str, args: list[Any]) -> Any: ...
-    def has_name(self, name: str) -> bool: ...
-    def access_of(self, name: str) -> str: ...
-    def connected(self, conn_id: int) -> None: ...
-    def disconnected(self, conn_id: int) -> None: ...
-    def next_deadline(self) -> int | None: ...
-    def tick(self, now_us: int) -> None: ...
+Registered = tuple[QueueCore, Waiter, asyncio.Future[None]]
 
 
 class QueueCalls:
@@ -69,6 +63,7 @@ class QueueCalls:
         self.clock_us = clock_us
         self.modern = Queue(catalog, clock_us, namespaces=app.config.queue_namespaces)
         self.legacy = LegacyQueue(catalog, clock_us)
+        self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
         self._rearm_scheduled = False
         # Kept, not looked up per request: get_running_loop() costs a getpid().
@@ -76,16 +71,18 @@ class QueueCalls:
         self._waiting: set[asyncio.Future[None]] = set()
         self.reloads = 0
 
-    # -- the one deadline source of the timer: both cores --
+    # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
-        modern, legacy = self.modern.next_deadline(), self.legacy.next_deadline()
-        if modern is None or legacy is None:
-            return legacy if modern is None else modern
-        return min(modern, legacy)
+        first = None
+        for core in self.cores:  # asked once per loop turn: no allocation
+            deadline = core.next_deadline()
+            if deadline is not None and (first is None or deadline < first):
+                first = deadline
+        return first
 
     def tick(self, now_us: int) -> None:
-        self.modern.tick(now_us)
-        self.legacy.tick(now_us)
+        for core in self.cores:
+            core.tick(now_us)
 
     def reload(self) -> None:
         """Rebuild both cores from the spaces, as a restart would (minus the restart).
@@ -105,7 +102,8 @@ class QueueCalls:
             keep_temporary=True,
         )
         self.legacy = LegacyQueue(self.catalog, self.clock_us)
-        self.app.registry.forget()
+        self.cores = (self.legacy, self.modern)
+        self.app.registry.forget()  # every name bound to the old cores
         for conn_id in self.app.connections:
             self._connected(conn_id)
         for woken in list(self._waiting):
@@ -123,50 +121,38 @@ class QueueCalls:
                 full = f"{namespace}.{name}"
                 registry.register(full, self._statistics_handler(full), READ, replace=True)
             # Registered as fixed names so no placeholder can shadow the real ones.
-            registry.register(
-                f"{namespace}.state", self._bound(f"{namespace}.state"), READ, replace=True
-            )
+            registry.register(f"{namespace}.state", self._state, READ, replace=True)
         registry.register_eval(EVAL_CREATE, self._eval_create, "admin", replace=True)
         registry.register_eval(EVAL_EXISTS, self._eval_exists, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [Queue.VERSION], READ, replace=True)
-        registry.register_eval(
-            EVAL_STATE, lambda ctx, args: [self.modern.state()], READ, replace=True
-        )
+        registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         self.app.add_connect_listener(self._connected)
         self.app.add_disconnect_listener(self._disconnected)
         self.app.add_shutdown_hook(self.timer.stop)
         self.timer.rearm()
 
     def resolve(self, name: str) -> Resolved | None:
-        if self.legacy.has_name(name):
-            which = "legacy"
-        elif self.modern.has_name(name):
-            which = "modern"
-        else:
-            return None
-        return (self._bound(name, which), self._core(which).access_of(name))
+        """The one resolution of a queue name: the first core that binds it.
+
+        The registry keeps the answer; reload() and a drop make it forget."""
+        for core in self.cores:
+            bound = core.bind(name)
+            if bound is not None:
+                return (self._handler(core, bound, name), core.access_of(name))
+        return None
 
     # -- handlers --
-    def _core(self, which: str) -> Core:
-        # Looked up at every use: reload() replaces the cores under every handler.
-        return self.legacy if which == "legacy" else self.modern
-
-    def _bound(self, name: str, which: str = "modern") -> Handler:
+    def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
-            return self.run(which, ctx, name, args)
+            try:
+                answer = bound(ctx.conn_id, args)
+            finally:
+                self._after_call(name)
+            if isinstance(answer, Blocked):
+                return self._wait(core, ctx, answer)
+            return answer
 
         return handler
-
-    def run(
-        self, which: str, ctx: CallContext, name: str, args: list[Any]
-    ) -> list[Any] | Awaitable[list[Any]]:
-        try:
-            answer = self._core(which).call(ctx.conn_id, name, args)
-        finally:
-            self._after_call(name)
-        if isinstance(answer, Blocked):
-            return self._wait(which, ctx, answer)
-        return answer  # type: ignore[no-any-return]
 
     def _statistics_handler(self, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
@@ -174,9 +160,14 @@ class QueueCalls:
             # modern tube: a tube may be called "42".
             if is_legacy_statistics(args) and not self.modern.tube_exists(args[0]):
                 return [self.legacy.statistics(args)]
-            return self.run("modern", ctx, name, args)
+            bound = self.modern.bind(name)
+            assert bound is not None  # a module function of every namespace
+            return self._handler(self.modern, bound, name)(ctx, args)
 
         return handler
+
+    def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        return [self.modern.state()]
 
     def _eval_create(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         padded = [*args, None, None, None][:3]
@@ -189,7 +180,7 @@ class QueueCalls:
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
 
-    def _wait(self, which: str, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
+    def _wait(self, core: QueueCore, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
         """Register the waiter now, in the same step as the call that blocked.
 
         A request read in the same batch (a put pipelined after the take) runs
@@ -198,19 +189,18 @@ class QueueCalls:
         """
         loop = self._loop
         deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
-        first = self._register(which, ctx, blocked, blocked.timeout_s)
-        return self._waiting_call(which, ctx, blocked, deadline, first)
+        first = self._register(core, ctx, blocked, blocked.timeout_s)
+        return self._waiting_call(ctx, blocked, deadline, first)
 
     def _register(
-        self, which: str, ctx: CallContext, blocked: Blocked, remaining: float | None
-    ) -> tuple[Core, Any, asyncio.Future[None]]:
+        self, core: QueueCore, ctx: CallContext, blocked: Blocked, remaining: float | None
+    ) -> Registered:
         woken: asyncio.Future[None] = self._loop.create_future()
 
         def wake() -> None:
             if not woken.done():
                 woken.set_result(None)
 
-        core = self._core(which)
         waiter = core.waiters.add(
             blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
         )
@@ -219,11 +209,10 @@ class QueueCalls:
 
     async def _waiting_call(
         self,
-        which: str,
         ctx: CallContext,
         blocked: Blocked,
         deadline: float | None,
-        registered: tuple[Core, Any, asyncio.Future[None]],
+        registered: Registered,
     ) -> list[Any]:
         loop = self._loop
         while True:
@@ -238,30 +227,40 @@ class QueueCalls:
                 core.waiters.remove(waiter)
             if ctx.closed.done():
                 if woken.done():
-                    self._pass_wake_on(which, blocked)
+                    self._pass_wake_on(core, blocked)
                 return []  # the client left: take nothing
             if not woken.done():
                 remaining = 0.0  # time is up: one last attempt, which never blocks
             elif deadline is not None:
                 remaining = max(0.0, deadline - loop.time())
             name, args = blocked.retry(remaining)
-            try:
-                answer = self._core(which).call(ctx.conn_id, name, args)
-            finally:
-                self._after_call(name)
+            # Bound afresh: reload() may have replaced the cores while we waited.
+            core, answer = self._call_again(ctx, name, args)
             if not isinstance(answer, Blocked):
-                return answer  # type: ignore[no-any-return]
+                return answer
             blocked = answer
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            registered = self._register(which, ctx, blocked, remaining)
+            registered = self._register(core, ctx, blocked, remaining)
 
-    def _pass_wake_on(self, which: str, blocked: Blocked) -> None:
+    def _call_again(
+        self, ctx: CallContext, name: str, args: list[Any]
+    ) -> tuple[QueueCore, list[Any] | Blocked]:
+        for core in self.cores:
+            bound = core.bind(name)
+            if bound is not None:
+                try:
+                    return core, bound(ctx.conn_id, args)
+                finally:
+                    self._after_call(name)
+        # The tube was dropped while the call waited.
+        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
+
+    def _pass_wake_on(self, core: QueueCore, blocked: Blocked) -> None:
         """A woken waiter whose client left will not take its task: wake the next one.
 
         The cores run wake callbacks at the end of an entry point; a tick at the
         current time is one, and runs nothing that is not already due.
         """
-        core = self._core(which)
         if core.waiters.wake_one(blocked.tube, blocked.kind):
             core.tick(self.clock_us())
 
@@ -284,8 +283,8 @@ class QueueCalls:
         self.app.durability_barrier()
 
     def _connected(self, conn_id: int) -> None:
-        self.modern.connected(conn_id)
-        self.legacy.connected(conn_id)
+        for core in self.cores:
+            core.connected(conn_id)
 
     def _disconnected(self, conn_id: int) -> None:
         if self.app.shutting_down:
@@ -294,18 +293,6 @@ class QueueCalls:
             # counted in its fresh statistics (modern "release", legacy
             # "ready_by_restart"; QUEUE.md §6 "Restart", §12).
             return
-        self.modern.disconnected(conn_id)
-        self.legacy.disconnected(conn_id)
+        for core in self.cores:
+            core.disconnected(conn_id)
         self.timer.rearm()
-
-
-def install(app: App) -> QueueCalls:
-    """Build both cores over the storage catalog and register their names."""
-    engine = getattr(app, "engine", None)
-    if engine is None:
-        raise RuntimeError("server.store must be installed before server.queue_calls")
-    calls = QueueCalls(app, engine.catalog)
-    calls.install()
-    app.store.commit.on_rollback = calls.reload  # type: ignore[attr-defined]
-    app.queue = calls  # type: ignore[attr-defined]
-    return calls

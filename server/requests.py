@@ -2,29 +2,28 @@
 
 Owns: PING, AUTH, ID, SELECT on the system spaces connectors read when they
 connect, the refusals of DML and SQL, and ER_UNKNOWN_REQUEST_TYPE for the
-rest; CALL, CALL_16 and EVAL are delegated to `calls.py`. Must not do I/O:
-a handler gets the connection and the decoded request and returns the reply
-bytes, or None when it arranged to answer later.
+rest; CALL, CALL_16 and EVAL are delegated to `calls.py`. Must not do I/O
+nor see the connection: a handler gets the decoded request and the `Session`
+and returns the reply bytes, a `Held` reply, or a coroutine that produces
+the reply (see `calls.Reply`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from queuebox import protocol
 from queuebox.protocol import ErrorCode, RequestType
 
-from .calls import error_reply, handle_call, handle_call16, handle_eval
+from .calls import Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
 from .logs import get_logger
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .session import Session
 
 log = get_logger("queuebox.requests")
 
-RequestHandler = Callable[["Connection", Any], bytes | None]
+RequestHandler = Callable[[Any, Session], Reply]
 
 # System spaces (views) connectors select from on connect. Answered with no
 # rows: all three connectors accept that, and it never lies about a space.
@@ -46,47 +45,47 @@ def require(req: Any, *fields: tuple[int, str]) -> None:
             )
 
 
-def handle_ping(conn: Connection, req: Any) -> bytes:
-    return protocol.encode_ok(req.sync, conn.schema_version)
+def handle_ping(req: Any, s: Session) -> bytes:
+    return protocol.encode_ok(req.sync, s.schema_version)
 
 
-def handle_auth(conn: Connection, req: Any) -> bytes:
+def handle_auth(req: Any, s: Session) -> bytes:
     require(req, USER_NAME_FIELD, TUPLE_FIELD)
     user = req.user_name
     try:
-        conn.app.users.authenticate(user, conn.salt, req.scramble())
+        s.app.users.authenticate(user, s.salt, req.scramble())
     except CallError:
         # A failed AUTH leaves the previous user logged in (Tarantool 2.6).
-        log.info("auth failed", conn_id=conn.conn_id, peer=conn.peer, user=user)
+        log.info("auth failed", conn_id=s.conn_id, peer=s.peer, user=user)
         raise
-    conn.set_user(user)
-    return protocol.encode_ok(req.sync, conn.schema_version)
+    s.set_user(user)
+    return protocol.encode_ok(req.sync, s.schema_version)
 
 
-def handle_id(conn: Connection, req: Any) -> bytes:
+def handle_id(req: Any, s: Session) -> bytes:
     # Answered even though the greeting says 2.6.0: harmless, and right for
     # a greeting_version >= 2.10 (asynctnt fails the connect on an error).
-    return protocol.encode_id_reply(req.sync, conn.schema_version)
+    return protocol.encode_id_reply(req.sync, s.schema_version)
 
 
-def handle_select(conn: Connection, req: Any) -> bytes:
+def handle_select(req: Any, s: Session) -> bytes:
     require(req, SPACE_ID_FIELD, LIMIT_FIELD, KEY_FIELD)
     space_id = req.space_id
     if space_id not in SYSTEM_SPACES:
         raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{space_id}' does not exist")
-    return protocol.encode_data(req.sync, conn.schema_version, [])
+    return protocol.encode_data(req.sync, s.schema_version, [])
 
 
 def _refuse(what: str) -> RequestHandler:
     message = f"queuebox does not support {what}"
 
-    def refuse(conn: Connection, req: Any) -> bytes:
+    def refuse(req: Any, s: Session) -> bytes:
         raise CallError(ErrorCode.ER_UNSUPPORTED, message)
 
     return refuse
 
 
-def handle_unknown(conn: Connection, req: Any) -> bytes:
+def handle_unknown(req: Any, s: Session) -> bytes:
     raise CallError(ErrorCode.ER_UNKNOWN_REQUEST_TYPE, f"Unknown request type {req.type}")
 
 
@@ -111,14 +110,3 @@ _TABLE: dict[int, RequestHandler] = {
 
 # Plain int keys: the decoder gives ints, and an int finds an int key fastest.
 REQUEST_TABLE: dict[int, RequestHandler] = {int(key): value for key, value in _TABLE.items()}
-
-
-def handle_request(conn: Connection, req: Any) -> bytes | None:
-    """Reply bytes for `req`, or None if a task will answer. Never raises.
-
-    (The connection inlines this loop body on its hot path; keep them alike.)
-    """
-    try:
-        return REQUEST_TABLE.get(req.type, handle_unknown)(conn, req)
-    except Exception as exc:
-        return error_reply(conn, req.sync, exc)

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from . import logs
-from .app import App
+from .build import build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .listener import Listener
 from .loop import run
@@ -76,10 +76,9 @@ async def serve(config: Config) -> int:
 
 
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
-    app = App(config)
     try:
         os.makedirs(config.data_dir, exist_ok=True)
-        await app.install_extensions()
+        app = build_server(config).app
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
@@ -130,8 +129,3 @@ def write_port_file(path: str, port: int) -> None:
     with open(tmp, "w") as stream:
         stream.write(f"{port}\n")
     os.replace(tmp, path)
-
-
-def flags_of(parser: argparse.ArgumentParser) -> list[Any]:
-    """The flag strings of the parser (README and tests check they are documented)."""
-    return [opt for action in parser._actions for opt in action.option_strings]

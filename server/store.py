@@ -21,6 +21,7 @@ from queuebox.storage.engine import Engine
 
 from .app import App
 from .commit import GroupCommit
+from .config import Config
 from .dispatch import CallContext
 from .logs import get_logger
 
@@ -38,9 +39,8 @@ class Store:
         self._check: asyncio.TimerHandle | None = None
 
     def install(self) -> None:
+        """Group commit becomes the app's durability barrier; snapshots start."""
         app = self.app
-        app.engine = self.engine  # type: ignore[attr-defined]
-        app.store = self  # type: ignore[attr-defined]
         app.durability_barrier = self.commit.barrier
         app.registry.register("queuebox.snapshot", self._snapshot_call, "admin")
         app.add_shutdown_hook(self.close)
@@ -101,8 +101,8 @@ class Store:
         self.engine.close()
 
 
-def open_engine(app: App) -> Engine:
-    config = app.config
+def open_engine(config: Config) -> Engine:
+    """Lock the data directory and recover it (logging the progress)."""
     engine = Engine(
         Path(config.data_dir),
         wal_mode=config.wal_mode,
@@ -133,9 +133,3 @@ def open_engine(app: App) -> Engine:
         tuples=report.tuples,
     )
     return engine
-
-
-def install(app: App) -> Store:
-    store = Store(app, open_engine(app))
-    store.install()
-    return store

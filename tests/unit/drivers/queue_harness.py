@@ -16,6 +16,7 @@ import pytest
 
 from queuebox.drivers.errors import QueueError
 from queuebox.drivers.queue import Blocked, Queue
+from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import SpaceDef
 
@@ -120,9 +121,10 @@ def recovered(catalog: Catalog) -> Catalog:
 
 
 def error_of(fn: Any, *args: Any, **kwargs: Any) -> tuple[int, str]:
+    """(code, message) of the error, the code mapped as the server maps it."""
     with pytest.raises(QueueError) as info:
         fn(*args, **kwargs)
-    return info.value.code, info.value.message
+    return ErrorCode[info.value.code], info.value.message
 
 
 def make_tube(h: Q, name: str, type_: str, mode: str | None = None, **opts: Any) -> None:

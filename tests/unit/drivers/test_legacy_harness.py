@@ -46,7 +46,7 @@ class Legacy:
     def error(self, name: str, *args: Any, conn: int = 1) -> str:
         with pytest.raises(QueueError) as caught:
             self.call(name, *args, conn=conn)
-        assert caught.value.code == 32
+        assert caught.value.code == "ER_PROC_LUA"
         return caught.value.message
 
     def put(self, *data: Any, space: Any = 0, tube: str = "t", **opts: Any) -> list[Any]:

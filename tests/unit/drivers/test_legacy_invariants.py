@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from test_legacy_harness import Legacy
 
 from queuebox.drivers.errors import QueueError
-from queuebox.drivers.legacy_base import Blocked
-from queuebox.drivers.legacy_store import (
+from queuebox.drivers.legacy.base import Blocked
+from queuebox.drivers.legacy.store import (
     F_CREATED,
     F_EVENT,
     F_ID,
@@ -83,7 +83,7 @@ def apply(lq: Legacy, step: tuple[Any, ...], known: list[str]) -> Legacy:
                 caller = conn if as_owner else CONNS[(CONNS.index(conn) + 1) % len(CONNS)]
                 lq.call(kind, 0, held[0][1], conn=caller)
     except QueueError as e:
-        assert e.code == 32
+        assert e.code == "ER_PROC_LUA"
     return lq
 
 

@@ -8,7 +8,7 @@ import pytest
 from test_legacy_harness import SEC, T0, Legacy
 
 from queuebox.drivers.legacy import LegacyQueue, is_reserved_name
-from queuebox.drivers.legacy_base import Blocked
+from queuebox.drivers.legacy.base import Blocked
 from queuebox.storage.catalog import Catalog
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from queuebox.server.app import App
 from queuebox.server.config import Config
-from queuebox.server.dispatch import CallContext
 from queuebox.server.queue_calls import QueueCalls
+from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
 
 
@@ -32,7 +32,7 @@ class Glue:
         assert found is not None, name
         loop = asyncio.get_running_loop()
         closed = self.closed.setdefault(conn_id, loop.create_future())
-        result = found[0](CallContext(self.app, conn_id, "guest", name, closed), list(args))
+        result = found[0](Session(self.app, conn_id, closed), list(args))
         if isinstance(result, list):
             return result
         return asyncio.ensure_future(result)
@@ -91,3 +91,22 @@ async def test_statistics_of_a_modern_tube_with_a_numeric_name() -> None:
     # A number, or a numeric string naming no modern tube, is still the legacy form.
     assert g.run(1, "queue.statistics", 42) == [[]]
     assert g.run(1, "queue.statistics", "7") == [[]]
+
+
+async def test_each_name_is_bound_by_the_core_that_owns_it_and_rebound_after_reload() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "t", "fifo")
+    legacy, modern = g.queue.legacy, g.queue.modern
+    assert g.queue.cores == (legacy, modern)
+    assert g.run(1, "queue.tube.t:put", "m") == [[0, "r", "m"]]
+    (task,) = g.run(1, "queue.put", 0, "t", 0, 0, 0, 0, "l")
+    assert task[1:] == ["t", "ready", "l"]  # the legacy reply shape
+    put = g.app.registry.resolve("queue.tube.t:put")
+    assert put is not None and g.app.registry.resolve("queue.tube.t:put") == put
+    g.queue.reload()
+    # New core objects; the names bound to the old ones are gone.
+    assert g.queue.cores == (g.queue.legacy, g.queue.modern)
+    assert g.queue.legacy is not legacy and g.queue.modern is not modern
+    assert g.app.registry.resolve("queue.tube.t:put") != put
+    assert g.run(1, "queue.tube.t:put", "m2") == [[1, "r", "m2"]]
+    assert g.run(1, "queue.peek", 0, task[0])[0][3] == "l"

@@ -228,9 +228,10 @@ async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
 
 
 class QueueLikeError(Exception):
-    """Stands for drivers' QueueError: the server recognises it by its attributes."""
+    """Stands for drivers' QueueError: the server recognises it by its attributes
+    and maps the code's name through protocol's ErrorCode."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -238,7 +239,9 @@ class QueueLikeError(Exception):
 
 async def test_errors_keep_their_codes(app: App) -> None:
     def queue_error(ctx: CallContext, args: list[Any]) -> list[Any]:
-        raise QueueLikeError(32, "/usr/share/tarantool/queue/abstract.lua:83: Task was not taken")
+        raise QueueLikeError(
+            "ER_PROC_LUA", "/usr/share/tarantool/queue/abstract.lua:83: Task was not taken"
+        )
 
     def call_error(ctx: CallContext, args: list[Any]) -> list[Any]:
         raise CallError(4242, "mine")
@@ -273,7 +276,7 @@ async def test_rights_are_checked_per_access_class(app: App) -> None:
     assert got[1][2][0x31] == (
         "Execute access to function 'queuebox.test.write' is denied for user 'guest'"
     )
-    assert WRITE not in h.conn.rights
+    assert WRITE not in h.conn.session.rights
 
 
 async def test_fatal_frame_error_replies_then_closes(app: App) -> None:
@@ -326,7 +329,7 @@ async def test_auth_is_applied_in_order() -> None:
     user = UserSpec("u", protocol.password_hash2("pw"), frozenset({READ}))
     app = make_app(test_hooks=True, users={"u": user})
     h = open_conn(app)
-    scramble = protocol.scramble(h.conn.salt, "pw")
+    scramble = protocol.scramble(h.conn.session.salt, "pw")
     h.feed(
         call(1, "queuebox.test.whoami")
         + frame(7, 2, {0x23: "u", 0x21: ["chap-sha1", scramble]})

@@ -117,3 +117,25 @@ def test_eval_override_must_be_explicit() -> None:
         registry.register_eval("return  queue.state()", h_b, READ)
     registry.register_eval("return queue.state()", h_b, READ, replace=True)
     assert registry.resolve_eval("return queue.state()") == (h_b, READ)
+
+
+def test_a_name_is_resolved_once_until_forgotten() -> None:
+    asked: list[str] = []
+
+    def resolver(name: str) -> tuple[Any, str] | None:
+        asked.append(name)
+        return (h_b, WRITE) if name.endswith(":put") else None
+
+    registry = Registry()
+    registry.register("queue.state", h_a, READ)
+    registry.add_resolver(resolver)
+    for _ in range(3):
+        assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+    assert asked == ["queue.tube.jobs:put"]  # one resolution, kept
+    assert registry.resolve("queue.tube.jobs:nosuch") is None
+    assert registry.resolve("queue.tube.jobs:nosuch") is None
+    assert asked.count("queue.tube.jobs:nosuch") == 2  # a miss is never kept
+    registry.forget()
+    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+    assert asked.count("queue.tube.jobs:put") == 2
+    assert registry.resolve("queue.state") == (h_a, READ)  # fixed names survive forget()

@@ -25,8 +25,8 @@ from storage_harness import FaultyFileIO  # noqa: E402
 from queuebox.server.app import App  # noqa: E402
 from queuebox.server.commit import WalFailed  # noqa: E402
 from queuebox.server.config import Config  # noqa: E402
-from queuebox.server.dispatch import CallContext  # noqa: E402
 from queuebox.server.queue_calls import QueueCalls  # noqa: E402
+from queuebox.server.session import Session  # noqa: E402
 from queuebox.server.store import Store  # noqa: E402
 from queuebox.storage.engine import Engine  # noqa: E402
 
@@ -48,7 +48,7 @@ class Harness:
         one finishes in a task), then the reply waits for the durability barrier."""
         found = self.app.registry.resolve(name)
         assert found is not None, name
-        ctx = CallContext(self.app, conn_id, "guest", name, self.closed)
+        ctx = Session(self.app, conn_id, self.closed)
         result = found[0](ctx, list(args))
         barrier = self.app.durability_barrier() if isinstance(result, list) else None
 

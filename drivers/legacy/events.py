@@ -10,7 +10,7 @@ reported by the store's write funnel, which wakes one waiter) or the clock
 
 from __future__ import annotations
 
-from .legacy_store import (
+from .store import (
     F_EVENT,
     F_STATUS,
     F_TUBE,

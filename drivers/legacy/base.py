@@ -1,4 +1,4 @@
-"""What the legacy queue borrows from the modern core: errors, waiters, Blocked.
+"""What the legacy queue borrows from the modern core: errors and Blocked.
 
 Owns: `LegacyBlocked`, the modern `Blocked` with the retry of a legacy take
 (`queue.take(space, tube, remaining)` instead of `take(remaining)`). Every
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ER_PROC_LUA, QueueError
-from .queue import Blocked
-from .waiters import Waiters
+from ..errors import QueueError, module_error
+from ..tube import Blocked
 
-__all__ = ["ER_PROC_LUA", "Blocked", "LegacyBlocked", "QueueError", "Waiters"]
+__all__ = ["Blocked", "LegacyBlocked", "QueueError", "module_error"]
 
 
 @dataclass(frozen=True)

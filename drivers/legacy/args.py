@@ -18,7 +18,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from .legacy_base import ER_PROC_LUA, QueueError
+from .base import QueueError, module_error
 
 # What Lua's tonumber accepts from a string: decimal with optional fraction
 # and exponent, or hex, surrounded by blanks. Python's own float() would also
@@ -53,7 +53,7 @@ def show(value: Any) -> str:
 
 
 def invalid(name: str, value: Any) -> QueueError:
-    return QueueError(ER_PROC_LUA, f"Invalid value of {name}: {show(value)}")
+    return module_error(f"Invalid value of {name}: {show(value)}")
 
 
 def number(name: str, value: Any) -> Decimal:

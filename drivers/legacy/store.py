@@ -5,7 +5,7 @@ from the catalog at start, created on first use), every write of a task (one
 funnel, `write`, that keeps the per-tube status counts and the ownership map
 in step and reports each move into `ready`), the statistics counters, and
 the insertion sequence numbers. Must not touch the clock, argument parsing
-or reply shapes: those belong to drivers/legacy.py.
+or reply shapes: those belong to api.py.
 
 All durable task state is in the tuple (the storage engine journals every
 change of a non-temporary space). What is not durable on purpose: who owns a
@@ -33,9 +33,9 @@ from typing import Any
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef, Space
 
-from .legacy_args import MAX_SPACE_NO, US_PER_SECOND
-from .legacy_base import ER_PROC_LUA, QueueError
-from .tubes import RESERVED_PREFIX
+from ..tubes import RESERVED_PREFIX
+from .args import MAX_SPACE_NO, US_PER_SECOND
+from .base import module_error
 
 Task = tuple[Any, ...]
 TaskKey = tuple[int, str]  # (space number, task id)
@@ -231,7 +231,7 @@ class LegacyStore:
             return ls
         name = space_name(number)
         if name in self.catalog:  # someone else's space squats on our name
-            raise QueueError(ER_PROC_LUA, f"Space '{name}' is not a legacy queue space")
+            raise module_error(f"Space '{name}' is not a legacy queue space")
         space = self.catalog.create_space(
             name, INDEXES, format=FORMAT, opts={"legacy_queue": dict(SPACE_MARK)}
         )

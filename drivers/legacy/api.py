@@ -1,11 +1,12 @@
 """The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
 
-Owns: `LegacyQueue`, what the server glue calls: the legacy functions of
-QUEUE.md §12 (argument checks, defaults, the order of checks, error texts, reply
-shapes), the name -> function table, access classes, Blocked takes, and the
-entry points that run due timers first and wake callbacks last. Storage
-layout, counters and ownership live in legacy_store.py; timers, disconnects
-and restarts in legacy_events.py. Must not touch the modern tubes, the clock
+Owns: `LegacyQueue`, a `QueueCore` (drivers/core.py) the server glue calls:
+the legacy functions of QUEUE.md §12 (argument checks, defaults, the order of
+checks, error texts, reply shapes), the name -> function table, access
+classes and Blocked takes; its entry points (`core.EntryPoints`) run due
+timers first and wake callbacks last. Storage
+layout, counters and ownership live in store.py; timers, disconnects
+and restarts in events.py. Must not touch the modern tubes, the clock
 (time comes from the injected `clock`), sockets or asyncio.
 
 Replies are CALL data lists: a task is `[[id, tube, status_word, data...]]`,
@@ -14,14 +15,15 @@ nothing is `[]`, a number is `[n]`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
-from .legacy_args import (
+from ..core import CoreCall, EntryPoints
+from ..tube import Answer
+from .args import (
     US_PER_SECOND,
     arg,
     clamp,
@@ -31,10 +33,10 @@ from .legacy_args import (
     task_id,
     tube_name,
 )
-from .legacy_args import number as parse_number
-from .legacy_base import ER_PROC_LUA, Blocked, LegacyBlocked, QueueError, Waiters
-from .legacy_events import expire_due, next_deadline, release_after_restart, release_connection
-from .legacy_store import (
+from .args import number as parse_number
+from .base import Blocked, LegacyBlocked, QueueError, module_error
+from .events import expire_due, next_deadline, release_after_restart, release_connection
+from .store import (
     BURIED,
     DELAYED,
     DONE,
@@ -78,10 +80,6 @@ Reply = list[Any]
 Clock = Callable[[], int]
 
 
-def fail(text: str) -> QueueError:
-    return QueueError(ER_PROC_LUA, text)
-
-
 def is_legacy_statistics(args: list[Any]) -> bool:
     """queue.statistics is shared: a number or numeric string first means the legacy form.
 
@@ -97,35 +95,35 @@ def is_legacy_statistics(args: list[Any]) -> bool:
     return True
 
 
-class LegacyQueue:
+class LegacyQueue(EntryPoints):
     """All legacy spaces of one server. Construct it after recovery: that is a restart."""
 
     def __init__(self, catalog: Catalog, clock: Clock) -> None:
+        super().__init__(clock)
         self.clock = clock
-        # Wake callbacks are the server's; they run once the current call has
-        # finished changing state, never in the middle of it (as in Queue).
-        self._wakes: list[Callable[[], None]] = []
-        self._depth = 0
-        self.waiters = Waiters(notify=self._wakes.append)
         self.store = LegacyStore(catalog, self._wake)
         with self._entry():
             release_after_restart(self.store)
 
     # --- what the server glue calls ---
 
-    def has_name(self, name: str) -> bool:
-        return name in FUNCTIONS
+    def bind(self, name: str) -> CoreCall | None:
+        """`name` resolved to the call that runs it, or None: not a legacy name."""
+        found = FUNCTIONS.get(name)
+        if found is None:
+            return None
+        function = found[0]
+
+        def bound(conn_id: int, args: list[Any]) -> Answer:
+            with self._entry():
+                return function(self, conn_id, list(args))
+
+        return bound
 
     def access_of(self, name: str) -> str:
         if name == "queue.statistics":
             return "read"
         return FUNCTIONS[name][1]
-
-    def call(self, conn_id: int, name: str, args: list[Any]) -> Reply | Blocked:
-        """Run one CALL: the IPROTO_DATA list, or Blocked (raises QueueError)."""
-        function = FUNCTIONS[name][0]
-        with self._entry():
-            return function(self, conn_id, list(args))
 
     def statistics(self, args: list[Any]) -> list[str]:
         """The legacy flat list (a CALL answers it as `[that list]`)."""
@@ -157,37 +155,23 @@ class LegacyQueue:
     def _wake(self, number: int, tube: str) -> None:
         self.waiters.wake_one(wait_key(number, tube), TAKE)
 
-    @contextmanager
-    def _entry(self, now_us: int | None = None) -> Iterator[None]:
-        """Every entry point: first the timers due by now, so a call sees the
-        queue as of the clock; wake callbacks (the server's) only once the
-        outermost entry has finished its change, never in the middle of it."""
-        self._depth += 1
-        try:
-            expire_due(self.store, self.clock() if now_us is None else now_us)
-            yield
-        finally:
-            self._depth -= 1
-            if self._depth == 0:
-                wakes = list(self._wakes)  # the list itself is Waiters' notify target
-                self._wakes.clear()
-                for wake in wakes:
-                    wake()
+    def _advance(self, now: int) -> None:
+        expire_due(self.store, now)
 
     def _existing(self, args: list[Any]) -> tuple[LegacySpace, Task]:
         """(space, task) named by args[0], args[1]; `Task not found` otherwise."""
         ls = self.store.space(space_no(arg(args, 0)), create=False)
         task = None if ls is None else ls.get(task_id(arg(args, 1)))
         if ls is None or task is None:
-            raise fail("Task not found")
+            raise module_error("Task not found")
         return ls, task
 
     def _owned(self, conn_id: int, args: list[Any], verb: str) -> tuple[LegacySpace, Task]:
         ls, task = self._existing(args)
         if task[F_STATUS] != TAKEN:
-            raise fail("Task is not taken")
+            raise module_error("Task is not taken")
         if self.store.owner_of(ls, task) != conn_id:
-            raise fail(f"Only consumer that took the task can it {verb}")
+            raise module_error(f"Only consumer that took the task can it {verb}")
         return ls, task
 
     def _counted(self, ls: LegacySpace, task: Task, counter: str) -> Reply:
@@ -230,7 +214,7 @@ class LegacyQueue:
             seconds_us(name, arg(args, i))
         number_pri(arg(args, 5))
         if arg(args, 6) is None:
-            raise fail("Can not put unique task without data")
+            raise module_error("Can not put unique task without data")
         ls = self.store.space(number)
         assert ls is not None
         status = DELAYED if delay > 0 else READY
@@ -245,7 +229,7 @@ class LegacyQueue:
         number, tube = space_no(arg(args, 0)), tube_name(arg(args, 1))
         timeout = optional_seconds_us("timeout", arg(args, 2), TAKE_FOREVER_US)
         if timeout < 0:
-            raise fail("Timeout can't be less then 0")
+            raise module_error("Timeout can't be less then 0")
         ls = self.store.space(number, create=False)
         first = None if ls is None else ls.first(tube, READY)
         now = self.clock()
@@ -293,7 +277,7 @@ class LegacyQueue:
     def dig(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._existing(args)
         if task[F_STATUS] != BURIED:
-            raise fail("Task is not buried")
+            raise module_error("Task is not buried")
         return self._counted(ls, self.store.to_ready(ls, task), "dig")
 
     def kick(self, conn_id: int, args: list[Any]) -> Reply:

@@ -1,0 +1,43 @@
+"""The server's parts, built in order by plain code, in one place.
+
+Owns: `Server` (the app and the typed parts around it) and `build_server`,
+which makes them in the order they depend on each other:
+
+    App (config, registry, users)
+      └─ Store: the engine, recovered from the data directory, and group
+         commit, which becomes the app's durability barrier
+           └─ QueueCalls: the modern and legacy cores over the store's
+              catalog; a failed WAL write reloads them
+                └─ builtins: queuebox.echo, placeholders, test hooks
+
+Must not touch sockets (the listener's) nor signals (serve.py's). Runs
+inside the event loop: group commit and the queue glue keep the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import builtins
+from .app import App
+from .config import Config
+from .queue_calls import QueueCalls
+from .store import Store, open_engine
+
+
+@dataclass(frozen=True)
+class Server:
+    app: App
+    store: Store
+    queue: QueueCalls
+
+
+def build_server(config: Config) -> Server:
+    app = App(config)
+    store = Store(app, open_engine(config))
+    store.install()
+    queue = QueueCalls(app, store.engine.catalog)
+    queue.install()
+    store.commit.on_rollback = queue.reload
+    builtins.install(app)
+    return Server(app, store, queue)

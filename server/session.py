@@ -1,0 +1,51 @@
+"""One connection's session: what a request handler needs to know, and no more.
+
+Owns: `Session` (conn_id, peer, logged-in user and rights, salt, schema
+version, the `closed` future, and the app's services: registry, users,
+durability barrier), which request handlers (`requests.py`, `calls.py`) and
+function handlers receive instead of the connection. Must not touch the
+transport, the decoder or the reply buffer: those are `connection.py`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from queuebox import protocol
+
+from .app import App
+from .users import GUEST
+
+
+class Session:
+    __slots__ = (
+        "app",
+        "closed",
+        "conn_id",
+        "peer",
+        "registry",
+        "rights",
+        "salt",
+        "schema_version",
+        "user",
+    )
+
+    def __init__(
+        self, app: App, conn_id: int, closed: asyncio.Future[None], peer: str = ""
+    ) -> None:
+        self.app = app
+        self.registry = app.registry  # kept: read on every call
+        self.conn_id = conn_id
+        self.peer = peer
+        self.closed = closed
+        self.schema_version = app.config.schema_version
+        self.user = GUEST
+        self.rights = app.users.rights(GUEST)
+        self.salt = protocol.new_salt()
+
+    def set_user(self, user: str) -> None:
+        self.user = user
+        self.rights = self.app.users.rights(user)
+
+    def __repr__(self) -> str:
+        return f"Session(conn_id={self.conn_id}, user={self.user!r}, peer={self.peer!r})"
