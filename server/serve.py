@@ -2,7 +2,8 @@
 
 Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
-the startup line with the bound address, the port file, and turning
+the startup lines with the bound addresses, starting the listener on the
+main port and on the 1.5 port (`legacy_listen`), the port file, and turning
 SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
 requests or functions.
 """
@@ -16,8 +17,8 @@ import signal
 import sys
 from typing import Any
 
-from . import logs
-from .build import build_server
+from . import legacy15, logs
+from .build import Server, build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .listener import Listener
 from .loop import run
@@ -78,21 +79,26 @@ async def serve(config: Config) -> int:
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
     try:
         os.makedirs(config.data_dir, exist_ok=True)
-        app = build_server(config).app
+        server = build_server(config)
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
     except Exception:
         log.exception("cannot start", data_dir=config.data_dir)
         return 1
+    app = server.app
     listener = Listener(app)
     try:
         host, port = await listener.start()
+        await listen_legacy15(listener, server)
     except OSError as exc:
         log.error(
-            "cannot listen", error=str(exc), listen=f"{config.listen_host}:{config.listen_port}"
+            "cannot listen",
+            error=str(exc),
+            listen=f"{config.listen_host}:{config.listen_port}",
+            legacy_listen=config.legacy_listen,
         )
-        await app.on_shutdown()  # what the extensions opened is closed properly
+        await listener.shutdown(0)  # what was opened is closed properly
         return 1
     log.info(
         "listening",
@@ -110,6 +116,15 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     await listener.shutdown(config.shutdown_grace_s)
     log.info("stopped")
     return 0
+
+
+async def listen_legacy15(listener: Listener, server: Server) -> None:
+    """The Tarantool 1.5 port, when `legacy_listen` is set (server/legacy15.py)."""
+    address = server.app.config.legacy_listen
+    if address is None:
+        return
+    host, port = await listener.listen(legacy15.factory(server.app, server.queue), *address)
+    log.info("legacy port listening", protocol="tarantool 1.5", address=f"{host}:{port}", port=port)
 
 
 def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> None:
