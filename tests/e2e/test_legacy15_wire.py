@@ -5,15 +5,19 @@ frames, fuzzed frames, and the same legacy tasks seen from both ports
 from __future__ import annotations
 
 import random
+import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import tarantool
 from box15proc import Box15Client, start_legacy_server
-from serverproc import ServerProc, login_tester
+from serverproc import REPO, ServerProc, clean_env, login_tester
 
 from queuebox.protocol import box15
 
@@ -210,3 +214,20 @@ def test_graceful_stop_answers_a_waiting_1_5_take(tmp_path_factory: pytest.TempP
     finally:
         server.stop()
     assert "Traceback" not in server.log()
+
+
+def test_a_busy_legacy_port_is_a_clear_failure(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "queuebox", "serve", "--listen", "127.0.0.1:0",
+             "--legacy-listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")],
+            cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert done.returncode == 1
+    out = done.stdout + done.stderr
+    assert "cannot listen" in out and str(port) in out
+    assert "Traceback" not in out
