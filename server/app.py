@@ -13,7 +13,8 @@ server plug into:
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
-`connection.py`, and the app knows them only as `LiveConnection`.
+`shell.py` and the ports built on it (`connection.py`, `legacy15.py`), and
+the app knows them only as `LiveConnection`.
 """
 
 from __future__ import annotations

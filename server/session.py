@@ -2,9 +2,10 @@
 
 Owns: `Session` (conn_id, peer, logged-in user and rights, salt, schema
 version, the `closed` future, and the app's services: registry, users,
-durability barrier), which request handlers (`requests.py`, `calls.py`) and
-function handlers receive instead of the connection. Must not touch the
-transport, the decoder or the reply buffer: those are `connection.py`'s.
+durability barrier), which request handlers (`requests.py`, `calls.py`,
+`legacy15.py`) and function handlers receive instead of the connection. Must
+not touch the transport, the decoder or the reply buffer: those are the
+connection shell's (`shell.py`) and its ports'.
 """
 
 from __future__ import annotations
