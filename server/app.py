@@ -15,7 +15,8 @@ server plug into:
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
-`connection.py`, and the app knows them only as `LiveConnection`.
+`shell.py` and the ports built on it (`connection.py`, `legacy15.py`), and
+the app knows them only as `LiveConnection`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 
 from .config import Config, effective_guest_rights
 from .dispatch import Registry
+from .limits import BufferBudget
 from .logs import get_logger
 from .users import Users
 
@@ -67,6 +69,8 @@ class App:
         self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
+        # What all connections buffer together (limits.py).
+        self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []

@@ -10,7 +10,8 @@ which makes them in the order they depend on each other:
               catalog; a failed WAL write reloads them
                 └─ builtins: queuebox.echo, placeholders, test hooks
 
-Must not touch sockets (the listener's) nor signals (serve.py's). Runs
+Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
+one with this `Server`'s app and queue) nor signals (serve.py's). Runs
 inside the event loop: group commit and the queue glue keep the loop.
 """
 

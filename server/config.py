@@ -50,13 +50,15 @@ class Config:
     # network
     listen_host: str = "127.0.0.1"
     listen_port: int = 3301
+    # The Tarantool 1.5 binary protocol port (server/legacy15.py); None: off.
+    legacy_listen: tuple[str, int] | None = None
     port_file: str | None = None
     max_frame: int = 16 * 1024 * 1024
     max_connections: int = 10_000
     max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
     write_high_water: int = 1024 * 1024
     buffer_budget: int = 256 * 1024 * 1024  # input + output buffered, all connections
-    handshake_timeout_s: float = 10.0  # until the first whole request; 0: none
+    handshake_timeout_s: float = 30.0  # until the first whole request; 0: none
     idle_timeout_s: float = 0.0  # no request, nothing in flight; 0: none
     auth_attempts: int = 5  # failed AUTHs on one connection before it is closed
     metrics_listen: tuple[str, int] | None = None  # None: no metrics endpoint
@@ -212,6 +214,7 @@ def _parse_uuid(value: Any) -> str:
 SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "port_file": _parse_str,
     "metrics_listen": _parse_optional_listen,
+    "legacy_listen": parse_listen,
     "max_frame": _parse_size,
     "max_connections": _parse_size,
     "max_in_flight_per_conn": _parse_size,
@@ -369,6 +372,7 @@ def effective_guest_rights(config: Config) -> frozenset[str]:
 
 def check_exposure(config: Config) -> None:
     """Refuse settings that would let anyone on the network use the server unawares."""
+    check_legacy_exposure(config)
     if is_loopback(config.listen_host):
         return
     where = f"listening on {config.listen_host}:{config.listen_port} (not loopback)"
@@ -384,4 +388,24 @@ def check_exposure(config: Config) -> None:
             "(QUEUEBOX_USER + QUEUEBOX_PASSWORD, or [users.NAME] in the config file) or "
             'open the server to guests: guest_rights = "all" (QUEUEBOX_GUEST_RIGHTS=all) '
             "together with allow_open_guest = true (QUEUEBOX_ALLOW_OPEN_GUEST=1)"
+        )
+
+
+def check_legacy_exposure(config: Config) -> None:
+    """The 1.5 port has no login, so whoever reaches it is guest: the same rule as
+    the main port's guest, and a refusal when guest may do nothing there."""
+    if config.legacy_listen is None or is_loopback(config.legacy_listen[0]):
+        return
+    host, port = config.legacy_listen
+    where = f"legacy_listen on {host}:{port} (not loopback; 1.5 clients cannot log in)"
+    rights = effective_guest_rights(config)
+    if not rights:
+        raise ConfigError(
+            f"{where} with no guest rights: nobody could do anything there; set "
+            'guest_rights (e.g. "read,write") together with allow_open_guest = true'
+        )
+    if not config.allow_open_guest:
+        raise ConfigError(
+            f"{where} would let anyone on the network in with guest rights {sorted(rights)}; "
+            "set allow_open_guest = true (QUEUEBOX_ALLOW_OPEN_GUEST=1) if that is what you want"
         )

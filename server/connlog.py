@@ -31,16 +31,19 @@ PROMOTE_AFTER_S = 1.0
 
 
 class ConnectionLog:
-    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, session: Session, loop: asyncio.AbstractEventLoop, kind: str = "connection"
+    ) -> None:
         self.session = session
         self.loop = loop
+        self.kind = kind  # how the log names this port's connections
         self.loud = False  # True once "connection opened" was logged at info
         self._started = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
 
     def opened(self) -> None:
         s = self.session
-        log.debug("connection opened", conn_id=s.conn_id, peer=s.peer)
+        log.debug(f"{self.kind} opened", conn_id=s.conn_id, peer=s.peer)
         self._timer = self.loop.call_later(PROMOTE_AFTER_S, self.promote)
 
     def promote(self) -> None:
@@ -51,7 +54,7 @@ class ConnectionLog:
         if self._timer is not None:
             self._timer.cancel()
         s = self.session
-        log.info("connection opened", conn_id=s.conn_id, peer=s.peer, user=s.user)
+        log.info(f"{self.kind} opened", conn_id=s.conn_id, peer=s.peer, user=s.user)
 
     def closed(self, exc: Exception | None) -> None:
         if self._timer is not None:
@@ -65,4 +68,4 @@ class ConnectionLog:
         }
         if exc is not None:
             fields["error"] = str(exc) or type(exc).__name__
-        (log.info if self.loud else log.debug)("connection closed", **fields)
+        (log.info if self.loud else log.debug)(f"{self.kind} closed", **fields)

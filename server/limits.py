@@ -1,8 +1,9 @@
 """Limits that keep a few hostile sockets from costing everyone else.
 
 Owns: `BufferBudget`, one memory budget for what all connections buffer
-(unfinished input frames and unsent replies), and `RateLimitedLog`, which
-keeps a flood of failed AUTHs from flooding the log too. Must not touch
+(unfinished input frames and unsent replies), `RateLimitedLog`, which
+keeps a flood of failed AUTHs from flooding the log too, and raising the
+open-file limit to fit `max_connections`. Must not touch
 sockets: a connection asks the budget whether to stop reading, and the
 budget tells paused connections when to read again.
 
@@ -21,8 +22,12 @@ connection is just under its share).
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Callable
 from typing import Protocol
+
+# File descriptors beside the connections: listeners, WAL, snapshots, the loop's own.
+SPARE_FDS = 64
 
 
 class Budgeted(Protocol):
@@ -108,3 +113,17 @@ class RateLimitedLog:
             self.suppressed = 0
         self._emit(event, **fields)
         return True
+
+
+def raise_open_files_limit(max_connections: int) -> tuple[int, int]:
+    """Raise the soft open-file limit to fit `max_connections` (up to the hard
+    limit); returns (limit now, limit wanted)."""
+    wanted = max_connections + SPARE_FDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft, wanted
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft, wanted

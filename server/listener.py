@@ -1,11 +1,14 @@
-"""The listening socket and the ordered graceful shutdown.
+"""The listening sockets and the ordered graceful shutdown.
 
-Owns: binding the address, creating a `Connection` per accepted socket, and
-the shutdown sequence. Must not parse config or install signal handlers
+Owns: binding the main address, creating a `Connection` per accepted socket,
+any further port a start-up adds (the Tarantool 1.5 port), all bound before
+recovery and served after it, and the
+shutdown sequence. Must not parse config or install signal handlers
 (`serve.py` does), nor know about particular functions.
 
 Shutdown, in order:
-  1. stop accepting; stop reading from every connection (no new requests);
+  1. stop accepting on every port; stop reading from every connection (no
+     new requests);
   2. let requests in flight answer, for at most `grace` seconds;
   3. cancel the ones still waiting: each answers with an error;
   4. close every connection (its queued replies are written first), which
@@ -16,6 +19,7 @@ Shutdown, in order:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from .app import App, LiveConnection
 from .connection import Connection
@@ -29,39 +33,43 @@ CLOSE_TIMEOUT_S = 2.0  # for clients that stopped reading our last replies
 class Listener:
     def __init__(self, app: App) -> None:
         self.app = app
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
 
-    async def bind(self) -> tuple[str, int]:
-        """Bind the address without accepting yet, so a busy port fails before any
-        slow start-up work; returns the bound (host, port), port 0 resolved."""
-        config = self.app.config
+    async def bind(
+        self, factory: Callable[[], asyncio.Protocol], host: str, port: int
+    ) -> tuple[str, int]:
+        """Bind one more address without accepting yet, so a busy port fails before
+        any slow start-up work; returns the bound (host, port), port 0 resolved.
+        Its connections must sit in `app.connections`, so shutdown stops and
+        closes them with the others."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self.app),
-            config.listen_host,
-            config.listen_port,
-            reuse_address=True,
-            backlog=1024,
-            start_serving=False,
+        server = await loop.create_server(
+            factory, host, port, reuse_address=True, backlog=1024, start_serving=False
         )
-        sockname = self._server.sockets[0].getsockname()
+        self._servers.append(server)
+        sockname = server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
+    async def bind_main(self) -> tuple[str, int]:
+        """The IPROTO address of `listen`."""
+        config = self.app.config
+        return await self.bind(lambda: Connection(self.app), config.listen_host, config.listen_port)
+
     async def start(self) -> None:
-        """Accept connections (after bind() and the start-up work)."""
-        assert self._server is not None
-        await self._server.start_serving()
+        """Accept on every bound address (after the start-up work)."""
+        for server in self._servers:
+            await server.start_serving()
 
     def unbind(self) -> None:
-        """Give the address back when the start fails after bind()."""
-        if self._server is not None:
-            self._server.close()
+        """Give the addresses back when the start fails after bind()."""
+        for server in self._servers:
+            server.close()
 
     async def shutdown(self, grace: float) -> None:
         app = self.app
         app.shutting_down = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         connections = list(app.connections.values())
         for conn in connections:
             conn.stop_reading()
@@ -82,8 +90,8 @@ class Listener:
                 if not conn.closed.done():
                     conn.abort()
         await app.on_shutdown()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
 
     async def _wait_in_flight(self, connections: list[LiveConnection], grace: float) -> None:
         """Until no request waits (a task, or a reply held by a durability barrier)."""

@@ -2,9 +2,10 @@
 
 Owns: the binding of the pure queue cores (`drivers.queue.Queue`, the modern
 API, and `drivers.legacy.LegacyQueue`, the 1.5-era API) to the function
-registry, the EVAL texts real clients send, the asyncio side of a call that
-must wait (a take on an empty tube, a put to a full limfifottl), the single
-deadline timer over both cores, and the connect/disconnect notifications.
+registry and to the Tarantool 1.5 port's names (`resolve_legacy`), the EVAL
+texts real clients send, the asyncio side of a call that must wait (a take
+on an empty tube, a put to a full limfifottl), the single deadline timer over
+both cores, and the connect/disconnect notifications.
 
 Must not touch: queue semantics (the cores own them), sockets, the WAL
 (group commit runs after every handler through the app's durability barrier).
@@ -41,6 +42,7 @@ from .timers import DeadlineTimer, wall_clock_us
 log = get_logger("queuebox.queue")
 
 READ = "read"
+LEGACY_STATISTICS = "queue.statistics"
 
 # EVAL texts sent by real clients (go-tarantool and friends), QUEUE.md §1.
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
@@ -69,6 +71,7 @@ class QueueCalls:
         # Kept, not looked up per request: get_running_loop() costs a getpid().
         self._loop = asyncio.get_running_loop()
         self._waiting: set[asyncio.Future[None]] = set()
+        self._legacy_names = self._legacy_port_table()
         self.reloads = 0
 
     # -- the one deadline source of the timer: every core --
@@ -104,6 +107,7 @@ class QueueCalls:
         self.legacy = LegacyQueue(self.catalog, self.clock_us)
         self.cores = (self.legacy, self.modern)
         self.app.registry.forget()  # every name bound to the old cores
+        self._legacy_names = self._legacy_port_table()
         for conn_id in self.app.connections:
             self._connected(conn_id)
         for woken in list(self._waiting):
@@ -141,6 +145,25 @@ class QueueCalls:
                 return (self._handler(core, bound, name), core.access_of(name))
         return None
 
+    def resolve_legacy(self, name: str) -> Resolved | None:
+        """The Tarantool 1.5 port's resolution (server/legacy15.py): the legacy
+        core's names only, bound once like any queue name; None for any other.
+
+        There `queue.statistics` is always the legacy form (with no argument:
+        every legacy space), as 1.5 knew no other."""
+        found = self._legacy_names.get(name)
+        if found is None:
+            bound = self.legacy.bind(name)
+            if bound is None:
+                return None
+            handler = self._handler(self.legacy, bound, name)
+            found = self._legacy_names[name] = (handler, self.legacy.access_of(name))
+        return found
+
+    def _legacy_port_table(self) -> dict[str, Resolved]:
+        # Only names the legacy core binds are added: a fixed set, never unbounded.
+        return {LEGACY_STATISTICS: (self._legacy_statistics, READ)}
+
     # -- handlers --
     def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
@@ -165,6 +188,9 @@ class QueueCalls:
             return self._handler(self.modern, bound, name)(ctx, args)
 
         return handler
+
+    def _legacy_statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        return [self.legacy.statistics(args)]
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.state()]

@@ -2,7 +2,8 @@
 
 Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
-the startup line with the bound address, the port file, and turning
+the startup lines with the bound addresses, starting the listener on the
+main port and on the 1.5 port (`legacy_listen`), the port file, and turning
 SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
 requests or functions.
 """
@@ -19,10 +20,11 @@ from typing import Any
 from queuebox import __version__
 from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverable
 
-from . import logs
+from . import legacy15, logs
 from .app import App
-from .build import build_server
+from .build import Server, build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
+from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import run
 from .metrics import start_metrics
@@ -96,17 +98,35 @@ async def serve(config: Config) -> int:
 
 
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
+    files, wanted = raise_open_files_limit(config.max_connections)
+    if files < wanted:
+        log.warning(
+            "open-file limit is below max_connections",
+            limit=files,
+            max_connections=config.max_connections,
+            hint="raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower max_connections",
+        )
     app = App(config)
     listener = Listener(app)
+    # Filled once the server is built; the 1.5 port accepts only after that.
+    built: list[Server] = []
     try:
         # Bound first: a busy port fails at once, not after a long recovery.
-        host, port = await listener.bind()
+        host, port = await listener.bind_main()
+        if config.legacy_listen is not None:
+            await listener.bind(
+                lambda: legacy15.Box15Connection(app, built[0].queue), *config.legacy_listen
+            )
     except OSError as exc:
         log.error(
-            "cannot listen", error=str(exc), listen=f"{config.listen_host}:{config.listen_port}"
+            "cannot listen",
+            error=str(exc),
+            listen=f"{config.listen_host}:{config.listen_port}",
+            legacy_listen=config.legacy_listen,
         )
+        listener.unbind()
         return 1
-    code = await _start_up(app, config)
+    code = await _start_up(app, built)
     if code:
         listener.unbind()
         return code
@@ -115,6 +135,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         "listening",
         address=f"{host}:{port}",
         port=port,
+        legacy_listen=config.legacy_listen,
         data_dir=config.data_dir,
         loop=config.loop,
         users=sorted(config.users),
@@ -129,11 +150,14 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     return 0
 
 
-async def _start_up(app: App, config: Config) -> int:
+async def _start_up(app: App, built: list[Server]) -> int:
     """Recovery and the rest of the server (build.py); 0, or the exit code of a failed start."""
+    config = app.config
     try:
         os.makedirs(config.data_dir, exist_ok=True)
-        await start_metrics(build_server(app))
+        server = build_server(app)
+        built.append(server)
+        await start_metrics(server)
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1

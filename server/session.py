@@ -2,9 +2,10 @@
 
 Owns: `Session` (conn_id, peer, logged-in user and rights, salt, schema
 version, the `closed` future, and the app's services: registry, users,
-durability barrier), which request handlers (`requests.py`, `calls.py`) and
-function handlers receive instead of the connection. Must not touch the
-transport, the decoder or the reply buffer: those are `connection.py`'s.
+durability barrier), which request handlers (`requests.py`, `calls.py`,
+`legacy15.py`) and function handlers receive instead of the connection. Must
+not touch the transport, the decoder or the reply buffer: those are the
+connection shell's (`shell.py`) and its ports'.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .users import GUEST
 class Session:
     __slots__ = (
         "app",
+        "auth_failures",
+        "close_requested",
         "closed",
         "conn_id",
         "peer",
@@ -42,6 +45,9 @@ class Session:
         self.user = GUEST
         self.rights = app.users.rights(GUEST)
         self.salt = protocol.new_salt()
+        self.auth_failures = 0
+        # Set by a handler that wants the connection closed once its reply is out.
+        self.close_requested = False
 
     def set_user(self, user: str) -> None:
         self.user = user

@@ -17,6 +17,8 @@ SETTING_HELP: dict[str, str] = {
     "listen": "address to serve IPROTO on, HOST:PORT or [v6]:PORT or :PORT (loopback); "
     "port 0 picks a free port",
     "port_file": "write the bound port to FILE once listening",
+    "legacy_listen": "serve the Tarantool 1.5 binary protocol (legacy queue API, as guest) "
+    "on HOST:PORT (:PORT = loopback)",
     "metrics_listen": "serve Prometheus metrics at http://HOST:PORT/metrics (:PORT = loopback)",
     "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
     "max_connections": "connections served at once; more are closed at once",

@@ -53,6 +53,11 @@ if ! command -v tarantool >/dev/null; then
     apt_install tarantool
 fi
 
+# --- MR::Tarantool::Box: a real Tarantool 1.5 client, for the legacy_listen port ---
+if ! perl -MMR::Tarantool::Box -e 1 2>/dev/null; then
+    apt_install libmr-tarantool-perl
+fi
+
 # --- Spark part (clients/pipeline, tests/spark) -------------------------------
 # The pipeline tests need the `.[spark]` extra (PySpark 4) and a Java 17+ runtime;
 # Spark binds to the loopback interface only.

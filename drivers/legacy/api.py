@@ -346,7 +346,7 @@ class LegacyQueue(EntryPoints):
         fields = [
             task[F_ID], task[F_TUBE], WORDS[task[F_STATUS]], task[F_EVENT],
             str(task[F_IPRI]), str(task[F_PRI]), self.store.owner_of(ls, task),
-            task[F_CREATED], _seconds(task[F_TTL]), _seconds(task[F_TTR]),
+            task[F_CREATED], task[F_TTL], task[F_TTR],
             task[F_CBURY], task[F_CTAKEN], self.clock(),
         ]  # fmt: skip
         return [fields]
@@ -357,11 +357,6 @@ def number_pri(value: Any) -> int:
     offset = clamp(parse_number("pri", value), 2 * MAX_PRI)
     effective = max(Decimal(0), min(Decimal(MAX_PRI), offset + DEFAULT_IPRI))
     return int(MAX_PRI - effective)
-
-
-def _seconds(us: int) -> int | float:
-    whole, part = divmod(us, US_PER_SECOND)
-    return whole if part == 0 else us / US_PER_SECOND
 
 
 Function = Callable[[LegacyQueue, int, list[Any]], "Reply | Blocked"]

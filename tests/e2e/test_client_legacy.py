@@ -86,7 +86,7 @@ async def test_legacy_meta_and_statistics(conn: aio.Connection) -> None:
     queue, tube = conn.legacy(SPACE), unique("lt")
     put = await queue.put(tube, "x", ttr=9)
     meta = await queue.meta(put.id)
-    assert meta["id"] == put.id and meta["tube"] == tube and meta["ttr"] == 9
+    assert meta["id"] == put.id and meta["tube"] == tube and meta["ttr"] == 9_000_000  # µs
     stats = await queue.statistics(tube)
     assert stats[f"space{SPACE}.{tube}.put"] == 1
     assert stats[f"space{SPACE}.{tube}.tasks.ready"] == 1

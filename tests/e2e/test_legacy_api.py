@@ -101,7 +101,7 @@ def test_release_plain_keeps_ttl_and_place(connect: Connect) -> None:
     q.put(tube, "y")
     q.take(tube)
     assert q.release(tid) == [tid, tube, "ready", "x"]
-    assert q.meta(tid)["ttl"] == 100
+    assert q.meta(tid)["ttl"] == 100 * US  # time64, as 1.5 stored it
     assert q.take_id(tube) == tid
 
 
@@ -115,7 +115,7 @@ def test_release_with_delay_and_new_ttl(connect: Connect) -> None:
     assert m["status"] == "delayed"
     assert before + US // 2 <= m["next_event"] <= m["now"] + US // 2
     # The new ttl counts from the release, plus the delay.
-    ttl_end = m["created"] + round(m["ttl"] * US)
+    ttl_end = m["created"] + m["ttl"]
     assert before + 30 * US + US // 2 <= ttl_end <= m["now"] + 30 * US + US // 2
     assert q.take(tube) is None  # still delayed
     woken = q.take(tube, WAIT_S)  # the delay ends while the take waits
@@ -130,7 +130,8 @@ def test_release_with_new_ttl_only(connect: Connect) -> None:
     before = q.meta(tid)["now"]
     assert q.release(tid, ttl=20)[2] == "ready"
     m = q.meta(tid)
-    ttl_end = m["created"] + round(m["ttl"] * US)
+    assert isinstance(m["ttl"], int)  # µs from creation, never a float of seconds
+    ttl_end = m["created"] + m["ttl"]
     assert before + 20 * US <= ttl_end <= m["now"] + 20 * US
     assert m["next_event"] == ttl_end
 
@@ -168,8 +169,8 @@ def test_meta_fields(connect: Connect) -> None:
     m = q.meta(tid)
     assert (m["id"], m["tube"], m["status"]) == (tid, tube, "ready")
     assert (m["ipri"], m["pri"]) == ("127", "123")  # pri is stored as 255 - (127 + 5)
-    assert (m["cid"], m["ttl"], m["ttr"], m["cbury"], m["ctaken"]) == (0, 100, 7, 0, 0)
-    assert all(isinstance(m[f], int) for f in ("next_event", "created", "now"))
+    assert (m["cid"], m["ttl"], m["ttr"], m["cbury"], m["ctaken"]) == (0, 100 * US, 7 * US, 0, 0)
+    assert all(isinstance(m[f], int) for f in ("next_event", "created", "ttl", "ttr", "now"))
     assert m["created"] <= m["now"] and m["next_event"] == m["created"] + 100 * US
     q.take(tube)
     t = q.meta(tid)
@@ -179,7 +180,7 @@ def test_meta_fields(connect: Connect) -> None:
     q.on("bury", tid)
     assert (q.meta(tid)["cbury"], q.meta(tid)["cid"]) == (1, 0)
     plain = q.meta(q.put(tube, "d")[0])
-    assert (plain["pri"], plain["ttl"], plain["ttr"]) == ("128", 25 * 86_400, 60)  # defaults
+    assert (plain["pri"], plain["ttl"], plain["ttr"]) == ("128", 25 * 86_400 * US, 60 * US)
     assert q.meta(q.urgent(tube, "u")[0])["ipri"] == "126"  # one step ahead of the head
     assert q.stats(tube)[key(tube, "meta")] == "6"
 

@@ -19,7 +19,7 @@ def test_every_argument_may_be_a_numeric_string(lq: Legacy) -> None:
     task = lq.task("put", "0", "t", "0", "10", "5", "0", "payload")
     assert task[1:] == ["t", "ready", "payload"]
     meta = lq.task("meta", "0", task[0])
-    assert meta[8:10] == [10, 5]  # ttl, ttr in seconds
+    assert meta[8:10] == [10 * SEC, 5 * SEC]  # ttl, ttr: time64 (µs)
     taken = lq.task("take", "0", "t", "0.5")
     assert taken[0] == task[0]
     assert lq.call("kick", "0", "t", "3") == [0]
@@ -31,13 +31,13 @@ def test_every_argument_may_be_a_numeric_string(lq: Legacy) -> None:
 )
 def test_numeric_string_forms_lua_tonumber_reads(lq: Legacy, text: str, seconds: float) -> None:
     task = lq.put("x", ttl=text)
-    assert lq.task("meta", 0, task[0])[8] == seconds
+    assert lq.task("meta", 0, task[0])[8] == int(seconds * SEC)
 
 
 def test_float_seconds_become_exact_microseconds(lq: Legacy) -> None:
     task = lq.put("x", ttl=4.35, ttr="0.000001")
     meta = lq.task("meta", 0, task[0])
-    assert meta[8] == 4.35 and meta[9] == 0.000001
+    assert meta[8] == 4_350_000 and meta[9] == 1
     assert meta[3] == T0 + 4_350_000  # next_event = created + ttl, no float rounding
 
 
@@ -78,7 +78,7 @@ def test_huge_times_are_capped_at_a_hundred_years_and_stay_storable(lq: Legacy) 
     task = lq.put("x", ttl=10**30, delay="1e30")
     meta = lq.task("meta", 0, task[0])
     hundred_years = 3_153_600_000
-    assert meta[8] == 2 * hundred_years  # ttl += delay, both capped
+    assert meta[8] == 2 * hundred_years * SEC  # ttl += delay, both capped
     assert meta[3] == T0 + hundred_years * SEC
     assert lq.recover().status(task[0]) == "delayed"
 

@@ -158,7 +158,7 @@ def test_release_with_delay_delays_it(lq: Legacy) -> None:
     lq.advance(10)
     assert lq.task("release", 0, tid, "5")[2] == "delayed"
     meta = lq.task("meta", 0, tid)
-    assert meta[3] == T0 + 15 * SEC and meta[8] == 100  # ttl unchanged without a new ttl
+    assert meta[3] == T0 + 15 * SEC and meta[8] == 100 * SEC  # ttl unchanged
     lq.advance(4)
     assert lq.take_id() is None
     lq.advance(1)
@@ -179,7 +179,7 @@ def test_release_with_a_new_ttl_counts_it_from_now(lq: Legacy) -> None:
     lq.advance(6)
     lq.task("release", 0, tid, 0, 20)
     meta = lq.task("meta", 0, tid)
-    assert meta[8] == 26 and meta[3] == T0 + 26 * SEC
+    assert meta[8] == 26 * SEC and meta[3] == T0 + 26 * SEC
     lq.advance(19)
     assert lq.status(tid) == "ready"
     lq.advance(1)
@@ -191,7 +191,7 @@ def test_release_with_delay_and_new_ttl_adds_the_delay(lq: Legacy) -> None:
     lq.advance(2)
     lq.task("release", 0, tid, "3", "20")
     meta = lq.task("meta", 0, tid)
-    assert meta[2] == "delayed" and meta[8] == 25 and meta[3] == T0 + 5 * SEC
+    assert meta[2] == "delayed" and meta[8] == 25 * SEC and meta[3] == T0 + 5 * SEC
 
 
 @pytest.mark.parametrize(("delay", "ttl"), [(0, 0), (-4, -4), (None, None), ("0", "-1")])
@@ -202,7 +202,7 @@ def test_release_without_positive_delay_or_ttl_keeps_them(
     lq.advance(3)
     assert lq.task("release", 0, tid, delay, ttl)[2] == "ready"
     meta = lq.task("meta", 0, tid)
-    assert meta[8] == 10 and meta[3] == T0 + 10 * SEC
+    assert meta[8] == 10 * SEC and meta[3] == T0 + 10 * SEC
 
 
 def test_requeue_puts_the_task_at_the_tail(lq: Legacy) -> None:

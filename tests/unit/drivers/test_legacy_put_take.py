@@ -40,14 +40,14 @@ def test_put_defaults_ttl_25_days_ttr_60_s_pri_offset_127(lq: Legacy) -> None:
         task[0], "t", "ready",
         T0 + 2_160_000 * SEC,  # next_event: created + ttl
         "127", "128",  # ipri default; stored pri = 255 - (0 + 127)
-        0, T0, 2_160_000, 60, 0, 0, T0,
+        0, T0, 2_160_000 * SEC, 60 * SEC, 0, 0, T0,  # ttl, ttr: time64 (µs)
     ]  # fmt: skip
 
 
 def test_delay_is_added_to_ttl(lq: Legacy) -> None:
     task = lq.put("x", delay=5, ttl=10)
     meta = lq.task("meta", 0, task[0])
-    assert meta[3] == T0 + 5 * SEC and meta[8] == 15
+    assert meta[3] == T0 + 5 * SEC and meta[8] == 15 * SEC
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,7 @@ def test_meta_has_13_fields_with_owner_and_now(lq: Legacy) -> None:
     assert meta[:3] == [task[0], "t", "taken"]
     assert meta[3] == T0 + int(1.5 * SEC)  # min(now + ttr, created + ttl)
     assert (meta[4], meta[5], meta[6]) == ("127", "125", 4)
-    assert (meta[7], meta[8], meta[9], meta[10], meta[11]) == (T0, 1.5, 2, 0, 1)
+    assert (meta[7], meta[8], meta[9], meta[10], meta[11]) == (T0, 1_500_000, 2 * SEC, 0, 1)
     assert meta[12] == T0 + SEC // 4
 
 

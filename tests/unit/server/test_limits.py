@@ -98,3 +98,27 @@ def test_rate_limited_log_counts_what_it_held_back() -> None:
     assert lines[-1] == ("auth failed", {"n": 10, "suppressed": 7})
     assert limited("auth failed", n=11)
     assert "suppressed" not in lines[-1][1]
+
+
+def test_the_open_file_limit_is_raised_to_fit_max_connections() -> None:
+    import resource
+    import subprocess
+    import sys
+
+    probe = (
+        "import resource; from queuebox.server.limits import raise_open_files_limit as r; "
+        "print(*r(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+    )
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    out = subprocess.run(
+        [sys.executable, "-c", probe], preexec_fn=low_soft_limit,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    now, wanted, seen = map(int, out.stdout.split())
+    expected = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    assert wanted == 1064 and now == seen == expected

@@ -190,3 +190,34 @@ def test_loopback_guest_rights_can_be_narrowed() -> None:
     assert effective_guest_rights(Config(listen_host="localhost")) == ALL_RIGHTS
     assert effective_guest_rights(Config(listen_host="::1")) == ALL_RIGHTS
     assert effective_guest_rights(Config(listen_host="example.org")) == NO_RIGHTS
+
+
+# --- the Tarantool 1.5 port: no login there, so everyone is guest ---
+
+
+def test_legacy_listen_is_off_by_default_and_set_like_listen() -> None:
+    assert load_config({}, {}).legacy_listen is None
+    assert load_config({}, {"QUEUEBOX_LEGACY_LISTEN": ":33013"}).legacy_listen == (
+        "127.0.0.1",
+        33013,
+    )
+    with pytest.raises(ConfigError, match="--legacy-listen"):
+        load_config({"legacy_listen": "33013"}, {})
+
+
+def test_open_legacy_listen_needs_allow_open_guest() -> None:
+    with pytest.raises(ConfigError, match="legacy_listen on 0.0.0.0:33013.*allow_open_guest"):
+        load_config({"legacy_listen": "0.0.0.0:33013"}, {})
+    config = load_config({"legacy_listen": "0.0.0.0:33013", "allow_open_guest": True}, {})
+    assert config.legacy_listen == ("0.0.0.0", 33013)
+
+
+def test_open_legacy_listen_where_guest_may_do_nothing_is_refused() -> None:
+    flags = {**OPEN, "legacy_listen": "0.0.0.0:33013", "allow_open_guest": True}
+    with pytest.raises(ConfigError, match="no guest rights"):
+        load_config({**flags, "guest_rights": "none"}, USER_ENV)
+
+
+def test_loopback_legacy_listen_follows_the_guest_rights() -> None:
+    config = load_config({"legacy_listen": "127.0.0.1:0", "guest_rights": "read"}, {})
+    assert effective_guest_rights(config) == frozenset({READ})

@@ -38,6 +38,9 @@ class FakeTransport:
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         self.high_water = high
 
+    def get_write_buffer_size(self) -> int:
+        return 0
+
     def is_closing(self) -> bool:
         return self.closed or self.aborted
 

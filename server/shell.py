@@ -1,0 +1,336 @@
+"""The connection shell both ports share: an asyncio.Protocol around a sans-I/O codec.
+
+Owns: a client's place in `app.connections` (refused while shutting down or
+at max_connections), its `Session`, batching replies into one transport write
+per loop turn, replies held until their durability barrier, the tasks of
+requests that wait (kept in `app.tasks`, so shutdown sees them), the
+in-flight accounting and back-pressure, and stop_reading/close/abort for the
+listener's shutdown. Must not know a wire format: a port subclasses it
+(`connection.py`: IPROTO; `legacy15.py`: Tarantool 1.5), decodes bytes in
+`data_received`, runs its request table, hands each handler's answer to the
+shell, and says what a failed barrier answers (`barrier_failed`).
+
+Requests are answered out of order, matched by sync: bytes go out at the end
+of this loop turn; a held reply goes out when its barrier completes; a
+coroutine (a call that must wait) runs as a task and its reply goes out when
+done, so a blocked call never holds up the next request.
+
+Back-pressure, so a client that sends without reading cannot make us buffer
+without bound:
+
+    reading ──(transport above write_high_water: pause_writing)──▶ paused
+    reading ──(max_in_flight_per_conn requests waiting)──────────▶ paused
+    reading ──(over its share of buffer_budget: limits.py)───────▶ paused
+    paused ──(every reason above cleared)────────────────────────▶ reading
+
+The watchdog closes a connection that sends no whole request within
+`handshake_timeout_s` of opening, and (with `idle_timeout_s`) one that has
+no request and nothing in flight for that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Coroutine
+from typing import Any, cast
+
+from .app import App
+from .calls import Held, Reply
+from .connlog import ConnectionLog
+from .limits import RateLimitedLog
+from .logs import get_logger
+from .session import Session
+
+log = get_logger("queuebox.conn")
+# A flood of stalled frames logs a few lines a second, not one per connection.
+budget_full_log = RateLimitedLog(log.warning, time.monotonic, burst=5, period_s=1.0)
+
+
+class ConnectionShell(asyncio.Protocol):
+    # How the log names this port's connections ("legacy connection opened").
+    kind = "connection"
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.session = Session(app, 0, self.closed)
+        self.conn_id = 0
+        self.transport: asyncio.Transport | None = None
+        self.in_flight = 0
+        self._max_in_flight = app.config.max_in_flight_per_conn
+        self._out: list[bytes] = []
+        # Replies waiting for a durability barrier, per barrier future.
+        self._held: dict[asyncio.Future[Any], list[Held]] = {}
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._reading_paused = False
+        self._closing = False
+        self._stopped = False  # shutdown: no more requests, replies still go out
+        self._budget_paused = False
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._spoken = False  # a whole request arrived: the handshake is over
+        self._last_request = 0.0
+        self.connlog = ConnectionLog(self.session, self.loop, self.kind)
+
+    # --- what a port says ---
+
+    def opened(self, transport: asyncio.Transport) -> None:
+        """The connection is accepted: write what the port says first (a greeting)."""
+
+    def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
+        """The reply to request `sync` whose change may not be on disk."""
+        raise NotImplementedError
+
+    def buffered_input(self) -> int:
+        """Bytes of an unfinished request the port's decoder holds."""
+        return 0
+
+    # --- asyncio.Protocol ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        session = self.session
+        session.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        app = self.app
+        if app.shutting_down or len(app.connections) >= app.config.max_connections:
+            # Refused before anything is written: a client sees the socket close
+            # at once instead of a half-working session.
+            log.warning(
+                f"{self.kind} refused",
+                peer=session.peer,
+                reason="shutting down" if app.shutting_down else "max_connections reached",
+                max_connections=app.config.max_connections,
+            )
+            self._closing = True
+            transport.abort()
+            return
+        self.conn_id = session.conn_id = app.next_conn_id()
+        transport.set_write_buffer_limits(high=app.config.write_high_water)
+        self.opened(transport)
+        app.connections[self.conn_id] = self
+        app.buffer_budget.add(self)
+        self.connlog.opened()
+        self._arm_watchdog(app.config.handshake_timeout_s)
+        app.on_connect(self.conn_id)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._out.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self.conn_id:
+            self.app.buffer_budget.remove(self)
+            self.connlog.closed(exc)
+            self.app.on_disconnect(self.conn_id)  # its taken tasks go back
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._account()
+
+    # --- limits ---
+
+    def done_reading(self, any_request: bool) -> None:
+        """End of data_received: write the replies, keep the limits."""
+        if any_request:
+            if not self._spoken:
+                self._spoken = True
+                if self._watchdog is not None:
+                    self._watchdog.cancel()
+                self._arm_watchdog(self.app.config.idle_timeout_s)
+            elif self._watchdog is not None:
+                self._last_request = self.loop.time()
+            if self.session.close_requested:
+                self.close()
+                return
+        self.flush()
+        self._account()
+
+    def budget_paused(self, paused: bool) -> None:
+        self._budget_paused = paused
+        self._update_reading()
+        if paused:
+            budget = self.app.buffer_budget
+            budget_full_log(
+                f"{self.kind} paused: buffer budget full",
+                conn_id=self.conn_id,
+                peer=self.session.peer,
+                buffered=self.buffered_input(),
+                total=budget.total,
+                buffer_budget=budget.limit,
+            )
+
+    def _account(self) -> None:
+        transport = self.transport
+        unsent = transport.get_write_buffer_size() if transport is not None else 0
+        self.app.buffer_budget.update(self, self.buffered_input() + unsent)
+
+    def _arm_watchdog(self, seconds: float) -> None:
+        self._watchdog = None
+        if seconds > 0 and not self._closing:
+            self._last_request = self.loop.time()
+            self._watchdog = self.loop.call_later(seconds, self._watch)
+
+    def _watch(self) -> None:
+        self._watchdog = None
+        if self._closing:
+            return
+        if not self._spoken:
+            self._time_out("handshake", self.app.config.handshake_timeout_s)
+            return
+        limit = self.app.config.idle_timeout_s
+        idle = self.loop.time() - self._last_request
+        if self.in_flight == 0 and idle >= limit:
+            self._time_out("idle", limit)
+        else:  # busy, or a request came since: look again when it could be idle
+            self._watchdog = self.loop.call_later(max(limit - idle, limit / 10), self._watch)
+
+    def _time_out(self, reason: str, seconds: float) -> None:
+        log.info(
+            f"{self.kind} timed out",
+            conn_id=self.conn_id,
+            peer=self.session.peer,
+            reason=reason,
+            timeout_s=seconds,
+        )
+        self.close()
+
+    # --- replies ---
+
+    def answer(self, reply: Reply) -> None:
+        """Send what a handler returned: now, after its barrier, or when its task is done.
+
+        Queued, not written: data_received ends with flush()."""
+        if type(reply) is bytes:
+            self._out.append(reply)
+        elif type(reply) is Held:
+            self._hold(reply)
+        else:
+            self._spawn(cast(Coroutine[Any, Any, bytes], reply))
+
+    def send(self, reply: bytes) -> None:
+        """Queue a reply produced outside data_received; written at the end of this loop turn."""
+        if self._closing:
+            return
+        self._out.append(reply)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    # --- what the listener's shutdown uses ---
+
+    def stop_reading(self) -> None:
+        self._stopped = True
+        self._update_reading()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close(self) -> None:
+        """Write what is queued, then close."""
+        self._closing = True
+        self.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- replies that go out later, counted in flight ---
+
+    def _hold(self, held: Held) -> None:
+        """Send `held.reply` once its barrier completes."""
+        self._started()
+        barrier = held.barrier
+        if asyncio.isfuture(barrier):
+            # Group commit hands many requests the same future: one callback per
+            # connection and batch, holding the batch's replies in order.
+            batch = self._held.get(barrier)
+            if batch is None:
+                batch = self._held[barrier] = []
+                barrier.add_done_callback(self._after_barrier)
+            batch.append(held)
+        else:
+            self._run(self._await_barrier(held))
+
+    def _spawn(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        self._started()
+        self._run(coro)
+
+    def _run(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        """A counted reply produced by a task; kept in app.tasks so shutdown sees it."""
+        task = self.loop.create_task(self._answer_later(coro))
+        tasks = self.app.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _answer_later(self, coro: Coroutine[Any, Any, bytes]) -> None:
+        try:
+            reply = await coro
+        finally:
+            self._finished()
+        self.send(reply)
+
+    def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
+        batch = self._held.pop(fut, ())
+        failed = fut.cancelled() or fut.exception() is not None
+        for held in batch:
+            self._finished()
+            reply = held.reply
+            if failed:
+                reply = self.barrier_failed(held.sync, None if fut.cancelled() else fut.exception())
+            self.send(reply)
+
+    async def _await_barrier(self, held: Held) -> bytes:
+        try:
+            await cast(Awaitable[Any], held.barrier)
+        except BaseException as exc:  # a failed barrier must not ack
+            return self.barrier_failed(held.sync, exc if isinstance(exc, Exception) else None)
+        return held.reply
+
+    def _started(self) -> None:
+        self.in_flight += 1
+        if self.in_flight >= self._max_in_flight and not self._reading_paused:
+            self._update_reading()
+
+    def _finished(self) -> None:
+        self.in_flight -= 1
+        if self._reading_paused:
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        should_pause = (
+            self._write_paused
+            or self._stopped
+            or self._budget_paused
+            or self.in_flight >= self._max_in_flight
+        )
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()

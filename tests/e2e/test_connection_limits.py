@@ -1,0 +1,137 @@
+"""A few hostile sockets cost nothing: handshake and idle timeouts, one buffer
+budget, failed AUTHs closed and their log lines limited (README "Limits")."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+from serverproc import AUTH, CALL, PING, RawClient, ServerProc, StartServer, frame
+
+
+def assert_serves(proc: ServerProc) -> None:
+    with RawClient(proc.port) as other:
+        assert other.call("queuebox.echo", "ok").data == ["ok"]
+
+
+def test_a_silent_connection_is_closed_after_the_handshake_timeout(
+    start_server: StartServer,
+) -> None:
+    proc = start_server("--handshake-timeout-s", "0.5")
+    with RawClient(proc.port) as silent, RawClient(proc.port) as talker:
+        assert talker.roundtrip(PING).error is None  # spoke in time: stays
+        assert silent.closed_by_peer(timeout=5)
+        time.sleep(0.6)
+        assert talker.roundtrip(PING).error is None
+    assert "reason=handshake" in proc.log()
+
+
+def test_silent_sockets_do_not_lock_out_real_clients(start_server: StartServer) -> None:
+    proc = start_server("--max-connections", "8", "--handshake-timeout-s", "0.5")
+    silent = [RawClient(proc.port) for _ in range(8)]  # all the places, saying nothing
+    try:
+        for sock in silent:
+            assert sock.closed_by_peer(timeout=5)
+        assert_serves(proc)
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def test_an_idle_connection_is_closed_but_a_waiting_take_is_not(
+    start_server: StartServer,
+) -> None:
+    proc = start_server("--idle-timeout-s", "0.5")
+    with RawClient(proc.port) as idle, RawClient(proc.port) as waiting:
+        assert idle.roundtrip(PING).error is None
+        assert waiting.call("queue.create_tube", "jobs", "fifo").error is None
+        sync = waiting.request(CALL, {0x22: "queue.tube.jobs:take", 0x21: [1.5]})
+        assert idle.closed_by_peer(timeout=5)
+        reply = waiting.recv()  # the take ran out after 1.5 s, 3 idle timeouts
+        assert (reply.sync, reply.data) == (sync, [])
+        assert waiting.roundtrip(PING).error is None
+    assert "reason=idle" in proc.log()
+
+
+def test_without_an_idle_timeout_a_quiet_connection_stays(start_server: StartServer) -> None:
+    proc = start_server("--handshake-timeout-s", "0.3")
+    with RawClient(proc.port) as quiet:
+        assert quiet.roundtrip(PING).error is None
+        assert not quiet.closed_by_peer(timeout=1.0)
+        assert quiet.roundtrip(PING).error is None
+
+
+def partial_call(size: int) -> tuple[bytes, bytes]:
+    """A CALL frame of about `size` bytes, split before its last 100 bytes."""
+    whole = frame(CALL, 1, {0x22: "queuebox.echo", 0x21: ["x" * size]})
+    return whole[:-100], whole[-100:]
+
+
+def test_stalled_frames_are_held_to_the_buffer_budget(start_server: StartServer) -> None:
+    proc = start_server("--buffer-budget", "1M", "--handshake-timeout-s", "0")
+    hogs = [socket.create_connection(("127.0.0.1", proc.port), timeout=10) for _ in range(6)]
+    try:
+        head, tail = partial_call(900 * 1024)
+        for hog in hogs:
+            hog.recv(128)  # the greeting
+            hog.sendall(head)  # 6 x 900 KiB against a 1 MiB budget
+        deadline = time.monotonic() + 10
+        while "buffer budget full" not in proc.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "buffer budget full" in proc.log()
+        assert_serves(proc)  # small requests still flow
+        for hog in hogs[1:]:
+            hog.close()  # their memory goes back; the last hog reads again
+        last = hogs[0]
+        last.sendall(tail)
+        (length,) = struct.unpack(">I", _recv_exact(last, 5)[1:])
+        assert len(_recv_exact(last, length)) > 900 * 1024  # the echo came back whole
+    finally:
+        for hog in hogs:
+            hog.close()
+    assert_serves(proc)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "closed early"
+        data += chunk
+    return bytes(data)
+
+
+def test_wrong_passwords_close_the_connection_after_auth_attempts(
+    start_server: StartServer,
+) -> None:
+    proc = start_server("--auth-attempts", "3")
+    with RawClient(proc.port) as guesser:
+        for _ in range(3):
+            assert guesser.auth("tester", "wrong").error is not None
+        assert guesser.closed_by_peer(timeout=5)
+    with RawClient(proc.port) as honest:  # others are not affected
+        assert honest.auth("tester", "wrong").error is not None
+        assert honest.auth("tester", "secret").error is None
+        assert honest.call("queuebox.echo", 1).data == [1]
+
+
+def test_a_flood_of_failed_auths_logs_a_few_lines(start_server: StartServer) -> None:
+    proc = start_server()
+    started = time.monotonic()
+    guesses = 0
+    for _ in range(40):
+        with RawClient(proc.port) as guesser:
+            for _ in range(5):
+                guesser.send(frame(AUTH, 1, {0x23: "tester", 0x21: ["chap-sha1", b"\0" * 20]}))
+                guesses += 1
+            assert guesser.closed_by_peer(timeout=5)
+    seconds = time.monotonic() - started
+    lines = proc.log().count("auth failed")
+    # At most 10 lines a second get through, whatever the number of guesses.
+    assert 1 <= lines <= 10 * (int(seconds) + 2) < guesses
+    time.sleep(1.1)  # a new window: the next line counts what was left out
+    with RawClient(proc.port) as late:
+        assert late.auth("tester", "wrong").error is not None
+    last = [line for line in proc.log().splitlines() if "auth failed" in line][-1]
+    assert "suppressed=" in last
