@@ -2,7 +2,7 @@
 
 Owns every magic number of the wire so the rest of the package (and the
 server) names them instead of repeating hex. Values are Tarantool's, as
-listed in spec/iproto.md; nothing here may depend on another module.
+listed in PROTOCOL.md; nothing here may depend on another module.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ class ErrorCode(IntEnum):
     ER_NO_SUCH_INDEX_ID = 35
     ER_NO_SUCH_SPACE = 36
     ER_FIELD_MISSING = 39
+    ER_WAL_IO = 40
     ER_ACCESS_DENIED = 42
     ER_NO_SUCH_USER = 45
     ER_PASSWORD_MISMATCH = 47

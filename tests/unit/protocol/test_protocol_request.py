@@ -1,4 +1,5 @@
-"""RequestDecoder: every captured client frame, chunking, and every bad-input rule of §7."""
+"""RequestDecoder: every captured client frame, chunking, and every bad-input rule of
+PROTOCOL.md §7."""
 
 from __future__ import annotations
 
