@@ -1,7 +1,7 @@
 """`queuebox ping|tubes|stats|put|take|peek|create-tube|drop-tube`: the client's commands.
 
 Owns: each command's arguments, its output (text or ``--json``) and its exit code. The
-`queuebox` entry point (server/cli.py) imports this module only when one of these
+`queuebox` entry point (queuebox/cli.py) imports this module only when one of these
 commands runs; each function here is `(argv, prog) -> exit code`. Talks to the server
 through `clients.blocking` only; must not import server/, drivers/ or storage/.
 

@@ -1,6 +1,7 @@
 """Typed values the client hands back: task statuses, tasks and legacy tasks.
 
-Owns: `Status`, `Task`, `LegacyTask` and their conversion from the server's tuples.
+Owns: `Status`, `Task`, `LegacyTask` and their conversion from the server's tuples, and
+what both clients' tubes share: `OnError` and `task_id`.
 Must not touch the network; these are plain values.
 """
 
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["LegacyTask", "Status", "Task"]
+__all__ = ["LegacyTask", "OnError", "Status", "Task", "task_id"]
+
+# What the take context manager does with a task when its block raises.
+OnError = Literal["release", "bury"]
 
 
 class Status(enum.StrEnum):
@@ -70,3 +74,8 @@ class LegacyTask:
         """Build a task from the server's `[id, tube, status_word, data...]` tuple."""
         task_id, tube, word, *data = row
         return cls(task_id, tube, Status.from_word(word), tuple(data))
+
+
+def task_id(task: Task | int) -> int:
+    """The id of a task given as a `Task` or as its id."""
+    return task.id if isinstance(task, Task) else task

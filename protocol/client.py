@@ -24,25 +24,16 @@ from .constants import (
     ERROR_FLAG,
     ERROR_FRAME_MESSAGE,
     ERROR_STACK,
-    ITERATOR_ALL,
     KEY_DATA,
     KEY_ERROR,
     KEY_ERROR_24,
     KEY_EXPR,
-    KEY_FEATURES,
     KEY_FUNCTION_NAME,
-    KEY_INDEX_ID,
-    KEY_ITERATOR,
-    KEY_KEY,
-    KEY_LIMIT,
-    KEY_OFFSET,
     KEY_REQUEST_TYPE,
     KEY_SCHEMA_VERSION,
-    KEY_SPACE_ID,
     KEY_SYNC,
     KEY_TUPLE,
     KEY_USER_NAME,
-    KEY_VERSION,
     RESPONSE_CHUNK,
     RequestType,
 )
@@ -56,10 +47,8 @@ __all__ = [
     "encode_auth",
     "encode_call",
     "encode_eval",
-    "encode_id",
     "encode_ping",
     "encode_request",
-    "encode_select",
 ]
 
 _PREFIX = struct.Struct(">BI")
@@ -92,31 +81,6 @@ def encode_call(sync: int, name: str, args: Iterable[Any] = (), call16: bool = F
 
 def encode_eval(sync: int, expr: str, args: Iterable[Any] = ()) -> bytes:
     return encode_request(RequestType.EVAL, sync, {KEY_EXPR: expr, KEY_TUPLE: list(args)})
-
-
-def encode_select(
-    sync: int,
-    space_id: int,
-    index_id: int = 0,
-    key: Iterable[Any] = (),
-    limit: int = 0xFFFFFFFF,
-    offset: int = 0,
-    iterator: int = ITERATOR_ALL,
-) -> bytes:
-    body = {
-        KEY_SPACE_ID: space_id,
-        KEY_INDEX_ID: index_id,
-        KEY_LIMIT: limit,
-        KEY_OFFSET: offset,
-        KEY_ITERATOR: iterator,
-        KEY_KEY: list(key),
-    }
-    return encode_request(RequestType.SELECT, sync, body)
-
-
-def encode_id(sync: int, version: int, features: Iterable[int]) -> bytes:
-    body = {KEY_VERSION: version, KEY_FEATURES: list(features)}
-    return encode_request(RequestType.ID, sync, body)
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ be ints. Must not know anything about IPROTO keys or frames.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -18,7 +19,7 @@ _packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape")
 # One module-level C packer: building a Packer per call costs more than the
 # packing itself. pack() runs entirely in C without callbacks (no `default`
 # hook), so it cannot be re-entered while it holds its buffer.
-pack = _packer.pack
+pack: Callable[[Any], bytes] = _packer.pack
 
 
 def new_unpacker(size_hint: int) -> msgpack.Unpacker:
@@ -40,11 +41,6 @@ def as_bytes(value: str | bytes) -> bytes:
     if isinstance(value, bytes):
         return value
     return value.encode("utf-8", "surrogateescape")
-
-
-def as_text(value: bytes) -> str:
-    """A str that encodes back to exactly these bytes (see as_bytes)."""
-    return value.decode("utf-8", "surrogateescape")
 
 
 # A request body may nest at most this many containers (itself included).

@@ -2,7 +2,7 @@
 
 Owns every magic number of the wire so the rest of the package (and the
 server) names them instead of repeating hex. Values are Tarantool's, as
-listed in spec/iproto.md; nothing here may depend on another module.
+listed in PROTOCOL.md; nothing here may depend on another module.
 """
 
 from __future__ import annotations
@@ -83,19 +83,8 @@ ERROR_FRAME_ERRNO = 0x04
 ERROR_FRAME_ERRCODE = 0x05
 ERROR_FRAME_FIELDS = 0x06
 
-# Iterators for SELECT.
+# SELECT's default iterator (EQ); queuebox answers SELECT only for empty system views.
 ITERATOR_EQ = 0
-ITERATOR_REQ = 1
-ITERATOR_ALL = 2
-ITERATOR_LT = 3
-ITERATOR_LE = 4
-ITERATOR_GE = 5
-ITERATOR_GT = 6
-ITERATOR_BITS_ALL_SET = 7
-ITERATOR_BITS_ANY_SET = 8
-ITERATOR_BITS_ALL_NOT_SET = 9
-ITERATOR_OVERLAPS = 10
-ITERATOR_NEIGHBOR = 11
 
 AUTH_METHOD_CHAP_SHA1 = "chap-sha1"
 

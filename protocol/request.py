@@ -9,7 +9,7 @@ see Request.has) and it does no I/O. One rule Tarantool lacks: a body
 nested deeper than codec.MAX_NESTING is a bad body, so whatever the
 server accepts it can also encode again.
 
-    feed(data) ──▶ FrameSplitter ──▶ payloads ──▶ decode_payload ──▶ Request
+    feed(data) ──▶ FrameSplitter ──▶ payloads ──▶ msgpack, _build ──▶ Request
                         │ bad length prefix / too big      │ bad header/body
                         ▼                                  ▼
               ProtocolError(fatal=True)         ProtocolError(fatal=False)
@@ -130,7 +130,8 @@ class Request:
 
     @property
     def index_id(self) -> int:
-        return self.body.get(KEY_INDEX_ID, 0)
+        value: int = self.body.get(KEY_INDEX_ID, 0)  # a uint: _build checked it
+        return value
 
     @property
     def limit(self) -> int | None:
@@ -138,11 +139,13 @@ class Request:
 
     @property
     def offset(self) -> int:
-        return self.body.get(KEY_OFFSET, 0)
+        value: int = self.body.get(KEY_OFFSET, 0)  # a uint: _build checked it
+        return value
 
     @property
     def iterator(self) -> int:
-        return self.body.get(KEY_ITERATOR, ITERATOR_EQ)
+        value: int = self.body.get(KEY_ITERATOR, ITERATOR_EQ)  # a uint: _build checked it
+        return value
 
     @property
     def key(self) -> list[Any] | None:
@@ -155,13 +158,6 @@ class Request:
     @property
     def ops(self) -> list[Any] | None:
         return self.body.get(KEY_OPS)
-
-    def auth_method(self) -> str | None:
-        """AUTH: first element of TUPLE (e.g. "chap-sha1"), None if absent."""
-        item = _tuple_item(self.body, 0)
-        if isinstance(item, bytes):
-            return item.decode("utf-8", "surrogateescape")
-        return item if isinstance(item, str) else None
 
     def scramble(self) -> bytes | None:
         """AUTH: the scramble (TUPLE[1]) as raw bytes, whether it came as
@@ -280,18 +276,6 @@ def _check_nesting(payload: bytes, decoded: Request | ProtocolError) -> Request 
     return decoded
 
 
-def decode_payload(payload: bytes) -> Request | ProtocolError:
-    """Decode one frame's payload (header map + optional body map)."""
-    try:
-        header, body = _unpackb(
-            _PAIR + payload, raw=False, unicode_errors="surrogateescape", strict_map_key=False
-        )
-    except Exception:
-        # Header-only frames (PING) land here too: no body to pair with.
-        return _decode_carefully(payload)
-    return _check_nesting(payload, _build(header, body))
-
-
 class RequestDecoder:
     """Incremental decoder of a client's byte stream.
 
@@ -321,7 +305,6 @@ class RequestDecoder:
         out: list[Request | ProtocolError] = []
         append = out.append
         for payload in payloads:
-            # decode_payload() inlined: one call less per request.
             try:
                 header, body = _unpackb(
                     _PAIR + payload,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE test command: on a fresh Debian machine (root, CI=true, no stdin) it
-# installs what the tests need, then runs the whole suite. Arguments are
-# passed to pytest; its exit code is ours.
+# installs what the tests need, checks lint, format and types (ruff, mypy),
+# then runs the whole suite. Arguments are passed to pytest; a failing check
+# or pytest's exit code is ours.
 #
 #   bash tests/run.sh                 # everything
 #   bash tests/run.sh tests/e2e -x    # a part
@@ -78,5 +79,10 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
 fi
 export SPARK_LOCAL_IP=127.0.0.1
 # ---------------------------------------------------------------------------
+
+# --- Lint, format and types: a failure fails the command, before any test runs ---
+"$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
+"$PYTHON" -m mypy
 
 exec "$PYTHON" -m pytest "$@"

@@ -12,7 +12,7 @@ import pytest
 from client_targets import CuttingProxy, Target, unique
 
 from queuebox.clients import Status, Task, aio
-from queuebox.clients.consumer import Consumer
+from queuebox.clients.aio import Consumer, Tube
 from queuebox.clients.errors import (
     QueueError,
     QueueFull,
@@ -22,7 +22,6 @@ from queuebox.clients.errors import (
     TubeExists,
     TubeNotFound,
 )
-from queuebox.clients.tube import Tube
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -256,7 +255,7 @@ async def test_put_many_stops_at_the_first_error(conn: aio.Connection) -> None:
 
 async def test_take_context_acks_on_success(tube: Tube) -> None:
     put = await tube.put("work")
-    async with tube.take(1) as task:
+    async with tube.taking(1) as task:
         assert task is not None and task.id == put.id
     with pytest.raises(TaskNotFound):
         await tube.peek(put.id)
@@ -265,7 +264,7 @@ async def test_take_context_acks_on_success(tube: Tube) -> None:
 async def test_take_context_releases_on_error(tube: Tube) -> None:
     put = await tube.put("work")
     with pytest.raises(RuntimeError, match="handler failed"):
-        async with tube.take(1):
+        async with tube.taking(1):
             raise RuntimeError("handler failed")
     assert (await tube.peek(put.id)).status is Status.READY
 
@@ -273,7 +272,7 @@ async def test_take_context_releases_on_error(tube: Tube) -> None:
 async def test_take_context_releases_with_delay(tube: Tube) -> None:
     put = await tube.put("work")
     with pytest.raises(ValueError):
-        async with tube.take(1, release_delay=30):
+        async with tube.taking(1, release_delay=30):
             raise ValueError
     assert (await tube.peek(put.id)).status is Status.DELAYED
 
@@ -287,13 +286,13 @@ async def test_take_context_buries_on_error(tube: Tube) -> None:
 
 
 async def test_take_context_timeout_gives_none(tube: Tube) -> None:
-    async with tube.take(0.05) as task:
+    async with tube.taking(0.05) as task:
         assert task is None
 
 
 async def test_take_context_leaves_a_task_settled_inside_alone(tube: Tube) -> None:
     put = await tube.put("work")
-    async with tube.take(1) as task:
+    async with tube.taking(1) as task:
         assert task is not None
         await tube.bury(task)
     assert (await tube.peek(put.id)).status is Status.BURIED

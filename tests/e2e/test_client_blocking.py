@@ -11,7 +11,7 @@ import pytest
 from client_targets import CuttingProxy, Target, unique
 
 from queuebox.clients import Status, Task, blocking
-from queuebox.clients.blocking_queue import Tube
+from queuebox.clients.blocking import Tube
 from queuebox.clients.errors import (
     QueueFull,
     TaskNotFound,

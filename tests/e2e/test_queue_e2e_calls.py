@@ -1,7 +1,7 @@
 """Every modern queue call of QUEUE.md §1–§3 over real sockets with tarantool-python.
 
 The answers are checked as a connector sees them: CALL shapes (`[]` versus
-`[None]`, `[[id, status, data]]`, scalars), the CALL_16 shapes of §1, the
+`[None]`, `[[id, status, data]]`, scalars), the CALL_16 shapes of QUEUE.md §1, the
 EVAL texts real clients send, and error codes with their texts (queuebox
 leaves out upstream's Lua `file:line: ` prefix).
 """
@@ -72,7 +72,7 @@ def new_tube(conn: tarantool.Connection, type_: str, opts: dict[str, Any] | None
     return Tube(conn, tube_of(conn, type_, opts))
 
 
-# --- §2 module-level calls -------------------------------------------------------------
+# --- QUEUE.md §2 module-level calls ----------------------------------------------------
 
 
 @pytest.mark.parametrize("type_", DRIVERS)
@@ -226,7 +226,7 @@ def test_eval_texts_of_real_clients(conn: tarantool.Connection) -> None:
     assert code == 32 and "EVAL" in message
 
 
-# --- §1 names that do not resolve ------------------------------------------------------
+# --- QUEUE.md §1 names that do not resolve ---------------------------------------------
 
 
 def test_unknown_tubes_methods_and_functions_are_not_defined(conn: tarantool.Connection) -> None:
@@ -262,7 +262,7 @@ def test_a_dropped_tube_is_not_defined(conn: tarantool.Connection) -> None:
     assert conn.call("queue.statistics", tube.name).data[0]["calls"]["put"] == 1
 
 
-# --- §3 tube methods -------------------------------------------------------------------
+# --- QUEUE.md §3 tube methods ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("type_", DRIVERS)
@@ -415,7 +415,7 @@ def drop_or_error(t: Tube) -> list[Any] | tuple[int, str]:
         return exc.code, exc.message
 
 
-# --- CALL_16 shapes (§1) -----------------------------------------------------------------
+# --- CALL_16 shapes (QUEUE.md §1) --------------------------------------------------------
 
 
 def test_call16_shapes(conn16: tarantool.Connection) -> None:

@@ -74,7 +74,7 @@ def open_clients(stack: ExitStack, port: int, n: int) -> list[RawClient]:
     return [stack.enter_context(RawClient(port)) for _ in range(n)]
 
 
-# --- the order of waiters (§6) ----------------------------------------------------------
+# --- the order of waiters (QUEUE.md §6) -------------------------------------------------
 
 
 def test_five_waiters_are_served_by_timeout_then_start_then_connection(
@@ -165,7 +165,7 @@ def test_a_take_times_out_with_nothing(server: ServerProc, admin: tarantool.Conn
         assert client.call(f"queue.tube.{tube}:take", 0).data == [[0, "t", "x"]]
 
 
-# --- a waiting call does not block its connection (§1 "Concurrency") --------------------
+# --- a waiting call does not block its connection (QUEUE.md §1 "Concurrency") -----------
 
 
 def test_a_blocked_take_does_not_block_the_next_request_on_the_same_socket(
@@ -185,7 +185,7 @@ def test_a_blocked_take_does_not_block_the_next_request_on_the_same_socket(
     assert (second.sync, second.data) == (1, [[0, "t", "x"]])
 
 
-# --- utube: one taken task per utube (§11) ----------------------------------------------
+# --- utube: one taken task per utube (QUEUE.md §11) -------------------------------------
 
 UNBLOCKERS = {
     # what the consumer does with the first task -> the task the waiter then gets

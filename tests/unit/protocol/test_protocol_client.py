@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from queuebox.protocol import (
-    ITERATOR_EQ,
     ProtocolError,
     Request,
     RequestDecoder,
@@ -18,10 +17,8 @@ from queuebox.protocol import (
     encode_auth,
     encode_call,
     encode_eval,
-    encode_id,
     encode_ping,
     encode_request,
-    encode_select,
 )
 
 VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
@@ -47,16 +44,10 @@ def test_encoders_match_asynctnt_bytes() -> None:
     )
     assert encode_call(7, "ret_nil", [], call16=True) == BY_NAME["call16_ret_nil_request"]
     assert encode_eval(21, "return 1, 2, ...", ["x"]) == BY_NAME["eval_request_asynctnt"]
-    assert encode_id(1, 3, [0, 1, 2]) == BY_NAME["id_request_asynctnt"]
     assert encode_call(24, "sleep_ret", (0.3, "slow")) == BY_NAME["pipelined_slow_request"]
 
 
 def test_encoders_decode_like_other_clients_frames() -> None:
-    ours = request_of(encode_select(0, 281))
-    theirs = request_of(BY_NAME["select_vspace_tarantool_python"])
-    assert (ours.type, ours.sync, ours.body) == (theirs.type, theirs.sync, theirs.body)
-    eq = request_of(encode_select(0, 512, key=[1], iterator=ITERATOR_EQ))
-    assert eq.body == request_of(BY_NAME["select_user_space_eq_request"]).body
     auth = request_of(
         encode_auth(0, "tester", bytes.fromhex("123fb94276f415323e953c0153bd13571cc5dfd5"))
     )

@@ -1,4 +1,5 @@
-"""RequestDecoder: every captured client frame, chunking, and every bad-input rule of §7."""
+"""RequestDecoder: every captured client frame, chunking, and every bad-input rule of
+PROTOCOL.md §7."""
 
 from __future__ import annotations
 
@@ -132,7 +133,6 @@ def test_select_fields_and_defaults() -> None:
 def test_auth_scramble_as_bin_and_as_non_utf8_str() -> None:
     as_bin = only(BY_NAME["auth_chap_sha1_tarantool_python"])
     assert as_bin.user_name == "tester"
-    assert as_bin.auth_method() == "chap-sha1"
     assert as_bin.scramble() == bytes.fromhex("123fb94276f415323e953c0153bd13571cc5dfd5")
     as_str = only(BY_NAME["auth_chap_sha1_asynctnt"])
     assert as_str.scramble() == BY_NAME["auth_chap_sha1_asynctnt"][-20:]
@@ -143,12 +143,7 @@ def test_auth_scramble_as_bin_and_as_non_utf8_str() -> None:
 
 def test_auth_guest_empty_tuple_has_no_scramble() -> None:
     guest = only(BY_NAME["auth_guest_empty_tuple_request"])
-    assert (guest.user_name, guest.args, guest.scramble(), guest.auth_method()) == (
-        "guest",
-        [],
-        None,
-        None,
-    )
+    assert (guest.user_name, guest.args, guest.scramble()) == ("guest", [], None)
 
 
 def test_scramble_of_wrong_kind_is_none_and_short_one_is_kept() -> None:

@@ -2,7 +2,7 @@
 
 Owns: `LegacyQueue`, one method per global `queue.<fn>(space, ...)` function of QUEUE.md §12
 (tasks are `LegacyTask`: a hex string id, the tube, a status and variadic data).
-Talks to the server only through `clients.aio.Connection.run`; must not touch sockets.
+Talks to the server only through `clients.aio.connection.Connection.run`; must not touch sockets.
 Legacy ownership belongs to the connection, so a reconnect gives up taken tasks.
 """
 
@@ -14,7 +14,7 @@ from queuebox.clients.calls import legacy
 from queuebox.clients.model import LegacyTask
 
 if TYPE_CHECKING:
-    from queuebox.clients.aio import Connection
+    from queuebox.clients.aio.connection import Connection
 
 __all__ = ["LegacyQueue"]
 

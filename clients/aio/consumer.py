@@ -3,7 +3,7 @@
 Owns: `Consumer`. Each of its workers loops take -> handler -> ack (release or bury when
 the handler raises). `stop()` cancels only the takes that are waiting for a task (a task
 such a take still gets is released by the connection) and lets running handlers finish.
-Talks to the server only through `clients.tube.Tube`; must not touch sockets.
+Talks to the server only through `clients.aio.tube.Tube`; must not touch sockets.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from queuebox.clients.aio.tube import Tube
 from queuebox.clients.errors import CallTimeout, NetworkError, QueueboxError
-from queuebox.clients.model import Task
-from queuebox.clients.tube import OnError, Tube
+from queuebox.clients.model import OnError, Task
 
 __all__ = ["Consumer"]
 

@@ -1,11 +1,12 @@
-"""The blocking client: the asyncio client's API for scripts and threads without a loop.
+"""The blocking client's connection: the asyncio client's API for scripts and threads.
 
-Owns: `connect()` and `Connection` over a plain socket (one call at a time, except
-`put_many`, which pipelines), call timeouts, reconnect with backoff on the next call,
-and re-joining the queue session through `queue.identify` after a reconnect. Its tubes
-and legacy API live in `clients.blocking_queue`; the calls themselves are the shared
-descriptions of `clients.calls`. Built on `protocol/` only; must not import server/,
-drivers/ or storage/. A Connection is not thread-safe: use one per thread.
+Owns: `Connection` over a plain socket (one call at a time, except `put_many`, which
+pipelines), call timeouts, reconnect with backoff on the next call, and re-joining the
+queue session through `queue.identify` after a reconnect. Its tubes and legacy API live
+in the sibling modules `tube` and `legacy`, `connect()` in `clients.blocking`; the calls
+themselves are the shared descriptions of `clients.calls`. Built on `protocol/` only;
+must not import server/, drivers/ or storage/. A Connection is not thread-safe: use one
+per thread.
 
 Connection states (the reconnect happens inside the next call, within its timeout):
 
@@ -29,7 +30,8 @@ from typing import Any, TypeVar
 
 from queuebox import protocol
 from queuebox.clients import iproto
-from queuebox.clients.blocking_queue import LegacyQueue, Tube
+from queuebox.clients.blocking.legacy import LegacyQueue
+from queuebox.clients.blocking.tube import Tube
 from queuebox.clients.calls import Call, modern
 from queuebox.clients.errors import (
     AuthError,
@@ -43,7 +45,7 @@ from queuebox.clients.errors import (
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
 
-__all__ = ["Connection", "connect"]
+__all__ = ["Connection"]
 
 _Payload = Callable[[int], bytes]
 
@@ -106,8 +108,10 @@ class Connection:
             self._sock = None
             raise
 
-    def _connect(self) -> None:
+    def start(self) -> Connection:
+        """Open the first connection (what `clients.blocking.connect()` does)."""
         self._sock = self._open(self._opts.connect_timeout)
+        return self
 
     def _reconnect(self, deadline: float | None) -> socket.socket:
         if not self._opts.reconnect:
@@ -399,34 +403,3 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
             raise NetworkError("closed by the server during the greeting")
         chunks += chunk
     return bytes(chunks)
-
-
-def connect(
-    host: str = "127.0.0.1",
-    port: int = 3301,
-    user: str | None = None,
-    password: str | None = None,
-    *,
-    connect_timeout: float = 5.0,
-    call_timeout: float | None = 30.0,
-    reconnect: bool = True,
-    backoff_initial: float = 0.05,
-    backoff_max: float = 2.0,
-    reconnect_timeout: float | None = None,
-) -> Connection:
-    """Connect to a queuebox (or Tarantool + queue) server; same options as `clients.aio`.
-
-    Raises `NetworkError` when the server cannot be reached and `AuthError` when the
-    credentials are refused. Use the connection as a context manager, or `close()` it.
-    """
-    options = iproto.Options(
-        connect_timeout=connect_timeout,
-        call_timeout=call_timeout,
-        reconnect=reconnect,
-        backoff_initial=backoff_initial,
-        backoff_max=backoff_max,
-        reconnect_timeout=reconnect_timeout,
-    )
-    connection = Connection(host, port, user, password, options)
-    connection._connect()
-    return connection

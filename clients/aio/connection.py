@@ -1,9 +1,9 @@
-"""The asyncio client: one pipelined IPROTO connection that survives reconnects.
+"""The asyncio client's connection: one pipelined IPROTO connection that survives reconnects.
 
-Owns: `connect()` and `Connection` (calls matched by sync over one socket, call
-timeouts, reconnect with backoff, re-joining the queue session through
-`queue.identify`). The socket itself is `clients.wire.Wire`; tubes, the legacy API and
-the consumer live in `clients.tube`, `clients.legacy` and `clients.consumer`. Built on
+Owns: `Connection` (calls matched by sync over one socket, call timeouts, reconnect with
+backoff, re-joining the queue session through `queue.identify`). The socket itself is
+`clients.aio.wire.Wire`; tubes, the legacy API and the consumer live in the sibling
+modules `tube`, `legacy` and `consumer`; `connect()` is in `clients.aio`. Built on
 `protocol/` only; must not import server/, drivers/ or storage/.
 
 Connection states:
@@ -26,13 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from functools import partial
-from types import TracebackType
 from typing import Any, TypeVar
 
 from queuebox import protocol
 from queuebox.clients import iproto
+from queuebox.clients.aio.legacy import LegacyQueue
+from queuebox.clients.aio.tube import Tube
+from queuebox.clients.aio.wire import Orphan, Wire
 from queuebox.clients.calls import Call, modern
 from queuebox.clients.errors import (
     AuthError,
@@ -42,14 +44,11 @@ from queuebox.clients.errors import (
     QueueboxError,
     ServerError,
 )
-from queuebox.clients.legacy import LegacyQueue
-from queuebox.clients.tube import Tube
-from queuebox.clients.wire import Orphan, Wire
 
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
 
-__all__ = ["Connection", "connect"]
+__all__ = ["Connection"]
 
 
 class Connection:
@@ -114,7 +113,8 @@ class Connection:
             transport.abort()
         raise error
 
-    async def _start(self) -> Connection:
+    async def start(self) -> Connection:
+        """Open the first connection (what awaiting `clients.aio.connect()` does)."""
         self._attach(await self._open())
         return self
 
@@ -377,54 +377,3 @@ def _encode_call(sync: int, function: str, args: tuple[Any, ...]) -> bytes:
 
 def _encode_eval(sync: int, expr: str, args: tuple[Any, ...]) -> bytes:
     return protocol.encode_eval(sync, expr, args)
-
-
-class _Connecting:
-    """What `connect()` returns: await it, or use it as an async context manager."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-
-    def __await__(self) -> Generator[Any, None, Connection]:
-        return self._connection._start().__await__()
-
-    async def __aenter__(self) -> Connection:
-        return await self._connection._start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._connection.close()
-
-
-def connect(
-    host: str = "127.0.0.1",
-    port: int = 3301,
-    user: str | None = None,
-    password: str | None = None,
-    *,
-    connect_timeout: float = 5.0,
-    call_timeout: float | None = 30.0,
-    reconnect: bool = True,
-    backoff_initial: float = 0.05,
-    backoff_max: float = 2.0,
-    reconnect_timeout: float | None = None,
-) -> _Connecting:
-    """Connect to a queuebox (or Tarantool + queue) server.
-
-    Use ``conn = await connect(...)`` or ``async with connect(...) as conn:``.
-    Raises `NetworkError` when the server cannot be reached and `AuthError` when the
-    credentials are refused. See `iproto.Options` for the timeouts and backoff.
-    """
-    options = iproto.Options(
-        connect_timeout=connect_timeout,
-        call_timeout=call_timeout,
-        reconnect=reconnect,
-        backoff_initial=backoff_initial,
-        backoff_max=backoff_max,
-        reconnect_timeout=reconnect_timeout,
-    )
-    return _Connecting(Connection(host, port, user, password, options))

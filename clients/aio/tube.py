@@ -1,34 +1,28 @@
 """Tubes of the asyncio client: put/take/ack/..., the take context manager, put_many.
 
-Owns: `Tube` (one method per `queue.tube.<name>:<method>` call) and `TakeRequest`, what
-`Tube.take()` returns: awaited it gives the task; used as ``async with`` it also settles
-the task (ack on success; release or bury on an exception). Talks to the server only
-through `clients.aio.Connection.run`; must not touch sockets.
+Owns: `Tube` (one method per `queue.tube.<name>:<method>` call) and `Taking`, what
+`Tube.taking()` returns: an async context manager that takes a task and settles it when
+the block ends (ack on success; release or bury on an exception). Talks to the server
+only through `clients.aio.connection.Connection.run`; must not touch sockets.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Generator, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
-from queuebox.clients.model import Task
+from queuebox.clients.model import OnError, Task, task_id
 
 if TYPE_CHECKING:
-    from queuebox.clients.aio import Connection
+    from queuebox.clients.aio.connection import Connection
 
-__all__ = ["OnError", "TakeRequest", "Tube"]
+__all__ = ["Taking", "Tube"]
 
-OnError = Literal["release", "bury"]
 log = logging.getLogger("queuebox.client")
-
-
-def task_id(task: Task | int) -> int:
-    """The id of a task given as a `Task` or as its id."""
-    return task.id if isinstance(task, Task) else task
 
 
 class Tube:
@@ -42,7 +36,7 @@ class Tube:
     def __init__(self, connection: Connection, name: str) -> None:
         self.connection = connection
         self.name = name
-        # Tasks held by a `TakeRequest` context -> settled inside the block already?
+        # Tasks held by a `Taking` block -> settled inside the block already?
         self._held: dict[int, bool] = {}
 
     def __repr__(self) -> str:
@@ -102,24 +96,9 @@ class Tube:
             raise errors[0]
         return results
 
-    def take(
-        self,
-        timeout: float | None = None,
-        *,
-        on_error: OnError = "release",
-        release_delay: float | None = None,
-    ) -> TakeRequest:
-        """Take the next ready task; None when `timeout` seconds pass (None = forever).
-
-        ``task = await tube.take(5)`` just takes. ``async with tube.take(5) as task:``
-        also settles the task when the block ends: ack when it ends normally; when it
-        raises, release (after `release_delay` seconds, ttl drivers) or bury
-        (``on_error="bury"``); the exception still propagates. `task` is None on a
-        timeout and the block runs anyway, so check it. Settling the task yourself
-        inside the block (ack/release/bury/delete on this tube) is fine: the block
-        then leaves it alone.
-        """
-        return TakeRequest(self, timeout, on_error, release_delay)
+    async def take(self, timeout: float | None = None) -> Task | None:
+        """Take the next ready task; None when `timeout` seconds pass (None = forever)."""
+        return await self._take(timeout)
 
     def taking(
         self,
@@ -127,10 +106,15 @@ class Tube:
         *,
         on_error: OnError = "release",
         release_delay: float | None = None,
-    ) -> TakeRequest:
-        """``async with tube.taking(5) as task:``, the same as `take` (the name the
-        blocking client uses for its context manager)."""
-        return TakeRequest(self, timeout, on_error, release_delay)
+    ) -> Taking:
+        """``async with tube.taking(5) as task:`` take a task and settle it when the block
+        ends: ack when it ends normally; when it raises, release (after `release_delay`
+        seconds, ttl drivers) or bury (``on_error="bury"``); the exception still
+        propagates. `task` is None on a timeout and the block runs anyway, so check it.
+        Settling the task yourself inside the block (ack/release/bury/delete on this
+        tube) is fine: the block then leaves it alone.
+        """
+        return Taking(self, timeout, on_error, release_delay)
 
     async def _take(self, timeout: float | None) -> Task | None:
         await self.connection.ensure_session()
@@ -207,8 +191,8 @@ class Tube:
             log.warning("could not %s task %s of %s: %s", on_error, task.id, self.name, exc)
 
 
-class TakeRequest:
-    """A pending take: awaitable (gives `Task | None`) and an async context manager."""
+class Taking:
+    """The async context manager of `Tube.taking()`: the taken task (or None) inside."""
 
     def __init__(
         self, tube: Tube, timeout: float | None, on_error: OnError, delay: float | None
@@ -218,9 +202,6 @@ class TakeRequest:
         self._on_error: OnError = on_error
         self._delay = delay
         self._task: Task | None = None
-
-    def __await__(self) -> Generator[Any, None, Task | None]:
-        return self._tube._take(self._timeout).__await__()
 
     async def __aenter__(self) -> Task | None:
         self._task = await self._tube._take(self._timeout)

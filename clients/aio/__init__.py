@@ -1,0 +1,73 @@
+"""The asyncio client: `connect()` and the names a user needs.
+
+Owns: `connect()`, which returns a `Connection` to await or to use as ``async with``.
+The modules: `connection` (the pipelined, self-healing `Connection`), `wire` (its
+socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`)
+and `consumer` (`Consumer`, a worker pool). `clients.blocking` has the same layout
+without asyncio. Built on `protocol/` only; must not import server/, drivers/ or storage/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any
+
+from queuebox.clients import iproto
+from queuebox.clients.aio.connection import Connection
+from queuebox.clients.aio.consumer import Consumer
+from queuebox.clients.aio.legacy import LegacyQueue
+from queuebox.clients.aio.tube import Taking, Tube
+
+__all__ = ["Connection", "Consumer", "LegacyQueue", "Taking", "Tube", "connect"]
+
+
+class _Connecting:
+    """What `connect()` returns: await it, or use it as an async context manager."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def __await__(self) -> Generator[Any, None, Connection]:
+        return self._connection.start().__await__()
+
+    async def __aenter__(self) -> Connection:
+        return await self._connection.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._connection.close()
+
+
+def connect(
+    host: str = "127.0.0.1",
+    port: int = 3301,
+    user: str | None = None,
+    password: str | None = None,
+    *,
+    connect_timeout: float = 5.0,
+    call_timeout: float | None = 30.0,
+    reconnect: bool = True,
+    backoff_initial: float = 0.05,
+    backoff_max: float = 2.0,
+    reconnect_timeout: float | None = None,
+) -> _Connecting:
+    """Connect to a queuebox (or Tarantool + queue) server.
+
+    Use ``conn = await connect(...)`` or ``async with connect(...) as conn:``.
+    Raises `NetworkError` when the server cannot be reached and `AuthError` when the
+    credentials are refused. See `iproto.Options` for the timeouts and backoff.
+    """
+    options = iproto.Options(
+        connect_timeout=connect_timeout,
+        call_timeout=call_timeout,
+        reconnect=reconnect,
+        backoff_initial=backoff_initial,
+        backoff_max=backoff_max,
+        reconnect_timeout=reconnect_timeout,
+    )
+    return _Connecting(Connection(host, port, user, password, options))

@@ -1,0 +1,45 @@
+"""The blocking client: `connect()` and the names a user needs.
+
+Owns: `connect()`, which returns an open `Connection` (a context manager). The modules
+pair up with `clients.aio`: `connection` (`Connection` over a plain socket), `tube`
+(`Tube` and the `taking()` context manager) and `legacy` (`LegacyQueue`). Built on
+`protocol/` only; must not import server/, drivers/ or storage/.
+"""
+
+from __future__ import annotations
+
+from queuebox.clients import iproto
+from queuebox.clients.blocking.connection import Connection
+from queuebox.clients.blocking.legacy import LegacyQueue
+from queuebox.clients.blocking.tube import Tube
+
+__all__ = ["Connection", "LegacyQueue", "Tube", "connect"]
+
+
+def connect(
+    host: str = "127.0.0.1",
+    port: int = 3301,
+    user: str | None = None,
+    password: str | None = None,
+    *,
+    connect_timeout: float = 5.0,
+    call_timeout: float | None = 30.0,
+    reconnect: bool = True,
+    backoff_initial: float = 0.05,
+    backoff_max: float = 2.0,
+    reconnect_timeout: float | None = None,
+) -> Connection:
+    """Connect to a queuebox (or Tarantool + queue) server; same options as `clients.aio`.
+
+    Raises `NetworkError` when the server cannot be reached and `AuthError` when the
+    credentials are refused. Use the connection as a context manager, or `close()` it.
+    """
+    options = iproto.Options(
+        connect_timeout=connect_timeout,
+        call_timeout=call_timeout,
+        reconnect=reconnect,
+        backoff_initial=backoff_initial,
+        backoff_max=backoff_max,
+        reconnect_timeout=reconnect_timeout,
+    )
+    return Connection(host, port, user, password, options).start()

@@ -1,0 +1,46 @@
+"""The two clients pair up: the same modules, the same public methods on every class, and
+one name for the take context manager (`taking`), so code moves between them by adding or
+removing `await`."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from queuebox.clients import aio, blocking
+
+# Methods only one flavour can have: `closed` reports an asyncio reconnect that gave up;
+# `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls).
+ONLY_AIO = {"Connection": {"closed"}, "Tube": set(), "LegacyQueue": set()}
+ONLY_BLOCKING = {"Connection": {"run_many"}, "Tube": set(), "LegacyQueue": set()}
+
+
+def public(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("name", sorted(ONLY_AIO))
+def test_classes_have_the_same_methods(name: str) -> None:
+    mine, theirs = public(getattr(aio, name)), public(getattr(blocking, name))
+    assert mine - theirs == ONLY_AIO[name]
+    assert theirs - mine == ONLY_BLOCKING[name]
+
+
+@pytest.mark.parametrize("module", ["connection", "tube", "legacy"])
+def test_modules_pair_up(module: str) -> None:
+    for package in ("aio", "blocking"):
+        importlib.import_module(f"queuebox.clients.{package}.{module}")
+
+
+def test_take_is_a_call_and_taking_the_context_manager_in_both() -> None:
+    assert inspect.iscoroutinefunction(aio.Tube.take)
+    assert not inspect.iscoroutinefunction(blocking.Tube.take)
+    for tube in (aio.Tube, blocking.Tube):
+        assert list(inspect.signature(tube.taking).parameters) == [
+            "self",
+            "timeout",
+            "on_error",
+            "release_delay",
+        ]
