@@ -69,28 +69,46 @@ def partial_call(size: int) -> tuple[bytes, bytes]:
 
 
 def test_stalled_frames_are_held_to_the_buffer_budget(start_server: StartServer) -> None:
-    proc = start_server("--buffer-budget", "1M", "--handshake-timeout-s", "0")
-    hogs = [socket.create_connection(("127.0.0.1", proc.port), timeout=10) for _ in range(6)]
+    # The hogs never finish a request, so the handshake timeout ends them and
+    # gives their memory back; the last one spoke first (a PING), so it stays.
+    proc = start_server("--buffer-budget", "1M", "--handshake-timeout-s", "3")
+    hogs = [socket.create_connection(("127.0.0.1", proc.port), timeout=20) for _ in range(6)]
     try:
+        last = hogs[0]
+        last.recv(128)
+        last.sendall(frame(PING, 9))
+        (length,) = struct.unpack(">I", _recv_exact(last, 5)[1:])
+        _recv_exact(last, length)  # the PING's answer
         head, tail = partial_call(900 * 1024)
         for hog in hogs:
-            hog.recv(128)  # the greeting
+            if hog is not last:
+                hog.recv(128)  # the greeting
             hog.sendall(head)  # 6 x 900 KiB against a 1 MiB budget
         deadline = time.monotonic() + 10
         while "buffer budget full" not in proc.log() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "buffer budget full" in proc.log()
         assert_serves(proc)  # small requests still flow
-        for hog in hogs[1:]:
-            hog.close()  # their memory goes back; the last hog reads again
-        last = hogs[0]
-        last.sendall(tail)
+        last.sendall(tail)  # read once the others are gone (handshake timeout)
         (length,) = struct.unpack(">I", _recv_exact(last, 5)[1:])
         assert len(_recv_exact(last, length)) > 900 * 1024  # the echo came back whole
+        for hog in hogs[1:]:  # the silent ones are closed by the server
+            _wait_until_closed(hog)
     finally:
         for hog in hogs:
             hog.close()
+    assert proc.log().count("reason=handshake") == 5
     assert_serves(proc)
+
+
+def _wait_until_closed(sock: socket.socket) -> None:
+    """Read until the server closes `sock`; a TimeoutError after 20 s fails the test."""
+    sock.settimeout(20)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
