@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from client_targets import free_port, unique
-from serverproc import REPO, ServerProc
+
+from tests.e2e.client_targets import free_port, unique
+from tests.e2e.serverproc import REPO, ServerProc
 
 
 def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 # PySpark 4.x warns that pandas 3 is not fully supported; nothing here relies on it.
 PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
 from queuebox.storage.engine import Batch, Engine
 from queuebox.storage.errors import EngineError, WalWriteError
 from queuebox.storage.reader import iter_records
+from tests.unit.storage.storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
 
 @pytest.fixture
