@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "e2e")]
+sys.path.insert(0, str(REPO))
 
 BATCH = 10_000  # changes per WAL write, like a busy group commit
 
@@ -108,10 +108,9 @@ def bench_read(spark: Any, records: int) -> None:
 
 
 def bench_load(spark: Any, rows: int, partitions: int, window: int) -> None:
-    from serverproc import ServerProc
-
     from queuebox.clients import blocking
     from queuebox.clients.pipeline.cli import load
+    from tests.e2e.serverproc import ServerProc
 
     scratch = Path(tempfile.mkdtemp(prefix="queuebox-bench-load-"))
     server = ServerProc(scratch / "server").start()

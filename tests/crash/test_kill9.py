@@ -17,17 +17,13 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from serverproc import ServerProc  # noqa: E402
-
-from queuebox.protocol import ProtocolError, ResponseDecoder, encode_call  # noqa: E402
+from queuebox.protocol import ProtocolError, ResponseDecoder, encode_call
+from tests.e2e.serverproc import ServerProc
 
 CONNECTIONS = 4
 WINDOW = 32

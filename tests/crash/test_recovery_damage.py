@@ -10,19 +10,15 @@ silently lost, and an LSN is never given twice.
 from __future__ import annotations
 
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 import tarantool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from serverproc import REPO, ServerProc  # noqa: E402
-
-from queuebox.storage.framing import HEADER_SIZE  # noqa: E402
-from queuebox.storage.layout import parse_name  # noqa: E402
+from queuebox.storage.framing import HEADER_SIZE
+from queuebox.storage.layout import parse_name
+from tests.e2e.serverproc import REPO, ServerProc
 
 TUBE = "dmg"
 EXIT_GAP, EXIT_UNRECOVERABLE = 3, 5

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import REPO, USERS_TOML, ServerProc
 
 from queuebox.protocol import box15
+from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc
 
 DRIVER = Path(__file__).with_name("box15_driver.pl")
 TASK = "&&&&*"  # id, tube, status, data...: byte strings

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from serverproc import ServerProc
 
 from queuebox.clients.iproto import parse_address
+from tests.e2e.serverproc import ServerProc
 
 TARANTOOL_ENV = "QUEUEBOX_TEST_TARANTOOL"
 TARGETS = ["queuebox"] + (["tarantool"] if os.environ.get(TARANTOOL_ENV) else [])

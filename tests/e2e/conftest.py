@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import USERS_TOML, ServerProc, StartServer, login_tester
+
+from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester
 
 
 def _start(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from serverproc import (
+from tests.e2e.serverproc import (
     AUTH,
     CALL,
     PING,

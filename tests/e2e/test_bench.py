@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import REPO, ServerProc, clean_env
 
 from queuebox.clients.bench.histogram import LatencyHistogram, PerSecond, bucket_bounds, bucket_of
+from tests.e2e.serverproc import REPO, ServerProc, clean_env
 
 TIMEOUT_S = 120  # per bench run; a run takes a second or two
 

@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from client_targets import free_port, unique
-from serverproc import REPO, ServerProc, StartServer
+
+from tests.e2e.client_targets import free_port, unique
+from tests.e2e.serverproc import REPO, ServerProc, StartServer
 
 
 def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

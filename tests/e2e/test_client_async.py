@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import client_targets
 import pytest
-from client_targets import CuttingProxy, Target, unique
 
 from queuebox.clients import Status, Task, aio
 from queuebox.clients.aio import Consumer, Tube
@@ -22,6 +20,8 @@ from queuebox.clients.errors import (
     TubeExists,
     TubeNotFound,
 )
+from tests.e2e import client_targets
+from tests.e2e.client_targets import CuttingProxy, Target, unique
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to

@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-import client_targets
 import pytest
-from client_targets import CuttingProxy, Target, unique
 
 from queuebox.clients import Status, Task, blocking
 from queuebox.clients.blocking import Tube
@@ -20,6 +18,8 @@ from queuebox.clients.errors import (
     TubeExists,
     TubeNotFound,
 )
+from tests.e2e import client_targets
+from tests.e2e.client_targets import CuttingProxy, Target, unique
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to

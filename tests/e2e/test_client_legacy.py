@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from client_targets import unique
-from serverproc import ServerProc
 
 from queuebox.clients import LegacyTask, Status, aio, blocking
 from queuebox.clients.errors import QueueError, TaskNotFound, TaskNotTaken
+from tests.e2e.client_targets import unique
+from tests.e2e.serverproc import ServerProc
 
 SPACE = 7
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from serverproc import REPO, ServerProc
 
 from queuebox.clients import blocking
+from tests.e2e.serverproc import REPO, ServerProc
 
 SECTION = re.compile(r"^## Python client\n(.*?)(?=^## )", re.S | re.M)
 BLOCK = re.compile(r"^```python\n# (\S+\.py)\n(.*?)^```", re.S | re.M)

@@ -8,11 +8,11 @@ import asyncio
 import logging
 
 import pytest
-from client_targets import free_port, unique
-from serverproc import StartServer
 
 from queuebox.clients import Status, aio, blocking
 from queuebox.clients.errors import NetworkError, TaskNotTaken
+from tests.e2e.client_targets import free_port, unique
+from tests.e2e.serverproc import StartServer
 
 
 async def test_async_client_survives_a_restart(

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_targets import CuttingProxy, TarantoolProc, free_port
 
 from queuebox.clients import aio, blocking
 from queuebox.clients.errors import (
@@ -21,6 +20,7 @@ from queuebox.clients.errors import (
     QueueError,
     ServerError,
 )
+from tests.e2e.client_targets import CuttingProxy, TarantoolProc, free_port
 
 SESSION = bytes([0xF0, 0x9F, 0x00, 0xFF]) + bytes(range(0x80, 0x8C))  # not UTF-8
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import asynctnt
 import pytest
 import tarantool
-from serverproc import CALL, REPO, RawClient, ServerProc, StartServer, clean_env, frame
+
+from tests.e2e.serverproc import CALL, REPO, RawClient, ServerProc, StartServer, clean_env, frame
 
 NO_SUCH_PROC = "Procedure 'queue.tube.q9:put' is not defined"
 

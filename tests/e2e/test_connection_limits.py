@@ -7,7 +7,7 @@ import socket
 import struct
 import time
 
-from serverproc import AUTH, CALL, PING, RawClient, ServerProc, StartServer, frame
+from tests.e2e.serverproc import AUTH, CALL, PING, RawClient, ServerProc, StartServer, frame
 
 
 def assert_serves(proc: ServerProc) -> None:

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serverproc import REPO, RawClient, ServerProc, clean_env
+
+from tests.e2e.serverproc import REPO, RawClient, ServerProc, clean_env
 
 USER, PASSWORD = "app", "s3cret-for-tests"
 PING = 64

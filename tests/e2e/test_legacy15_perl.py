@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from box15proc import META, PerlBox, PerlError, need_perl_client, start_legacy_server
-from serverproc import ServerProc
+
+from tests.e2e.box15proc import META, PerlBox, PerlError, need_perl_client, start_legacy_server
+from tests.e2e.serverproc import ServerProc
 
 US = 1_000_000
 SPACE = "7"

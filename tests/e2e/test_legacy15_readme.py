@@ -8,8 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from box15proc import need_perl_client, start_legacy_server
-from serverproc import REPO
+from tests.e2e.box15proc import need_perl_client, start_legacy_server
+from tests.e2e.serverproc import REPO
 
 SECTION = re.compile(r"^### The Tarantool 1\.5 port\n(.*?)(?=^## )", re.S | re.M)
 BLOCK = re.compile(r"^```perl\n# (\S+\.pl)\n(.*?)^```", re.S | re.M)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import tarantool
-from box15proc import Box15Client, start_legacy_server
-from serverproc import REPO, ServerProc, clean_env, login_tester
 
 from queuebox.protocol import box15
+from tests.e2e.box15proc import Box15Client, start_legacy_server
+from tests.e2e.serverproc import REPO, ServerProc, clean_env, login_tester
 
 SPACE = "3"
 

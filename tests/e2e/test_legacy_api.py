@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serverproc import REPO, ServerProc
-from test_legacy_e2e_harness import (
+
+from tests.e2e.legacy_clients import (
     FLAVOURS,
     LONG_TAKE_S,
     WAIT_S,
@@ -26,6 +26,7 @@ from test_legacy_e2e_harness import (
     fresh_tube,
     wait_for,
 )
+from tests.e2e.serverproc import REPO, ServerProc
 
 SPACE = 3
 US = 1_000_000

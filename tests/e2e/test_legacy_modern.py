@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from serverproc import StartServer
-from test_legacy_e2e_harness import FLAVOURS, WAIT_S, CallFailed, Clients, LegacyClient
+
+from tests.e2e.legacy_clients import FLAVOURS, WAIT_S, CallFailed, Clients, LegacyClient
+from tests.e2e.serverproc import StartServer
 
 SPACE = 0
 TUBE = "jobs"

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from serverproc import ServerProc, StartServer
-from test_legacy_e2e_harness import FLAVOURS, WAIT_S, Clients, fresh_tube
+
+from tests.e2e.legacy_clients import FLAVOURS, WAIT_S, Clients, fresh_tube
+from tests.e2e.serverproc import ServerProc, StartServer
 
 SPACE = 4
 

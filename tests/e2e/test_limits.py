@@ -7,7 +7,8 @@ import socket
 import time
 
 import msgpack
-from serverproc import CALL, PING, RawClient, ServerProc, StartServer, frame
+
+from tests.e2e.serverproc import CALL, PING, RawClient, ServerProc, StartServer, frame
 
 
 def assert_serves(proc: ServerProc) -> None:

@@ -7,7 +7,7 @@ import json
 import re
 import time
 
-from serverproc import PING, RawClient, StartServer, login_tester
+from tests.e2e.serverproc import PING, RawClient, StartServer, login_tester
 
 CONSOLE_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d ")
 

@@ -10,11 +10,19 @@ import time
 from typing import Any
 
 import pytest
-from client_targets import free_port
 from prometheus_client.parser import text_string_to_metric_families
-from serverproc import CALL, REPO, RawClient, ServerProc, StartServer, login_tester, unique
 
 from queuebox import __version__
+from tests.e2e.client_targets import free_port
+from tests.e2e.serverproc import (
+    CALL,
+    REPO,
+    RawClient,
+    ServerProc,
+    StartServer,
+    login_tester,
+    unique,
+)
 
 PUTS, TAKES = 7, 4
 

@@ -17,7 +17,8 @@ import asynctnt_queue
 import pytest
 from asynctnt.exceptions import TarantoolDatabaseError
 from asynctnt_queue.task import Status
-from serverproc import ServerProc, unique
+
+from tests.e2e.serverproc import ServerProc, unique
 
 
 async def connect(port: int) -> asynctnt.Connection:

@@ -15,8 +15,17 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, ServerProc, StartServer, login_tester, unique
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import (
+    CALL,
+    PING,
+    RawClient,
+    ServerProc,
+    StartServer,
+    login_tester,
+    unique,
+)
 
 DRIVERS = ["fifo", "fifottl", "limfifottl", "utube", "utubettl"]
 TTL_DRIVERS = ["fifottl", "limfifottl", "utubettl"]

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import ServerProc
+
+from tests.e2e.serverproc import ServerProc
 
 SCRIPT = r"""
 local json = require('json')

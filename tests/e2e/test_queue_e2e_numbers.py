@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from serverproc import ServerProc, unique
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import ServerProc, unique
 
 NAN, INF = float("nan"), float("inf")
 BAD = [NAN, INF, -INF, 1e300, -1e300]

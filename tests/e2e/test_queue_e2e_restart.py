@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import ServerProc, StartServer
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import ServerProc, StartServer
 
 
 def connect(server: ServerProc) -> tarantool.Connection:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import USERS_TOML, ServerProc, StartServer
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer
 
 WRITER_TOML = (
     USERS_TOML

@@ -18,8 +18,9 @@ from typing import Any
 import msgpack
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, Reply, ServerProc, unique
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import CALL, PING, RawClient, Reply, ServerProc, unique
 
 UNKNOWN = b"0123456789abcdef"
 

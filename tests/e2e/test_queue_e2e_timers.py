@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, ServerProc, unique
 from tarantool.error import DatabaseError
+
+from tests.e2e.serverproc import CALL, PING, RawClient, ServerProc, unique
 
 
 class Tube:

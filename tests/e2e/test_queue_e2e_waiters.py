@@ -17,7 +17,17 @@ from typing import Any
 
 import pytest
 import tarantool
-from serverproc import CALL, PING, RawClient, Reply, ServerProc, frame, login_tester, unique
+
+from tests.e2e.serverproc import (
+    CALL,
+    PING,
+    RawClient,
+    Reply,
+    ServerProc,
+    frame,
+    login_tester,
+    unique,
+)
 
 FOREVER = None
 

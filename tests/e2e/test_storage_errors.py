@@ -13,10 +13,10 @@ import subprocess
 from contextlib import closing
 
 import tarantool
-from serverproc import REPO, RawClient, ServerProc, StartServer
 from tarantool.error import DatabaseError
 
 from queuebox.storage.reader import LogFile, Record
+from tests.e2e.serverproc import REPO, RawClient, ServerProc, StartServer
 
 TUBE = "errs"
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import tarantool
-from serverproc import REPO, StartServer
+
+from tests.e2e.serverproc import REPO, StartServer
 
 
 def test_wal_cat_prints_the_records_of_a_real_data_dir(start_server: StartServer) -> None:

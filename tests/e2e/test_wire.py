@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from serverproc import CALL, CALL_16, EVAL, ID, PING, SELECT, RawClient, ServerProc, frame
+from tests.e2e.serverproc import CALL, CALL_16, EVAL, ID, PING, SELECT, RawClient, ServerProc, frame
 
 SCHEMA_VERSION = 81
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "storage"))
-
-from storage_harness import FaultyFileIO  # noqa: E402
-
-from queuebox.storage.engine import Engine  # noqa: E402
-from queuebox.storage.errors import WalWriteError  # noqa: E402
-from queuebox.storage.space import IndexDef  # noqa: E402
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import WalWriteError
+from queuebox.storage.space import IndexDef
+from tests.unit.storage.storage_harness import FaultyFileIO
 
 INDEXES = [IndexDef("task_id", (0,)), IndexDef("status", (1, 0))]
 FAULTS = {

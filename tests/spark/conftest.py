@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import ServerProc
 
 from queuebox.clients import blocking
 from queuebox.clients.calls import modern
 from queuebox.clients.pipeline import cli
+from tests.e2e.serverproc import ServerProc
 
 pytestmark = pytest.mark.spark
 ROWS = 10_000

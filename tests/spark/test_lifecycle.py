@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import qbfiles
 
 from queuebox.clients.pipeline import lifecycle
 from queuebox.clients.pipeline.report import run_report
+from tests.spark import qbfiles
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_000.0

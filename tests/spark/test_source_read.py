@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import qbfiles
+
+from tests.spark import qbfiles
 
 pytestmark = pytest.mark.spark
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from serverproc import ServerProc
 
 from queuebox.clients import blocking
 from queuebox.clients.calls import modern
+from tests.e2e.serverproc import ServerProc
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import msgpack
 import pytest
-import qbfiles
 
 from queuebox.clients.pipeline import records, walfile
 from queuebox.clients.pipeline.classify import classify
 from queuebox.clients.pipeline.schema import RECORD_NAMES, to_json
+from tests.spark import qbfiles
 
 # The example of FORMAT.md §5.4, as printed there.
 EXAMPLE = bytes.fromhex(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_legacy_harness import SEC, T0, Legacy
 
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
+from tests.unit.drivers.legacy_harness import SEC, T0, Legacy
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_legacy_harness import Legacy
 
 from queuebox.drivers.errors import QueueError
 from queuebox.drivers.legacy.base import Blocked
@@ -28,6 +27,7 @@ from queuebox.drivers.legacy.store import (
     TAKEN,
     WORDS,
 )
+from tests.unit.drivers.legacy_harness import Legacy
 
 TUBES = ("a", "b")
 CONNS = (1, 2, 3)

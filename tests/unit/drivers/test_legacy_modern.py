@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from test_legacy_harness import T0, FakeClock, Legacy, recovered
 
 from queuebox.drivers.errors import QueueError
 from queuebox.drivers.queue import Blocked, Queue
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef
+from tests.unit.drivers.legacy_harness import T0, FakeClock, Legacy, recovered
 
 
 class Both:

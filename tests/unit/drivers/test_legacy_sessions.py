@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_legacy_harness import SEC, T0, Legacy
 
 from queuebox.drivers.legacy import LegacyQueue, is_reserved_name
 from queuebox.drivers.legacy.base import Blocked
 from queuebox.storage.catalog import Catalog
+from tests.unit.drivers.legacy_harness import SEC, T0, Legacy
 
 
 @pytest.fixture

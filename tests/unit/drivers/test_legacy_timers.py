@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from test_legacy_harness import SEC, T0, Legacy
+
+from tests.unit.drivers.legacy_harness import SEC, T0, Legacy
 
 
 @pytest.fixture

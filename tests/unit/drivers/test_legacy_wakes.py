@@ -9,10 +9,10 @@ mechanism, drivers/core.py).
 from __future__ import annotations
 
 import pytest
-from test_legacy_harness import Legacy
 
 from queuebox.drivers.legacy import LegacyQueue
 from queuebox.storage.catalog import Catalog
+from tests.unit.drivers.legacy_harness import Legacy
 
 
 def waiting_take(q: LegacyQueue, conn_id: int, wake: object) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import DRIVERS, Q, error_of, make_tube
 
 from queuebox.drivers.queue import VERSION, Queue
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef
+from tests.unit.drivers.queue_harness import DRIVERS, Q, error_of, make_tube
 
 
 @pytest.fixture

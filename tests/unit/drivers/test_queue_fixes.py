@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import DRIVERS, SEC, T0, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
+
+from tests.unit.drivers.queue_harness import (
+    DRIVERS,
+    SEC,
+    T0,
+    VARIANT_IDS,
+    VARIANTS,
+    Q,
+    error_of,
+    make_tube,
+)
 
 
 @pytest.mark.parametrize("mode", [None, "ready_buffer"])

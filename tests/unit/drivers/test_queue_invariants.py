@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from queue_harness import VARIANT_IDS, VARIANTS, Q, make_tube
 
 from queuebox.drivers.driver import DRIVERS, register_driver
 from queuebox.drivers.errors import QueueError
 from queuebox.drivers.fifo import Fifo
+from tests.unit.drivers.queue_harness import VARIANT_IDS, VARIANTS, Q, make_tube
 
 CONNS = (1, 2, 3)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import SEC, T0, Q, error_of, make_tube
+
+from tests.unit.drivers.queue_harness import SEC, T0, Q, error_of, make_tube
 
 
 @pytest.fixture

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import SEC, TTL_DRIVERS, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
+
+from tests.unit.drivers.queue_harness import (
+    SEC,
+    TTL_DRIVERS,
+    VARIANT_IDS,
+    VARIANTS,
+    Q,
+    error_of,
+    make_tube,
+)
 
 
 @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import TTL_DRIVERS, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
+
+from tests.unit.drivers.queue_harness import (
+    TTL_DRIVERS,
+    VARIANT_IDS,
+    VARIANTS,
+    Q,
+    error_of,
+    make_tube,
+)
 
 CALL_KEYS = {"ack", "bury", "delete", "kick", "put", "release", "take", "touch", "ttl", "ttr"}
 CALL_KEYS |= {"delay"}

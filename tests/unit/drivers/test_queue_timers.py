@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from queue_harness import SEC, T0, TTL_DRIVERS, Q, error_of, make_tube
+
+from tests.unit.drivers.queue_harness import SEC, T0, TTL_DRIVERS, Q, error_of, make_tube
 
 TTL_VARIANTS = [("fifottl", None), ("limfifottl", None), ("utubettl", None)]
 TTL_VARIANTS += [("utubettl", "ready_buffer")]

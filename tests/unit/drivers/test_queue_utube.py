@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from queue_harness import T0, Q, make_tube
 
 from queuebox.drivers.queue import Blocked
+from tests.unit.drivers.queue_harness import T0, Q, make_tube
 
 UTUBES = [("utube", None), ("utube", "ready_buffer"), ("utubettl", None)]
 UTUBES += [("utubettl", "ready_buffer")]

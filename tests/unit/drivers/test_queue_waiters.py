@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 import pytest
-from queue_harness import SEC, T0, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
 
 from queuebox.drivers.queue import Blocked
 from queuebox.drivers.waiters import Waiters, wait_key
+from tests.unit.drivers.queue_harness import SEC, T0, VARIANT_IDS, VARIANTS, Q, error_of, make_tube
 
 MS = SEC // 1000
 

@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))
-
-from storage_harness import FaultyFileIO  # noqa: E402
-
-from queuebox.server.app import App  # noqa: E402
-from queuebox.server.commit import WalFailed  # noqa: E402
-from queuebox.server.config import Config  # noqa: E402
-from queuebox.server.queue_calls import QueueCalls  # noqa: E402
-from queuebox.server.session import Session  # noqa: E402
-from queuebox.server.store import Store  # noqa: E402
-from queuebox.storage.engine import Engine  # noqa: E402
+from queuebox.server.app import App
+from queuebox.server.commit import WalFailed
+from queuebox.server.config import Config
+from queuebox.server.queue_calls import QueueCalls
+from queuebox.server.session import Session
+from queuebox.server.store import Store
+from queuebox.storage.engine import Engine
+from tests.unit.storage.storage_harness import FaultyFileIO
 
 
 class Harness:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_harness import FakeClock, FaultyFileIO
 
 from queuebox.storage.engine import Engine
+from tests.unit.storage.storage_harness import FakeClock, FaultyFileIO
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from storage_harness import FaultyFileIO, contents, flush, tasks
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import UnloggableChange
 from queuebox.storage.reader import iter_records, read_header
 from queuebox.storage.space import IndexDef
+from tests.unit.storage.storage_harness import FaultyFileIO, contents, flush, tasks
 
 
 def wal_files(d: Path) -> list[str]:

@@ -6,10 +6,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_harness import Crash, FaultyFileIO, contents, eio, enospc, flush, tasks
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import SnapshotError, WalWriteError
+from tests.unit.storage.storage_harness import (
+    Crash,
+    FaultyFileIO,
+    contents,
+    eio,
+    enospc,
+    flush,
+    tasks,
+)
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from storage_harness import contents, flush, tasks
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import LsnGap
 from queuebox.storage.framing import HEADER_SIZE
 from queuebox.storage.layout import parse_name
+from tests.unit.storage.storage_harness import contents, flush, tasks
 
 
 def puts(engine: Engine, n: int, start: int = 0) -> None:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from storage_harness import contents, flush, tasks
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, DataDirLocked, Unrecoverable
@@ -15,6 +14,7 @@ from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
 from queuebox.storage.reader import LogFile, Record
 from queuebox.storage.records import pack
 from queuebox.storage.space import IndexDef
+from tests.unit.storage.storage_harness import contents, flush, tasks
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
 from queuebox.storage.batch import Batch
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError, WalWriteError
 from queuebox.storage.reader import iter_records
+from tests.unit.storage.storage_harness import FaultyFileIO, contents, enospc, flush, tasks
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from storage_harness import contents, flush, tasks
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.framing import HEADER_SIZE
 from queuebox.storage.reader import LogFile, Record
+from tests.unit.storage.storage_harness import contents, flush, tasks
 
 
 def put(engine: Engine, i: int) -> None:

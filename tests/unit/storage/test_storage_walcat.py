@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from storage_harness import flush, tasks
 
 from queuebox.storage import walcat
 from queuebox.storage.space import IndexDef
+from tests.unit.storage.storage_harness import flush, tasks
 
 
 def run(*paths: Path | str) -> tuple[int, list[dict[str, Any]], str]:

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import tarantool
-from serverproc import CALL, RawClient
+
+from tests.e2e.serverproc import CALL, RawClient
 
 FLAVOURS = ("numbers", "strings")
 WAIT_S = 5.0  # the longest any test waits for an answer it expects
