@@ -10,7 +10,7 @@ the one with the smallest key. The key is upstream's (QUEUE.md §6):
     then the connection id, then a sequence number (upstream: the fiber id)
 
 so the smallest requested timeout goes first, then the earliest waiter, and
-all "forever" waiters go in connection order (the X/Y example of §6).
+all "forever" waiters go in connection order (the X/Y example of QUEUE.md §6).
 A woken waiter is removed before its callback runs; if it loses the race it
 re-registers with its remaining time, which gives it a new key.
 Must not touch: tasks, the clock, the event loop. The wake callback belongs

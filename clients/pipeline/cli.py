@@ -3,8 +3,8 @@
 Owns: argument parsing, starting the SparkSession (`--master`, default local[*]),
 the progress line around each job, and turning Spark's long Java/Python error
 chains into one readable line. Plugged into the `queuebox` command through the
-table in queuebox/cli.py as "queuebox.clients.pipeline.cli:main". Must not touch server/,
-drivers/, storage/; imports pyspark only once a subcommand runs.
+table in queuebox/cli.py, which imports `main` only when the command runs. Must
+not touch server/, drivers/, storage/; imports pyspark only once a subcommand runs.
 
     queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
         [--host H --port P --user U --password W (or QUEUEBOX_HOST, ...)]

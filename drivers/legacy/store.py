@@ -149,7 +149,7 @@ def new_task(
     tube: str, data: tuple[Any, ...], *, now: int, delay: int, ttl: int, ttr: int,
     pri: int, ipri: int, seq: int,
 ) -> Task:  # fmt: skip
-    """A fresh task tuple, the §12 defaults applied to delay, ttl and ttr."""
+    """A fresh task tuple, the QUEUE.md §12 defaults applied to delay, ttl and ttr."""
     delay = max(0, delay)
     ttl = (ttl if ttl > 0 else DEFAULT_TTL_US) + delay  # ttl counts from creation
     ttr = ttr if ttr > 0 else DEFAULT_TTR_US
