@@ -18,7 +18,7 @@ server accepts it can also encode again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -101,6 +101,36 @@ class Request:
     sync: int
     schema_version: int
     body: dict[int, Any]
+    payload: bytes = field(default=b"", repr=False, compare=False)
+
+    def raw_arg(self, index: int) -> bytes | None:
+        """The msgpack bytes of TUPLE[index] exactly as the client sent them
+        (a task's data is kept so, never decoded); None if there is no such
+        item. Walks the frame again, skipping values without building them."""
+        payload = self.payload
+        u = new_unpacker(len(payload))
+        u.feed(payload)
+        u.skip()  # the header
+        found = None
+        for _ in range(u.read_map_header()):
+            start = u.tell()
+            u.skip()
+            key = payload[start : u.tell()]
+            # Short keys only: a uint key is at most 9 bytes; the last one wins.
+            if len(key) <= 9 and _unpackb(key) == KEY_TUPLE:
+                found = u.tell()
+            u.skip()
+        if found is None:
+            return None
+        u = new_unpacker(len(payload))
+        u.feed(payload[found:])
+        if index >= u.read_array_header():
+            return None
+        for _ in range(index):
+            u.skip()
+        start = u.tell()
+        u.skip()
+        return payload[found + start : found + u.tell()]
 
     def has(self, key: int) -> bool:
         """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""
@@ -207,6 +237,7 @@ def _uint_keys_only(body: dict[Any, Any]) -> dict[int, Any]:
 def _build(
     header: Any,
     body: Any,
+    payload: bytes,
     _uint_header_keys: frozenset[int] = _UINT_HEADER_KEYS,
     _typed_header_keys: dict[int, type] = _TYPED_HEADER_KEYS,
     _uint_body_keys: frozenset[int] = _UINT_BODY_KEYS,
@@ -246,6 +277,7 @@ def _build(
         sync,
         header.get(KEY_SCHEMA_VERSION, 0),
         body if clean else _uint_keys_only(body),
+        payload,
     )
 
 
@@ -259,18 +291,42 @@ def _decode_carefully(payload: bytes) -> Request | ProtocolError:
         header = unpacker.unpack()
     except Exception:
         return _bad_header()
-    checked = _build(header, {})
+    checked = _build(header, {}, payload)
     if type(checked) is ProtocolError:
         return checked
     if unpacker.tell() == len(payload):
         return checked
+    start = unpacker.tell()
     try:
         body = unpacker.unpack()
     except Exception:
-        return _bad_body(header.get(KEY_SYNC, 0))
-    if unpacker.tell() != len(payload):
-        return _bad_body(header.get(KEY_SYNC, 0))
-    return _check_nesting(payload, _build(header, body))
+        body = _decode_with_tuples(payload[start:])
+        if body is None:
+            return _bad_body(header.get(KEY_SYNC, 0))
+    else:
+        if unpacker.tell() != len(payload):
+            return _bad_body(header.get(KEY_SYNC, 0))
+    return _check_nesting(payload, _build(header, body, payload))
+
+
+def _decode_with_tuples(data: bytes) -> Any:
+    """A body a Python dict cannot hold as sent: a map with an array key,
+    which Tarantool accepts (a task's data may be one). Arrays become tuples,
+    which can be keys; the body's own values go back to lists for the
+    checks. None if it is not one msgpack value even so."""
+    try:
+        body = _unpackb(
+            data,
+            raw=False,
+            unicode_errors="surrogateescape",
+            strict_map_key=False,
+            use_list=False,
+        )
+    except Exception:
+        return None
+    if type(body) is not dict:
+        return body
+    return {k: list(v) if type(v) is tuple else v for k, v in body.items()}
 
 
 def _check_nesting(payload: bytes, decoded: Request | ProtocolError) -> Request | ProtocolError:
@@ -289,7 +345,7 @@ def decode_payload(payload: bytes) -> Request | ProtocolError:
     except Exception:
         # Header-only frames (PING) land here too: no body to pair with.
         return _decode_carefully(payload)
-    return _check_nesting(payload, _build(header, body))
+    return _check_nesting(payload, _build(header, body, payload))
 
 
 class RequestDecoder:
@@ -332,7 +388,7 @@ class RequestDecoder:
             except Exception:
                 append(_decode_carefully(payload))
                 continue
-            request = _build(header, body)
+            request = _build(header, body, payload)
             if len(payload) > MAX_NESTING:  # short frames cannot nest too deep
                 request = _check_nesting(payload, request)
             append(request)

@@ -12,13 +12,15 @@ from typing import Any
 
 import msgpack
 
+from .packed import ext_hook
 from .space import Space, SpaceDef, Tuple
 
 Body = dict[str, Any]
 
 
 def pack(body: Body) -> bytes:
-    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1).
+    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1);
+    # a Packed is an ExtType, written as ext PACKED_EXT with no hook.
     return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
 
 
@@ -30,8 +32,9 @@ def packer() -> Callable[[Body], bytes]:
 
 def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
-    # have any keys; ext values pass through as msgpack.ExtType.
-    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+    # have any keys; ext values pass through as msgpack.ExtType, a task's
+    # data as the Packed it was (packed.py).
+    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False, ext_hook=ext_hook)
 
 
 # -- writing WAL records --
@@ -118,7 +121,11 @@ _CHECKS: dict[str, dict[str, tuple[frozenset[str], tuple[tuple[str, type], ...]]
 
 def _unpacker(size: int) -> msgpack.Unpacker:
     return msgpack.Unpacker(
-        raw=False, use_list=False, strict_map_key=False, max_buffer_size=max(size, 1 << 20)
+        raw=False,
+        use_list=False,
+        strict_map_key=False,
+        ext_hook=ext_hook,
+        max_buffer_size=max(size, 1 << 20),
     )
 
 
