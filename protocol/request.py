@@ -50,6 +50,7 @@ from .constants import (
 )
 from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
 from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+from .rawargs import raw_item
 
 _unpackb = msgpack.unpackb
 
@@ -106,31 +107,8 @@ class Request:
     def raw_arg(self, index: int) -> bytes | None:
         """The msgpack bytes of TUPLE[index] exactly as the client sent them
         (a task's data is kept so, never decoded); None if there is no such
-        item. Walks the frame again, skipping values without building them."""
-        payload = self.payload
-        u = new_unpacker(len(payload))
-        u.feed(payload)
-        u.skip()  # the header
-        found = None
-        for _ in range(u.read_map_header()):
-            start = u.tell()
-            u.skip()
-            key = payload[start : u.tell()]
-            # Short keys only: a uint key is at most 9 bytes; the last one wins.
-            if len(key) <= 9 and _unpackb(key) == KEY_TUPLE:
-                found = u.tell()
-            u.skip()
-        if found is None:
-            return None
-        u = new_unpacker(len(payload))
-        u.feed(payload[found:])
-        if index >= u.read_array_header():
-            return None
-        for _ in range(index):
-            u.skip()
-        start = u.tell()
-        u.skip()
-        return payload[found + start : found + u.tell()]
+        item."""
+        return raw_item(self.payload, self.body.get(KEY_TUPLE), index)
 
     def has(self, key: int) -> bool:
         """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""
