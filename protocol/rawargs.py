@@ -27,11 +27,16 @@ def raw_item(payload: bytes, args: Any, index: int) -> bytes | None:
         # (Should the match come from another key's bytes, these are still
         # the very values the client sent, encoded the shortest way.)
         try:
-            items = [pack(arg) for arg in args]
+            if len(args) == 1:  # put(data): one pack, the data after the header
+                packed = pack(args)
+                if payload.endswith(packed):
+                    return packed[1:]
+            else:
+                items = [pack(arg) for arg in args]
+                if payload.endswith(bytes((0x90 | len(args),)) + b"".join(items)):
+                    return items[index]
         except (TypeError, ValueError, OverflowError):
-            items = None
-        if items is not None and payload.endswith(bytes((0x90 | len(args),)) + b"".join(items)):
-            return items[index]
+            pass
     pos = skip(payload, 0)  # the header
     n, pos = _container(payload, pos)
     found = None
