@@ -2,15 +2,15 @@
 splice them.
 
 Owns: the `Packed` value (a task's data, never decoded: FORMAT.md §1), how it
-is written in a file (ext type PACKED_EXT around the bytes, so msgpack's C
-packer and unpacker carry it without Python code per field), `ext_hook`, the
-reading side of that, and `spliced`, which encodes a value for the wire with
-every `Packed` inside written as its own bytes. Must not touch: files,
+is written in a file (`file_encoder`: ext type PACKED_EXT around the bytes) and
+read back (`ext_hook`), and `spliced`, which encodes a value for the wire
+with every `Packed` inside written as its own bytes. Must not touch: files,
 frames, spaces, IPROTO.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -19,29 +19,67 @@ PACKED_EXT = 80  # FORMAT.md §1: ext 80 holds one msgpack value as its bytes
 
 _pack = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape").pack
 _ExtType = msgpack.ExtType
-_new_tuple = tuple.__new__
 
 
-class Packed(msgpack.ExtType):  # type: ignore[misc]  # msgpack ships no types
-    """One msgpack value as the client encoded it; `.data` is the bytes.
+class Packed(bytes):
+    """One msgpack value as the client encoded it: the bytes themselves.
 
-    An ExtType, so storage's packer writes it as ext PACKED_EXT with no hook;
-    a reply (`spliced`) writes the bytes themselves."""
+    A bytes subclass, so a task's data costs one object. msgpack would write
+    it as bin: every encoder of a tuple that may hold one goes through
+    `spliced` (the wire) or `for_file` (ext PACKED_EXT)."""
 
     __slots__ = ()
 
-    def __new__(cls, data: bytes) -> Packed:
-        # tuple's own constructor: ExtType's checks cost more than the rest of
-        # a put's storage work, and these bytes are bytes by construction.
-        return _new_tuple(cls, (PACKED_EXT, data))
 
-    def __reduce__(self) -> Any:
-        return (Packed, (self.data,))
-
-
-def ext_hook(code: int, data: bytes) -> msgpack.ExtType:
+def ext_hook(code: int, data: bytes) -> Any:
     """Unpacker hook: ext PACKED_EXT comes back as the Packed it was."""
     return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
+
+
+def _ext_head(n: int) -> bytes:
+    if n < 0x100:
+        return b"\xc7" + bytes((n, PACKED_EXT))
+    if n < 0x10000:
+        return b"\xc8" + n.to_bytes(2, "big") + bytes((PACKED_EXT,))
+    return b"\xc9" + n.to_bytes(4, "big") + bytes((PACKED_EXT,))
+
+
+def as_ext(value: Packed) -> bytes:
+    """A Packed as a file holds it: ext PACKED_EXT around the bytes."""
+    return _ext_head(len(value)) + value
+
+
+def file_encoder(pack: Callable[[Any], bytes]) -> Callable[[dict[str, Any]], bytes]:
+    """An encoder of record bodies (records.py) over the msgpack function
+    `pack`, writing a task's data as ext PACKED_EXT. A reused Packer is not
+    thread-safe: each thread that encodes gets its own encoder.
+
+    A change's tuple and a snapshot's rows are packed apart, the body
+    around them once with nil in their place, that nil then replaced."""
+
+    def one(t: tuple[Any, ...]) -> bytes:
+        last = t[-1] if t else None
+        if type(last) is not Packed:
+            return pack(t)
+        return pack((*t[:-1], None))[:-1] + _ext_head(len(last)) + last
+
+    def with_last(body: dict[str, Any], key: str, encoded: bytes) -> bytes:
+        rest = {k: v for k, v in body.items() if k != key}
+        rest[key] = None  # one byte, nil, at the very end
+        return pack(rest)[:-1] + encoded
+
+    def encode(body: dict[str, Any]) -> bytes:
+        t = body.get("tuple")
+        if t is not None:
+            if not t or type(t[-1]) is not Packed:
+                return pack(body)
+            return with_last(body, "tuple", one(t))
+        rows = body.get("tuples")
+        if rows is None:
+            return pack(body)
+        return with_last(body, "tuples", _array_head(len(rows)) + b"".join(map(one, rows)))
+
+    return encode
 
 
 _NESTED = frozenset((list, tuple, dict, Packed))
@@ -71,7 +109,7 @@ def spliced(value: Any) -> bytes:
     """
     kind = type(value)
     if kind is Packed:
-        return value.data  # type: ignore[no-any-return]
+        return value  # type: ignore[no-any-return]
     if kind is tuple or kind is list:
         if not value:
             return _pack(value)  # type: ignore[no-any-return]
@@ -79,7 +117,7 @@ def spliced(value: Any) -> bytes:
         if type(last) is Packed:
             # A task: a Packed is only ever its last field. Same array header
             # as the whole; the trailing nil stands for the data.
-            return _pack((*value[:-1], None))[:-1] + last.data  # type: ignore[no-any-return]
+            return _pack((*value[:-1], None))[:-1] + last  # type: ignore[no-any-return]
         if len(value) == 1 and (type(last) is tuple or type(last) is list):
             return b"\x91" + spliced(last)  # the answer of put, take, ack...
         if not set(map(type, value)) & _NESTED:

@@ -12,22 +12,25 @@ from typing import Any
 
 import msgpack
 
-from .packed import ext_hook
+from .packed import ext_hook, file_encoder
 from .space import Space, SpaceDef, Tuple
 
 Body = dict[str, Any]
 
 
-def pack(body: Body) -> bytes:
-    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1);
-    # a Packed is an ExtType, written as ext PACKED_EXT with no hook.
-    return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
+def _packb(value: Any) -> bytes:
+    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1).
+    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+# Any thread; a task's data (Packed) becomes ext PACKED_EXT.
+pack: Callable[[Body], bytes] = file_encoder(_packb)
 
 
 def packer() -> Callable[[Body], bytes]:
     """A faster `pack` for one thread: a reused Packer (not thread-safe) skips
     building one per record, a third of a WAL record's encoding time."""
-    return msgpack.Packer(use_bin_type=True).pack  # type: ignore[no-any-return]
+    return file_encoder(msgpack.Packer(use_bin_type=True).pack)
 
 
 def unpack(data: bytes) -> Any:

@@ -30,7 +30,7 @@ import msgpack
 from .fileio import FileIO
 from .framing import Damage, FileHeader, HeaderError
 from .layout import sort_listing
-from .packed import Packed
+from .packed import PACKED_EXT, Packed
 from .reader import LogFile, Record
 
 
@@ -46,9 +46,9 @@ def _packed(v: Packed) -> Any:
     """A task's data as the value its bytes hold; {"$ext": 80, ...} if no
     JSON-ready value can (a map with an array key)."""
     try:
-        value = msgpack.unpackb(v.data, raw=False, strict_map_key=False)
+        value = msgpack.unpackb(v, raw=False, strict_map_key=False)
     except (ValueError, TypeError, msgpack.UnpackException):
-        return _ext(v)
+        return _ext(msgpack.ExtType(PACKED_EXT, bytes(v)))
     return to_json(value)
 
 
