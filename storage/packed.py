@@ -2,7 +2,7 @@
 splice them.
 
 Owns: the `Packed` value (a task's data, never decoded: FORMAT.md §1), how it
-is written in a file (`file_encoder`: ext type PACKED_EXT around the bytes) and
+is written in a file (`file_packer`: ext type PACKED_EXT around the bytes) and
 read back (`ext_hook`), and `spliced`, which encodes a value for the wire
 with every `Packed` inside written as its own bytes. Must not touch: files,
 frames, spaces, IPROTO.
@@ -36,50 +36,36 @@ def ext_hook(code: int, data: bytes) -> Any:
     return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
 
 
-def _ext_head(n: int) -> bytes:
-    if n < 0x100:
-        return b"\xc7" + bytes((n, PACKED_EXT))
-    if n < 0x10000:
-        return b"\xc8" + n.to_bytes(2, "big") + bytes((PACKED_EXT,))
-    return b"\xc9" + n.to_bytes(4, "big") + bytes((PACKED_EXT,))
+_new_tuple = tuple.__new__
+# What a subclass of a msgpack type is written as, once strict_types stops
+# the packer from taking it for its base (a tuple is an array).
+_BASES: tuple[Callable[[Any], Any], ...] = (list, dict, str, bytes, int, float)
 
 
-def as_ext(value: Packed) -> bytes:
-    """A Packed as a file holds it: ext PACKED_EXT around the bytes."""
-    return _ext_head(len(value)) + value
+def _file_default(value: Any) -> Any:
+    if type(value) is Packed:
+        return _new_tuple(_ExtType, (PACKED_EXT, value))  # ExtType's checks cost more
+    if isinstance(value, tuple):
+        return list(value)
+    for base in _BASES:
+        if isinstance(value, base):  # type: ignore[arg-type]
+            return base(value)
+    raise TypeError(f"can not serialize {type(value).__name__!r} object")
 
 
-def file_encoder(pack: Callable[[Any], bytes]) -> Callable[[dict[str, Any]], bytes]:
-    """An encoder of record bodies (records.py) over the msgpack function
-    `pack`, writing a task's data as ext PACKED_EXT. A reused Packer is not
-    thread-safe: each thread that encodes gets its own encoder.
+def file_packer() -> Callable[[Any], bytes]:
+    """msgpack for files: a task's data (Packed) as ext PACKED_EXT, in C but
+    for one call per tuple and per Packed. A reused Packer, so one per
+    thread that encodes (it is not thread-safe)."""
+    packer = msgpack.Packer(use_bin_type=True, strict_types=True, default=_file_default)
+    return packer.pack  # type: ignore[no-any-return]
 
-    A change's tuple and a snapshot's rows are packed apart, the body
-    around them once with nil in their place, that nil then replaced."""
 
-    def one(t: tuple[Any, ...]) -> bytes:
-        last = t[-1] if t else None
-        if type(last) is not Packed:
-            return pack(t)
-        return pack((*t[:-1], None))[:-1] + _ext_head(len(last)) + last
-
-    def with_last(body: dict[str, Any], key: str, encoded: bytes) -> bytes:
-        rest = {k: v for k, v in body.items() if k != key}
-        rest[key] = None  # one byte, nil, at the very end
-        return pack(rest)[:-1] + encoded
-
-    def encode(body: dict[str, Any]) -> bytes:
-        t = body.get("tuple")
-        if t is not None:
-            if not t or type(t[-1]) is not Packed:
-                return pack(body)
-            return with_last(body, "tuple", one(t))
-        rows = body.get("tuples")
-        if rows is None:
-            return pack(body)
-        return with_last(body, "tuples", _array_head(len(rows)) + b"".join(map(one, rows)))
-
-    return encode
+def file_packb(value: Any) -> bytes:
+    """file_packer() for any thread, with a Packer per call."""
+    return msgpack.packb(  # type: ignore[no-any-return]
+        value, use_bin_type=True, strict_types=True, default=_file_default
+    )
 
 
 _NESTED = frozenset((list, tuple, dict, Packed))

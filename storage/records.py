@@ -12,25 +12,22 @@ from typing import Any
 
 import msgpack
 
-from .packed import ext_hook, file_encoder
+from .packed import ext_hook, file_packb, file_packer
 from .space import Space, SpaceDef, Tuple
 
 Body = dict[str, Any]
 
 
-def _packb(value: Any) -> bytes:
-    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1).
-    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
-
-
-# Any thread; a task's data (Packed) becomes ext PACKED_EXT.
-pack: Callable[[Body], bytes] = file_encoder(_packb)
+def pack(body: Body) -> bytes:
+    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1);
+    # a task's data (Packed) becomes ext PACKED_EXT.
+    return file_packb(body)
 
 
 def packer() -> Callable[[Body], bytes]:
     """A faster `pack` for one thread: a reused Packer (not thread-safe) skips
     building one per record, a third of a WAL record's encoding time."""
-    return file_encoder(msgpack.Packer(use_bin_type=True).pack)
+    return file_packer()
 
 
 def unpack(data: bytes) -> Any:
