@@ -46,6 +46,11 @@ class QueueCore(Protocol):
 
     def has_name(self, name: str) -> bool: ...
 
+    def takes_data(self, name: str) -> bool:
+        """Whether the call's first argument is a task's data, to be given as
+        the client's msgpack bytes (storage.packed.Packed), kept as they are."""
+        ...
+
     def access_of(self, name: str) -> str:
         """The right a call needs: "read", "write" or "admin"."""
         ...
@@ -90,6 +95,9 @@ class EntryPoints:
 
     def has_name(self, name: str) -> bool:
         return self.bind(name) is not None
+
+    def takes_data(self, name: str) -> bool:
+        return False
 
     @contextmanager
     def _entry(self, now: int | None = None) -> Iterator[None]:

@@ -131,6 +131,11 @@ class Queue(EntryPoints):
 
         return bound
 
+    def takes_data(self, name: str) -> bool:
+        """`tube:put` keeps its data as the client's bytes (the dot form has no self)."""
+        parsed = self._parse(name)
+        return parsed is not None and parsed[0] == "tube:" and parsed[2] == "put"
+
     def access_of(self, name: str) -> str:
         """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
         parsed = self._parse(name)

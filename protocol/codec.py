@@ -72,6 +72,6 @@ def nesting_exceeds(encoded: bytes, value: Any, limit: int = MAX_NESTING) -> boo
         if depth > limit:
             return True
         for item in container.values() if type(container) is dict else container:
-            if type(item) is list or type(item) is dict:
+            if type(item) is list or type(item) is dict or type(item) is tuple:
                 pending.append((item, depth + 1))
     return False

@@ -18,7 +18,7 @@ server accepts it can also encode again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -50,6 +50,7 @@ from .constants import (
 )
 from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
 from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+from .rawargs import raw_item
 
 _unpackb = msgpack.unpackb
 
@@ -101,6 +102,13 @@ class Request:
     sync: int
     schema_version: int
     body: dict[int, Any]
+    payload: bytes = field(default=b"", repr=False, compare=False)
+
+    def raw_arg(self, index: int) -> bytes | None:
+        """The msgpack bytes of TUPLE[index] exactly as the client sent them
+        (a task's data is kept so, never decoded); None if there is no such
+        item."""
+        return raw_item(self.payload, self.body.get(KEY_TUPLE), index)
 
     def has(self, key: int) -> bool:
         """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""
@@ -203,6 +211,7 @@ def _uint_keys_only(body: dict[Any, Any]) -> dict[int, Any]:
 def _build(
     header: Any,
     body: Any,
+    payload: bytes,
     _uint_header_keys: frozenset[int] = _UINT_HEADER_KEYS,
     _typed_header_keys: dict[int, type] = _TYPED_HEADER_KEYS,
     _uint_body_keys: frozenset[int] = _UINT_BODY_KEYS,
@@ -242,6 +251,7 @@ def _build(
         sync,
         header.get(KEY_SCHEMA_VERSION, 0),
         body if clean else _uint_keys_only(body),
+        payload,
     )
 
 
@@ -255,18 +265,42 @@ def _decode_carefully(payload: bytes) -> Request | ProtocolError:
         header = unpacker.unpack()
     except Exception:
         return _bad_header()
-    checked = _build(header, {})
+    checked = _build(header, {}, payload)
     if type(checked) is ProtocolError:
         return checked
     if unpacker.tell() == len(payload):
         return checked
+    start = unpacker.tell()
     try:
         body = unpacker.unpack()
     except Exception:
-        return _bad_body(header.get(KEY_SYNC, 0))
-    if unpacker.tell() != len(payload):
-        return _bad_body(header.get(KEY_SYNC, 0))
-    return _check_nesting(payload, _build(header, body))
+        body = _decode_with_tuples(payload[start:])
+        if body is None:
+            return _bad_body(header.get(KEY_SYNC, 0))
+    else:
+        if unpacker.tell() != len(payload):
+            return _bad_body(header.get(KEY_SYNC, 0))
+    return _check_nesting(payload, _build(header, body, payload))
+
+
+def _decode_with_tuples(data: bytes) -> Any:
+    """A body a Python dict cannot hold as sent: a map with an array key,
+    which Tarantool accepts (a task's data may be one). Arrays become tuples,
+    which can be keys; the body's own values go back to lists for the
+    checks. None if it is not one msgpack value even so."""
+    try:
+        body = _unpackb(
+            data,
+            raw=False,
+            unicode_errors="surrogateescape",
+            strict_map_key=False,
+            use_list=False,
+        )
+    except Exception:
+        return None
+    if type(body) is not dict:
+        return body
+    return {k: list(v) if type(v) is tuple else v for k, v in body.items()}
 
 
 def _check_nesting(payload: bytes, decoded: Request | ProtocolError) -> Request | ProtocolError:
@@ -315,7 +349,7 @@ class RequestDecoder:
             except Exception:
                 append(_decode_carefully(payload))
                 continue
-            request = _build(header, body)
+            request = _build(header, body, payload)
             if len(payload) > MAX_NESTING:  # short frames cannot nest too deep
                 request = _check_nesting(payload, request)
             append(request)

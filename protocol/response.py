@@ -80,8 +80,12 @@ def encode_ok(sync: int, schema_version: int, body: dict[int, Any] | None = None
 
 def encode_data(sync: int, schema_version: int, data: Sequence[Any]) -> bytes:
     """Success reply `{0x30: data}` with DATA as `dd <u32 count>`, like Tarantool."""
-    count = len(data)
-    packed = pack(data)
+    return encode_packed_data(sync, schema_version, len(data), pack(data))
+
+
+def encode_packed_data(sync: int, schema_version: int, count: int, packed: bytes) -> bytes:
+    """encode_data of a DATA array the caller encoded (`count` items, any
+    msgpack array header), e.g. with pieces a client sent spliced in."""
     # Swap msgpack's shortest array header for Tarantool's fixed `dd`; the
     # size test is inlined (this runs once per CALL reply).
     skip = 1 if count < 16 else 3 if count < 0x10000 else 5

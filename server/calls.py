@@ -18,9 +18,16 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from queuebox import protocol
-from queuebox.protocol import KEY_FUNCTION_NAME, KEY_TUPLE, ErrorCode, call16_shape, encode_data
+from queuebox.protocol import (
+    KEY_FUNCTION_NAME,
+    KEY_TUPLE,
+    ErrorCode,
+    call16_shape,
+    encode_packed_data,
+)
+from queuebox.storage.packed import Packed, spliced
 
-from .dispatch import Handler
+from .dispatch import Handler, TakesData
 from .errors import CallError, error_code_and_message
 from .logs import get_logger
 from .session import Session
@@ -44,7 +51,7 @@ class Held:
 def encode_result(s: Session, sync: int, values: list[Any], call16: bool) -> bytes:
     data = call16_shape(values) if call16 else values
     try:
-        return encode_data(sync, s.schema_version, data)
+        return encode_packed_data(sync, s.schema_version, len(data), spliced(data))
     except (TypeError, ValueError, OverflowError) as exc:
         # What Tarantool says for a Lua value it cannot serialize, with our type.
         raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
@@ -88,7 +95,14 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
     if found[1] not in rights:
         raise _denied("function", name, s.user)
     args = body.get(KEY_TUPLE)
-    return run_handler(s, req.sync, name, found[0], [] if args is None else args, call16)
+    handler = found[0]
+    if type(handler) is TakesData:
+        handler = handler.handler
+        if args:
+            # The data goes on as the client's bytes: whatever msgpack it is, it
+            # comes back the same (QUEUE.md §2), and is never decoded again.
+            args = [Packed(req.raw_arg(0)), *args[1:]]
+    return run_handler(s, req.sync, name, handler, [] if args is None else args, call16)
 
 
 def handle_call16(req: Any, s: Session) -> Reply:
@@ -131,7 +145,7 @@ def run_handler(
     try:
         result = handler(s, args)
         if type(result) is list and not call16:
-            reply = encode_data(sync, s.schema_version, result)
+            reply = encode_packed_data(sync, s.schema_version, len(result), spliced(result))
         elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):

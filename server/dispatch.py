@@ -45,6 +45,21 @@ class CallContext(Protocol):
 
 
 Handler = Callable[[CallContext, list[Any]], CallResult]
+
+
+class TakesData:
+    """A handler whose first argument is a task's data: the call path hands
+    it the client's msgpack bytes (storage's Packed), never a decoded value."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def __call__(self, ctx: CallContext, args: list[Any]) -> CallResult:
+        return self.handler(ctx, args)
+
+
 Resolved = tuple[Handler, str]  # (handler, access class)
 Resolver = Callable[[str], Resolved | None]
 

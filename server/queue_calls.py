@@ -34,7 +34,7 @@ from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 
 from .app import App
-from .dispatch import CallContext, Handler, Resolved
+from .dispatch import CallContext, Handler, Resolved, TakesData
 from .errors import CallError
 from .logs import get_logger
 from .timers import DeadlineTimer, wall_clock_us
@@ -142,7 +142,10 @@ class QueueCalls:
         for core in self.cores:
             bound = core.bind(name)
             if bound is not None:
-                return (self._handler(core, bound, name), core.access_of(name))
+                handler = self._handler(core, bound, name)
+                if core.takes_data(name):
+                    handler = TakesData(handler)
+                return (handler, core.access_of(name))
         return None
 
     def resolve_legacy(self, name: str) -> Resolved | None:

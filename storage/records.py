@@ -12,26 +12,29 @@ from typing import Any
 
 import msgpack
 
+from .packed import ext_hook, file_packb, file_packer
 from .space import Space, SpaceDef, Tuple
 
 Body = dict[str, Any]
 
 
 def pack(body: Body) -> bytes:
-    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1).
-    return msgpack.packb(body, use_bin_type=True)  # type: ignore[no-any-return]
+    # use_bin_type: bytes stay bin and text stays str (FORMAT.md section 1);
+    # a task's data (Packed) becomes ext PACKED_EXT.
+    return file_packb(body)
 
 
 def packer() -> Callable[[Body], bytes]:
     """A faster `pack` for one thread: a reused Packer (not thread-safe) skips
     building one per record, a third of a WAL record's encoding time."""
-    return msgpack.Packer(use_bin_type=True).pack  # type: ignore[no-any-return]
+    return file_packer()
 
 
 def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
-    # have any keys; ext values pass through as msgpack.ExtType.
-    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False)
+    # have any keys; ext values pass through as msgpack.ExtType, a task's
+    # data as the Packed it was (packed.py).
+    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False, ext_hook=ext_hook)
 
 
 # -- writing WAL records --
@@ -118,7 +121,11 @@ _CHECKS: dict[str, dict[str, tuple[frozenset[str], tuple[tuple[str, type], ...]]
 
 def _unpacker(size: int) -> msgpack.Unpacker:
     return msgpack.Unpacker(
-        raw=False, use_list=False, strict_map_key=False, max_buffer_size=max(size, 1 << 20)
+        raw=False,
+        use_list=False,
+        strict_map_key=False,
+        ext_hook=ext_hook,
+        max_buffer_size=max(size, 1 << 20),
     )
 
 

@@ -30,6 +30,7 @@ import msgpack
 from .fileio import FileIO
 from .framing import Damage, FileHeader, HeaderError
 from .layout import sort_listing
+from .packed import PACKED_EXT, Packed
 from .reader import LogFile, Record
 
 
@@ -39,6 +40,16 @@ def _bin(v: bytes) -> dict[str, Any]:
 
 def _ext(v: msgpack.ExtType) -> dict[str, Any]:
     return {"$ext": v.code, **_bin(v.data)}
+
+
+def _packed(v: Packed) -> Any:
+    """A task's data as the value its bytes hold; {"$ext": 80, ...} if no
+    JSON-ready value can (a map with an array key)."""
+    try:
+        value = msgpack.unpackb(v, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return _ext(msgpack.ExtType(PACKED_EXT, bytes(v)))
+    return to_json(value)
 
 
 def _seq(v: tuple[Any, ...] | list[Any]) -> list[Any]:
@@ -58,6 +69,7 @@ def _float(v: float) -> Any:
 _CONVERT: dict[type, Callable[[Any], Any]] = {
     bytes: _bin,
     msgpack.ExtType: _ext,
+    Packed: _packed,
     tuple: _seq,
     list: _seq,
     dict: _map,

@@ -1,4 +1,4 @@
-"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1).
+"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 and v2).
 
 Owns: listing the files of a data directory, the 24-byte file header, frames
 (marker, CRC, length, msgpack body), finding the first frame at or after any byte
@@ -30,7 +30,10 @@ FRAME_HEAD = FRAME.size  # 12
 MARKER = b"\xc1QBR"
 MAX_BODY = 1 << 30
 MAGIC_KINDS = {b"QBOXWAL\n": "wal", b"QBOXSNP\n": "snap"}
-KNOWN_VERSIONS = frozenset({1})
+KNOWN_VERSIONS = frozenset({1, 2})
+# Version 2: a task's data is ext 80 around the msgpack value the client sent
+# (FORMAT.md §1); read here as that value.
+PACKED_EXT = 80
 FILE_NAME = re.compile(r"^(\d{20})\.(wal|snap)$")
 TAIL_PROBE = 1 << 16  # bytes read from the end of a snapshot to find its `end` record
 
@@ -142,9 +145,20 @@ def next_frame(buf: Any, pos: int, size: int) -> int | None:
         pos += 1
 
 
+def _ext_value(code: int, data: bytes) -> Any:
+    """ext 80 is a value in msgpack (kept as an Ext if it decodes to nothing
+    Python can hold: a map with an array key, a str that is not UTF-8)."""
+    if code != PACKED_EXT:
+        return Ext(code, data)
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_value)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return Ext(code, data)
+
+
 def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
     try:
-        body = msgpack.unpackb(raw, raw=False, strict_map_key=False, ext_hook=Ext)
+        body = msgpack.unpackb(raw, raw=False, strict_map_key=False, ext_hook=_ext_value)
     except (ValueError, msgpack.UnpackException):
         return None
     if not isinstance(body, dict):

@@ -19,7 +19,7 @@ from tests.spark import qbfiles
 
 # The example of FORMAT.md §5.4, as printed there.
 EXAMPLE = bytes.fromhex(
-    "51424f5857414c0a0001000000000000000000072e9cfc23c1514252d5bb5333"
+    "51424f5857414c0a000200000000000000000007b77e9a22c1514252d5bb5333"
     "0000003986a36c736e07a27473cb41d954fc40200000a26f70a6696e73657274"
     "a3736964cd0200a57370616365a171a57475706c659301a172c4026869"
 )
@@ -46,7 +46,7 @@ def _workload(directory: Path) -> Path:
 def test_format_example_decodes(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000007.wal"
     path.write_bytes(EXAMPLE)
-    assert qbfiles.header("wal", 7) == EXAMPLE[:24]  # the helper writes the documented bytes
+    assert qbfiles.header("wal", 7, version=2) == EXAMPLE[:24]  # the documented bytes
     with walfile.FileReader(path) as reader:
         assert (reader.kind, reader.lsn) == ("wal", 7)
         [(offset, body)] = list(reader.records())
@@ -109,8 +109,8 @@ def test_corrupt_middle_fails_or_is_skipped(tmp_path: Path) -> None:
 
 def test_headers_unknown_version_and_bad_crc(tmp_path: Path) -> None:
     path = tmp_path / qbfiles.name(1, "wal")
-    path.write_bytes(qbfiles.header("wal", 1, version=2))
-    with pytest.raises(walfile.FormatError, match="unknown format version 2"):
+    path.write_bytes(qbfiles.header("wal", 1, version=3))
+    with pytest.raises(walfile.FormatError, match="unknown format version 3"):
         walfile.FileReader(path)
     broken = bytearray(qbfiles.header("wal", 1))
     broken[15] ^= 1
@@ -217,3 +217,23 @@ def test_to_json_mapping(tmp_path: Path) -> None:
 )
 def test_classify(op: str, before: str, after: str, call: str, ttl: bool, event: str) -> None:
     assert classify(op, before, after, call, ttl) == event
+
+
+def test_version_2_packed_data_reads_as_the_value_it_holds(tmp_path: Path) -> None:
+    """ext 80 (FORMAT.md §1) is the client's msgpack: read as its value, or
+    kept as an Ext when no Python value can hold it (a map with an array key)."""
+    path = tmp_path / qbfiles.name(1, "wal")
+    tuples = [
+        [1, "r", msgpack.ExtType(80, b"\x82\xa1n\xcd\x00\x07\xa1f\xca\x3f\x80\x00\x00")],
+        [2, "r", msgpack.ExtType(80, b"\x81\x91\x01\x02")],
+    ]
+    frames = [
+        qbfiles.frame(
+            {"lsn": i + 1, "ts": 0.0, "op": "insert", "sid": 512, "space": "q", "tuple": t}
+        )
+        for i, t in enumerate(tuples)
+    ]
+    path.write_bytes(qbfiles.header("wal", 1, version=2) + b"".join(frames))
+    bodies = [body for _, body in _bodies(path)]
+    assert bodies[0]["tuple"] == [1, "r", {"n": 7, "f": 1.0}]
+    assert bodies[1]["tuple"] == [2, "r", walfile.Ext(80, b"\x81\x91\x01\x02")]

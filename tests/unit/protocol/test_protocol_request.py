@@ -285,7 +285,8 @@ BAD_FRAMES = {
     "user name int": (packb({0: 7, 1: 8}) + packb({0x23: 1}), bad(8, BODY)),
     "expr list": (packb({0: 8, 1: 8}) + packb({0x27: []}), bad(8, BODY)),
     "ops map": (packb({0: 9, 1: 8}) + packb({0x28: {}}), bad(8, BODY)),
-    "unhashable key": (packb({0: 10, 1: 8}) + b"\x81\x91\x01\x01", bad(8, BODY)),
+    # A map key Python cannot hold even as a tuple (a map) inside the args.
+    "unhashable key": (packb({0: 10, 1: 8}) + b"\x81\x21\x91\x81\x81\x01\x02\x03", bad(8, BODY)),
 }
 
 
@@ -344,3 +345,17 @@ def test_long_flat_bodies_full_of_container_like_bytes_pass() -> None:
     payload = packb({0: 10, 1: 2}) + packb({0x22: "put", 0x21: [blob, many]})
     request = only(frame(payload))
     assert request.args == [blob, many]
+
+
+def test_array_keys_are_kept_where_tarantool_keeps_them() -> None:
+    """A map with an array key is valid msgpack Tarantool accepts: as a body
+    key it is skipped like any non-uint key, inside the args it is kept (a
+    task's data may be one), and raw_arg gives the bytes as sent."""
+    skipped = packb({0: 10, 1: 8}) + b"\x81\x91\x01\x01"
+    data = b"\x81\x92\x01\x02\xa1x"
+    kept = packb({0: 10, 1: 9}) + b"\x82\x22\xa1f\x21\x92" + data + b"\x05"
+    out = decode_whole(frame(skipped) + frame(kept))
+    assert out[0] == Request(10, 8, 0, {})
+    assert out[1] == Request(10, 9, 0, {0x22: "f", 0x21: [{(1, 2): "x"}, 5]})
+    assert out[1].raw_arg(0) == data and out[1].raw_arg(1) == b"\x05"
+    assert out[1].raw_arg(2) is None

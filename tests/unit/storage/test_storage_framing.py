@@ -28,6 +28,7 @@ from queuebox.storage.framing import (
     encode_frame,
     encode_header,
 )
+from queuebox.storage.packed import Packed
 from queuebox.storage.reader import events_of_bytes, iter_records, read_header
 from queuebox.storage.records import pack
 
@@ -175,10 +176,11 @@ def test_feed_after_eof_is_refused() -> None:
 def test_header_round_trip_and_layout() -> None:
     raw = encode_header("wal", 7)
     assert len(raw) == HEADER_SIZE == 24
-    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x01"
+    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x02"
     assert struct.unpack(">Q", raw[12:20]) == (7,)
     h = decode_header(raw)
-    assert (h.kind, h.version, h.lsn) == ("wal", 1, 7)
+    assert (h.kind, h.version, h.lsn) == ("wal", 2, 7)
+    assert decode_header(_with_version(raw, 1)).version == 1  # version 1 is still read
     assert decode_header(encode_header("snap", 2**40)).kind == "snap"
 
 
@@ -272,7 +274,9 @@ def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> 
     namespace: dict[str, Any] = {}
     exec(code, namespace)  # noqa: S102 - the documented reader, run as written
     bodies = [GOOD, {**GOOD, "lsn": 2, "op": "delete", "key": [1]}]
+    packed = {**GOOD, "lsn": 3, "tuple": [1, "r", Packed(b"\x81\xa1k\xca\x3f\x80\x00\x00")]}
     path = tmp_path / "x.wal"
-    path.write_bytes(wal_bytes(bodies))
+    path.write_bytes(wal_bytes([*bodies, packed]))
     got = list(namespace["read"](path))
-    assert got == [msgpack.unpackb(pack(b), strict_map_key=False) for b in bodies]
+    assert got[:2] == [msgpack.unpackb(pack(b), strict_map_key=False) for b in bodies]
+    assert got[2]["tuple"] == [1, "r", {"k": 1.0}]  # ext 80 read as the value it holds
