@@ -17,7 +17,8 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serverproc import CALL, RawClient, ServerProc, StartServer, unique
+
+from tests.e2e.serverproc import CALL, RawClient, ServerProc, StartServer, unique
 
 _BIG = {1: 0xCC, 2: 0xCD, 4: 0xCE, 8: 0xCF}
 _SIGNED = {1: 0xD0, 2: 0xD1, 4: 0xD2, 8: 0xD3}
