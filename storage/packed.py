@@ -71,20 +71,22 @@ def file_packb(value: Any) -> bytes:
 _NESTED = frozenset((list, tuple, dict, Packed))
 
 
-def _array_head(n: int) -> bytes:
+def _container_head(n: int, fix: int, wide16: bytes) -> bytes:
+    """The msgpack head of an array (fix 0x90, 0xdc) or a map (fix 0x80, 0xde)
+    of `n` items; the 32-bit form's byte follows the 16-bit one's."""
     if n < 16:
-        return bytes((0x90 | n,))
+        return bytes((fix | n,))
     if n < 0x10000:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
+        return wide16 + n.to_bytes(2, "big")
+    return bytes((wide16[0] + 1,)) + n.to_bytes(4, "big")
+
+
+def _array_head(n: int) -> bytes:
+    return _container_head(n, 0x90, b"\xdc")
 
 
 def _map_head(n: int) -> bytes:
-    if n < 16:
-        return bytes((0x80 | n,))
-    if n < 0x10000:
-        return b"\xde" + n.to_bytes(2, "big")
-    return b"\xdf" + n.to_bytes(4, "big")
+    return _container_head(n, 0x80, b"\xde")
 
 
 def spliced(value: Any) -> bytes:

@@ -12,14 +12,13 @@ import json
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from queuebox.protocol import box15
-from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc
+from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, closed_by_peer
 
 DRIVER = Path(__file__).with_name("box15_driver.pl")
 TASK = "&&&&*"  # id, tube, status, data...: byte strings
@@ -155,18 +154,7 @@ class Box15Client:
         return self.recv()
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True if the server closes the socket within `timeout` (pending bytes are read)."""
-        self.sock.settimeout(timeout)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if not self.sock.recv(65536):
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-        return False
+        return closed_by_peer(self.sock, timeout)
 
     def close(self) -> None:
         self.sock.close()

@@ -178,6 +178,21 @@ class Reply:
         return f"Reply({self.header}, {self.body})"
 
 
+def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True if the server closes `sock` within `timeout` (any pending bytes are read)."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return False
+
+
 class RawClient:
     def __init__(self, port: int, timeout: float = 5.0, greet: bool = True):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -241,15 +256,4 @@ class RawClient:
         )
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        """True if the server closes the socket within `timeout` (any pending bytes are read)."""
-        self.sock.settimeout(timeout)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if not self.sock.recv(65536):
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-        return False
+        return closed_by_peer(self.sock, timeout)

@@ -7,7 +7,16 @@ import socket
 import struct
 import time
 
-from tests.e2e.serverproc import AUTH, CALL, PING, RawClient, ServerProc, StartServer, frame
+from tests.e2e.serverproc import (
+    AUTH,
+    CALL,
+    PING,
+    RawClient,
+    ServerProc,
+    StartServer,
+    closed_by_peer,
+    frame,
+)
 
 
 def assert_serves(proc: ServerProc) -> None:
@@ -93,22 +102,12 @@ def test_stalled_frames_are_held_to_the_buffer_budget(start_server: StartServer)
         (length,) = struct.unpack(">I", _recv_exact(last, 5)[1:])
         assert len(_recv_exact(last, length)) > 900 * 1024  # the echo came back whole
         for hog in hogs[1:]:  # the silent ones are closed by the server
-            _wait_until_closed(hog)
+            assert closed_by_peer(hog, timeout=20)
     finally:
         for hog in hogs:
             hog.close()
     assert proc.log().count("reason=handshake") == 5
     assert_serves(proc)
-
-
-def _wait_until_closed(sock: socket.socket) -> None:
-    """Read until the server closes `sock`; a TimeoutError after 20 s fails the test."""
-    sock.settimeout(20)
-    try:
-        while sock.recv(65536):
-            pass
-    except ConnectionResetError:
-        pass
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:
