@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from .errors import no_such_proc
 from .tube import Answer
 from .waiters import Waiters
@@ -67,6 +69,8 @@ class QueueCore(Protocol):
         ...
 
 
+# Compiled (setup.py), still a base for Python classes: the legacy API's core.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EntryPoints:
     """Base of a queue core. Subclasses call `super().__init__(clock)` first."""
 

@@ -20,7 +20,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from queuebox.storage.catalog import Catalog
 
@@ -70,7 +70,7 @@ Parsed = tuple[str, str | None, str | None] | None
 
 
 class Queue(EntryPoints):
-    VERSION = VERSION
+    VERSION: ClassVar[str] = VERSION  # a class attribute in the compiled build too
 
     def __init__(
         self,

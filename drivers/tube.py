@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .args import (
     MAX_TIMEOUT_S,
     U64_MAX,
@@ -35,6 +37,8 @@ from .stats import TubeStats
 from .waiters import Waiters
 
 
+# Compiled (setup.py), still a base for Python classes: the legacy API's LegacyBlocked.
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class Blocked:
     """Nothing to give yet: the server waits, then calls again with `retry(remaining)`.

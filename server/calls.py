@@ -14,7 +14,7 @@ the rest.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any
 
 from queuebox import protocol
@@ -48,7 +48,7 @@ class Held:
         self.reply = reply
 
 
-def encode_result(s: Session, sync: int, values: list[Any], call16: bool) -> bytes:
+def encode_result(s: Session, sync: int, values: Sequence[Any], call16: bool) -> bytes:
     data = call16_shape(values) if call16 else values
     try:
         return encode_packed_data(sync, s.schema_version, len(data), spliced(data))
@@ -143,7 +143,8 @@ def run_handler(
     that returns something, so no change is acknowledged before it is durable.
     """
     try:
-        result = handler(s, args)
+        # object: the checks below are the contract (the compiled build trusts annotations).
+        result: object = handler(s, args)
         if type(result) is list and not call16:
             reply = encode_packed_data(sync, s.schema_version, len(result), spliced(result))
         elif isinstance(result, list | tuple):

@@ -191,7 +191,7 @@ class BodyDecoder:
             raise BadBody(f"unknown op {op!r} in a {self._kind} file")
         needed, types = check
         if not needed <= body.keys():
-            raise BadBody(f"{op} record without {', '.join(sorted(needed - body.keys()))}")
+            raise BadBody(f"{op} record without {', '.join(sorted(needed.difference(body)))}")
         for key, want in types:
             if type(body[key]) is not want:
                 raise BadBody(f"{op} record with a bad {key!r}")

@@ -254,8 +254,8 @@ def test_a_second_server_process_is_refused_until_the_first_closes(make_engine, 
     batches(first, 1)
     script = (
         "import sys, time\n"
-        "from storage.engine import Engine\n"
-        "from storage.errors import DataDirLocked\n"
+        "from queuebox.storage.engine import Engine\n"
+        "from queuebox.storage.errors import DataDirLocked\n"
         f"e = Engine({str(data_dir)!r}, clock=time.time)\n"
         "try:\n"
         "    e.open()\n"
