@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from queuebox import __version__
+from queuebox.compiled import build_label
 
 Command = Callable[..., int | None]
 
@@ -80,7 +81,7 @@ def usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["--version"], ["-V"]):
-        print(f"queuebox {__version__}")
+        print(f"queuebox {__version__} ({build_label()})")
         return 0
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage(), file=sys.stdout if argv else sys.stderr)

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from queuebox import __version__
+from queuebox.compiled import build_label
 from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverable
 
 from . import legacy15, logs
@@ -49,7 +50,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Run the queuebox server. Settings: defaults < --config TOML < "
         "QUEUEBOX_* environment < these flags.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__} ({build_label()})"
+    )
     parser.add_argument(
         "--config", metavar="FILE", help="TOML config file (default none; env QUEUEBOX_CONFIG)"
     )
@@ -138,6 +141,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         legacy_listen=config.legacy_listen,
         data_dir=config.data_dir,
         loop=config.loop,
+        build=build_label(),
         users=sorted(config.users),
         guest_rights=sorted(app.users.rights("guest")),
     )

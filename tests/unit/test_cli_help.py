@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from queuebox import __version__, cli
+from queuebox.compiled import build_label
 
 REPO = Path(__file__).resolve().parents[2]
 FLAG_ONLY = (
@@ -98,10 +99,12 @@ def queuebox(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_version() -> None:
+    # The build ("pure Python" or "compiled: N modules") is tests/unit/test_build.py's.
+    build = build_label()
     done = queuebox("--version")
-    assert (done.returncode, done.stdout) == (0, f"queuebox {__version__}\n")
+    assert (done.returncode, done.stdout) == (0, f"queuebox {__version__} ({build})\n")
     serve = queuebox("serve", "--version")
-    assert (serve.returncode, serve.stdout) == (0, f"queuebox serve {__version__}\n")
+    assert (serve.returncode, serve.stdout) == (0, f"queuebox serve {__version__} ({build})\n")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,65 @@
+"""Which build of queuebox is running: the modules that setup.py compiles with
+mypyc, and how many of them were loaded compiled.
+
+Owns: `HOT_MODULES` (read by setup.py, which compiles exactly these when it
+can) and `build_label()`, what `queuebox --version` and the server's startup
+line say. A module counts as compiled when the import system finds it as an
+extension module (a .so beside the .py). Imports nothing of queuebox, so
+setup.py can run it before anything is built; must not import the hot
+modules themselves (finding them is enough).
+"""
+
+from __future__ import annotations
+
+from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.util import find_spec
+
+# Measured with the in-process put and take+ack loops (README, Performance).
+# Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
+# compile); the driver classes (driver, untimed, ttl, fifo*, utube*, heads):
+# compiled, TaskStore's abstract methods are no longer enforced (a driver
+# without put would register) and utube's two bases crash; drivers.legacy and
+# the asyncio Protocol shells (server.shell, server.connection).
+HOT_MODULES: tuple[str, ...] = (
+    "queuebox.protocol.request",
+    "queuebox.protocol.rawargs",
+    "queuebox.protocol.response",
+    "queuebox.protocol.framing",
+    "queuebox.protocol.codec",
+    "queuebox.storage.index",
+    "queuebox.storage.space",
+    "queuebox.storage.engine",
+    "queuebox.storage.records",
+    "queuebox.storage.framing",
+    "queuebox.drivers.args",
+    "queuebox.drivers.core",
+    "queuebox.drivers.deadlines",
+    "queuebox.drivers.errors",
+    "queuebox.drivers.queue",
+    "queuebox.drivers.sessions",
+    "queuebox.drivers.stats",
+    "queuebox.drivers.tube",
+    "queuebox.drivers.tubes",
+    "queuebox.drivers.waiters",
+    "queuebox.server.calls",
+    "queuebox.server.queue_calls",
+    "queuebox.server.requests",
+    "queuebox.server.commit",
+)
+
+
+def compiled_modules() -> list[str]:
+    """The hot modules that import as extension modules in this interpreter."""
+    suffixes = tuple(EXTENSION_SUFFIXES)
+    found = []
+    for name in HOT_MODULES:
+        spec = find_spec(name)
+        if spec is not None and (spec.origin or "").endswith(suffixes):
+            found.append(name)
+    return found
+
+
+def build_label() -> str:
+    """'compiled: N modules' or 'pure Python'."""
+    count = len(compiled_modules())
+    return f"compiled: {count} modules" if count else "pure Python"
