@@ -6,11 +6,11 @@
 #
 # Plain Dockerfile syntax only (no `# syntax=` line, no RUN --mount), so it
 # builds with the classic builder and with BuildKit, and BuildKit never fetches
-# a frontend image. Two stages: the builder installs the project and its
-# dependencies into a virtualenv (the only step that needs an index or a
-# wheelhouse); the runtime stage copies that virtualenv, so nothing is fetched
-# when the container runs. docker/README.md documents every setting and the
-# offline build.
+# a frontend image. Two stages: the builder installs the project, compiled
+# (mypyc), and its dependencies into a virtualenv (the only step that needs an
+# index or a wheelhouse); the runtime stage copies that virtualenv, so nothing
+# is fetched when the container runs and no compiler is shipped.
+# docker/README.md documents every setting and the offline build.
 
 # Any Debian-based image with python3 (3.11+) and its venv module on PATH: the
 # official image by default, or a local stand-in for an air-gapped build.
@@ -24,16 +24,32 @@ ARG PIP_INDEX_URL
 ARG WHEELHOUSE=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-# .dockerignore lets in only the packaging metadata, the six package folders
-# and an optional wheelhouse/.
+# .dockerignore lets in only the packaging metadata, setup.py, the six package
+# folders and an optional wheelhouse/.
 COPY . .
+# The image ships the compiled build (README.md, Performance). With WHEELHOUSE,
+# pip installs the queuebox wheel in it, compiled where the wheelhouse was made
+# (docker/README.md, "Offline build"): nothing is compiled here. Without, pip
+# builds queuebox from this source, so gcc (and Python's headers, if the base
+# lacks them) come first from the distribution's index. Either way the build
+# stops unless `queuebox --version` says compiled.
 # The same path in both stages: the venv's scripts name /opt/queuebox/bin/python,
 # a link to the base image's python3, which the runtime stage has too. pip and
 # setuptools leave the venv once they are done (25 MB the server never uses).
-RUN python3 -m venv /opt/queuebox \
- && /opt/queuebox/bin/pip install ${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"} . \
- && /opt/queuebox/bin/pip uninstall --yes pip setuptools \
- && /opt/queuebox/bin/queuebox --help >/dev/null
+RUN set -e; \
+    target=queuebox; \
+    if [ -z "$WHEELHOUSE" ]; then \
+        target=.; \
+        headers=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])'); \
+        apt-get update; \
+        apt-get install -y --no-install-recommends gcc libc6-dev \
+            $([ -e "$headers/Python.h" ] || echo python3-dev); \
+        rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    python3 -m venv /opt/queuebox; \
+    /opt/queuebox/bin/pip install ${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"} "$target"; \
+    /opt/queuebox/bin/pip uninstall --yes pip setuptools; \
+    /opt/queuebox/bin/queuebox --version | grep '(compiled: '
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PYTHONUNBUFFERED=1 \

@@ -121,6 +121,8 @@ def test_dockerfile_installs_in_the_builder_and_copies_the_venv() -> None:
     # Offline: a WHEELHOUSE build argument turns the index off.
     assert '${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"}' in install
     assert dockerfile_args()["WHEELHOUSE"] == ""
+    # The image ships the compiled build or is not built (README, Performance).
+    assert install.endswith("/opt/queuebox/bin/queuebox --version | grep '(compiled: '")
     runtime = runtime_stage()
     assert ("COPY", "--from=builder /opt/queuebox /opt/queuebox") in runtime
     assert "pip" not in " ".join(args for word, args in runtime if word == "RUN")
@@ -202,7 +204,7 @@ def test_dockerignore_lets_in_only_what_the_wheel_needs() -> None:
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     folders = {"queuebox", "server", "protocol", "drivers", "storage", "clients"}
-    assert folders | {"pyproject.toml", pyproject["project"]["readme"]} <= allowed
+    assert folders | {"pyproject.toml", "setup.py", pyproject["project"]["readme"]} <= allowed
     assert not allowed & {"tests", "docker", ".git", "data"}
 
 
