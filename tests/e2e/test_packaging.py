@@ -1,8 +1,11 @@
 """What `pip install` of a checkout gives a user: one top-level package, `queuebox`,
-typed, with the notes the code cites, importable from any directory."""
+typed, with the notes the code cites, importable from any directory; its hot
+modules compiled (mypyc) where a compiler is at hand, pure Python with
+QUEUEBOX_PURE=1, and `queuebox --version` saying which."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from queuebox.compiled import HOT_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,15 +37,28 @@ def tracked_copy(dest: Path) -> Path:
     return dest
 
 
+BUILDS = {"compiled": f"compiled: {len(HOT_MODULES)} modules", "pure": "pure Python"}
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("wheel")
+def build() -> str:
+    """The wheel of the build this run of the suite tests (tests/run.sh runs both):
+    the compiled wheel takes two minutes to build, the pure one seconds."""
+    return os.environ.get("QUEUEBOX_EXPECT_BUILD") or "pure"
+
+
+@pytest.fixture(scope="module")
+def wheel(build: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp(f"wheel-{build}")
     src = tracked_copy(work / "src")
     out = work / "dist"
+    env = {k: v for k, v in os.environ.items() if k != "QUEUEBOX_PURE"}
+    if build == "pure":
+        env["QUEUEBOX_PURE"] = "1"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps",
          "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
-        check=True, capture_output=True, timeout=300,
+        check=True, capture_output=True, timeout=600, env=env,
     )  # fmt: skip
     (found,) = out.glob("queuebox-*.whl")
     yield found
@@ -62,8 +80,22 @@ def test_the_wheel_holds_one_package_typed_with_its_notes(wheel: Path) -> None:
         assert needed in names, needed
 
 
+def test_the_compiled_wheel_holds_every_hot_module_compiled_and_the_pure_one_none(
+    build: str, wheel: Path
+) -> None:
+    compiled = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")}
+    if build == "pure":
+        assert compiled == set()
+        return
+    for name in HOT_MODULES:
+        stem = name.replace(".", "/") + "."
+        assert any(n.startswith(stem) for n in compiled), name
+    # Beside the modules, mypyc's shared library, inside the package too.
+    assert len(compiled) == len(HOT_MODULES) + 1
+
+
 def test_installed_it_imports_from_a_directory_with_folders_of_the_same_names(
-    wheel: Path, tmp_path: Path
+    build: str, wheel: Path, tmp_path: Path
 ) -> None:
     venv = tmp_path / "venv"
     # System site packages give the dependencies; queuebox itself comes from the wheel.
@@ -96,3 +128,4 @@ def test_installed_it_imports_from_a_directory_with_folders_of_the_same_names(
         cwd=project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert cli.returncode == 0 and version in cli.stdout
+    assert cli.stdout.strip() == f"queuebox {version} ({BUILDS[build]})"
