@@ -123,6 +123,8 @@ class TaskStore(ABC):
     """
 
     TYPE: ClassVar[str] = ""
+    # False: next_deadline() is always None, so a call need not ask it after.
+    TIMED: ClassVar[bool] = True
     F_DATA: ClassVar[int] = 2
     FORMAT: ClassVar[tuple[str, ...]] = ("task_id", "status", "data")
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (

@@ -243,6 +243,18 @@ class PrimaryIndex(Index):
             return None
         return self._map.get(key[0] if self._single else key)  # type: ignore[no-any-return]
 
+    # Index's, without the group lookup: every change passes here.
+    def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
+        there = self._map.get(self._inner(t))
+        if there is not None and there is not replacing:
+            raise DuplicateKey(self.name, space)
+
+    def _add(self, t: Tuple) -> None:
+        self._map.set(self._inner(t), t)
+
+    def _remove(self, t: Tuple) -> None:
+        self._map.pop(self._inner(t))
+
     def values_unordered(self) -> list[Tuple]:
         """Every tuple, in no particular order: a C-speed pointer copy."""
         return self._map.values_unordered()
