@@ -129,7 +129,7 @@ class TaskStore(ABC):
     FORMAT: ClassVar[tuple[str, ...]] = ("task_id", "status", "data")
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
-        IndexDef("status", (1, 0), grouped=True),
+        IndexDef("status", (1, 0), group=1),
     )
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:

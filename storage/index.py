@@ -13,11 +13,12 @@ indexed fields; a non-unique index appends the primary key fields, so entry
 keys are unique and no list of tuples per key is needed. A one-field key is
 stored as the bare value, not a 1-tuple: a 48-byte object less per row.
 
-A `grouped` index (IndexDef.grouped: its first field takes few values, like
-a task's status) keeps one ordered map per value of that field, keyed by
-the other fields. Then the ids within one status arrive in order even when
-tasks move between statuses, and "the first ready task" is a dict lookup
-and the head of one map.
+A grouped index (IndexDef.group = n) keeps one ordered map per value of its
+first n fields, keyed by the rest: the fields that take few values (a
+task's status; a status and a utube) pick the map, and within one map the
+ids arrive in order even when tasks move between statuses. So "the first
+ready task (of this utube)" is a dict lookup and the head of one map, and a
+map that empties goes away with whatever it had walked past.
 
 The public behaviour is that of an ordered map from the key (a tuple of the
 indexed fields) to the tuple; keys of one index must be mutually comparable.
@@ -49,17 +50,17 @@ class DuplicateKey(StorageError):
 
 @dataclass(frozen=True)
 class IndexDef:
-    """An index over `parts` (field numbers, 0-based); `grouped`: see the module doc."""
+    """An index over `parts` (field numbers, 0-based); `group`: see the module doc."""
 
     name: str
     parts: tuple[int, ...]
     unique: bool = True
-    grouped: bool = False
+    group: int = 0
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name, "parts": list(self.parts), "unique": self.unique}
-        if self.grouped:
-            wire["grouped"] = True
+        if self.group:
+            wire["group"] = self.group
         return wire
 
     @classmethod
@@ -68,7 +69,7 @@ class IndexDef:
             str(d["name"]),
             tuple(int(p) for p in d["parts"]),
             bool(d["unique"]),
-            bool(d.get("grouped", False)),
+            int(d.get("group", 0)),
         )
 
 
@@ -115,15 +116,13 @@ class Index:
             parts = parts + tuple(p for p in primary_parts if p not in parts)
         self._width = len(parts)  # fields of an entry key, unique per tuple
         self._user_key: Callable[[Tuple], Key] = key_getter(definition.parts)
-        self._grouped = definition.grouped and len(parts) > 1
-        inner = parts[1:] if self._grouped else parts
-        self._group_of: Callable[[Tuple], Any] = (
-            itemgetter(parts[0]) if self._grouped else _no_group
-        )
+        # Fields of the group key: at least one field stays for the key within.
+        self._gw = gw = max(0, min(definition.group, len(parts) - 1))
+        self._group_of: Callable[[Tuple], Any] = itemgetter(*parts[:gw]) if gw else _no_group
         # The key within a group: the bare field when there is one, else a tuple.
-        self._single = len(inner) == 1
-        self._inner: Callable[[Tuple], Any] = itemgetter(*inner)
-        self._groups: dict[Any, OrderedMap] = {} if self._grouped else {None: OrderedMap()}
+        self._single = len(parts) - gw == 1
+        self._inner: Callable[[Tuple], Any] = itemgetter(*parts[gw:])
+        self._groups: dict[Any, OrderedMap] = {} if gw else {None: OrderedMap()}
 
     def key_of(self, t: Tuple) -> Key:
         return self._user_key(t)
@@ -131,50 +130,53 @@ class Index:
     def __len__(self) -> int:
         return sum(map(len, self._groups.values()))
 
+    def _group_key(self, key: Key) -> Any:
+        """The group of a key at least as long as the group key."""
+        gw = self._gw
+        return None if not gw else key[0] if gw == 1 else key[:gw]
+
     def get(self, key: Key) -> Tuple | None:
         """The tuple with exactly this key (unique indexes), else None."""
         if not self.unique:
             return self.first(key)
         if len(key) != self._width:
             return None
-        if self._grouped:
-            found = self._groups.get(key[0])
-            if found is None:
-                return None
-            return found.get(key[1] if self._single else key[1:])  # type: ignore[no-any-return]
-        return self._groups[None].get(key[0] if self._single else key)  # type: ignore[no-any-return]
+        found = self._groups.get(self._group_key(key))
+        if found is None:
+            return None
+        gw = self._gw
+        return found.get(key[gw] if self._single else key[gw:])  # type: ignore[no-any-return]
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
-        # A status lookup on a grouped index is the hot one: every take asks it.
-        if self._grouped and len(prefix) == 1:
-            found = self._groups.get(prefix[0])
-            if found is None:
-                return None
-            return found.get(found.first_key())  # type: ignore[no-any-return]
+        # Exactly a group (a status; a status and a utube) is the hot one: every take asks it.
+        gw = self._gw
+        if gw and len(prefix) == gw:
+            found = self._groups.get(prefix[0] if gw == 1 else prefix)
+            return None if found is None else found.get(found.first_key())
         return next(self.iterate(prefix), None)
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         """The greatest tuple whose key starts with `prefix`."""
-        if not prefix and not self._grouped:
+        if not prefix and not self._gw:
             found = self._groups[None]
             return found.get(found.last_key())  # type: ignore[no-any-return]
         return next(self.iterate(prefix, reverse=True), None)
 
     def iterate(self, prefix: Key = (), reverse: bool = False) -> Iterator[Tuple]:
         """Tuples whose key starts with `prefix`, in key order (or reversed)."""
-        if len(prefix) > self._width:
+        n, gw, groups = len(prefix), self._gw, self._groups
+        if n > self._width:
             return  # no key is that long
-        groups = self._groups
-        if not self._grouped:
-            yield from self._in_group(groups[None], prefix, reverse)
-        elif prefix:
-            found = groups.get(prefix[0])
+        if n >= gw:
+            found = groups.get(self._group_key(prefix))
             if found is not None:
-                yield from self._in_group(found, prefix[1:], reverse)
-        else:
-            for value in sorted(groups, reverse=reverse):
-                yield from self._in_group(groups[value], (), reverse)
+                yield from self._in_group(found, prefix[gw:], reverse)
+            return
+        # A prefix shorter than the group key: every group it starts, in order.
+        keys = [(g,) if gw == 1 else g for g in groups]
+        for key in sorted((k for k in keys if k[:n] == prefix), reverse=reverse):
+            yield from self._in_group(groups[key[0] if gw == 1 else key], (), reverse)
 
     def _in_group(self, found: OrderedMap, prefix: Key, reverse: bool) -> Iterator[Tuple]:
         if not prefix:
@@ -188,13 +190,6 @@ class Index:
             yield get(key)
 
     # -- maintained by Space --
-    def _map_of(self, t: Tuple) -> OrderedMap:
-        group = self._group_of(t)
-        found = self._groups.get(group)
-        if found is None:
-            found = self._groups[group] = OrderedMap()
-        return found
-
     def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
         if not self.unique:
             return
@@ -206,14 +201,24 @@ class Index:
             raise DuplicateKey(self.name, space)
 
     def _add(self, t: Tuple) -> None:
-        self._map_of(t).set(self._inner(t), t)
+        group = self._group_of(t)
+        found = self._groups.get(group)
+        if found is None:
+            found = self._groups[group] = OrderedMap()
+        found.set(self._inner(t), t)
 
     def _remove(self, t: Tuple) -> None:
-        self._groups[self._group_of(t)].pop(self._inner(t))
+        group = self._group_of(t)
+        found = self._groups[group]
+        found.pop(self._inner(t))
+        if not found and self._gw:
+            del self._groups[group]  # and with it every stale entry it held
 
     def _clear(self) -> None:
-        for found in self._groups.values():
-            found.clear()
+        if self._gw:
+            self._groups.clear()
+        else:
+            self._groups[None].clear()
 
     def _bulk_load(self, tuples: Sequence[Tuple], space: str) -> None:
         """Build from scratch (the index must be empty): one sort per group."""
@@ -221,7 +226,12 @@ class Index:
         by_group: dict[Any, list[tuple[Any, Tuple]]] = {}
         for t in tuples:
             by_group.setdefault(group_of(t), []).append((inner(t), t))
-        loaded = sum(self._map_of(items[0][1]).load(items) for items in by_group.values())
+        loaded = 0
+        for group, items in by_group.items():
+            found = self._groups.get(group)
+            if found is None:
+                found = self._groups[group] = OrderedMap()
+            loaded += found.load(items)
         if loaded != len(tuples):  # two tuples had one key
             raise DuplicateKey(self.name, space)
 
@@ -231,7 +241,7 @@ class PrimaryIndex(Index):
 
     def __init__(self, definition: IndexDef, primary_parts: tuple[int, ...]) -> None:
         super().__init__(definition, primary_parts)
-        if self._grouped:
+        if self._gw:
             raise ValueError("a primary index is not grouped")
         self._map = self._groups[None]
 

@@ -48,7 +48,7 @@ class OrderedMap:
         self._run: list[Any] = []
         self._head = 0
         self._stale = 0
-        self._rest: SortedList = SortedList()
+        self._rest: SortedList | None = None  # made on the first key out of order
 
     def __len__(self) -> int:
         return len(self._map)
@@ -81,6 +81,8 @@ class OrderedMap:
             pos = bisect_left(run, key, self._head)
             if run[pos] == key:
                 self._stale -= 1  # its stale entry comes back to life
+            elif self._rest is None:
+                self._rest = SortedList((key,))
             else:
                 self._rest.add(key)
 
@@ -103,7 +105,7 @@ class OrderedMap:
         self._map.clear()
         self._run = []
         self._head = self._stale = 0
-        self._rest.clear()
+        self._rest = None
 
     def load(self, items: Iterable[tuple[Any, Any]]) -> int:
         """Fill an EMPTY map (recovery): one sort. Returns how many keys it has

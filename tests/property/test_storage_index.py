@@ -35,10 +35,10 @@ SINGLE_PK = SpaceDef(
     "single",
     (
         IndexDef("pk", (0,)),
-        IndexDef("status", (1, 0), grouped=True),  # unique, two parts, one map per status
+        IndexDef("status", (1, 0), group=1),  # unique, two parts, one map per status
         IndexDef("pri", (2,), unique=False),
         IndexDef("data", (3,)),  # unique, one part: violations are common
-        IndexDef("status_pri", (1, 2), unique=False, grouped=True),
+        IndexDef("status_pri", (1, 2), unique=False, group=2),  # + pk: 3 fields
         IndexDef("status_flat", (1, 0)),  # the same order as "status", in one map
     ),
 )
@@ -47,7 +47,7 @@ DOUBLE_PK = SpaceDef(
     "double",
     (
         IndexDef("pk", (1, 0)),
-        IndexDef("pri", (2, 1), unique=False, grouped=True),
+        IndexDef("pri", (2, 1), unique=False, group=5),  # clamped to 1
         IndexDef("data", (3,), unique=False),
     ),
 )
