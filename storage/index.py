@@ -150,17 +150,19 @@ class Index:
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
         # Exactly a group (a status; a status and a utube) is the hot one: every take asks it.
+        # Every first of a whole map goes through first_key, which trims the
+        # entries its head has walked past (a walk from elsewhere only skips them).
         gw = self._gw
-        if gw and len(prefix) == gw:
-            found = self._groups.get(prefix[0] if gw == 1 else prefix)
+        if len(prefix) == gw:
+            found = self._groups.get(self._group_key(prefix))
             return None if found is None else found.get(found.first_key())
         return next(self.iterate(prefix), None)
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         """The greatest tuple whose key starts with `prefix`."""
-        if not prefix and not self._gw:
-            found = self._groups[None]
-            return found.get(found.last_key())  # type: ignore[no-any-return]
+        if len(prefix) == self._gw:
+            found = self._groups.get(self._group_key(prefix))
+            return None if found is None else found.get(found.last_key())
         return next(self.iterate(prefix, reverse=True), None)
 
     def iterate(self, prefix: Key = (), reverse: bool = False) -> Iterator[Tuple]:

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queuebox.storage.ordered import ABSENT, OrderedMap
+from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 OPS = st.lists(
     st.tuples(
@@ -124,3 +125,21 @@ def test_load_fills_in_order_and_counts_keys() -> None:
     assert list(m.keys()) == [1, 2, 3] and m.get(1) == "again"
     m.clear()
     assert len(m) == 0 and m.first_key() is ABSENT and list(m.keys()) == []
+
+
+def test_an_index_first_trims_what_its_head_walked_past() -> None:
+    """Index.first of a whole map must go through first_key: a walk from the
+    head that only skipped stale entries would pass them again on every call
+    (a fifottl's watch index: O(n) per request)."""
+    space = Space(SpaceDef(600, "w", (IndexDef("id", (0,)), IndexDef("watch", (1,), unique=False))))
+    for i in range(6000):
+        space.insert((i, 1_000 + i))
+    for i in range(5000):  # the earliest events leave the front, one at a time
+        assert space.index("watch").first() == (i, 1_000 + i)
+        space.update((i,), {1: 10_000_000 + i})  # and come back at the end
+    watch = space.index("watch")._groups[None]
+    # The head is where the last first() found its answer (stale since): nothing
+    # the earlier calls walked past is in front of it to walk again.
+    assert watch._run[watch._head : watch._head + 2] == [(5_999, 4999), (6_000, 5000)]
+    assert len(watch._run) <= 2 * 6000
+    assert space.index("watch").first() == (5000, 6_000)
