@@ -190,7 +190,7 @@ def headline(doc: dict[str, Any]) -> dict[str, float]:
             if rate:
                 out[f"{name} {counter}/s"] = rate
         optional = {
-            "srv us/op": phase["server_us_per_op"],
+            f"srv us/{'pair' if phase['counts']['acked'] else 'put'}": phase["server_us_per_op"],
             "srv us/req": phase["server_us_per_request"],
             MEMORY_METRIC: phase["server_memory"]["bytes_per_task"],
         }

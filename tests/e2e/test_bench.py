@@ -133,7 +133,7 @@ def test_compare_runs_both_servers_and_prints_ratios(
     assert ratios["put put/s"]["ratio"] > 0
     assert "B/A" in output
     # Server CPU and memory of each side, each from its own run.
-    for metric, field in (("put srv us/op", "server_us_per_op"), ("put srv us/req", None)):
+    for metric, field in (("put srv us/put", "server_us_per_op"), ("put srv us/req", None)):
         assert ratios[metric]["a"] > 0 and ratios[metric]["b"] > 0, ratios[metric]
         if field:
             assert ratios[metric]["b"] == doc["runs"]["b"][0]["phases"][0][field]

@@ -10,6 +10,7 @@ from typing import Any
 
 from queuebox.clients.bench.bench import _mean_headline
 from queuebox.clients.bench.cpu import process_rss_bytes
+from queuebox.clients.bench.report import headline
 
 
 def test_rss_of_a_live_process_counts_the_memory_it_touched() -> None:
@@ -44,6 +45,7 @@ def _run(wall: float, per_task: float | None) -> dict[str, Any]:
             {
                 "name": "put",
                 "wall_s": wall,
+                "counts": {"put": 1000, "taken": 0, "acked": 0},
                 "rates_per_s": {"put": 1000.0, "taken": 0.0, "acked": 0.0},
                 "server_us_per_op": None,
                 "server_us_per_request": None,
@@ -59,7 +61,17 @@ def test_compare_averages_rounds_but_takes_memory_per_task_from_the_first() -> N
     assert means["put wall s"] == 2.0
     # The second round reused the pages the first one's tasks touched.
     assert means["put bytes/task"] == 300.0
-    assert "put srv us/op" not in means  # no server pid, no row
+    assert "put srv us/put" not in means and "put srv us/req" not in means  # no server pid
+
+
+def test_server_cpu_is_labelled_per_put_or_per_take_ack_pair() -> None:
+    put, drain = _run(1.0, 300.0), _run(1.0, None)
+    put["phases"][0]["server_us_per_op"] = 20.0
+    drain["phases"][0].update(
+        name="take-ack", counts={"put": 0, "taken": 10, "acked": 10}, server_us_per_op=50.0
+    )
+    assert headline(put)["put srv us/put"] == 20.0
+    assert headline(drain)["take-ack srv us/pair"] == 50.0
 
 
 def test_a_metric_missing_from_a_round_is_averaged_over_the_rounds_that_have_it() -> None:
