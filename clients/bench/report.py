@@ -61,7 +61,7 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
         # share the machine, so runs on a busy box still compare.
         "per_server_cpu_s": _per_cpu(counts, result.server_cpu_s),
         "server_us_per_op": _us_per(result.server_cpu_s, counts["acked"] or counts["put"]),
-        "server_us_per_request": _us_per(result.server_cpu_s, requests(counts)),
+        "server_us_per_request": _us_per(result.server_cpu_s, _requests(counts)),
         "server_memory": _memory(result),
         "latency_us": {op: h.summary_us() for op, h in result.latency.items() if h.count},
         "latency_histograms": {op: h.to_json() for op, h in result.latency.items() if h.count},
@@ -81,7 +81,7 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
     }
 
 
-def requests(counts: dict[str, int]) -> int:
+def _requests(counts: dict[str, int]) -> int:
     """Requests a phase sent: puts, takes (with or without a task), acks, failed ones."""
     return sum(counts[key] for key in ("put", "taken", "empty", "acked", "errors"))
 
