@@ -250,7 +250,8 @@ class TaskStore(ABC):
         if task[self.F_DATA] is MISSING:
             raise field_missing(self.F_DATA + 1)
         task = self.space.insert(task)
-        self._moved(None, task)
+        self.counts[task[1]] += 1
+        self._status_changed(None, task)  # _moved(None, task), the parts that apply
         return task
 
     def _update(self, task_id: int, changes: dict[int, Any]) -> Tuple:

@@ -29,7 +29,7 @@ from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
-from .errors import QueueError, module_error, no_such_proc
+from .errors import QueueError, module_error
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -243,15 +243,7 @@ class Queue(EntryPoints):
             return without_self
         if method == "drop":
             return lambda call: self._drop(tube)
-        run = tube.method(method)
-        tubes = self.registry.tubes
-
-        def tube_call(call: Call) -> Answer:
-            if tubes.get(tube.name) is not tube:
-                raise no_such_proc(call.name)  # dropped while the call waited
-            return run(call)
-
-        return tube_call
+        return tube.method(method, self.registry.tubes)
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)

@@ -12,7 +12,7 @@ the clock (`now` comes in with each call).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from .args import (
 )
 from .deadlines import Deadlines
 from .driver import BURIED, MISSING, TaskStore, done
-from .errors import module_error, not_taken, task_not_found
+from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .waiters import Waiters
@@ -150,13 +150,17 @@ class Tube:
     def report(self) -> dict[str, Any]:
         return self.stats.report(self.driver.counts)
 
-    def method(self, name: str) -> Callable[[Call], Answer]:
-        """The tube method `name`, bound: it runs the method, then moves the
-        tube's deadline (a call may have changed its earliest event)."""
+    def method(self, name: str, live: Mapping[str, Tube]) -> Callable[[Call], Answer]:
+        """The tube method `name`, bound: it answers ER_NO_SUCH_PROC once this
+        tube is no longer the live one of its name (dropped while a call
+        waited), runs the method, then moves the tube's deadline (a call may
+        have changed its earliest event)."""
         run = METHODS[name]
         sync = self.sync_deadline
 
         def call(call: Call) -> Answer:
+            if live.get(self.name) is not self:
+                raise no_such_proc(call.name)
             try:
                 return run(self, call)
             finally:

@@ -255,6 +255,12 @@ class PrimaryIndex(Index):
             return None
         return self._map.get(key[0] if self._single else key)  # type: ignore[no-any-return]
 
+    def last(self, prefix: Key = ()) -> Tuple | None:
+        if prefix:
+            return super().last(prefix)
+        found = self._map  # every put asks for the highest id
+        return found.get(found.last_key())  # type: ignore[no-any-return]
+
     # Index's, without the group lookup: every change passes here.
     def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
         there = self._map.get(self._inner(t))
