@@ -159,8 +159,7 @@ class Queue(EntryPoints):
 
     def next_deadline(self) -> int | None:
         """Epoch µs of the earliest timed event (delay, ttr, ttl, session expiry)."""
-        first = self.deadlines.first()
-        return None if first is None else first[0]
+        return self.deadlines.earliest
 
     def tick(self, now_us: int) -> None:
         """Run every event due at `now_us`, in deadline order."""
