@@ -24,6 +24,9 @@ class Deadlines:
     def __init__(self) -> None:
         self._order: SortedList = SortedList()
         self._when: dict[Owner, int] = {}
+        # The earliest deadline (None: none), kept so that every request can
+        # ask "is anything due?" for the price of an attribute.
+        self.earliest: int | None = None
 
     def __len__(self) -> int:
         return len(self._when)
@@ -41,6 +44,7 @@ class Deadlines:
         if when is not None:
             self._order.add((when, owner))
             self._when[owner] = when
+        self.earliest = self._order[0][0] if self._order else None
 
     def discard(self, owner: Owner) -> None:
         self.set(owner, None)

@@ -123,11 +123,13 @@ class TaskStore(ABC):
     """
 
     TYPE: ClassVar[str] = ""
+    # False: next_deadline() is always None, so a call need not ask it after.
+    TIMED: ClassVar[bool] = True
     F_DATA: ClassVar[int] = 2
     FORMAT: ClassVar[tuple[str, ...]] = ("task_id", "status", "data")
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
-        IndexDef("status", (1, 0)),
+        IndexDef("status", (1, 0), group=1),
     )
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
@@ -248,7 +250,8 @@ class TaskStore(ABC):
         if task[self.F_DATA] is MISSING:
             raise field_missing(self.F_DATA + 1)
         task = self.space.insert(task)
-        self._moved(None, task)
+        self.counts[task[1]] += 1
+        self._status_changed(None, task)  # _moved(None, task), the parts that apply
         return task
 
     def _update(self, task_id: int, changes: dict[int, Any]) -> Tuple:

@@ -101,7 +101,7 @@ class UtubeRules(TaskStore):
                 (
                     IndexDef("task_id", (0,)),
                     IndexDef("utube", (1,)),
-                    IndexDef("pri", (2, 0)),
+                    IndexDef("pri", (2, 0), group=1),
                 ),
                 temporary=True,
                 format=("task_id", "utube", "pri"),

@@ -29,7 +29,7 @@ from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
-from .errors import QueueError, module_error, no_such_proc
+from .errors import QueueError, module_error
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -117,14 +117,16 @@ class Queue(EntryPoints):
         handler = self._resolve(name)
         if handler is None:
             return None
-        clock, advance, leave = self._clock, self._advance, self._leave
+        clock, deadlines, advance, leave = self._clock, self.deadlines, self._advance, self._leave
 
         def bound(conn_id: int, args: list[Any]) -> Answer:
             # _entry() spelled out: this is the path of every request.
             self._depth += 1
             now = clock()
             try:
-                advance(now)
+                earliest = deadlines.earliest
+                if earliest is not None and earliest <= now:
+                    advance(now)
                 return handler(Call(conn_id, name, list(args or ()), now))
             finally:
                 leave(now)
@@ -157,8 +159,7 @@ class Queue(EntryPoints):
 
     def next_deadline(self) -> int | None:
         """Epoch µs of the earliest timed event (delay, ttr, ttl, session expiry)."""
-        first = self.deadlines.first()
-        return None if first is None else first[0]
+        return self.deadlines.earliest
 
     def tick(self, now_us: int) -> None:
         """Run every event due at `now_us`, in deadline order."""
@@ -178,7 +179,10 @@ class Queue(EntryPoints):
 
     # -- plumbing --
     def _advance(self, now: int) -> None:
-        while (first := self.deadlines.first()) is not None and first[0] <= now:
+        deadlines = self.deadlines
+        while (earliest := deadlines.earliest) is not None and earliest <= now:
+            first = deadlines.first()
+            assert first is not None
             kind, ident = first[1]
             self._fire[kind](ident, now)
 
@@ -238,12 +242,7 @@ class Queue(EntryPoints):
             return without_self
         if method == "drop":
             return lambda call: self._drop(tube)
-        return lambda call: self._tube_call(tube, method, call)
-
-    def _tube_call(self, tube: Tube, method: str, call: Call) -> Answer:
-        if self.registry.tubes.get(tube.name) is not tube:
-            raise no_such_proc(call.name)  # dropped while the call waited
-        return tube.call(method, call)
+        return tube.method(method, self.registry.tubes)
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)

@@ -60,7 +60,7 @@ class TtlStore(TaskStore):
     )
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
-        IndexDef("status", (1, F_PRI, 0)),
+        IndexDef("status", (1, F_PRI, 0), group=1),
         IndexDef("watch", (F_NEXT,), unique=False),
     )
     # The statistics key of a delay ending (utubettl counts it as "delayed").

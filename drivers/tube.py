@@ -12,7 +12,7 @@ the clock (`now` comes in with each call).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from .args import (
 )
 from .deadlines import Deadlines
 from .driver import BURIED, MISSING, TaskStore, done
-from .errors import module_error, not_taken, task_not_found
+from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .waiters import Waiters
@@ -79,12 +79,19 @@ class Shared:
     deadlines: Deadlines
 
 
-@dataclass(frozen=True)
 class Call:
-    conn_id: int
-    name: str
-    args: list[Any]
-    now: int
+    """One call of a tube method: who, what, with which arguments, when (epoch µs).
+
+    A plain class: one is made per request, and a frozen dataclass costs
+    three times as much to build."""
+
+    __slots__ = ("args", "conn_id", "name", "now")
+
+    def __init__(self, conn_id: int, name: str, args: list[Any], now: int) -> None:
+        self.conn_id = conn_id
+        self.name = name
+        self.args = args
+        self.now = now
 
     def arg(self, n: int) -> Any:
         return self.args[n] if len(self.args) > n else None
@@ -115,6 +122,7 @@ class Tube:
         self.shared = shared
         self.stats = TubeStats()
         self.driver = driver_cls(space, self, opts)
+        self._deadline_owner = ("tube", name)
 
     # -- TaskEvents: what the driver reports --
     def stat(self, name: str) -> None:
@@ -131,7 +139,8 @@ class Tube:
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        self.shared.deadlines.set(("tube", self.name), self.driver.next_deadline())
+        if self.driver.TIMED:
+            self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
         self.driver.fire(now)
@@ -145,11 +154,23 @@ class Tube:
     def report(self) -> dict[str, Any]:
         return self.stats.report(self.driver.counts)
 
-    def call(self, method: str, call: Call) -> Answer:
-        try:
-            return METHODS[method](self, call)
-        finally:
-            self.sync_deadline()
+    def method(self, name: str, live: Mapping[str, Tube]) -> Callable[[Call], Answer]:
+        """The tube method `name`, bound: it answers ER_NO_SUCH_PROC once this
+        tube is no longer the live one of its name (dropped while a call
+        waited), runs the method, then moves the tube's deadline (a call may
+        have changed its earliest event)."""
+        run = METHODS[name]
+        sync = self.sync_deadline
+
+        def call(call: Call) -> Answer:
+            if live.get(self.name) is not self:
+                raise no_such_proc(call.name)
+            try:
+                return run(self, call)
+            finally:
+                sync()
+
+        return call
 
     # -- helpers --
     def _answer(self, task: Any) -> list[Any]:

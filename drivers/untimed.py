@@ -15,6 +15,8 @@ from .errors import module_error
 
 
 class UntimedStore(TaskStore):
+    TIMED = False
+
     @abstractmethod
     def next_ready(self) -> Tuple | None:
         """The task take would hand out now, or None."""

@@ -30,8 +30,8 @@ class Utube(UtubeRules, UntimedStore):
     UTUBE_INDEX = "utube"
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
-        IndexDef("status", (1, 0)),
-        IndexDef("utube", (1, F_UTUBE, 0)),
+        IndexDef("status", (1, 0), group=1),
+        IndexDef("utube", (1, F_UTUBE, 0), group=2),
     )
 
     def head_key(self, task: Tuple) -> HeadKey:

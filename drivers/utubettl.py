@@ -34,9 +34,9 @@ class UtubeTtl(UtubeRules, TtlStore):
     UTUBE_INDEX = "utube_pri"
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
-        IndexDef("status", (1, F_PRI, 0)),
+        IndexDef("status", (1, F_PRI, 0), group=1),
         IndexDef("watch", (F_NEXT,), unique=False),
-        IndexDef("utube_pri", (1, F_UTUBE, F_PRI, 0)),
+        IndexDef("utube_pri", (1, F_UTUBE, F_PRI, 0), group=2),
     )
     DELAY_STAT = "delayed"
 

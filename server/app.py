@@ -10,6 +10,9 @@ server plug into:
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
+- `commit_now`: None, or a callable that makes every change so far durable
+  before it returns (wal_mode=write: the WAL write happens on the loop), so
+  a connection can confirm its held replies before it flushes them.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
 
@@ -67,6 +70,7 @@ class App:
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
         self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
+        self.commit_now: Callable[[], None] | None = None
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         # What all connections buffer together (limits.py).

@@ -11,7 +11,9 @@ listener's shutdown. Must not know a wire format: a port subclasses it
 shell, and says what a failed barrier answers (`barrier_failed`).
 
 Requests are answered out of order, matched by sync: bytes go out at the end
-of this loop turn; a held reply goes out when its barrier completes; a
+of this loop turn; a held reply goes out when its barrier completes (with
+wal_mode=write, `app.commit_now` writes the WAL inside flush(), so held
+replies go out with the rest, or as errors if the write failed); a
 coroutine (a call that must wait) runs as a task and its reply goes out when
 done, so a blocked call never holds up the next request.
 
@@ -61,6 +63,10 @@ class ConnectionShell(asyncio.Protocol):
         self.in_flight = 0
         self._max_in_flight = app.config.max_in_flight_per_conn
         self._out: list[bytes] = []
+        # wal_mode=write: replies in _out that wait for this turn's WAL write,
+        # as (index in _out, sync, barrier); flush() writes first (_confirm).
+        self._commit_now = app.commit_now
+        self._unconfirmed: list[tuple[int, int, asyncio.Future[Any]]] = []
         # Replies waiting for a durability barrier, per barrier future.
         self._held: dict[asyncio.Future[Any], list[Held]] = {}
         self._flush_scheduled = False
@@ -121,6 +127,7 @@ class ConnectionShell(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._out.clear()
+        self._unconfirmed.clear()
         if not self.closed.done():
             self.closed.set_result(None)
         if self._watchdog is not None:
@@ -230,6 +237,8 @@ class ConnectionShell(asyncio.Protocol):
 
     def flush(self) -> None:
         self._flush_scheduled = False
+        if self._unconfirmed:
+            self._confirm()
         out = self._out
         if not out:
             return
@@ -238,6 +247,20 @@ class ConnectionShell(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _confirm(self) -> None:
+        """Write the WAL now; a reply whose barrier failed becomes its error."""
+        waiting, self._unconfirmed = self._unconfirmed, []
+        assert self._commit_now is not None
+        self._commit_now()
+        out = self._out
+        for index, sync, barrier in waiting:
+            if not barrier.done():  # not written by commit_now after all: wait for it
+                self._hold_until_done(Held(barrier, sync, out[index]))
+                out[index] = b""
+            elif barrier.cancelled() or barrier.exception() is not None:
+                error = None if barrier.cancelled() else barrier.exception()
+                out[index] = self.barrier_failed(sync, error)
 
     # --- what the listener's shutdown uses ---
 
@@ -260,6 +283,16 @@ class ConnectionShell(asyncio.Protocol):
 
     def _hold(self, held: Held) -> None:
         """Send `held.reply` once its barrier completes."""
+        barrier = held.barrier
+        if self._commit_now is not None and asyncio.isfuture(barrier) and not barrier.done():
+            # wal_mode=write: the turn's changes are written by flush() itself,
+            # before the replies go out, so the reply waits in place.
+            self._out.append(held.reply)
+            self._unconfirmed.append((len(self._out) - 1, held.sync, barrier))
+        else:
+            self._hold_until_done(held)
+
+    def _hold_until_done(self, held: Held) -> None:
         self._started()
         barrier = held.barrier
         if asyncio.isfuture(barrier):

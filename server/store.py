@@ -41,7 +41,8 @@ class Store:
     def __init__(self, app: App, engine: Engine) -> None:
         self.app = app
         self.engine = engine
-        self.commit = GroupCommit(engine, enabled=app.config.wal_mode != "none")
+        mode = app.config.wal_mode
+        self.commit = GroupCommit(engine, enabled=mode != "none", on_loop=mode == "write")
         self._snapshot: asyncio.Task[Any] | None = None
         self._check: asyncio.TimerHandle | None = None
         # Read by metrics: wall time and duration of the newest snapshot, recovery time.
@@ -54,6 +55,8 @@ class Store:
         """Group commit becomes the app's durability barrier; snapshots start."""
         app = self.app
         app.durability_barrier = self.commit.barrier
+        if app.config.wal_mode == "write":
+            app.commit_now = self.commit.commit_now
         app.registry.register("queuebox.snapshot", self._snapshot_call, "admin")
         app.add_shutdown_hook(self.close)
         self._schedule_check()

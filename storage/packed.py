@@ -57,14 +57,23 @@ def file_packer() -> Callable[[Any], bytes]:
     """msgpack for files: a task's data (Packed) as ext PACKED_EXT, in C but
     for one call per tuple and per Packed. A reused Packer, so one per
     thread that encodes (it is not thread-safe)."""
-    packer = msgpack.Packer(use_bin_type=True, strict_types=True, default=_file_default)
+    packer = msgpack.Packer(
+        use_bin_type=True,
+        strict_types=True,
+        default=_file_default,
+        unicode_errors="surrogateescape",
+    )
     return packer.pack  # type: ignore[no-any-return]
 
 
 def file_packb(value: Any) -> bytes:
     """file_packer() for any thread, with a Packer per call."""
     return msgpack.packb(  # type: ignore[no-any-return]
-        value, use_bin_type=True, strict_types=True, default=_file_default
+        value,
+        use_bin_type=True,
+        strict_types=True,
+        default=_file_default,
+        unicode_errors="surrogateescape",
     )
 
 

@@ -34,7 +34,14 @@ def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
     # have any keys; ext values pass through as msgpack.ExtType, a task's
     # data as the Packed it was (packed.py).
-    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False, ext_hook=ext_hook)
+    return msgpack.unpackb(
+        data,
+        raw=False,
+        use_list=False,
+        strict_map_key=False,
+        ext_hook=ext_hook,
+        unicode_errors="surrogateescape",
+    )
 
 
 # -- writing WAL records --
@@ -125,6 +132,7 @@ def _unpacker(size: int) -> msgpack.Unpacker:
         use_list=False,
         strict_map_key=False,
         ext_hook=ext_hook,
+        unicode_errors="surrogateescape",
         max_buffer_size=max(size, 1 << 20),
     )
 

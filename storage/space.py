@@ -104,6 +104,7 @@ class Space:
         for d in definition.indexes[1:]:
             self.indexes[d.name] = Index(d, pk_parts)
         self._all = list(self.indexes.values())
+        self._secondary = self._all[1:]
         self.on_change = on_change
 
     def index(self, name: str) -> Index:
@@ -122,14 +123,17 @@ class Space:
         t = tuple(t)
         for idx in self._all:
             idx._check_insert(t, self.name, None)
-        self._store(None, t)
+        for idx in self._all:
+            idx._add(t)
+        if self.on_change is not None and not self.temporary:
+            self.on_change(self, "insert", None, t)
         return t
 
     def replace(self, t: Tuple) -> Tuple:
         """Insert or overwrite by primary key; returns the new tuple."""
         t = tuple(t)
         old = self.primary.get(self.primary.key_of(t))
-        for idx in self._all[1:]:
+        for idx in self._secondary:
             idx._check_insert(t, self.name, old)
         self._store(old, t)
         return t
@@ -145,7 +149,7 @@ class Space:
         t = tuple(new)
         if self.primary.key_of(t) != key:
             raise StorageError("an update may not change the primary key")
-        for idx in self._all[1:]:
+        for idx in self._secondary:
             idx._check_insert(t, self.name, old)
         self._store(old, t)
         return t
@@ -168,12 +172,17 @@ class Space:
         return len(victims)
 
     def _store(self, old: Tuple | None, new: Tuple) -> None:
-        if old is not None:
+        if old is None:
             for idx in self._all:
-                idx._remove(old)
-        for idx in self._all:
+                idx._add(new)
+            self._notify("insert", None, new)
+            return
+        # Same primary key: the primary entry is overwritten in place.
+        self.primary._add(new)
+        for idx in self._secondary:
+            idx._remove(old)
             idx._add(new)
-        self._notify("replace" if old is not None else "insert", old, new)
+        self._notify("replace", old, new)
 
     def _notify(self, op: str, old: Tuple | None, new: Tuple | None) -> None:
         if self.on_change is not None and not self.temporary:

@@ -13,7 +13,7 @@ cost CPU per call). Modules, in the order a run uses them:
     conn.py       the pipelined IPROTO connection
     frames.py     pre-encoded requests with patched SYNC / id / timestamp
     histogram.py  mergeable latency histograms, per-second counters
-    cpu.py        server and client CPU time
+    cpu.py        server and client CPU time, server resident memory
     report.py     JSON shape, tables, progress bar
     plot.py       the optional PNG (matplotlib)
 """

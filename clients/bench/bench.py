@@ -15,9 +15,9 @@ from typing import Any
 
 from .api import ApiSpec
 from .conn import open_connection
-from .report import Progress, environment, headline, phase_doc
+from .report import MEMORY_METRIC, Progress, environment, headline, phase_doc
 from .runner import run_phase
-from .scenarios import SCENARIOS, Options, Target
+from .scenarios import SCENARIOS, Options, Target, effective_options
 
 
 async def _with_control(target: Target, work: Any) -> Any:
@@ -51,6 +51,7 @@ def run_scenario(
     keep: bool = False,
     label: str | None = None,
 ) -> dict[str, Any]:
+    opts = effective_options(scenario, opts)
     api, phases = SCENARIOS[scenario](opts)
     where = environment()  # before the run: its load average is the machine's, not ours
     _prepare(target, api)
@@ -99,14 +100,9 @@ def compare(
         for key, target in (("a", a), ("b", b)):
             runs[key].append(run_scenario(scenario, opts, target, progress=progress, label=label))
     mean_a, mean_b = _mean_headline(runs["a"]), _mean_headline(runs["b"])
-    ratios = {
-        metric: {
-            "a": value,
-            "b": mean_b.get(metric, 0.0),
-            "ratio": round(mean_b[metric] / value, 3) if value and metric in mean_b else None,
-        }
-        for metric, value in mean_a.items()
-    }
+    # A metric only one side has (its server pid was given, say) keeps its row.
+    metrics = [*mean_a, *(metric for metric in mean_b if metric not in mean_a)]
+    ratios = {metric: _ratio(mean_a.get(metric), mean_b.get(metric)) for metric in metrics}
     return {
         "scenario": scenario,
         "compare": {"a": a.address, "b": b.address, "rounds": rounds},
@@ -116,7 +112,20 @@ def compare(
     }
 
 
+def _ratio(a: float | None, b: float | None) -> dict[str, float | None]:
+    return {"a": a, "b": b, "ratio": round(b / a, 3) if a and b is not None else None}
+
+
 def _mean_headline(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each metric averaged over the runs that have it; memory per task from the
+    first run only: later rounds reuse the pages the first one's tasks touched
+    (freed when its tube was dropped), so their RSS barely grows."""
     numbers = [headline(run) for run in runs]
-    keys = numbers[0].keys() if numbers else []
-    return {key: round(sum(n.get(key, 0.0) for n in numbers) / len(numbers), 3) for key in keys}
+    keys = dict.fromkeys(key for n in numbers for key in n)
+    means = {}
+    for key in keys:
+        values = [n[key] for n in numbers if key in n]
+        if key.endswith(MEMORY_METRIC):
+            values = values[:1]
+        means[key] = round(sum(values) / len(values), 3)
+    return means

@@ -41,21 +41,32 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     where.add_argument(
         "--server-pid",
         type=int,
-        help="server process id, to report its CPU use (default: not reported)",
+        help="server process id (Linux, same machine), to report its CPU per request and "
+        "its memory per task: the growth of its resident memory (RSS, allocator slack "
+        "included) over a phase that leaves its tasks queued, divided by those tasks. "
+        "Memory a server freed is reused without growing RSS: measure memory on a freshly "
+        "started server with an empty queue (--compare takes it from the first round) "
+        "(default: not reported)",
     )
     load = p.add_argument_group("load")
     load.add_argument(
         "--tasks",
         type=_positive_int,
         default=100_000,
-        help="tasks to put (put, take-ack, mixed, legacy-put-take)",
+        help="tasks to put (put, take-ack, mixed, legacy-put-take, sequential)",
     )
     load.add_argument(
         "--duration",
         type=float,
         help="put / mixed: produce for this many seconds instead of --tasks (default: use --tasks)",
     )
-    load.add_argument("--payload-size", type=int, default=64, help="bytes of data per task")
+    load.add_argument(
+        "--payload-size",
+        type=int,
+        default=64,
+        help="task data: a msgpack string of this many ASCII bytes (plus its 1-5 byte "
+        "msgpack head)",
+    )
     load.add_argument("--producers", type=_positive_int, default=4, help="put connections")
     load.add_argument("--consumers", type=_positive_int, default=4, help="take connections")
     load.add_argument(
@@ -133,7 +144,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     cmp.add_argument("--compare-user", help="user for the second server (default: --user)")
     cmp.add_argument("--compare-password", help="its password (default: --password)")
     cmp.add_argument(
-        "--compare-server-pid", type=int, help="its process id, for CPU (default: not reported)"
+        "--compare-server-pid",
+        type=int,
+        help="its process id, for CPU and memory as --server-pid (default: not reported)",
     )
     cmp.add_argument(
         "--rounds",

@@ -1,10 +1,11 @@
-"""CPU time of the server and of the load generator, to show which side saturated.
+"""CPU time of the server and of the load generator, and the server's memory.
 
 Owns: reading a process's user+system CPU seconds from /proc/<pid>/stat (the
-server, when `--server-pid` is given; every thread of it is included) and the
-calling process's own CPU time. psutil is not a dependency, so this reads the
-Linux file directly and answers None where it cannot. Must not decide what
-the numbers mean; the report does that.
+server, when `--server-pid` is given; every thread of it is included), its
+resident memory from /proc/<pid>/statm, and the calling process's own CPU
+time. psutil is not a dependency, so this reads the Linux files directly and
+answers None where it cannot. Must not decide what the numbers mean; the
+report does that.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import time
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def process_cpu_seconds(pid: int) -> float | None:
@@ -27,6 +29,20 @@ def process_cpu_seconds(pid: int) -> float | None:
     fields = text[text.rfind(b")") + 2 :].split()
     try:
         return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+def process_rss_bytes(pid: int) -> int | None:
+    """Resident memory of `pid` in bytes, or None if it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as stream:
+            fields = stream.read().split()
+    except OSError:
+        return None
+    # statm counts pages: size, resident, shared, ...
+    try:
+        return int(fields[1]) * _PAGE
     except (IndexError, ValueError):
         return None
 

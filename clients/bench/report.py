@@ -20,6 +20,7 @@ from .histogram import PERCENTILES
 from .runner import PhaseResult
 
 SATURATED_PCT = 90.0  # a process above this share of one core is the bottleneck
+MEMORY_METRIC = "bytes/task"  # the headline metric of memory per queued task
 
 
 def environment() -> dict[str, Any]:
@@ -59,6 +60,9 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
         # would do. Unlike the rates above it barely moves when other programs
         # share the machine, so runs on a busy box still compare.
         "per_server_cpu_s": _per_cpu(counts, result.server_cpu_s),
+        "server_us_per_op": _us_per(result.server_cpu_s, counts["acked"] or counts["put"]),
+        "server_us_per_request": _us_per(result.server_cpu_s, _requests(counts)),
+        "server_memory": _memory(result),
         "latency_us": {op: h.summary_us() for op, h in result.latency.items() if h.count},
         "latency_histograms": {op: h.to_json() for op, h in result.latency.items() if h.count},
         "timeline_per_s": result.timeline,
@@ -75,6 +79,25 @@ def phase_doc(result: PhaseResult) -> dict[str, Any]:
         "errors": result.errors,
         "timed_out": result.timed_out,
     }
+
+
+def _requests(counts: dict[str, int]) -> int:
+    """Requests a phase sent: puts, takes (with or without a task), acks, failed ones."""
+    return sum(counts[key] for key in ("put", "taken", "empty", "acked", "errors"))
+
+
+def _us_per(cpu_s: float | None, n: int) -> float | None:
+    return None if not cpu_s or not n else round(cpu_s * 1e6 / n, 2)
+
+
+def _memory(result: PhaseResult) -> dict[str, Any]:
+    """Server RSS around the phase; per task only for a phase that leaves its tasks
+    queued (puts, nothing taken): its growth is what those tasks cost."""
+    start, end, put = result.server_rss_start, result.server_rss_end, result.counts["put"]
+    per_task = None
+    if start is not None and end is not None and put and not result.counts["taken"]:
+        per_task = round((end - start) / put, 1)
+    return {"rss_start": start, "rss_end": end, "bytes_per_task": per_task}
 
 
 def _per_cpu(counts: dict[str, int], cpu_s: float | None) -> dict[str, float] | None:
@@ -102,11 +125,8 @@ def _bottleneck(cpu: dict[str, Any]) -> str:
     return ", ".join(notes)
 
 
-def _server_us_per_op(phase: dict[str, Any]) -> str:
-    """Server CPU per task put, or per take+ack pair in a consuming phase."""
-    counts, cpu_s = phase["counts"], phase["cpu"]["server_s"]
-    ops = counts["acked"] or counts["put"]
-    return "-" if not cpu_s or not ops else f"{cpu_s * 1e6 / ops:.1f}"
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -118,7 +138,8 @@ def render(doc: dict[str, Any]) -> str:
         f"payload {params['payload_size']} B, tube {doc['tube']})",
         "",
         f"{'phase':<10} {'wall s':>8} {'put':>9} {'taken':>9} {'acked':>9} {'errors':>6}  "
-        f"{'rate':<28} {'client':>7} {'server':>7} {'srv us/op':>9}",
+        f"{'rate':<28} {'client':>7} {'server':>7} {'srv us/op':>9} {'us/req':>7} "
+        f"{'B/task':>7}",
     ]
     for phase in doc["phases"]:
         c, cpu = phase["counts"], phase["cpu"]
@@ -126,7 +147,9 @@ def render(doc: dict[str, Any]) -> str:
             f"{phase['name']:<10} {phase['wall_s']:>8.2f} {c['put']:>9} {c['taken']:>9} "
             f"{c['acked']:>9} {c['errors']:>6}  {_rate(phase):<28} "
             f"{_pct(cpu['client_busiest_process_pct']):>7} {_pct(cpu['server_pct']):>7} "
-            f"{_server_us_per_op(phase):>9}"
+            f"{_num(phase['server_us_per_op'], '.1f'):>9} "
+            f"{_num(phase['server_us_per_request'], '.1f'):>7} "
+            f"{_num(phase['server_memory']['bytes_per_task'], '.0f'):>7}"
             + (f"  {_bottleneck(cpu)}" if _bottleneck(cpu) else "")
             + ("  TIMED OUT" if phase["timed_out"] else "")
         )
@@ -145,7 +168,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "client/server: CPU of the busiest client process / of the server (--server-pid), "
-        "% of one core; srv us/op: server CPU per put, or per take+ack pair"
+        "% of one core; srv us/op: server CPU per put, or per take+ack pair; us/req: "
+        "per request; B/task: server RSS growth per task left queued"
     )
     return "\n".join(lines)
 
@@ -156,7 +180,8 @@ def _latency_header() -> str:
 
 
 def headline(doc: dict[str, Any]) -> dict[str, float]:
-    """The numbers a comparison divides: per phase, wall time, rates and latencies."""
+    """The numbers a comparison divides: per phase, wall time, rates, server CPU
+    and memory (when the server's pid was given) and latencies."""
     out: dict[str, float] = {}
     for phase in doc["phases"]:
         name = phase["name"]
@@ -164,6 +189,14 @@ def headline(doc: dict[str, Any]) -> dict[str, float]:
         for counter, rate in phase["rates_per_s"].items():
             if rate:
                 out[f"{name} {counter}/s"] = rate
+        optional = {
+            f"srv us/{'pair' if phase['counts']['acked'] else 'put'}": phase["server_us_per_op"],
+            "srv us/req": phase["server_us_per_request"],
+            MEMORY_METRIC: phase["server_memory"]["bytes_per_task"],
+        }
+        for metric, value in optional.items():
+            if value is not None:
+                out[f"{name} {metric}"] = value
         for op, summary in phase["latency_us"].items():
             out[f"{name} {op} p50 us"] = summary["p50_us"]
             out[f"{name} {op} p99 us"] = summary["p99_us"]
@@ -173,10 +206,9 @@ def headline(doc: dict[str, Any]) -> dict[str, float]:
 def render_ratios(a: str, b: str, ratios: dict[str, dict[str, float | None]]) -> str:
     lines = [f"{'metric':<28} {'A ' + a:>22} {'B ' + b:>22} {'B/A':>7}"]
     for metric, row in ratios.items():
-        ratio = row["ratio"]
         lines.append(
-            f"{metric:<28} {row['a']:>22,.1f} {row['b']:>22,.1f} "
-            f"{'-' if ratio is None else format(ratio, '.2f'):>7}"
+            f"{metric:<28} {_num(row['a'], ',.1f'):>22} {_num(row['b'], ',.1f'):>22} "
+            f"{_num(row['ratio'], '.2f'):>7}"
         )
     return "\n".join(lines)
 

@@ -1,8 +1,9 @@
 """Running one phase over several worker processes and merging what they counted.
 
 Owns: `run_phase` (spawn the workers, release them together through a
-barrier, watch their progress and the server's CPU while they run, collect
-and merge their results) and `PhaseResult`. The runner itself sends no
+barrier, watch their progress and the server's CPU while they run, read
+the server's resident memory at the start and the end, collect and merge
+their results) and `PhaseResult`. The runner itself sends no
 load: it only samples, so its own CPU does not steal from the generator.
 Must not decide what a phase does (scenarios.py) or print tables (report.py).
 """
@@ -19,7 +20,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from .conn import BenchError
-from .cpu import process_cpu_seconds
+from .cpu import process_cpu_seconds, process_rss_bytes
 from .histogram import LatencyHistogram, PerSecond
 from .roles import OPS
 from .worker import (
@@ -52,6 +53,8 @@ class PhaseResult:
     connections: int
     server_cpu_s: float | None = None
     server_cpu_timeline: list[float] = field(default_factory=list)  # % of a core per second
+    server_rss_start: int | None = None  # bytes, when the workers are connected
+    server_rss_end: int | None = None  # bytes, when every worker has finished
     timed_out: bool = False
 
 
@@ -119,13 +122,21 @@ def run_phase(
         _wait_for_start(shared.barrier)
         start = perf_counter_ns()
         cpu.sample()
+        rss_start = _rss(server_pid)
         results = _collect(procs, shared, cpu, start, max(s.max_time for s in specs), progress)
+        rss_end = _rss(server_pid)
     finally:
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
-    return _merge(name, results, cpu, start)
+    merged = _merge(name, results, cpu, start)
+    merged.server_rss_start, merged.server_rss_end = rss_start, rss_end
+    return merged
+
+
+def _rss(pid: int | None) -> int | None:
+    return None if pid is None else process_rss_bytes(pid)
 
 
 def _wait_for_start(barrier: Any) -> None:

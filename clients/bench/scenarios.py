@@ -14,12 +14,14 @@ anything: runner.py runs phases and bench.py runs a whole scenario.
     many-utubes      U (30k) utubes with one task each, then U concurrent take+ack
                      multiplexed over a few connections
     legacy-put-take  put then take + ack through queue.put/take/ack(space, ...)
+    sequential       take-ack over one connection with one request in flight, as most
+                     real consumers run: server CPU and latency per request
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .api import LEGACY, ApiSpec
 from .worker import PutPart, TakePart, WorkerSpec, split_slots
@@ -181,6 +183,11 @@ def plan_mixed(opts: Options) -> tuple[ApiSpec, list[Phase]]:
     return api, [Phase("mixed", shares, _goal("acked", opts))]
 
 
+def plan_sequential(opts: Options) -> tuple[ApiSpec, list[Phase]]:
+    api = _api(opts, "bench_sequential", "fifo")
+    return api, _fill_then_drain(opts, api)
+
+
 def _utube_groups(utubes: int, per_utube: int) -> list[tuple[str | None, int]]:
     width = len(str(utubes - 1))
     return [(f"u{i:0{width}d}", per_utube) for i in range(utubes)]
@@ -210,6 +217,24 @@ def plan_many_utubes(opts: Options) -> tuple[ApiSpec, list[Phase]]:
     ]
 
 
+# Options a scenario fixes whatever the command line says: sequential overrides
+# every option that would put a second request in flight.
+FIXED: dict[str, dict[str, object]] = {
+    "sequential": {
+        "producers": 1,
+        "consumers": 1,
+        "window": 1,
+        "processes": 1,
+        "pipeline_ack": False,
+    },
+}
+
+
+def effective_options(scenario: str, opts: Options) -> Options:
+    """`opts` as `scenario` runs them (and as its result reports them)."""
+    return replace(opts, **FIXED.get(scenario, {}))  # type: ignore[arg-type]
+
+
 SCENARIOS: dict[str, Planner] = {
     "put": plan_put,
     "take-ack": plan_take_ack,
@@ -217,4 +242,5 @@ SCENARIOS: dict[str, Planner] = {
     "busy-utubes": plan_busy_utubes,
     "many-utubes": plan_many_utubes,
     "legacy-put-take": plan_legacy,
+    "sequential": plan_sequential,
 }

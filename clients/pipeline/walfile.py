@@ -158,7 +158,13 @@ def _ext_value(code: int, data: bytes) -> Any:
 
 def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
     try:
-        body = msgpack.unpackb(raw, raw=False, strict_map_key=False, ext_hook=_ext_value)
+        body = msgpack.unpackb(
+            raw,
+            raw=False,
+            strict_map_key=False,
+            ext_hook=_ext_value,
+            unicode_errors="replace",  # a legacy field not UTF-8: shown, not lost
+        )
     except (ValueError, msgpack.UnpackException):
         return None
     if not isinstance(body, dict):

@@ -63,8 +63,8 @@ WORDS = {READY: "ready", DELAYED: "delayed", TAKEN: "taken", BURIED: "buried", D
 I_ID, I_TAKE, I_UNIQUE, I_EVENT = "id", "take", "unique", "event"
 INDEXES = (
     IndexDef(I_ID, (F_ID,)),
-    IndexDef(I_TAKE, (F_TUBE, F_STATUS, F_IPRI, F_PRI, F_SEQ)),
-    IndexDef(I_UNIQUE, (F_TUBE, F_STATUS, F_UKEY), unique=False),
+    IndexDef(I_TAKE, (F_TUBE, F_STATUS, F_IPRI, F_PRI, F_SEQ), group=2),
+    IndexDef(I_UNIQUE, (F_TUBE, F_STATUS, F_UKEY), unique=False, group=2),
     IndexDef(I_EVENT, (F_EVENT,), unique=False),
 )
 

@@ -31,6 +31,7 @@ SCENARIOS: dict[str, tuple[list[str], int]] = {
     "busy-utubes": (["--utubes", "3", "--tasks-per-utube", "300", "--take-timeout", "0.2"], 900),
     "many-utubes": (["--utubes", "500", "--consumers", "2", "--take-timeout", "0.2"], 500),
     "legacy-put-take": (["--tasks", "1000", "--take-timeout", "0.2"], 1000),
+    "sequential": (["--tasks", "300", "--take-timeout", "0.2"], 300),
 }
 
 
@@ -118,16 +119,91 @@ def test_compare_runs_both_servers_and_prints_ratios(
     server: ServerProc, start_server: Any, tmp_path: Path
 ) -> None:
     other = start_server()
+    assert server.proc is not None and other.proc is not None
     code, doc, output = run_bench(
         server, tmp_path, "put", "--tasks", "1000", "--compare", f"127.0.0.1:{other.port}",
-        "--rounds", "1",
+        "--rounds", "1", "--server-pid", str(server.proc.pid),
+        "--compare-server-pid", str(other.proc.pid),
     )  # fmt: skip
     assert code == 0, output
     assert [len(doc["runs"][side]) for side in ("a", "b")] == [1, 1]
     for side in ("a", "b"):
         assert_counts(doc["runs"][side][0], 1000, "put")
-    assert doc["ratios"]["put put/s"]["ratio"] > 0
+    ratios = doc["ratios"]
+    assert ratios["put put/s"]["ratio"] > 0
     assert "B/A" in output
+    # Server CPU and memory of each side, each from its own run.
+    for metric, field in (("put srv us/put", "server_us_per_op"), ("put srv us/req", None)):
+        assert ratios[metric]["a"] > 0 and ratios[metric]["b"] > 0, ratios[metric]
+        if field:
+            assert ratios[metric]["b"] == doc["runs"]["b"][0]["phases"][0][field]
+    memory = ratios["put bytes/task"]
+    for side in ("a", "b"):
+        assert memory[side] == doc["runs"][side][0]["phases"][0]["server_memory"]["bytes_per_task"]
+    assert re.search(r"^put bytes/task +-?[\d,.]+ +-?[\d,.]+ ", output, re.M), output
+
+
+def test_server_memory_per_queued_task_comes_from_its_rss(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    assert server.proc is not None
+    flags = ["--tasks", "2000", "--payload-size", "100", "--take-timeout", "0.2"]
+    code, doc, output = run_bench(
+        server, tmp_path, "take-ack", *flags, "--server-pid", str(server.proc.pid)
+    )
+    assert code == 0, output
+    put, drain = doc["phases"]
+    for phase in (put, drain):
+        memory = phase["server_memory"]
+        # A Python server is resident in megabytes, never in bytes.
+        assert memory["rss_start"] > 1 << 20 and memory["rss_end"] > 1 << 20, memory
+    memory = put["server_memory"]
+    growth = memory["rss_end"] - memory["rss_start"]
+    assert memory["bytes_per_task"] == round(growth / 2000, 1)
+    # Tasks taken leave nothing queued: no memory per task for that phase.
+    assert drain["server_memory"]["bytes_per_task"] is None
+    assert "B/task" in output
+
+
+def test_without_a_server_pid_no_memory_or_cpu_is_reported(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    code, doc, output = run_bench(server, tmp_path, "put", "--tasks", "300")
+    assert code == 0, output
+    (phase,) = doc["phases"]
+    assert phase["server_memory"] == {"rss_start": None, "rss_end": None, "bytes_per_task": None}
+    assert phase["server_us_per_op"] is None and phase["server_us_per_request"] is None
+
+
+def test_sequential_keeps_one_request_in_flight_and_reports_cpu_per_request(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    assert server.proc is not None
+    # The load options that would add requests in flight are overridden.
+    flags = ["--tasks", "400", "--window", "32", "--producers", "3", "--consumers", "3"]
+    code, doc, output = run_bench(
+        server, tmp_path, "sequential", *flags, "--processes", "2", "--pipeline-ack",
+        "--take-timeout", "0.2", "--server-pid", str(server.proc.pid),
+    )  # fmt: skip
+    assert code == 0, output
+    assert_counts(doc, 400, "sequential")
+    params = doc["params"]
+    assert (params["window"], params["producers"], params["consumers"]) == (1, 1, 1)
+    assert (params["processes"], params["pipeline_ack"]) == (1, False)
+    put, drain = doc["phases"]
+    for phase in (put, drain):
+        assert (phase["processes"], phase["connections"]) == (1, 1)
+    # Per put, one request; per take+ack pair, two (plus the empty take that ends it).
+    assert put["server_us_per_op"] == put["server_us_per_request"] > 0
+    assert drain["counts"]["empty"] >= 1  # the take that found the tube empty
+    requests = sum(drain["counts"][k] for k in ("taken", "empty", "acked"))
+    cpu_us = drain["cpu"]["server_s"] * 1e6
+    assert drain["server_us_per_op"] == round(cpu_us / 400, 2)
+    assert drain["server_us_per_request"] == round(cpu_us / requests, 2)
+    for op in ("take", "ack"):
+        latency = drain["latency_us"][op]
+        assert latency["count"] == 400 and 0 < latency["p50_us"] <= latency["p99_us"]
+    assert "us/req" in output and "srv us/op" in output
 
 
 def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import socket
 import subprocess
 from contextlib import closing
 
+import pytest
 import tarantool
 from tarantool.error import DatabaseError
 
@@ -98,11 +99,18 @@ def test_a_snapshot_on_a_full_disk_or_eio_is_an_error_reply_and_one_log_line(
     assert not list(server.data_dir.glob("*.inprogress"))
 
 
-def test_eio_on_wal_write_and_fsync_fails_that_put_only(start_server: StartServer) -> None:
-    server = start_server("--wal-mode", "fsync")
+@pytest.mark.parametrize(
+    ("wal_mode", "ops"),
+    [("fsync", ("pwrite", "fsync")), ("write", ("pwrite",))],
+    ids=["fsync-writer-thread", "write-on-the-loop"],
+)
+def test_eio_on_wal_write_and_fsync_fails_that_put_only(
+    start_server: StartServer, wal_mode: str, ops: tuple[str, ...]
+) -> None:
+    server = start_server("--wal-mode", wal_mode)
     put_many(server, 10)
     with closing(tarantool.Connection("127.0.0.1", server.port, socket_timeout=10)) as c:
-        for op in ("pwrite", "fsync"):
+        for op in ops:
             c.call("queuebox.test.fail_io", op, "EIO")
             try:
                 c.call(f"queue.tube.{TUBE}:put", f"lost-{op}")
@@ -111,16 +119,16 @@ def test_eio_on_wal_write_and_fsync_fails_that_put_only(start_server: StartServe
             else:
                 raise AssertionError(f"EIO on {op}: the put was acknowledged")
             c.call(f"queue.tube.{TUBE}:put", f"kept-{op}")
-    assert ready(server) == 12
+    assert ready(server) == 10 + len(ops)
     assert server.proc is not None
     server.proc.kill()
     server.proc.wait(10)
     server.start()
     with closing(tarantool.Connection("127.0.0.1", server.port, socket_timeout=10)) as c:
-        taken = [c.call(f"queue.tube.{TUBE}:take", 0).data for _ in range(13)]
+        taken = [c.call(f"queue.tube.{TUBE}:take", 0).data for _ in range(11 + len(ops))]
     data = {t[0][2] for t in taken if t}
-    assert {"kept-pwrite", "kept-fsync"} <= data and len(data) == 12
-    assert not {"lost-pwrite", "lost-fsync"} & data
+    assert {f"kept-{op}" for op in ops} <= data and len(data) == 10 + len(ops)
+    assert not {f"lost-{op}" for op in ops} & data
     no_traceback(server)
 
 

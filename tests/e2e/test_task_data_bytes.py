@@ -222,3 +222,39 @@ def test_the_same_bytes_after_a_restart(start_server: StartServer, kill: bool) -
     with _client(server) as client:
         taken = [_task_data(_call(client, f"queue.tube.{tube}:take", b"\x00")) for _ in values]
     assert taken == list(zip(ids, values, strict=True))
+
+
+def _legacy_fields(body: bytes) -> list[bytes]:
+    """The fields of the one tuple in a legacy reply `{0x30: [[...]]}`, as bytes."""
+    unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
+    unpacker.feed(body)
+    assert unpacker.read_map_header() == 1 and unpacker.unpack() == 0x30
+    assert unpacker.read_array_header() == 1
+    fields = []
+    for _ in range(unpacker.read_array_header()):
+        start = unpacker.tell()
+        unpacker.skip()
+        fields.append(body[start : unpacker.tell()])
+    return fields
+
+
+@pytest.mark.parametrize("kill", [True, False], ids=["wal", "snapshot"])
+def test_the_legacy_api_keeps_a_str_that_is_not_utf8(start_server: StartServer, kill: bool) -> None:
+    """Tarantool stores such a str; the legacy API keeps its bytes, in the WAL too."""
+    odd = b"\xa3\xff\xfe\x80"
+    server = start_server()
+    with _client(server) as client:
+        args = [msgpack.packb(v) for v in (0, "odd", 0, 0, 0, 0)] + [odd, b"\xa2ok"]
+        put = _legacy_fields(_call(client, "queue.put", *args))
+        assert put[-2:] == [odd, b"\xa2ok"]
+    assert server.proc is not None
+    if kill:
+        server.proc.kill()
+        server.proc.wait(10)
+    else:
+        assert server.stop() == 0
+    server.start()
+    with _client(server) as client:
+        taken = _legacy_fields(_call(client, "queue.take", *map(msgpack.packb, (0, "odd", 0))))
+    assert taken[0] == put[0] and taken[-2:] == [odd, b"\xa2ok"]
+    assert "Traceback" not in server.log()

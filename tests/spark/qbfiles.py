@@ -22,7 +22,11 @@ def header(kind: str, lsn: int, version: int = 1) -> bytes:
 
 
 def frame(body: dict[str, Any]) -> bytes:
-    raw = msgpack.packb(body, use_bin_type=True)
+    return frame_bytes(msgpack.packb(body, use_bin_type=True))
+
+
+def frame_bytes(raw: bytes) -> bytes:
+    """A record frame around a body already encoded."""
     length = struct.pack(">I", len(raw))
     return b"\xc1QBR" + struct.pack(">I", zlib.crc32(length + raw)) + length + raw
 

@@ -237,3 +237,17 @@ def test_version_2_packed_data_reads_as_the_value_it_holds(tmp_path: Path) -> No
     bodies = [body for _, body in _bodies(path)]
     assert bodies[0]["tuple"] == [1, "r", {"n": 7, "f": 1.0}]
     assert bodies[1]["tuple"] == [2, "r", walfile.Ext(80, b"\x81\x91\x01\x02")]
+
+
+def test_a_str_that_is_not_utf8_is_shown_not_taken_for_damage(tmp_path: Path) -> None:
+    """The legacy API stores such a str as sent (FORMAT.md §1): the reader keeps
+    the record, with the bad bytes replaced for display."""
+    body = msgpack.packb(
+        {"lsn": 7, "ts": 1.5, "op": "insert", "sid": 512, "space": "q", "tuple": [1, "r", "x"]}
+    )
+    bad = body.replace(b"\xa1x", b"\xa2\xff\xfe")  # the field "x" becomes a 2-byte bad str
+    assert bad != body and msgpack.unpackb(bad, unicode_errors="surrogateescape")
+    path = tmp_path / "00000000000000000007.wal"
+    path.write_bytes(qbfiles.header("wal", 7, version=2) + qbfiles.frame_bytes(bad))
+    [(_, got)] = _bodies(path)
+    assert got["tuple"] == [1, "r", "\ufffd\ufffd"]

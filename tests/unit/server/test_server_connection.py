@@ -215,6 +215,50 @@ async def test_failed_barrier_never_acknowledges(app: App) -> None:
     assert (code, sync, body[0x31]) == (0x8000 | 40, 1, "Failed to write to disk")
 
 
+async def test_commit_now_sends_held_replies_in_the_same_turn(app: App) -> None:
+    """wal_mode=write: flush() has the WAL written first, then the replies go."""
+    barrier = asyncio.get_running_loop().create_future()
+    written: list[int] = []
+    app.durability_barrier = lambda: None if barrier.done() else barrier
+    app.commit_now = lambda: written.append(1) or barrier.set_result(None)
+    h = open_conn(app)
+    h.feed(call(1, "queuebox.echo", "x") + frame(64, 2) + call(3, "queuebox.echo", "y"))
+    assert written == [1]  # one write for the whole batch
+    assert [(sync, body.get(0x30)) for _, sync, body in h.take_replies()] == [
+        (1, ["x"]),
+        (2, None),
+        (3, ["y"]),
+    ]
+
+
+async def test_commit_now_failure_turns_held_replies_into_errors(app: App) -> None:
+    barrier = asyncio.get_running_loop().create_future()
+    app.durability_barrier = lambda: barrier
+    app.commit_now = lambda: barrier.done() or barrier.set_exception(OSError("disk full"))
+    h = open_conn(app)
+    h.feed(call(1, "queuebox.echo", "x") + frame(64, 2) + call(3, "queuebox.echo", "y"))
+    replies = h.take_replies()
+    assert [(code, sync) for code, sync, _ in replies] == [
+        (0x8000 | 40, 1),
+        (0, 2),
+        (0x8000 | 40, 3),
+    ]
+    assert replies[0][2][0x31] == "Failed to write to disk"
+
+
+async def test_a_barrier_commit_now_did_not_finish_is_still_awaited(app: App) -> None:
+    barrier = asyncio.get_running_loop().create_future()
+    app.durability_barrier = lambda: barrier
+    app.commit_now = lambda: None  # wrote nothing this time
+    h = open_conn(app)
+    h.feed(call(1, "queuebox.echo", "x") + frame(64, 2))
+    assert [sync for _, sync, _ in h.take_replies()] == [2]
+    barrier.set_result(None)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert h.take_replies() == [(0, 1, {0x30: ["x"]})]
+
+
 async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
     done: list[int] = []
 

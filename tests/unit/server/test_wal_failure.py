@@ -28,10 +28,13 @@ from tests.unit.storage.storage_harness import FaultyFileIO
 
 
 class Harness:
-    def __init__(self, data_dir: Path, files: FaultyFileIO | None = None) -> None:
-        self.engine = Engine(data_dir, "write", files=files, clock=lambda: 1.0)
+    def __init__(
+        self, data_dir: Path, files: FaultyFileIO | None = None, wal_mode: str = "write"
+    ) -> None:
+        # wal_mode=write writes on the loop, fsync on the writer thread (commit.py).
+        self.engine = Engine(data_dir, wal_mode, files=files, clock=lambda: 1.0)
         self.engine.open()
-        self.app = App(Config(data_dir=str(data_dir)))
+        self.app = App(Config(data_dir=str(data_dir), wal_mode=wal_mode))
         self.store = Store(self.app, self.engine)
         self.store.install()
         self.queue = QueueCalls(self.app, self.engine.catalog)
@@ -107,8 +110,10 @@ async def test_a_failed_batch_fails_its_requests_and_nothing_else(tmp_path: Path
 async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     tmp_path: Path,
 ) -> None:
+    """fsync mode: the take runs while the put's batch is being written, so its
+    change builds on the put and goes with it."""
     faulty = FaultyFileIO()
-    h = Harness(tmp_path, faulty)
+    h = Harness(tmp_path, faulty, wal_mode="fsync")
     await h.call(1, "queue.create_tube", "jobs", "fifo", {})
     waiting = h.send(3, "queue.tube.jobs:take", 5)
     await asyncio.sleep(0.01)
@@ -127,4 +132,25 @@ async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     await h.call(1, "queue.tube.jobs:put", "kept")
     assert await asyncio.wait_for(second, 2) == [[0, "t", "kept"]]
     assert h.queue.reloads == 1
+    await h.close()
+
+
+async def test_write_mode_fails_the_put_before_a_waiting_take_can_see_it(
+    tmp_path: Path,
+) -> None:
+    """wal_mode=write: the batch is written at the end of the put's turn, before
+    the woken take runs: the take finds nothing, keeps waiting, gets the next put."""
+    faulty = FaultyFileIO()
+    h = Harness(tmp_path, faulty, wal_mode="write")
+    await h.call(1, "queue.create_tube", "jobs", "fifo", {})
+    waiting = h.send(3, "queue.tube.jobs:take", 5)
+    await asyncio.sleep(0.01)
+
+    faulty.plan("pwrite", OSError(errno.EIO, "I/O error"))
+    with pytest.raises(WalFailed):
+        await h.send(1, "queue.tube.jobs:put", "lost")
+    await asyncio.sleep(0.01)
+    assert not waiting.done() and h.queue.reloads == 1
+    await h.call(1, "queue.tube.jobs:put", "kept")
+    assert await asyncio.wait_for(waiting, 2) == [[0, "t", "kept"]]
     await h.close()

@@ -1,0 +1,145 @@
+"""OrderedMap against a plain dict answered by sorting, including the queue pattern.
+
+The queue pattern (keys put in order, taken from the head, some given back
+out of order) is what the run and its trimming are for; random operations
+reach the out-of-order side and stale entries coming back to life.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from queuebox.storage.ordered import ABSENT, OrderedMap
+from queuebox.storage.space import IndexDef, Space, SpaceDef
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "set_next", "pop", "first", "last", "range"]), st.integers(0, 30)
+    ),
+    max_size=300,
+)
+
+
+def check(m: OrderedMap, model: dict[Any, Any]) -> None:
+    keys = sorted(model)
+    assert len(m) == len(model)
+    assert list(m.keys()) == keys
+    assert list(m.keys(reverse=True)) == keys[::-1]
+    assert m.first_key() == (keys[0] if keys else ABSENT)
+    assert m.last_key() == (keys[-1] if keys else ABSENT)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_every_operation_matches_a_sorted_dict(ops: list[tuple[str, int]]) -> None:
+    m, model = OrderedMap(), {}
+    for op, k in ops:
+        if op == "set":
+            m.set(k, ("v", k, op))
+            model[k] = ("v", k, op)
+        elif op == "set_next":  # the common case: a key above every other
+            k = max(model, default=-1) + 1
+            m.set(k, k)
+            model[k] = k
+        elif op == "pop" and k in model:
+            assert m.pop(k) == model.pop(k)
+        elif op == "first":
+            assert m.first_key() == min(model, default=ABSENT)
+        elif op == "last":
+            assert m.last_key() == max(model, default=ABSENT)
+        elif op == "range":
+            lo, hi = sorted((k, (k * 7) % 31))
+            want = [x for x in sorted(model) if lo <= x < hi]
+            assert list(m.keys(lo, hi)) == want
+            assert list(m.keys(lo, hi, reverse=True)) == want[::-1]
+            closed = [x for x in sorted(model) if lo <= x <= hi]
+            assert list(m.keys(lo, hi, hi_inclusive=True)) == closed
+        assert m.get(k) == model.get(k)
+        assert (k in m) == (k in model)
+    check(m, model)
+
+
+def test_inclusive_upper_bound() -> None:
+    m = OrderedMap()
+    for k in (5, 1, 3, 9, 7):
+        m.set(k, k)
+    assert list(m.keys(3, 7, hi_inclusive=True)) == [3, 5, 7]
+    assert list(m.keys(3, 7)) == [3, 5]
+    assert list(m.keys(hi=5, hi_inclusive=True, reverse=True)) == [5, 3, 1]
+
+
+def test_a_long_fifo_keeps_order_and_trims_what_it_walked_past() -> None:
+    """50k puts and takes with releases going back out of order: the run stays bounded."""
+    rng = random.Random(7)
+    m, model = OrderedMap(), {}
+    next_id, taken = 0, []
+    longest_run = 0
+    for step in range(50_000):
+        if rng.random() < 0.55:
+            m.set(next_id, next_id)
+            model[next_id] = next_id
+            next_id += 1
+        elif model:
+            first = m.first_key()
+            assert first == min(model)
+            m.pop(first)
+            del model[first]
+            taken.append(first)
+        if taken and rng.random() < 0.05:  # a release: an old id comes back
+            back = taken.pop(rng.randrange(len(taken)))
+            m.set(back, back)
+            model[back] = back
+        longest_run = max(longest_run, len(m._run))
+        if step % 5000 == 0:
+            check(m, model)
+    check(m, model)
+    # Without trimming the run would hold every id ever put (about 27k).
+    assert longest_run < 2 * len(model) + 4 * 1024
+
+
+def test_deleting_from_the_end_keeps_last_right_and_compacts() -> None:
+    m = OrderedMap()
+    for k in range(10_000):
+        m.set(k, k)
+    for k in range(9_999, 999, -1):
+        m.pop(k)
+        if k % 997 == 0:
+            assert m.last_key() == k - 1
+    assert m.last_key() == 999
+    assert len(m._run) <= 10_000 and list(m.keys()) == list(range(1000))
+    for k in range(0, 1000, 2):  # stale entries in the middle, then a compaction
+        m.pop(k)
+    assert list(m.keys()) == list(range(1, 1000, 2))
+    m.set(4, "back")  # a stale entry comes back to life in place
+    assert list(m.keys(3, 6)) == [3, 4, 5]
+    assert m.get(4) == "back"
+
+
+def test_load_fills_in_order_and_counts_keys() -> None:
+    m = OrderedMap()
+    assert m.load([(3, "c"), (1, "a"), (2, "b"), (1, "again")]) == 3
+    assert list(m.keys()) == [1, 2, 3] and m.get(1) == "again"
+    m.clear()
+    assert len(m) == 0 and m.first_key() is ABSENT and list(m.keys()) == []
+
+
+def test_an_index_first_trims_what_its_head_walked_past() -> None:
+    """Index.first of a whole map must go through first_key: a walk from the
+    head that only skipped stale entries would pass them again on every call
+    (a fifottl's watch index: O(n) per request)."""
+    space = Space(SpaceDef(600, "w", (IndexDef("id", (0,)), IndexDef("watch", (1,), unique=False))))
+    for i in range(6000):
+        space.insert((i, 1_000 + i))
+    for i in range(5000):  # the earliest events leave the front, one at a time
+        assert space.index("watch").first() == (i, 1_000 + i)
+        space.update((i,), {1: 10_000_000 + i})  # and come back at the end
+    watch = space.index("watch")._groups[None]
+    # The head is where the last first() found its answer (stale since): nothing
+    # the earlier calls walked past is in front of it to walk again.
+    assert watch._run[watch._head : watch._head + 2] == [(5_999, 4999), (6_000, 5000)]
+    assert len(watch._run) <= 2 * 6000
+    assert space.index("watch").first() == (5000, 6_000)
