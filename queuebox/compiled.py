@@ -26,6 +26,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.response",
     "queuebox.protocol.framing",
     "queuebox.protocol.codec",
+    "queuebox.storage.ordered",
     "queuebox.storage.index",
     "queuebox.storage.space",
     "queuebox.storage.engine",
