@@ -34,8 +34,8 @@ def why_pure() -> str | None:
         import mypyc.build  # noqa: F401
     except ImportError as exc:
         return f"mypyc does not import ({exc})"
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(os.environ.get("CC", compiler).split()[0]) is None:
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
         return f"no C compiler ({compiler})"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
         return "no Python headers (Python.h)"
@@ -56,4 +56,5 @@ def extensions() -> list[object]:
     return list(mypycify(paths, opt_level="3", group_name="queuebox._native"))
 
 
-setup(ext_modules=extensions())
+if __name__ == "__main__":  # pip's build backend runs it as __main__ too; tests import it
+    setup(ext_modules=extensions())

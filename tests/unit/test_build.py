@@ -10,9 +10,13 @@ fails the pure run.
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from queuebox.compiled import HOT_MODULES, build_label, compiled_modules
 
@@ -36,6 +40,23 @@ def test_the_hot_modules_are_all_compiled_or_none() -> None:
 
 def test_the_build_that_runs_is_the_one_expected() -> None:
     assert build_label() == expected_label()
+
+
+def why_pure() -> Callable[[], str | None]:
+    found: Callable[[], str | None] = runpy.run_path(str(ROOT / "setup.py"))["why_pure"]
+    return found
+
+
+def test_setup_builds_pure_python_when_asked_or_without_a_compiler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QUEUEBOX_PURE", "1")
+    assert why_pure()() == "QUEUEBOX_PURE is set"
+    monkeypatch.setenv("QUEUEBOX_PURE", "0")  # 0 is not a request for pure
+    monkeypatch.setenv("CC", str(ROOT / "no-such-compiler"))
+    assert why_pure()() == f"no C compiler ({ROOT / 'no-such-compiler'})"
+    monkeypatch.setattr(sys, "argv", ["setup.py", "editable_wheel"])
+    assert why_pure()() == "an editable install runs the checkout's .py files"
 
 
 def test_the_servers_the_suite_starts_run_the_same_build() -> None:
