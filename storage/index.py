@@ -226,7 +226,7 @@ class Index:
         """Build from scratch (the index must be empty): one sort per group."""
         inner, group_of = self._inner, self._group_of
         if not self._gw:  # one map: the pairs are made at C speed
-            if self._groups[None].load(zip(map(inner, tuples), tuples)) != len(tuples):
+            if self._groups[None].load(zip(map(inner, tuples), tuples, strict=True)) != len(tuples):
                 raise DuplicateKey(self.name, space)
             return
         by_group: dict[Any, list[tuple[Any, Tuple]]] = {}
