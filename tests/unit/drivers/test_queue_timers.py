@@ -262,3 +262,14 @@ def test_task_deadlines_cost_one_entry_per_tube_in_the_queue_wide_set() -> None:
         h.put("t", i, ttl=1000 - i)
     assert len(h.q.deadlines) == 1  # the tube keeps its order in its own index
     assert h.q.next_deadline() == T0 + 801 * SEC
+
+
+def test_tasks_with_one_ttl_and_ttr_share_those_values(h: Q) -> None:
+    """Memory: the ttl and ttr fields of a tube's tasks are one object each,
+    however many tasks carry the same value."""
+    for data in ("a", "b", "c"):
+        h.put("t", data, ttl=30, ttr=5)
+    driver = h.q.registry.get("t").driver  # type: ignore[union-attr]
+    tasks = list(driver.space)
+    assert len({id(t[3]) for t in tasks}) == 1 and tasks[0][3] == 30 * SEC
+    assert len({id(t[4]) for t in tasks}) == 1 and tasks[0][4] == 5 * SEC

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+
+import pytest
 
 from queuebox.server.app import App
 from queuebox.server.build import build_server
 from queuebox.server.config import Config
+from queuebox.storage.errors import DataDirLocked
 
 
 async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> None:
@@ -27,3 +31,38 @@ async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> No
         assert found is not None and found[0] == server.queue._state
     finally:
         await app.on_shutdown()
+
+
+async def test_recovery_runs_without_the_collector_and_freezes_what_it_made(
+    tmp_path: Path,
+) -> None:
+    first = build_server(App(Config(data_dir=str(tmp_path))))
+    first.queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])
+    first.queue.modern.call(1, "queue.tube.jobs:put", ["a"])
+    await first.app.on_shutdown()
+    gc.unfreeze()
+
+    seen: list[bool] = []
+    gc.callbacks.append(lambda phase, info: seen.append(phase == "start"))
+    try:
+        server = build_server(App(Config(data_dir=str(tmp_path))))
+        # Nothing was collected while it recovered, the collector is back on,
+        # and the recovered objects (its task among them) are frozen.
+        assert seen == [] and gc.isenabled()
+        assert gc.get_freeze_count() > 0
+        assert server.queue.modern.call(1, "queue.tube.jobs:take", [0])[0][2] == "a"
+        await server.app.on_shutdown()
+    finally:
+        gc.callbacks.pop()
+        gc.unfreeze()
+
+
+async def test_a_failed_recovery_turns_the_collector_back_on(tmp_path: Path) -> None:
+    holder = build_server(App(Config(data_dir=str(tmp_path))))
+    try:
+        with pytest.raises(DataDirLocked):  # the directory is this server's
+            build_server(App(Config(data_dir=str(tmp_path))))
+        assert gc.isenabled()
+    finally:
+        await holder.app.on_shutdown()
+        gc.unfreeze()
