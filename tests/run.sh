@@ -102,9 +102,9 @@ export SPARK_LOCAL_IP=127.0.0.1
 # --- The suite on each build -------------------------------------------------
 # The compiled modules land beside their .py files (queuebox/<pkg> are links to
 # the folders), where they would hide every later edit of the .py: they are
-# removed on any exit. tests/unit/test_build.py fails a run whose build is not
-# the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently fell back to
-# pure Python cannot pass as the compiled run.
+# removed on any exit. tests/unit/test_compiled_build.py fails a run whose
+# build is not the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently
+# fell back to pure Python cannot pass as the compiled run.
 remove_compiled() {
     find protocol storage drivers server clients queuebox -name '*.so' -delete
     rm -rf build

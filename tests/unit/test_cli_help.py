@@ -99,7 +99,7 @@ def queuebox(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_version() -> None:
-    # The build ("pure Python" or "compiled: N modules") is tests/unit/test_build.py's.
+    # The build ("pure Python" or "compiled: N modules") is tests/unit/test_compiled_build.py's.
     build = build_label()
     done = queuebox("--version")
     assert (done.returncode, done.stdout) == (0, f"queuebox {__version__} ({build})\n")
