@@ -95,6 +95,16 @@ class ServerProc:
                 proc.wait()
         return proc.returncode
 
+    def restart(self, kill: bool = False) -> ServerProc:
+        """Stop (SIGTERM: a clean exit, or SIGKILL) and start again on the same data dir."""
+        assert self.proc is not None
+        if kill:
+            self.proc.kill()
+            self.proc.wait(10)
+        else:
+            assert self.stop() == 0
+        return self.start()
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

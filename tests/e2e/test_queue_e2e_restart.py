@@ -28,13 +28,7 @@ def connect(server: ServerProc) -> tarantool.Connection:
 
 def restart(server: ServerProc, kill: bool = False) -> ServerProc:
     """Stop the process (SIGTERM, or SIGKILL) and start it again on the same data dir."""
-    assert server.proc is not None
-    if kill:
-        server.proc.kill()
-        server.proc.wait(10)
-    else:
-        assert server.stop() == 0
-    return server.start()
+    return server.restart(kill)
 
 
 class Client:

@@ -212,13 +212,7 @@ def test_the_same_bytes_after_a_restart(start_server: StartServer, kill: bool) -
     with _client(server) as client:
         tube = _tube(client)
         ids = [_task_data(_call(client, f"queue.tube.{tube}:put", v))[0] for v in values]
-    assert server.proc is not None
-    if kill:
-        server.proc.kill()
-        server.proc.wait(10)
-    else:
-        assert server.stop() == 0
-    server.start()
+    server.restart(kill)
     with _client(server) as client:
         taken = [_task_data(_call(client, f"queue.tube.{tube}:take", b"\x00")) for _ in values]
     assert taken == list(zip(ids, values, strict=True))
@@ -247,13 +241,7 @@ def test_the_legacy_api_keeps_a_str_that_is_not_utf8(start_server: StartServer, 
         args = [msgpack.packb(v) for v in (0, "odd", 0, 0, 0, 0)] + [odd, b"\xa2ok"]
         put = _legacy_fields(_call(client, "queue.put", *args))
         assert put[-2:] == [odd, b"\xa2ok"]
-    assert server.proc is not None
-    if kill:
-        server.proc.kill()
-        server.proc.wait(10)
-    else:
-        assert server.stop() == 0
-    server.start()
+    server.restart(kill)
     with _client(server) as client:
         taken = _legacy_fields(_call(client, "queue.take", *map(msgpack.packb, (0, "odd", 0))))
     assert taken[0] == put[0] and taken[-2:] == [odd, b"\xa2ok"]
