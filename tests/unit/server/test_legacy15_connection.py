@@ -19,44 +19,9 @@ from queuebox.server.legacy15 import Box15Connection
 from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
+from tests.unit.server.fake_transport import FakeTransport
 
 SPACE = b"0"
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.paused = False
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        assert not self.paused
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        assert self.paused
-        self.paused = False
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
 
 
 class Port:

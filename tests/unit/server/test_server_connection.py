@@ -17,47 +17,7 @@ from queuebox.server.config import READ, WRITE, Config, UserSpec
 from queuebox.server.connection import Connection
 from queuebox.server.dispatch import CallContext
 from queuebox.server.errors import CallError
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.paused = False
-        self.pause_calls = 0
-        self.closed = False
-        self.aborted = False
-        self.high_water: int | None = None
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed
-        self.writes.append(bytes(data))
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self.high_water = high
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def is_closing(self) -> bool:
-        return self.closed or self.aborted
-
-    def pause_reading(self) -> None:
-        assert not self.paused
-        self.paused = True
-        self.pause_calls += 1
-
-    def resume_reading(self) -> None:
-        assert self.paused
-        self.paused = False
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.aborted = True
+from tests.unit.server.fake_transport import FakeTransport
 
 
 def frame(request_type: int, sync: int, body: dict[int, Any] | None = None) -> bytes:

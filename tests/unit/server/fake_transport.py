@@ -1,0 +1,50 @@
+"""A fake asyncio transport for driving a connection (either port) without a socket.
+
+It records what is written and whether reading is paused; writing after a
+close is a test failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.paused = False
+        self.pause_calls = 0
+        self.closed = False
+        self.aborted = False
+        self.high_water: int | None = None
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.high_water = high
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def pause_reading(self) -> None:
+        assert not self.paused
+        self.paused = True
+        self.pause_calls += 1
+
+    def resume_reading(self) -> None:
+        assert self.paused
+        self.paused = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
