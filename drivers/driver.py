@@ -250,8 +250,7 @@ class TaskStore(ABC):
         if task[self.F_DATA] is MISSING:
             raise field_missing(self.F_DATA + 1)
         task = self.space.insert(task)
-        self.counts[task[1]] += 1
-        self._status_changed(None, task)  # _moved(None, task), the parts that apply
+        self._moved(None, task)
         return task
 
     def _update(self, task_id: int, changes: dict[int, Any]) -> Tuple:

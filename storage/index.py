@@ -149,9 +149,9 @@ class Index:
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
-        # Exactly a group (a status; a status and a utube) is the hot one: every take asks it.
-        # Every first of a whole map goes through first_key, which trims the
-        # entries its head has walked past (a walk from elsewhere only skips them).
+        # Exactly a group (a status; a status and a utube) is the hot one: every
+        # take asks it. A whole map's first goes through first_key, which trims
+        # the entries its head walked past (a walk from elsewhere only skips them).
         gw = self._gw
         if len(prefix) == gw:
             found = self._groups.get(self._group_key(prefix))
@@ -202,12 +202,14 @@ class Index:
         if there is not None and there is not replacing:
             raise DuplicateKey(self.name, space)
 
-    def _add(self, t: Tuple) -> None:
-        group = self._group_of(t)
+    def _map_of(self, group: Any) -> OrderedMap:
         found = self._groups.get(group)
         if found is None:
             found = self._groups[group] = OrderedMap()
-        found.set(self._inner(t), t)
+        return found
+
+    def _add(self, t: Tuple) -> None:
+        self._map_of(self._group_of(t)).set(self._inner(t), t)
 
     def _remove(self, t: Tuple) -> None:
         group = self._group_of(t)
@@ -232,12 +234,7 @@ class Index:
         by_group: dict[Any, list[tuple[Any, Tuple]]] = {}
         for t in tuples:
             by_group.setdefault(group_of(t), []).append((inner(t), t))
-        loaded = 0
-        for group, items in by_group.items():
-            found = self._groups.get(group)
-            if found is None:
-                found = self._groups[group] = OrderedMap()
-            loaded += found.load(items)
+        loaded = sum(self._map_of(group).load(items) for group, items in by_group.items())
         if loaded != len(tuples):  # two tuples had one key
             raise DuplicateKey(self.name, space)
 

@@ -123,10 +123,7 @@ class Space:
         t = tuple(t)
         for idx in self._all:
             idx._check_insert(t, self.name, None)
-        for idx in self._all:
-            idx._add(t)
-        if self.on_change is not None and not self.temporary:
-            self.on_change(self, "insert", None, t)
+        self._store(None, t)
         return t
 
     def replace(self, t: Tuple) -> Tuple:
