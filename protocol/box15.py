@@ -51,6 +51,7 @@ MAX_VARINT_BYTES = 5  # a u32 in 7-bit groups
 
 # 1.5 error codes (its errcode.h); on the wire as (code << 8) | 2, 2 meaning
 # "permanent error" (a client retries only 1, "transient").
+ER_NONMASTER = 1
 ER_ILLEGAL_PARAMS = 2
 ER_WAL_IO = 39
 ER_NO_SUCH_PROC = 50
@@ -62,6 +63,7 @@ ILLEGAL_PARAMS = "Illegal parameters, {}"
 NO_SUCH_PROC = "Procedure '{}' is not defined"
 LUA_ERROR = "Lua error: {}"
 # What 1.5 answered a request type it did not serve (an ER_ILLEGAL_PARAMS).
+NONMASTER = "Can't modify data on a replication slave."
 UNSUPPORTED = "unsupported command code, check the error log"
 
 

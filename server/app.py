@@ -15,6 +15,11 @@ server plug into:
   a connection can confirm its held replies before it flushes them.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
+- `read_only` / `lease_ok` / `state`: whether this instance takes changes
+  (a replica, or a primary fenced off, does not; `lease_ok`, when set, is
+  the leader lease's synchronous check) and the queue state it reports
+  (RUNNING, or WAITING while read-only); server/replication/role.py moves
+  them.
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
@@ -73,12 +78,19 @@ class App:
         self.commit_now: Callable[[], None] | None = None
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
+        self.read_only = config.read_only or bool(config.replication_source)
+        self.lease_ok: Callable[[], bool] | None = None
+        self.state = "WAITING" if self.read_only else "RUNNING"
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []
         self._shutdown_hooks: list[ShutdownHook] = []
+
+    def refuses_changes(self) -> bool:
+        """True when a call that changes data must get ER_READONLY."""
+        return self.read_only or (self.lease_ok is not None and not self.lease_ok())
 
     # --- seams ---
 

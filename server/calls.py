@@ -27,8 +27,9 @@ from queuebox.protocol import (
 )
 from queuebox.storage.packed import Packed, spliced
 
+from .config import READ
 from .dispatch import Handler, TakesData
-from .errors import CallError, error_code_and_message
+from .errors import CallError, error_code_and_message, read_only_error
 from .logs import get_logger
 from .session import Session
 
@@ -92,8 +93,11 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
     found = s.registry.resolve(name)
     if found is None:
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
-    if found[1] not in rights:
+    access = found[1]
+    if access not in rights:
         raise _denied("function", name, s.user)
+    if access != READ and s.app.refuses_changes() and not s.registry.works_read_only(name):
+        raise read_only_error()
     args = body.get(KEY_TUPLE)
     handler = found[0]
     if type(handler) is TakesData:
@@ -124,6 +128,8 @@ def handle_eval(req: Any, s: Session) -> Reply:
     handler, access = found
     if access not in s.rights:
         raise _denied("universe", "", s.user)
+    if access != READ and s.app.refuses_changes():
+        raise read_only_error()
     return run_handler(s, req.sync, expr, handler, req.args, call16=False)
 
 

@@ -79,6 +79,18 @@ class Config:
     checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
+    # replication and failover (server/replication/)
+    read_only: bool = False
+    replication_source: tuple[tuple[str, int], ...] = ()  # a replica of the first writable one
+    replication_user: str = ""  # "" : guest
+    replication_password: str = ""
+    replication_synchro_quorum: int = 0  # replicas that must write a change first; 0: async
+    replication_synchro_timeout: float = 5.0
+    replication_timeout: float = 1.0  # heartbeat period; silent 4x this long: reconnect
+    advertise: str = ""  # HOST:PORT others reach this instance at; "": listen address
+    etcd_endpoints: tuple[str, ...] = ()
+    etcd_prefix: str = "/queuebox"
+    etcd_lease_ttl: float = 5.0
     # operation
     loop: str = "uvloop"  # asyncio | uvloop
     log_format: str = "console"  # console | json
@@ -202,6 +214,26 @@ def _parse_optional_listen(value: Any) -> tuple[str, int] | None:
     return parse_listen(value)
 
 
+def _parse_addresses(value: Any) -> tuple[tuple[str, int], ...]:
+    """ "HOST:PORT,HOST:PORT" (or a list) -> ((host, port), ...); "" -> ()."""
+    return tuple(parse_listen(name) for name in _parse_names(value))
+
+
+def _parse_urls(value: Any) -> tuple[str, ...]:
+    urls = _parse_names(value)
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"expected http://HOST:PORT, got {url!r}")
+    return urls
+
+
+def _parse_advertise(value: Any) -> str:
+    text = _parse_str(value).strip()
+    if text:
+        parse_listen(text)
+    return text
+
+
 def _parse_uuid(value: Any) -> str:
     try:
         return str(uuid.UUID(_parse_str(value)))
@@ -236,6 +268,17 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "force_recovery": _parse_bool,
     "checkpoint_count": _parse_count,
     "queue_namespaces": _parse_names,
+    "read_only": _parse_bool,
+    "replication_source": _parse_addresses,
+    "replication_user": _parse_str,
+    "replication_password": _parse_str,
+    "replication_synchro_quorum": _parse_size,
+    "replication_synchro_timeout": _parse_float,
+    "replication_timeout": _parse_float,
+    "advertise": _parse_advertise,
+    "etcd_endpoints": _parse_urls,
+    "etcd_prefix": _parse_str,
+    "etcd_lease_ttl": _parse_float,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),
     "log_level": _choice("debug", "info", "warning", "error"),

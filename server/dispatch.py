@@ -111,10 +111,22 @@ class Registry:
         # lookup per call, whatever kind of name it is.
         self._resolved: dict[str, Resolved] = {}
         self._evals: dict[str, Resolved] = {}
+        self._read_only_ok: set[str] = set()
 
-    def register(self, name: str, handler: Handler, access: str, *, replace: bool = False) -> None:
+    def register(
+        self,
+        name: str,
+        handler: Handler,
+        access: str,
+        *,
+        replace: bool = False,
+        read_only_ok: bool = False,
+    ) -> None:
         """A fixed name. Registering a taken name needs replace=True, so overriding
-        a placeholder is always deliberate."""
+        a placeholder is always deliberate. read_only_ok: a write or admin call
+        that changes no data (a snapshot, a promotion), served while read-only."""
+        if read_only_ok:
+            self._read_only_ok.add(name)
         if name in self._fixed and not replace:
             raise ValueError(f"function {name!r} is already registered")
         if parse_name(name) is None:
@@ -132,6 +144,9 @@ class Registry:
         if key in self._evals and not replace:
             raise ValueError(f"EVAL {key!r} is already registered")
         self._evals[key] = (handler, _check_access(access))
+
+    def works_read_only(self, name: str) -> bool:
+        return name in self._read_only_ok
 
     def has(self, name: str) -> bool:
         return name in self._fixed

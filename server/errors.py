@@ -44,3 +44,11 @@ def error_code_and_message(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(code, int) and not isinstance(code, bool):
         return code, message
     return None
+
+
+READ_ONLY_TEXT = "Can't modify data because this instance is in read-only mode."
+
+
+def read_only_error() -> CallError:
+    """What a change answers on a replica, or on a primary that lost its lease."""
+    return CallError(ErrorCode.ER_READONLY, READ_ONLY_TEXT)

@@ -30,6 +30,7 @@ from queuebox.protocol.box15 import Box15Error, Frame
 
 from .app import App
 from .calls import ER_SHUTDOWN_TEXT, Held, Reply
+from .config import READ
 from .errors import error_code_and_message
 from .logs import get_logger
 from .queue_calls import QueueCalls
@@ -111,6 +112,8 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
     if access not in s.rights:
         denied = f"Execute access to function '{name}' is denied for user '{s.user}'"
         raise Box15Error(box15.ER_PROC_LUA, box15.LUA_ERROR.format(denied))
+    if access != READ and s.app.refuses_changes():
+        raise Box15Error(box15.ER_NONMASTER, box15.NONMASTER)
     try:
         result = handler(s, list(call.args))
         if not isinstance(result, list):

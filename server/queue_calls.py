@@ -196,7 +196,8 @@ class QueueCalls:
         return [self.legacy.statistics(args)]
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        return [self.modern.state()]
+        # The module's RUNNING, or the replication role's WAITING / STARTUP.
+        return [self.app.state]
 
     def _eval_create(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         padded = [*args, None, None, None][:3]

@@ -44,6 +44,21 @@ SETTING_HELP: dict[str, str] = {
     "checkpoint_count": "snapshots kept (with the WAL since the oldest) to fall back on",
     "force_recovery": "start despite damage or LSN gaps, logging what was lost",
     "queue_namespaces": "comma-separated names the queue API is served under",
+    "read_only": "refuse every change (ER_READONLY); queue.state() says WAITING",
+    "replication_source": "be a read-only replica of the primary among HOST:PORT[,HOST:PORT...]",
+    "replication_user": "user a replica logs in to its primary as (needs admin rights)",
+    "replication_password": "that user's password",
+    "replication_synchro_quorum": "replicas that must have written a change before the primary "
+    "answers it; 0: asynchronous replication",
+    "replication_synchro_timeout": "seconds a change waits for its quorum before the call "
+    "fails with ER_SYNC_QUORUM_TIMEOUT",
+    "replication_timeout": "seconds between heartbeats; a peer silent 4 times as long is gone",
+    "advertise": "HOST:PORT other instances and clients reach this one at (etcd's leader key)",
+    "etcd_endpoints": "etcd URLs (http://HOST:PORT[,...]): hold the leader key with a lease, "
+    "fail over to a replica when it lapses",
+    "etcd_prefix": "etcd key prefix of this cluster; the leader key is PREFIX/leader",
+    "etcd_lease_ttl": "seconds the leader's lease lasts; a primary that cannot renew it "
+    "stops taking changes before it lapses",
     "loop": "event loop implementation",
     "log_format": "console: lines for humans; json: one object per line",
     "log_level": "least severe level that is logged",
@@ -56,6 +71,9 @@ SHOWN_DEFAULTS = {
     "listen": "127.0.0.1:3301",
     "guest_rights": "all on loopback, none elsewhere",
     "instance_uuid": "a new one at every start",
+    "replication_source": "none: a primary",
+    "advertise": "the listen address",
+    "etcd_endpoints": "none: no automatic failover",
 }
 
 _SIZES = ((1024**3, "G"), (1024**2, "M"), (1024, "k"))
