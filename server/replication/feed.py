@@ -111,6 +111,9 @@ class Feeds:
             else:
                 feed.live = False  # back to the disk, from feed.sent on
                 feed.wake.set()
+                log.info(
+                    "replica behind: its feed reads the WAL", replica=feed.replica, lsn=feed.sent
+                )
 
     # -- the calls --
     def _check_source(self) -> None:
