@@ -51,7 +51,7 @@ class Quorum:
 
     def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None:
         """What a reply waits for: the local write `local`, then the quorum for `lsn`."""
-        if local is None or lsn <= self.reached:
+        if local is None or not self.need or lsn <= self.reached:
             return local
         waits = self._waits
         if waits and waits[-1].local is local:
