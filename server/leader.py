@@ -14,8 +14,8 @@ A tenure (one won `try_acquire`) moves like this:
                                                                    │
     refresh failed, lease gone (TTL <= 0), deadline passed,        │
     the key changed or was deleted, the watch broke ───────────────▼
-                                                                 LOST: on_lost() once,
-                                                                 keepalive stopped
+                                                        LOST: on_lost() once, keepalive
+                                                        stopped, lease revoked (best effort)
     resign() / close(): ENDED, no on_lost
 
 Fencing: the deadline is the clock read just BEFORE the last successful
@@ -44,8 +44,9 @@ from .logs import get_logger
 log = get_logger("queuebox.leader")
 
 DEFAULT_PORT = 2379
-# What aetcd lets escape: its own errors, and gRPC's where it does not wrap them.
-ETCD_ERRORS = (aetcd.ClientError, aetcd.rpc.RpcError, OSError, asyncio.TimeoutError)
+# What aetcd lets escape: its own errors, and gRPC's where it does not wrap them
+# (TimeoutError is an OSError).
+ETCD_ERRORS = (aetcd.ClientError, aetcd.rpc.RpcError, OSError)
 
 
 class LeaderError(Exception):
@@ -272,6 +273,9 @@ class Leadership:
             return
         tenure.stop()
         log.warning("etcd leadership lost", key=self._key.decode(), reason=reason)
+        # The key may still be ours in etcd (a stall, a broken watch): nobody
+        # should wait out the TTL of a lease we no longer keep alive.
+        self._spawn(self._revoke_quietly(tenure.lease_id))
         self._on_lost()
 
     # --- helpers -------------------------------------------------------------

@@ -144,15 +144,21 @@ async def test_a_stalled_process_answers_false_before_any_timer_ran(make: Make) 
     assert a.lost_calls == 1
 
 
-async def test_the_key_deleted_by_someone_else_is_lost(make: Make, etcd: EtcdProc) -> None:
-    a = await make(b"a")
+async def test_the_key_deleted_by_someone_else_is_lost_and_the_lease_revoked(
+    make: Make, etcd: EtcdProc
+) -> None:
+    a = await make(b"a", 30.0)  # a lease that cannot lapse during the test
     assert await a.lead.try_acquire()
     host, port = etcd.endpoints.removeprefix("http://").split(":")
     async with aetcd.Client(host, int(port)) as other:
+        lease = (await other.get(KEY.encode())).lease
         await other.delete(KEY.encode())
-    async with asyncio.timeout(2):
-        await a.lost.wait()
-    assert not a.lead.holds() and a.lost_calls == 1
+        async with asyncio.timeout(2):
+            await a.lost.wait()
+        assert not a.lead.holds() and a.lost_calls == 1
+        async with asyncio.timeout(2):
+            while (await other.get_lease_info(lease, keys=False)).TTL != -1:  # -1: no such lease
+                await asyncio.sleep(0.05)
 
 
 async def test_wait_vacant_returns_when_the_key_goes(make: Make) -> None:
