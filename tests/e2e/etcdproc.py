@@ -27,8 +27,9 @@ NAME = "queuebox-test"
 
 
 def need_etcd() -> None:
+    # Never a skip: the test command installs etcd-server; without it, fail loudly.
     if shutil.which("etcd") is None:
-        pytest.skip("etcd is not installed (tests/run.sh installs etcd-server)")
+        pytest.fail("etcd is not installed: run the tests with tests/run.sh, which installs it")
 
 
 class EtcdProc:
