@@ -282,7 +282,7 @@ class Engine:
     def _journal_incoming(self, entry: Undo) -> None:
         """A replicated change goes to the WAL as the primary's own frame; any
         other change is refused while this engine is not writable."""
-        frame, self._incoming = self._incoming, None
+        frame = self._take_incoming()
         if frame is None:
             UNDO[entry[0]](self.catalog, *entry[1:])
             raise ReadOnlyChange("change not made: this instance is read-only")
@@ -302,9 +302,15 @@ class Engine:
         try:
             apply_record(self.catalog, body)
         finally:
-            unused, self._incoming = self._incoming, None
+            # Through a call: read here, mypy (and the compiled build) would take
+            # _incoming for the bytes just assigned, though a hook took it.
+            unused = self._take_incoming()
         if unused is not None:  # the op changed nothing a hook saw (a temporary space)
             raise ReplicationError(f"LSN {lsn}: {body['op']} changed nothing here")
+
+    def _take_incoming(self) -> bytes | None:
+        frame, self._incoming = self._incoming, None
+        return frame
 
     def _count_change(self, entry: Undo) -> None:
         if not self._opened:

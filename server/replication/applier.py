@@ -158,6 +158,8 @@ class Applier:
                     self.diverged = str(e)
                     log.error("replica stopped following its primary", error=str(e))
                     return
+                except Exception:  # a bug must not end replication silently
+                    log.exception("replication failed; reconnecting", primary=f"{host}:{port}")
                 finally:
                     self.connected = False
                     if self._link is not None:
