@@ -6,8 +6,10 @@ which makes them in the order they depend on each other:
     App (config, registry, users)
       └─ Store: the engine, recovered from the data directory, and group
          commit, which becomes the app's durability barrier
-           └─ QueueCalls: the modern and legacy cores over the store's
-              catalog; a failed WAL write reloads them
+           └─ Role (replication/role.py): a primary builds QueueCalls, the
+              modern and legacy cores over the store's catalog (a failed WAL
+              write reloads them); a read-only instance serves the queue's
+              reads and follows its primary until promoted
                 └─ builtins: queuebox.echo, placeholders, test hooks
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from . import builtins
 from .app import App
 from .queue_calls import QueueCalls
+from .replication.role import Role
 from .store import Store, build_store
 
 
@@ -32,18 +35,22 @@ from .store import Store, build_store
 class Server:
     app: App
     store: Store
-    queue: QueueCalls
+    role: Role
+
+    @property
+    def queue(self) -> QueueCalls | None:
+        """The queue, once this instance is writable (a promotion builds it)."""
+        return self.role.queue
 
 
 def build_server(app: App) -> Server:
     """Everything on top of `app`, made before the listener starts accepting."""
     with _collector_paused():
         store = build_store(app)
-        queue = QueueCalls(app, store.engine.catalog)
-    queue.install()
-    store.commit.on_rollback = queue.reload
+        role = Role(app, store, str(app.instance_uuid))
+        role.start()
     builtins.install(app)
-    return Server(app, store, queue)
+    return Server(app, store, role)
 
 
 @contextmanager

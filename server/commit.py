@@ -69,6 +69,8 @@ class GroupCommit:
         self.on_rollback = on_rollback
         # on_written(records, bytes, seconds) after each successful write (metrics).
         self.on_written: Callable[[int, int, float], None] | None = None
+        # on_batch(batch) after each successful write (the replication feed).
+        self.on_batch: Callable[[Any], None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         # Kept, not looked up: get_running_loop() costs a getpid() syscall.
         self._loop = asyncio.get_running_loop()
@@ -135,6 +137,8 @@ class GroupCommit:
         self.batches_written += 1
         if self.on_written is not None:
             self.on_written(batch.count, len(batch.data), seconds)
+        if self.on_batch is not None:
+            self.on_batch(batch)
         if not done.done():
             done.set_result(None)
 

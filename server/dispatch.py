@@ -137,6 +137,10 @@ class Registry:
         """Asked, in order of adding, for names that are not registered as fixed."""
         self._resolvers.append(resolver)
 
+    def remove_resolver(self, resolver: Resolver) -> None:
+        self._resolvers.remove(resolver)
+        self.forget()
+
     def register_eval(
         self, expr: str, handler: Handler, access: str, *, replace: bool = False
     ) -> None:

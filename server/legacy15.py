@@ -50,9 +50,10 @@ Handler15 = Callable[[Frame, Session, QueueCalls], Reply]
 class Box15Connection(ConnectionShell):
     kind = "legacy connection"
 
-    def __init__(self, app: App, queue: QueueCalls) -> None:
+    def __init__(self, app: App, queue_of: Callable[[], QueueCalls | None]) -> None:
         super().__init__(app)
-        self.queue = queue
+        # Asked per read: a replica has no queue until it is promoted.
+        self.queue_of = queue_of
         self.decoder = box15.Box15Decoder(app.config.max_frame)
 
     def buffered_input(self) -> int:
@@ -64,7 +65,7 @@ class Box15Connection(ConnectionShell):
     def data_received(self, data: bytes) -> None:
         if self._closing or self._stopped:
             return
-        session, queue = self.session, self.queue
+        session, queue = self.session, self.queue_of()
         items = self.decoder.feed(data)
         for item in items:
             if isinstance(item, Box15Error):  # the only kind feed returns is fatal
@@ -79,7 +80,10 @@ class Box15Connection(ConnectionShell):
             if item.type != box15.PING and not self.connlog.loud:
                 self.connlog.promote()  # more than a health check: worth an info line
             try:
-                reply = REQUESTS.get(item.type, handle_unsupported)(item, session, queue)
+                if queue is None and item.type != box15.PING:
+                    raise Box15Error(box15.ER_NONMASTER, box15.NONMASTER)
+                assert queue is not None or item.type == box15.PING
+                reply = REQUESTS.get(item.type, handle_unsupported)(item, session, queue)  # type: ignore[arg-type]
             except Box15Error as error:
                 reply = box15.encode_error(item.type, item.sync, error.code, error.message)
             except Exception as exc:

@@ -146,15 +146,16 @@ class QueueboxCollector:
         waiting = GaugeMetricFamily(
             "queuebox_waiting_takes", "Takes waiting for a task, by tube", labels=["tube"]
         )
-        core = self.server.queue.modern  # read each time: a reload replaces it
-        for name, tube in core.registry.tubes.items():
+        queue = self.server.queue  # read each time: a reload or promotion replaces it
+        tubes = queue.modern.registry.tubes.items() if queue is not None else ()
+        for name, tube in tubes:
             report = tube.report()
             for state in ("ready", "taken", "buried", "delayed"):
                 tasks.add_metric([name, state], report["tasks"][state])
             done.add_metric([name], report["tasks"]["done"])
             for call, count in report["calls"].items():
                 calls.add_metric([name, call], count)
-            waiting.add_metric([name], core.waiters.count(name, "take"))
+            waiting.add_metric([name], queue.modern.waiters.count(name, "take"))  # type: ignore[union-attr]
         yield from (tasks, done, calls, waiting)
 
     def _storage(self) -> Iterator[Metric]:

@@ -84,6 +84,8 @@ class QueueCalls:
         return first
 
     def tick(self, now_us: int) -> None:
+        if self.app.refuses_changes():
+            return  # fenced: a timer's change would be refused (role.py)
         for core in self.cores:
             core.tick(now_us)
 
@@ -317,7 +319,7 @@ class QueueCalls:
             core.connected(conn_id)
 
     def _disconnected(self, conn_id: int) -> None:
-        if self.app.shutting_down:
+        if self.app.shutting_down or self.app.refuses_changes():
             # At a graceful stop the sessions end with the process, as at a kill:
             # taken tasks stay taken on disk and the next start releases them,
             # counted in its fresh statistics (modern "release", legacy

@@ -30,6 +30,7 @@ from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import run
 from .metrics import start_metrics
+from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
 
 log = logs.get_logger("queuebox.serve")
@@ -123,7 +124,8 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         host, port = await listener.bind_main()
         if config.legacy_listen is not None:
             await listener.bind(
-                lambda: legacy15.Box15Connection(app, built[0].queue), *config.legacy_listen
+                lambda: legacy15.Box15Connection(app, lambda: built[0].queue),
+                *config.legacy_listen,
             )
     except OSError as exc:
         log.error(
@@ -164,6 +166,9 @@ async def _start_up(app: App, built: list[Server]) -> int:
     config = app.config
     try:
         os.makedirs(config.data_dir, exist_ok=True)
+        if config.replication_source:
+            # An empty data directory starts from the primary's newest snapshot.
+            await bootstrap(config, str(app.instance_uuid), config.replication_source)
         server = build_server(app)
         built.append(server)
         await start_metrics(server)

@@ -11,11 +11,17 @@ connection shell's (`shell.py`) and its ports'.
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from queuebox import protocol
 
 from .app import App
 from .users import GUEST
+
+
+class Outlet(Protocol):
+    def send(self, data: bytes) -> None: ...
+    def unsent(self) -> int: ...
 
 
 class Session:
@@ -25,6 +31,7 @@ class Session:
         "close_requested",
         "closed",
         "conn_id",
+        "outlet",
         "peer",
         "registry",
         "rights",
@@ -48,6 +55,9 @@ class Session:
         self.auth_failures = 0
         # Set by a handler that wants the connection closed once its reply is out.
         self.close_requested = False
+        # The connection, for a call that streams (replication): send() queues
+        # bytes for this turn's write, unsent() counts what is not out yet.
+        self.outlet: Outlet | None = None
 
     def set_user(self, user: str) -> None:
         self.user = user

@@ -58,6 +58,7 @@ class ConnectionShell(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self.session = Session(app, 0, self.closed)
+        self.session.outlet = self
         self.conn_id = 0
         self.transport: asyncio.Transport | None = None
         self.in_flight = 0
@@ -234,6 +235,12 @@ class ConnectionShell(asyncio.Protocol):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
+
+    def unsent(self) -> int:
+        """Reply bytes queued or buffered by the transport, not yet sent."""
+        transport = self.transport
+        buffered = transport.get_write_buffer_size() if transport is not None else 0
+        return buffered + sum(map(len, self._out))
 
     def flush(self) -> None:
         self._flush_scheduled = False

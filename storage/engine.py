@@ -46,15 +46,24 @@ from pathlib import Path
 
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
-from .errors import DataDirLocked, EngineError, UnloggableChange, WalWriteError
+from .errors import (
+    DataDirLocked,
+    EngineError,
+    ReadOnlyChange,
+    ReplicationError,
+    UnloggableChange,
+    WalWriteError,
+)
 from .fileio import FileIO
 from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
 from .records import change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
+from .replicated import apply_record
 from .snapshot import TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
 from .wal import WalWriter
+from .walfeed import WalCursor
 
 WAL_MODES = ("none", "write", "fsync")
 
@@ -118,6 +127,13 @@ class Engine:
         self._job: SnapshotJob | None = None
         self._wal_bytes_at_snapshot = 0
         self._interval_start: float | None = None
+        # A replica (or a fenced primary) takes changes only from its primary:
+        # apply_replicated() hands the hooks the primary's frame in _incoming.
+        self.writable = True
+        self._incoming: bytes | None = None
+        # The lowest LSN a replica still needs the WAL after (None: no replica):
+        # finish_snapshot keeps the segments after it.
+        self.retain_after: Callable[[], int | None] = lambda: None
 
     # -- lifecycle --
     def open(self, progress: Progress | None = None) -> RecoveryReport:
@@ -199,6 +215,20 @@ class Engine:
             fd, self._lock_fd = self._lock_fd, None
             self._files.unlock(fd)
 
+    # -- what a replication feed reads --
+    @property
+    def files(self) -> FileIO:
+        return self._files
+
+    def wal_cursor(self, after_lsn: int) -> WalCursor:
+        """The WAL frames after `after_lsn`, read back from disk."""
+        return WalCursor(self._files, self.data_dir, after_lsn)
+
+    def newest_snapshot(self) -> tuple[int, Path] | None:
+        """(LSN, path) of the newest snapshot file, None when there is none."""
+        snaps = sort_listing(self.data_dir, self._files.listdir(self.data_dir)).snap
+        return snaps[-1] if snaps else None
+
     # -- LSNs --
     @property
     def last_lsn(self) -> int:
@@ -217,7 +247,9 @@ class Engine:
     # -- the change hooks (loop thread) --
     def _on_change(self, space: Space, op: str, old: Tuple | None, new: Tuple | None) -> None:
         entry: Undo = (TUPLE, space, old, new)
-        if self._log:
+        if self._incoming is not None or not self.writable:
+            self._journal_incoming(entry)
+        elif self._log:
             body = change_body(self._last_lsn + 1, self._clock(), op, space, old, new)
             self._log_change(body, entry)
         else:
@@ -225,7 +257,9 @@ class Engine:
 
     def _on_space(self, op: str, space: Space) -> None:
         entry: Undo = (DDL_UNDO_KIND[op], space, None, None)
-        if self._log:
+        if self._incoming is not None or not self.writable:
+            self._journal_incoming(entry)
+        elif self._log:
             self._log_change(
                 ddl_body(self._last_lsn + 1, self._clock(), op, space.definition), entry
             )
@@ -244,6 +278,33 @@ class Engine:
         self._last_lsn += 1
         self._frames.append(frame)
         self._undo.append(entry)
+
+    def _journal_incoming(self, entry: Undo) -> None:
+        """A replicated change goes to the WAL as the primary's own frame; any
+        other change is refused while this engine is not writable."""
+        frame, self._incoming = self._incoming, None
+        if frame is None:
+            UNDO[entry[0]](self.catalog, *entry[1:])
+            raise ReadOnlyChange("change not made: this instance is read-only")
+        self._last_lsn += 1
+        if self._log:
+            self._frames.append(frame)
+        self._undo.append(entry)
+
+    def apply_replicated(self, frame: bytes, body: dict[str, object]) -> None:
+        """Make the primary's change `body` (whose WAL frame is `frame`) here, with
+        its LSN; it is written with the next batch. ReplicationError if it does
+        not follow this engine's last LSN or does not apply."""
+        lsn = body["lsn"]
+        if lsn != self._last_lsn + 1:
+            raise ReplicationError(f"LSN {lsn} does not follow LSN {self._last_lsn}")
+        self._incoming = frame
+        try:
+            apply_record(self.catalog, body)
+        finally:
+            unused, self._incoming = self._incoming, None
+        if unused is not None:  # the op changed nothing a hook saw (a temporary space)
+            raise ReplicationError(f"LSN {lsn}: {body['op']} changed nothing here")
 
     def _count_change(self, entry: Undo) -> None:
         if not self._opened:
@@ -388,7 +449,10 @@ class Engine:
         oldest = kept[0] if kept else job.lsn
         doomed = [p for lsn, p in listing.snap if lsn < oldest]
         if self._log:
-            doomed += covered_segments(listing.wal, oldest)
+            needed = self.retain_after()
+            doomed += covered_segments(
+                listing.wal, oldest if needed is None else min(oldest, needed)
+            )
         else:
             # No WAL is written in this mode: every segment is older than the state
             # in memory, and a kept one would look like a WAL cut short at the next start.

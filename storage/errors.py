@@ -53,3 +53,16 @@ class SnapshotError(EngineError):
 
 class UnloggableChange(StorageError):
     """A tuple or definition that cannot be encoded; the change was undone."""
+
+
+class ReadOnlyChange(StorageError):
+    """A change refused because this engine takes changes only from its primary."""
+
+
+class ReplicationError(EngineError):
+    """A replicated record that does not follow this engine's state (a gap, or a
+    change that does not apply): the replica has diverged from its primary."""
+
+
+class LsnUnavailable(EngineError):
+    """The WAL after an LSN is no longer (or not yet) on disk to be sent."""

@@ -180,6 +180,18 @@ class Index:
         for key in sorted((k for k in keys if k[:n] == prefix), reverse=reverse):
             yield from self._in_group(groups[key[0] if gw == 1 else key], (), reverse)
 
+    def count(self, prefix: Key) -> int:
+        """How many tuples' keys start with `prefix`: a group's size when the
+        prefix is a group key or part of one, else by walking."""
+        n, gw, groups = len(prefix), self._gw, self._groups
+        if n > gw:
+            return sum(1 for _ in self.iterate(prefix))
+        if n == gw:
+            found = groups.get(self._group_key(prefix))
+            return 0 if found is None else len(found)
+        keys = ((g if gw > 1 else (g,), m) for g, m in groups.items())
+        return sum(len(m) for key, m in keys if key[:n] == prefix)
+
     def _in_group(self, found: OrderedMap, prefix: Key, reverse: bool) -> Iterator[Tuple]:
         if not prefix:
             keys = found.keys(reverse=reverse)

@@ -38,7 +38,7 @@ class Port:
 
 class Client:
     def __init__(self, port: Port) -> None:
-        self.conn = Box15Connection(port.app, port.queue)
+        self.conn = Box15Connection(port.app, lambda: port.queue)
         self.transport = FakeTransport()
         self.conn.connection_made(self.transport)  # type: ignore[arg-type]
         self.sync = 0

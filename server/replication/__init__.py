@@ -1,0 +1,19 @@
+"""Replication and failover: a primary's feed, a replica's applier, the role.
+
+    primary ──WAL frames, as written──▶ replica (read-only, state WAITING)
+       ▲                                   │ applies them with the primary's LSNs,
+       └──────── ack(LSN written) ─────────┘ writes its own WAL and snapshots
+
+- `feed.py`: the primary's side (join: the newest snapshot file; subscribe:
+  the WAL from an LSN on, from disk then live; acks).
+- `quorum.py`: synchronous replication, a change answered once N replicas
+  have written it.
+- `applier.py`: the replica's side (bootstrap of an empty data directory,
+  subscribe, apply, ack, reconnect).
+- `view.py`: the queue reads a replica serves (statistics, peek) without
+  running the queue.
+- `role.py`: the state machine (replica → STARTUP → RUNNING primary; a
+  primary that loses its lease → read-only) and etcd failover.
+
+Must not touch: queue semantics (the drivers), the WAL format (storage).
+"""

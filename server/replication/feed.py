@@ -1,0 +1,216 @@
+"""The primary's side of replication: join, subscribe, acks.
+
+Owns the three calls a replica makes (admin rights; a replica logs in as
+`replication_user`):
+
+- `queuebox.replication.join(uuid, sync)`: the newest snapshot file, pushed
+  in chunks (IPROTO chunk replies with the replica's `sync`); the answer is
+  [snapshot LSN, bytes] ([0, 0] when the WAL from LSN 1 is all it needs).
+- `queuebox.replication.subscribe(uuid, after_lsn, sync)`: the WAL frames
+  after `after_lsn`, pushed as [`"wal"`, last LSN, frames], read from disk
+  until the feed reaches what is written, then handed over live as each
+  batch is written; [`"beat"`, written LSN, b""] every `replication_timeout`
+  seconds of quiet. The call answers only when the feed ends (an error: the
+  LSN is gone from the WAL, or the replica is ahead of this primary).
+- `queuebox.replication.ack(uuid, lsn)`: the replica wrote up to `lsn`
+  (for the quorum of synchronous replication).
+
+    from disk ──(cursor reached the written LSN)──▶ live ──(a batch did not
+        ▲                                              follow, or the replica
+        └──────────────────────────────────────────────reads too slowly)
+
+Must not touch: the WAL format (storage/walfeed.py reads it), queue calls.
+The WAL a connected replica still needs is kept at snapshots
+(`engine.retain_after`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from queuebox.protocol import ErrorCode, encode_reply
+from queuebox.protocol.constants import KEY_DATA, RESPONSE_CHUNK
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import EngineError
+from queuebox.storage.walfeed import FileChunks
+
+from ..app import App
+from ..commit import GroupCommit
+from ..config import ADMIN
+from ..dispatch import CallContext
+from ..errors import CallError
+from ..logs import get_logger
+from ..session import Outlet, Session
+from .quorum import Quorum
+
+log = get_logger("queuebox.replication")
+
+HIGH_WATER = 4 << 20  # unsent bytes to one replica before its feed pauses
+SNAPSHOT_CHUNK = 1 << 20
+
+
+def push(outlet: Outlet, sync: int, schema: int, kind: str, lsn: int, payload: bytes) -> None:
+    outlet.send(encode_reply(RESPONSE_CHUNK, sync, schema, {KEY_DATA: [kind, lsn, payload]}))
+
+
+class Feed:
+    """One subscribed replica."""
+
+    def __init__(self, session: Session, replica: str, after: int, sync: int) -> None:
+        assert session.outlet is not None
+        self.session = session
+        self.outlet = session.outlet
+        self.replica = replica
+        self.sync = sync
+        self.sent = after  # the LSN of the last frame pushed
+        self.live = False
+        self.stopped = False
+        self.wake = asyncio.Event()
+
+    def push(self, kind: str, lsn: int, payload: bytes) -> None:
+        push(self.outlet, self.sync, self.session.schema_version, kind, lsn, payload)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake.set()
+
+
+class Feeds:
+    def __init__(self, app: App, engine: Engine, commit: GroupCommit, quorum: Quorum) -> None:
+        self.app = app
+        self.engine = engine
+        self.quorum = quorum
+        self.feeds: dict[str, Feed] = {}
+        self.joining: dict[str, int] = {}  # replica -> snapshot LSN it is loading
+        commit.on_batch = self._broadcast
+        engine.retain_after = self._retain
+
+    def install(self) -> None:
+        registry = self.app.registry
+        registry.register("queuebox.replication.join", self._join, ADMIN)
+        registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN)
+        registry.register("queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True)
+
+    def stop_all(self) -> None:
+        for feed in list(self.feeds.values()):
+            feed.stop()
+
+    def _retain(self) -> int | None:
+        needed = [f.sent for f in self.feeds.values()] + list(self.joining.values())
+        return min(needed) if needed else None
+
+    # -- live --
+    def _broadcast(self, batch: Any) -> None:
+        for feed in self.feeds.values():
+            if not feed.live or batch.last_lsn <= feed.sent:
+                continue
+            if batch.first_lsn == feed.sent + 1 and feed.outlet.unsent() < HIGH_WATER:
+                feed.push("wal", batch.last_lsn, batch.data)
+                feed.sent = batch.last_lsn
+            else:
+                feed.live = False  # back to the disk, from feed.sent on
+                feed.wake.set()
+                log.info(
+                    "replica behind: its feed reads the WAL", replica=feed.replica, lsn=feed.sent
+                )
+
+    # -- the calls --
+    def _check_source(self) -> None:
+        if self.engine.wal_mode == "none":
+            raise CallError(
+                ErrorCode.ER_UNSUPPORTED, "replication needs a WAL: wal_mode write or fsync"
+            )
+
+    def _ack(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        self.quorum.ack(str(args[0]), int(args[1]))
+        return []
+
+    def _subscribe(self, ctx: CallContext, args: list[Any]) -> Any:
+        self._check_source()
+        replica, after, sync = str(args[0]), int(args[1]), int(args[2])
+        written = self.engine.durable_lsn
+        if after > written:
+            raise CallError(
+                ErrorCode.ER_PROC_LUA,
+                f"replica {replica} is at LSN {after}, ahead of this primary's {written}: "
+                "it has changes the primary never had; start it on an empty data directory",
+            )
+        old = self.feeds.get(replica)
+        if old is not None:
+            old.stop()
+        feed = self.feeds[replica] = Feed(cast(Session, ctx), replica, after, sync)
+        self.joining.pop(replica, None)
+        log.info("replica subscribed", replica=replica, peer=feed.session.peer, after_lsn=after)
+        return self._run(feed)
+
+    async def _run(self, feed: Feed) -> list[Any]:
+        try:
+            await self._feed(feed)
+        except EngineError as e:
+            log.error("replica feed stopped", replica=feed.replica, error=str(e))
+            raise CallError(
+                ErrorCode.ER_PROC_LUA, f"{e}; start the replica on an empty data directory"
+            ) from None
+        finally:
+            if self.feeds.get(feed.replica) is feed:
+                del self.feeds[feed.replica]
+            log.info("replica left", replica=feed.replica, sent_lsn=feed.sent)
+        return [feed.sent]
+
+    async def _feed(self, feed: Feed) -> None:
+        closed = feed.session.closed
+        beat = self.app.config.replication_timeout
+        cursor = None
+        while not closed.done() and not feed.stopped:
+            feed.wake.clear()
+            if feed.outlet.unsent() > HIGH_WATER:
+                await asyncio.sleep(0.005)
+                continue
+            if feed.live:
+                cursor = None
+                waiter: asyncio.Future[Any] = asyncio.ensure_future(feed.wake.wait())
+                done, _ = await asyncio.wait({waiter, closed}, timeout=beat)
+                waiter.cancel()
+                if not done:
+                    feed.push("beat", self.engine.durable_lsn, b"")
+                continue
+            if cursor is None or cursor.next_lsn != feed.sent + 1:
+                cursor = self.engine.wal_cursor(feed.sent)
+            data = cursor.read()
+            if data:
+                feed.sent = cursor.next_lsn - 1
+                feed.push("wal", feed.sent, data)
+            elif feed.sent >= self.engine.durable_lsn:
+                feed.live = True
+            else:
+                await asyncio.sleep(0.002)  # the writer thread is between write and report
+
+    def _join(self, ctx: CallContext, args: list[Any]) -> Any:
+        self._check_source()
+        return self._send_snapshot(cast(Session, ctx), str(args[0]), int(args[1]))
+
+    async def _send_snapshot(self, session: Session, replica: str, sync: int) -> list[Any]:
+        found = self.engine.newest_snapshot()
+        if found is None:
+            return [0, 0]  # the WAL from LSN 1 holds everything
+        lsn, path = found
+        self.joining[replica] = lsn
+        outlet = session.outlet
+        assert outlet is not None
+        loop = asyncio.get_running_loop()
+        sent = 0
+        log.info("replica joining", replica=replica, peer=session.peer, snapshot=path.name)
+        chunks = FileChunks(self.engine.files, path)
+        try:
+            while not session.closed.done():
+                chunk = await loop.run_in_executor(None, chunks.read, SNAPSHOT_CHUNK)
+                if not chunk:
+                    break
+                push(outlet, sync, session.schema_version, "snap", lsn, chunk)
+                sent += len(chunk)
+                while outlet.unsent() > HIGH_WATER and not session.closed.done():
+                    await asyncio.sleep(0.005)
+        finally:
+            chunks.close()
+        return [lsn, sent]

@@ -1,0 +1,113 @@
+"""What a read-only instance answers to queue calls, without running the queue.
+
+Owns: the queue names a replica (or a fenced primary) serves: statistics of
+every tube counted from the spaces' status indexes, `peek`, `queue.state()`,
+the EVAL texts that only read; every other queue name resolves to a call
+that answers ER_READONLY (so a client learns to go to the primary), never
+ER_NO_SUCH_PROC. The queue itself is built only when the instance becomes
+writable (role.py), as a restart builds it.
+
+Must not touch: data (everything here only reads the catalog), sockets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queuebox.drivers.args import task_id
+from queuebox.drivers.driver import DRIVERS, STATUSES
+from queuebox.drivers.errors import module_error, task_not_found
+from queuebox.drivers.queue import VERSION
+from queuebox.drivers.stats import TubeStats
+from queuebox.drivers.tubes import QUEUE_SPACE
+from queuebox.storage.catalog import Catalog
+
+from ..app import App
+from ..config import READ, WRITE
+from ..dispatch import CallContext, Handler, Resolved
+from ..errors import read_only_error
+
+EVAL_VERSION = "return queue._VERSION"
+EVAL_STATE = "return queue.state()"
+EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
+
+
+class ReplicaView:
+    def __init__(self, app: App, catalog: Catalog) -> None:
+        self.app = app
+        self.catalog = catalog
+        self._namespaces = tuple(f"{ns}." for ns in app.config.queue_namespaces)
+
+    def install(self) -> None:
+        registry = self.app.registry
+        for prefix in self._namespaces:
+            for name in ("statistics", "stats"):
+                registry.register(prefix + name, self._statistics, READ, replace=True)
+            registry.register(prefix + "state", self._state, READ, replace=True)
+        registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
+        registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
+        registry.register_eval(EVAL_EXISTS, self._exists, READ, replace=True)
+        registry.add_resolver(self.resolve)
+
+    def uninstall(self) -> None:
+        self.app.registry.remove_resolver(self.resolve)
+
+    def resolve(self, name: str) -> Resolved | None:
+        prefix = next((p for p in self._namespaces if name.startswith(p)), None)
+        if prefix is None:
+            return None
+        tube, sep, method = name[len(prefix) :].partition(":")
+        if sep and method == "peek" and tube.startswith("tube."):
+            return self._peek(tube[len("tube.") :]), READ
+        return _refuse, WRITE
+
+    # -- the reads --
+    def _tubes(self) -> dict[str, tuple[str, str]]:
+        """name -> (space name, driver type) of every tube."""
+        space = self.catalog.get(QUEUE_SPACE)
+        if space is None:
+            return {}
+        return {row[0]: (row[2], row[3]) for row in space}
+
+    def _report(self, space_name: str) -> dict[str, Any]:
+        space = self.catalog.get(space_name)
+        status = space.index("status") if space is not None else None
+        counts = {s: status.count((s,)) if status is not None else 0 for s in STATUSES}
+        return TubeStats().report(counts)
+
+    def _statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        tubes = self._tubes()
+        if args and args[0] is not None:
+            found = tubes.get(args[0]) if isinstance(args[0], str) else None
+            if found is None:
+                raise module_error("attempt to index a nil value")
+            return [self._report(found[0])]
+        if not tubes:
+            return [[]]
+        return [{name: self._report(space) for name, (space, _) in tubes.items()}]
+
+    def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        return [self.app.state]
+
+    def _exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        return [bool(args) and args[0] in self._tubes()]
+
+    def _peek(self, tube: str) -> Handler:
+        def peek(ctx: CallContext, args: list[Any]) -> list[Any]:
+            found = self._tubes().get(tube)
+            space = self.catalog.get(found[0]) if found is not None else None
+            if found is None or space is None:
+                raise read_only_error()  # a tube the primary may know: ask it
+            tid = task_id(args[0] if args else None)
+            task = space.get((tid,))
+            if task is None:
+                raise task_not_found(tid)
+            cls = DRIVERS.get(found[1])
+            f_data = cls.F_DATA if cls is not None else 2
+            return [[task[0], task[1], task[f_data]]]
+
+        return peek
+
+
+def _refuse(ctx: CallContext, args: list[Any]) -> list[Any]:
+    raise read_only_error()
