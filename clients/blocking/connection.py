@@ -169,6 +169,11 @@ class Connection:
             log.warning("could not re-join queue session: %s", exc)
             self._session = None
 
+    def _leave_read_only(self) -> None:
+        """The instance refused a change as read-only: the next call finds the writable one."""
+        log.warning("%s:%s is read-only, reconnecting", self.host, self.port)
+        self._drop_link()
+
     def _drop_link(self) -> None:
         if self._link is not None:
             self._link.close()
@@ -274,8 +279,7 @@ class Connection:
                 continue
             if last or not failover.refused_read_only(response.error_code):
                 return response
-            log.warning("%s:%s is read-only, reconnecting", self.host, self.port)
-            self._drop_link()
+            self._leave_read_only()
         raise AssertionError("the last attempt returns or raises")
 
     def run(self, call: Call[T]) -> T:
@@ -327,7 +331,7 @@ class Connection:
         if error is not None:
             raise error
         if refused:  # not applied: again, with the rest, on the instance found next
-            self._drop_link()
+            self._leave_read_only()
             again = self._run_many(chain((c for _, c in refused), calls), window, attempts - 1)
             for (index, _), result in zip(refused, again, strict=False):
                 results[index] = result
