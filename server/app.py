@@ -78,7 +78,10 @@ class App:
         self.commit_now: Callable[[], None] | None = None
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
-        self.read_only = config.read_only or bool(config.replication_source)
+        # A replica, and with etcd every instance until it holds the leader key.
+        self.read_only = (
+            config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
+        )
         self.lease_ok: Callable[[], bool] | None = None
         self.state = "WAITING" if self.read_only else "RUNNING"
         # What all connections buffer together (limits.py).
@@ -100,8 +103,12 @@ class App:
     def add_disconnect_listener(self, fn: ConnHook) -> None:
         self._disconnect_listeners.append(fn)
 
-    def add_shutdown_hook(self, fn: ShutdownHook) -> None:
-        self._shutdown_hooks.append(fn)
+    def add_shutdown_hook(self, fn: ShutdownHook, *, first: bool = False) -> None:
+        """first: run before the hooks added so far (stop what feeds the store)."""
+        if first:
+            self._shutdown_hooks.insert(0, fn)
+        else:
+            self._shutdown_hooks.append(fn)
 
     # --- lifecycle, called by connections and the listener ---
 

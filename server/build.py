@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from . import builtins
 from .app import App
 from .queue_calls import QueueCalls
+from .replication.failover import Failover
 from .replication.role import Role
 from .store import Store, build_store
 
@@ -49,6 +50,10 @@ def build_server(app: App) -> Server:
         store = build_store(app)
         role = Role(app, store, str(app.instance_uuid))
         role.start()
+    if app.config.etcd_endpoints:
+        failover = Failover(role, app.config)
+        failover.start()
+        app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
     return Server(app, store, role)
 

@@ -68,6 +68,11 @@ if ! command -v tarantool >/dev/null; then
     apt_install tarantool
 fi
 
+# --- etcd: failover leadership (server/leader.py) is tested against a real one ---
+if ! command -v etcd >/dev/null; then
+    apt_install etcd-server
+fi
+
 # --- MR::Tarantool::Box: a real Tarantool 1.5 client, for the legacy_listen port ---
 if ! perl -MMR::Tarantool::Box -e 1 2>/dev/null; then
     apt_install libmr-tarantool-perl

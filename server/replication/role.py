@@ -63,6 +63,7 @@ class Role:
             local = self.app.durability_barrier
             self.app.durability_barrier = lambda: self.quorum.barrier(local(), self.engine.last_lsn)
         self.app.registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
+        self.app.add_shutdown_hook(self.stop, first=True)
         if self.app.read_only:
             self.engine.writable = False
             self.view.install()
@@ -72,10 +73,16 @@ class Role:
         else:
             self._build_queue()
 
+    async def stop(self) -> None:
+        """At shutdown, before the store closes: nothing more is applied or fed."""
+        self.feeds.stop_all()
+        if self.applier is not None:
+            await self.applier.stop()
+
     def start_applier(self, sources: tuple[tuple[str, int], ...]) -> None:
         if self.applier is None:
             self.applier = Applier(
-                self.app.config, self.engine, self.app.durability_barrier, self.replica_id, sources
+                self.app.config, self.engine, self.store.commit.barrier, self.replica_id, sources
             )
             self.applier.start()
         else:

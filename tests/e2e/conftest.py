@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.etcdproc import EtcdProc, need_etcd
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester
 
 
@@ -57,3 +58,11 @@ def conn(server: ServerProc) -> Iterator[Any]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdProc]:
+    """A fresh one-member etcd on loopback ports (about half a second to start)."""
+    need_etcd()
+    with EtcdProc(tmp_path / "etcd") as proc:
+        yield proc
