@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +24,10 @@ from queuebox.clients.calls import Call
 from queuebox.clients.errors import ConnectionLost, ServerError
 from tests.e2e.client_targets import CuttingProxy, free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_equal
+from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
 from tests.e2e.switching_proxy import SwitchingProxy
+from tests.e2e.test_failover import start_pair, wait_running
 
 LOGIN = {"user": "tester", "password": "secret"}
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.2, "failover_timeout": 15.0}
@@ -244,6 +248,53 @@ async def test_async_client_follows_a_promoted_replica(pair: Pair) -> None:
         assert conn.port == pair.replica.port
         assert (await tube.peek(before)).data == "before"
         assert (await tube.peek(after)).data == "after"
+
+
+# --- failover coordinated by etcd -------------------------------------------------------
+
+
+async def test_async_client_follows_etcd_failover_after_a_read_only_refusal(
+    start_server: StartServer, etcd: EtcdProc, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The primary freezes, the replica takes the lease; the primary resumes fenced and
+    # refuses the client's next put as read-only: the put goes to the new primary.
+    caplog.set_level(logging.WARNING, logger="queuebox.client")
+    primary, replica = start_pair(start_server, etcd)
+    assert primary.proc is not None
+    addresses = [f"127.0.0.1:{primary.port}", f"127.0.0.1:{replica.port}"]
+    try:
+        async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
+            assert conn.port == primary.port
+            tube = await conn.create_tube(unique("etcd"), "fifo")
+            before = await tube.put("before")
+            replicated(Pair(primary, replica), tube.name)
+            primary.proc.send_signal(signal.SIGSTOP)
+            wait_running(replica, time.monotonic())
+            primary.proc.send_signal(signal.SIGCONT)
+            after = await tube.put("after")
+            assert conn.port == replica.port
+            assert [(await tube.peek(t)).data for t in (before, after)] == ["before", "after"]
+    finally:
+        primary.proc.send_signal(signal.SIGCONT)
+    assert f"127.0.0.1:{primary.port} is read-only, reconnecting" in caplog.text
+
+
+def test_blocking_client_follows_etcd_failover_after_a_kill(
+    start_server: StartServer, etcd: EtcdProc
+) -> None:
+    primary, replica = start_pair(start_server, etcd)
+    assert primary.proc is not None
+    addresses = [f"127.0.0.1:{primary.port}", f"127.0.0.1:{replica.port}"]
+    with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:
+        tube = conn.create_tube(unique("etcd"), "fifo")
+        before = tube.put("before")
+        replicated(Pair(primary, replica), tube.name)
+        primary.proc.kill()
+        primary.proc.wait(10)
+        # The put waits inside the call: no address is writable until the lease lapses.
+        after = tube.put("after")
+        assert conn.port == replica.port and conn.reconnects == 1
+        assert [tube.peek(t).data for t in (before, after)] == ["before", "after"]
 
 
 # --- the command line -------------------------------------------------------------------
