@@ -393,18 +393,20 @@ def test_ha_servers_settings_are_the_servers(name: str) -> None:
     assert config.etcd_endpoints == ("http://etcd:2379",)
     assert config.advertise == f"{name}:3301"
     assert (config.listen_host, config.listen_port) == ("0.0.0.0", 3301)
+    # Either may lead after a failover: both can log in to the other.
+    assert (config.replication_user, config.replication_password) == ("app", "change-me")
     if name == "replica":
         assert config.replication_source == (("primary", 3301),)
-        assert (config.replication_user, config.replication_password) == ("app", "change-me")
     else:
         assert config.replication_source == ()
 
 
-def test_ha_replication_password_comes_from_the_env_file() -> None:
-    replica = compose()["services"]["replica"]
-    assert replica["env_file"] == ".env"
-    assert replica["environment"]["QUEUEBOX_REPLICATION_USER"] == "${QUEUEBOX_USER}"
-    assert replica["environment"]["QUEUEBOX_REPLICATION_PASSWORD"] == "${QUEUEBOX_PASSWORD}"
+@pytest.mark.parametrize("name", ["primary", "replica"])
+def test_ha_replication_password_comes_from_the_env_file(name: str) -> None:
+    server = compose()["services"][name]
+    assert server["env_file"] == ".env"
+    assert server["environment"]["QUEUEBOX_REPLICATION_USER"] == "${QUEUEBOX_USER}"
+    assert server["environment"]["QUEUEBOX_REPLICATION_PASSWORD"] == "${QUEUEBOX_PASSWORD}"
     assert "change-me" not in (DOCKER / "compose.yaml").read_text()
 
 
