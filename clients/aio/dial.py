@@ -104,7 +104,10 @@ class Dialer:
                     raise
             except AuthError:
                 raise
-            except (NetworkError, ServerError, TimeoutError) as exc:
+            except NetworkError as exc:  # its text names the address
+                answers.append(str(exc))
+                continue
+            except (ServerError, TimeoutError) as exc:
                 answers.append(f"{host}:{port}: {exc or 'timed out'}")
                 continue
             if state == failover.WRITABLE_STATE:
@@ -144,7 +147,8 @@ class Dialer:
                 last = exc
             if limit is not None and time.monotonic() - started + delay > limit:
                 if self.addresses:
-                    raise NoWritableInstance(f"{last} (for {limit:g} s)")
+                    spent = time.monotonic() - started
+                    raise NoWritableInstance(f"{last} (gave up after {spent:.1f} s)")
                 raise NetworkError("cannot reconnect to {}:{}".format(*self.at))
             await asyncio.sleep(delay)
         raise AssertionError("backoff never ends")

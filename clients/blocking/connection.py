@@ -135,7 +135,7 @@ class Connection:
                 if first:
                     raise
                 raise NetworkError(f"reconnect refused: {exc}") from exc
-            except NetworkError as exc:
+            except (NetworkError, ServerError) as exc:  # ServerError: e.g. still loading
                 last = exc
             else:
                 try:

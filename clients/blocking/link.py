@@ -150,8 +150,11 @@ def open_writable(
             link = Link.open(host, port, timeout, login)
         except AuthError:
             raise
-        except NetworkError as exc:
+        except NetworkError as exc:  # its text names the address
             answers.append(str(exc))
+            continue
+        except ServerError as exc:
+            answers.append(f"{host}:{port}: {exc}")
             continue
         try:
             state = link.ask(login[0], modern.state(), timeout)

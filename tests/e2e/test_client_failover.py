@@ -91,6 +91,7 @@ async def test_no_writable_instance_is_a_clear_error_after_the_timeout(pair: Pai
     text = str(err.value)
     assert f"{pair.at(pair.replica)}: WAITING" in text
     assert f"cannot connect to 127.0.0.1:{closed}" in text
+    assert text.endswith(" s)") and "gave up after" in text
     with pytest.raises(NoWritableInstance, match=r"WAITING.*gave up after"):
         blocking.connect(addresses=addresses, **options)
 
