@@ -35,7 +35,7 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, ClassVar, Protocol
 
 from queuebox.storage.catalog import Catalog
@@ -216,13 +216,15 @@ class TaskStore(ABC):
         self.space.truncate()
         self.counts = dict.fromkeys(STATUSES, 0)
 
-    def rebuild(self, now: int) -> None:
-        """After a restart: recount, and every taken task is released (counted)."""
+    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
+        """After a restart: recount, and every taken task is released (counted),
+        but those in `keep` (held by a session that survives, durable.py)."""
         self.counts = dict.fromkeys(STATUSES, 0)
         for task in self.space:
             self.counts[task[1]] += 1
         for task_id in self.taken_ids():
-            self.release(task_id, {}, now)
+            if task_id not in keep:
+                self.release(task_id, {}, now)
 
     # -- what each driver decides for itself --
     @abstractmethod

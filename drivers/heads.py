@@ -14,7 +14,7 @@ Must not touch: task tuples (it only reads the index it is given).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, ClassVar
 
 from sortedcontainers import SortedDict
@@ -128,6 +128,6 @@ class UtubeRules(TaskStore):
         super().truncate()
         self.heads.clear()
 
-    def rebuild(self, now: int) -> None:
-        super().rebuild(now)
+    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
+        super().rebuild(now, keep)
         self.heads.rebuild({t[self.F_UTUBE] for t in self.space})

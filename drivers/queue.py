@@ -4,9 +4,11 @@ Owns: the call table (every `queue.*` name, its handler and its access
 level), binding a name to what runs it (`bind`), the module-level calls
 (create_tube, tube, cfg, identify, statistics/stats, state), the connection
 lifecycle and the queue-wide timer (`next_deadline`/`tick` over one
-Deadlines set). Entry points follow `core.EntryPoints`: the due timers run
-before every call, so a call always sees the queue as of `clock()`, and wake
-callbacks run after it, so the server never re-enters a half-done call.
+Deadlines set), and the in_replicaset journal (durable.py): switched on and
+off by cfg, resumed from after a rebuild. Entry points follow
+`core.EntryPoints`: the due timers run before every call, so a call always
+sees the queue as of `clock()`, and wake callbacks run after it, so the
+server never re-enters a half-done call.
 Must not touch: sockets, the event loop, wall time (the clock is injected),
 users and grants (the server's), EVAL parsing (the server maps the known
 EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
@@ -29,6 +31,8 @@ from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
+from .driver import TAKEN
+from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
@@ -88,6 +92,7 @@ class Queue(EntryPoints):
         extra = {"new_id": new_session_id} if new_session_id else {}
         self.sessions = Sessions(self.deadlines, self._end_session, **extra)
         self.in_replicaset = False
+        self.journal: SessionJournal | None = None
         self.registry = TubeRegistry(
             catalog, Shared(self.waiters, self.owners, self.sessions, self.deadlines)
         )
@@ -104,8 +109,12 @@ class Queue(EntryPoints):
             "tube": self._fire_tube,
             "session": self.sessions.expire,
         }
+        saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
-            self.registry.rebuild(clock(), keep_temporary)
+            now = clock()
+            self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
+            if saved is not None:
+                self._resume(saved, now)
 
     # -- the server's entry points --
     def bind(self, name: str) -> CoreCall | None:
@@ -204,6 +213,33 @@ class Queue(EntryPoints):
                 held.append((tube.tube_id, task_id, tube))
         for _, task_id, tube in sorted(held, key=lambda h: h[:2]):
             tube.release_owned(task_id, now)
+        if self.journal is not None:
+            self.journal.ended(session)
+
+    # -- in_replicaset: sessions that survive a rebuild (durable.py) --
+    def _resume(self, saved: SavedState, now: int) -> None:
+        """The journal's sessions come back pending, owning the tasks kept taken."""
+        self.sessions.ttr = saved.ttr
+        for session in saved.sessions:
+            self.sessions.restore_pending(session, now)
+        for tube_name, task_id, session in saved.taken:
+            tube = self.registry.tubes.get(tube_name)
+            task = tube.driver.peek(task_id) if tube is not None else None
+            if task is not None and task[1] == TAKEN:
+                self.owners.take(tube_name, task_id, session)
+        self._set_replicaset(True)  # sync() drops the rows that no longer apply
+
+    def _set_replicaset(self, on: bool) -> None:
+        self.in_replicaset = on
+        if on:
+            if self.journal is None:
+                self.journal = SessionJournal(self.registry.catalog, self.sessions.identified)
+                self.owners.journal = self.journal
+                self.journal.sync(self.owners)
+            self.journal.save_cfg(self.sessions.ttr)
+        elif self.journal is not None:
+            self.journal.clear()
+            self.journal = self.owners.journal = None
 
     def _parse(self, name: str) -> Parsed:
         """name -> (module function, tube, method); ("tube:", t, m), or ("tube.", t, m)
@@ -288,11 +324,13 @@ class Queue(EntryPoints):
         replicaset = opts["in_replicaset"]
         if replicaset and any(lua_truthy(t.opts.get("temporary")) for t in self._tubes()):
             replicaset = False  # upstream only logs: temporary tubes exist
-        self.in_replicaset = replicaset
+        self._set_replicaset(replicaset)
         return []
 
     def _identify(self, call: Call) -> Answer:
         session = self.sessions.identify(call.conn_id, call.arg(0), call.now)
+        if self.journal is not None:
+            self.journal.identified(session, self.owners.held_by(session))
         # 16 raw bytes as MP_STR: the codec packs str with surrogateescape.
         return [session.decode("utf-8", "surrogateescape")]
 

@@ -10,15 +10,21 @@ of a session leaves (disconnect, or identify into another session):
                      no sweeper); identify(uuid) before then reactivates it;
                      at expiry it ends as above and its UUID is forgotten.
 
+Sessions also remember which of them were identified (their UUID handed
+out or claimed by identify): only those can be reclaimed after a rebuild,
+so only those are journaled when in_replicaset is on (durable.py). A
+rebuilt queue brings them back pending (`restore_pending`).
+
 Must not touch: tasks (ending a session calls back `on_end`, which releases
-through the tubes), the clock (`now` comes in), the wire.
+through the tubes), the clock (`now` comes in), the wire, spaces (the
+journal behind `Ownership.journal` writes them).
 """
 
 from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .args import event_time, lua_truthy
 from .deadlines import Deadlines
@@ -46,17 +52,28 @@ def uuid_arg(value: object) -> bytes:
     return raw
 
 
+class TakenJournal(Protocol):
+    """Where ownership changes go when they must outlive the process (durable.py)."""
+
+    def took(self, tube: str, task_id: int, session: SessionId) -> None: ...
+    def cleared(self, tube: str, task_id: int) -> None: ...
+
+
 class Ownership:
     """Which session holds each taken task, per tube (upstream's _queue_taken_2)."""
 
     def __init__(self) -> None:
         self._owner: dict[str, dict[int, SessionId]] = {}
         self._held: dict[SessionId, set[tuple[str, int]]] = {}
+        # None unless in_replicaset is on: then the one extra step of take and clear.
+        self.journal: TakenJournal | None = None
 
     def take(self, tube: str, task_id: int, session: SessionId) -> None:
         self.clear(tube, task_id)
         self._owner.setdefault(tube, {})[task_id] = session
         self._held.setdefault(session, set()).add((tube, task_id))
+        if self.journal is not None:
+            self.journal.took(tube, task_id, session)
 
     def owner(self, tube: str, task_id: int) -> SessionId | None:
         return self._owner.get(tube, {}).get(task_id)
@@ -74,6 +91,8 @@ class Ownership:
         held.discard((tube, task_id))
         if not held:
             del self._held[session]
+        if self.journal is not None:
+            self.journal.cleared(tube, task_id)
 
     def clear_tube(self, tube: str) -> None:
         for task_id in list(self._owner.get(tube, ())):
@@ -100,6 +119,7 @@ class Sessions:
         self._of_conn: dict[int, SessionId] = {}
         self._conns: dict[SessionId, set[int]] = {}
         self._pending: set[SessionId] = set()
+        self.identified: set[SessionId] = set()
 
     def session_of(self, conn_id: int) -> SessionId:
         """The connection's session, created on first need."""
@@ -116,6 +136,11 @@ class Sessions:
         return session in self._conns or session in self._pending
 
     def identify(self, conn_id: int, value: object, now: int) -> SessionId:
+        session = self._claim(conn_id, value, now)
+        self.identified.add(session)
+        return session
+
+    def _claim(self, conn_id: int, value: object, now: int) -> SessionId:
         if value is None:
             return self.session_of(conn_id)
         session = uuid_arg(value)
@@ -143,14 +168,24 @@ class Sessions:
             self._pending.add(session)
             self._deadlines.set(("session", session), event_time(self.ttr, now))
         else:
-            self._on_end(session, now)
+            self._end(session, now)
+
+    def restore_pending(self, session: SessionId, now: int) -> None:
+        """An identified session found after a rebuild: as if its last connection just left."""
+        self.identified.add(session)
+        self._pending.add(session)
+        self._deadlines.set(("session", session), event_time(self.ttr, now))
 
     def expire(self, session: SessionId, now: int) -> None:
         """A pending session's deadline passed: it ends, and its UUID is forgotten."""
         self._deadlines.discard(("session", session))
         if session in self._pending:
             self._pending.discard(session)
-            self._on_end(session, now)
+            self._end(session, now)
+
+    def _end(self, session: SessionId, now: int) -> None:
+        self.identified.discard(session)
+        self._on_end(session, now)
 
     def _join(self, conn_id: int, session: SessionId) -> None:
         self._of_conn[conn_id] = session

@@ -5,12 +5,14 @@ Owns: the `_queue` space — one durable tuple per tube,
 create_tube checks in upstream's order (QUEUE.md §2), drop (QUEUE.md §3), and the
 rebuild after a restart: tubes come back with their options, temporary
 tubes come back registered and empty, every taken task becomes ready
-(counted as a release in the fresh statistics), ids continue.
+(counted as a release in the fresh statistics) unless a durable session
+holds it (in_replicaset, durable.py), ids continue.
 Must not touch: sessions or waiters beyond the checks drop needs; the wire.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
@@ -121,11 +123,18 @@ class TubeRegistry:
         # Puts waiting for room in a tube that is gone: their retry finds no procedure.
         self.shared.waiters.wake_all(tube.name, "put")
 
-    def rebuild(self, now: int, keep_temporary: bool = False) -> None:
+    def rebuild(
+        self,
+        now: int,
+        keep_temporary: bool = False,
+        held: Mapping[str, Container[int]] | None = None,
+    ) -> None:
         """Bring every registered tube back after a restart (QUEUE.md §6 "Restart").
 
         keep_temporary: the process did not restart (the server reloads the queue
-        after a failed WAL write), so temporary tubes keep their tasks."""
+        after a failed WAL write), so temporary tubes keep their tasks.
+        held: per tube, the taken tasks that stay taken (durable.py)."""
+        held = held or {}
         for row in list(self._space.index("tube_id").iterate()):
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
@@ -139,7 +148,7 @@ class TubeRegistry:
                 space.truncate()  # its tasks were never durable
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
-            tube.driver.rebuild(now)
+            tube.driver.rebuild(now, held.get(name, ()))
             tube.sync_deadline()
 
     def stats(self, name: Any) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from . import builtins
 from .app import App
 from .queue_calls import QueueCalls
-from .replication.failover import Failover
 from .replication.role import Role
 from .store import Store, build_store
 
@@ -51,6 +50,9 @@ def build_server(app: App) -> Server:
         role = Role(app, store, str(app.instance_uuid))
         role.start()
     if app.config.etcd_endpoints:
+        # Imported only here: the etcd client brings grpc, heavy to load.
+        from .replication.failover import Failover  # noqa: PLC0415
+
         failover = Failover(role, app.config)
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)

@@ -104,6 +104,8 @@ class Tenure:
 
 
 class Leadership:
+    """One candidate for `key`: its value (the address it advertises) is the leader's."""
+
     def __init__(
         self,
         endpoints: str,
