@@ -251,6 +251,55 @@ async def test_async_client_follows_a_promoted_replica(pair: Pair) -> None:
         assert (await tube.peek(after)).data == "after"
 
 
+def promote(replica: ServerProc) -> None:
+    with connect(replica) as r:
+        assert r.call("queuebox.promote").data[0]["promoted"] is True
+
+
+async def test_async_session_survives_the_switch_to_a_promoted_replica(pair: Pair) -> None:
+    # With in_replicaset the session and what it holds replicate (QUEUE.md §13): the
+    # client re-identifies on the new primary and acks the task it took on the old one.
+    addresses = [pair.at(pair.primary), pair.at(pair.replica)]
+    async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
+        await conn.cfg(ttr=60, in_replicaset=True)
+        session = await conn.identify()
+        tube = await conn.create_tube(unique("switch"), "fifottl")
+        await tube.put("held across the switch")
+        taken = await tube.take(0)
+        assert taken is not None
+        replicated(pair, tube.name)
+        pair.primary.stop()
+        for _ in range(500):  # an ack sent before the loss is seen would be a lost write
+            if not conn.connected:
+                break
+            await asyncio.sleep(0.01)
+        acking = asyncio.ensure_future(tube.ack(taken))
+        promote(pair.replica)
+        assert (await asyncio.wait_for(acking, 15)).status is Status.DONE
+        assert conn.port == pair.replica.port and conn.session == session
+
+
+def test_blocking_session_survives_the_switch_to_a_promoted_replica(pair: Pair) -> None:
+    addresses = [pair.at(pair.primary), pair.at(pair.replica)]
+    with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:
+        conn.cfg(ttr=60, in_replicaset=True)
+        session = conn.identify()
+        tube = conn.create_tube(unique("switch"), "fifottl")
+        tube.put("held across the switch")
+        taken = tube.take(0)
+        assert taken is not None
+        replicated(pair, tube.name)
+        pair.primary.stop()
+        later = threading.Timer(0.5, promote, (pair.replica,))
+        later.start()
+        try:
+            # The ack waits inside the call until the replica is writable.
+            assert tube.ack(taken).status is Status.DONE
+        finally:
+            later.join()
+        assert conn.port == pair.replica.port and conn.session == session
+
+
 # --- failover coordinated by etcd -------------------------------------------------------
 
 
