@@ -1,8 +1,9 @@
 """Both clients given several addresses follow the writable instance (clients/failover.py):
 they pick the one whose queue.state() is RUNNING, retry a change refused as read-only
 there, retry a read whose connection broke but hand a broken write back to the caller,
-re-join their queue session on the instance found again, and follow a promoted replica.
-Real servers (a primary, a read-only replica of it), real sockets; the CLI too."""
+re-join their queue session on the instance found again (with in_replicaset, on a
+promoted replica too), and follow a promoted replica and an etcd failover. Real servers
+(a primary, a read-only replica of it, etcd), real sockets; the CLI too."""
 
 from __future__ import annotations
 
