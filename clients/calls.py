@@ -36,6 +36,8 @@ class Call(Generic[T]):
             cancellation), the call that undoes its effect, e.g. releasing a task a
             forgotten take got; None when nothing needs undoing.
         tolerate: server errors that mean success for this call.
+        repeatable: sending it twice does no harm (it reads, or joins a session), so
+            it may be sent again after its connection broke mid-call (clients.failover).
     """
 
     function: str
@@ -44,6 +46,7 @@ class Call(Generic[T]):
     wait: float | None = 0.0
     undo: Callable[[list[Any]], Call[Any] | None] | None = None
     tolerate: Callable[[ServerError], bool] | None = None
+    repeatable: bool = False
 
 
 def _nothing(data: list[Any]) -> None:
@@ -148,7 +151,7 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     @staticmethod
     def by_id(tube: str, name: str, task_id: int) -> Call[Task]:
         """ack, peek, bury and delete: one task id in, the task out."""
-        return Call(modern.method(tube, name), (task_id,), _task)
+        return Call(modern.method(tube, name), (task_id,), _task, repeatable=name == "peek")
 
     @staticmethod
     def kick(tube: str, count: int) -> Call[int]:
@@ -173,15 +176,16 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def tubes() -> Call[list[str]]:
-        return Call("queue.tube", (), _names)
+        return Call("queue.tube", (), _names, repeatable=True)
 
     @staticmethod
     def tube_exists(name: str) -> Call[bool]:
-        return Call("queue.tube", (name,), lambda data: bool(_first(data)))
+        return Call("queue.tube", (name,), lambda data: bool(_first(data)), repeatable=True)
 
     @staticmethod
     def statistics(tube: str | None) -> Call[dict[str, Any]]:
-        return Call("queue.statistics", () if tube is None else (tube,), _map_or_empty)
+        args = () if tube is None else (tube,)
+        return Call("queue.statistics", args, _map_or_empty, repeatable=True)
 
     @staticmethod
     def cfg(opts: Mapping[str, Any]) -> Call[None]:
@@ -189,11 +193,12 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def identify(uuid: bytes | None) -> Call[bytes]:
-        return Call("queue.identify", () if uuid is None else (uuid,), _uuid)
+        args = () if uuid is None else (uuid,)
+        return Call("queue.identify", args, _uuid, repeatable=True)
 
     @staticmethod
     def state() -> Call[str]:
-        return Call("queue.state", (), lambda data: str(_first(data)))
+        return Call("queue.state", (), lambda data: str(_first(data)), repeatable=True)
 
 
 class legacy:  # noqa: N801 - a namespace of builders, read as `legacy.put(...)`
@@ -218,7 +223,7 @@ class legacy:  # noqa: N801 - a namespace of builders, read as `legacy.put(...)`
     @staticmethod
     def by_id(fn: str, space: int, task_id: str, *extra: Any) -> Call[LegacyTask]:
         """ack, touch, done, bury, dig, unbury, release, requeue, delete, peek."""
-        return Call(f"queue.{fn}", (space, task_id, *extra), _legacy_task)
+        return Call(f"queue.{fn}", (space, task_id, *extra), _legacy_task, repeatable=fn == "peek")
 
     @staticmethod
     def kick(space: int, tube: str, count: int) -> Call[int]:
@@ -234,12 +239,12 @@ class legacy:  # noqa: N801 - a namespace of builders, read as `legacy.put(...)`
             row = data[0] if isinstance(data[0], list) else data
             return dict(zip(LEGACY_META_FIELDS, row, strict=False))
 
-        return Call("queue.meta", (space, task_id), parse)
+        return Call("queue.meta", (space, task_id), parse, repeatable=True)
 
     @staticmethod
     def statistics(space: int, tube: str | None) -> Call[dict[str, Any]]:
         args = (space,) if tube is None else (space, tube)
-        return Call("queue.statistics", args, _pairs)
+        return Call("queue.statistics", args, _pairs, repeatable=True)
 
 
 LEGACY_META_FIELDS = (

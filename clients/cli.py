@@ -7,7 +7,9 @@ through `clients.blocking` only; must not import server/, drivers/ or storage/.
 
 Where to connect: --host/--port/--user/--password (clients/cliargs.py, shared by every
 client-side command), else QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER,
-QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301.
+QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301. For a
+primary + replicas set: --address HOST:PORT, repeatable (else QUEUEBOX_ADDRESSES,
+comma-separated): the command runs on the writable one.
 
 Exit codes: 0 ok, 1 other server error, 2 bad usage, 3 cannot reach the server,
 4 no such tube or task, 5 take found no task in time.
@@ -61,6 +63,7 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="give up connecting after this long",
     )
+    cliargs.add_failover_arguments(parser, group)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
@@ -71,9 +74,12 @@ def _connect(args: argparse.Namespace) -> blocking.Connection:
         args.port,
         args.user,
         args.password,
+        addresses=args.addresses or None,
+        failover_timeout=args.failover_timeout,
         connect_timeout=args.connect_timeout,
         call_timeout=30.0,
-        reconnect=False,
+        # One address: fail fast. Several: a read-only refusal means finding the writable one.
+        reconnect=bool(args.addresses),
     )
 
 
@@ -160,7 +166,7 @@ def ping(argv: list[str], prog: str = "queuebox ping") -> int:
         conn.ping()
         millis = (time.perf_counter() - started) * 1000
         version = conn.greeting.version_text if conn.greeting else "?"
-        where = f"{args.host}:{args.port}"
+        where = f"{conn.host}:{conn.port}"
         if args.json:
             print(_to_json({"ok": True, "address": where, "version": version, "ms": millis}))
         else:

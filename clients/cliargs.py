@@ -3,9 +3,11 @@
 Owns: `add_connection_arguments` (one convention for every command that connects:
 --host/--port/--user/--password, defaulting to QUEUEBOX_HOST, QUEUEBOX_PORT,
 QUEUEBOX_USER, QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else
-127.0.0.1:3301), `ArgumentParser` (help shows each option's default; a bad value
-is one line `PROG: --flag: what was expected` and exit status 2), and the value
-parsers that say what they expected. Must not connect anywhere or import server/.
+127.0.0.1:3301; `add_failover_arguments` adds --address, repeatable, defaulting to
+QUEUEBOX_ADDRESSES, for a primary + replicas set), `ArgumentParser` (help shows each
+option's default; a bad value is one line `PROG: --flag: what was expected` and exit
+status 2), and the value parsers that say what they expected. Must not connect anywhere
+or import server/.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from queuebox.clients.failover import parse_addresses
 from queuebox.clients.iproto import parse_address
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
@@ -107,6 +110,54 @@ def add_connection_arguments(
         help="password of USER (default: $QUEUEBOX_PASSWORD)",
     )
     return group
+
+
+def address(text: str) -> str:
+    """One HOST:PORT (checked here, so a typo is a usage error, not a connect error)."""
+    try:
+        parse_addresses([text])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+class _AddressList(argparse.Action):
+    """append, except that the first --address replaces the default from the environment."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        given = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, [*([] if given is self.default else given), values])
+
+
+def add_failover_arguments(
+    parser: argparse.ArgumentParser, group: Any, env: Mapping[str, str] | None = None
+) -> None:
+    """Add --address (repeatable) and --failover-timeout to the connection `group`."""
+    env = os.environ if env is None else env
+    try:
+        defaults = [f"{h}:{p}" for h, p in parse_addresses(env["QUEUEBOX_ADDRESSES"])]
+    except KeyError:
+        defaults = []
+    except ValueError as exc:
+        parser.error(f"QUEUEBOX_ADDRESSES: {exc}")
+    group.add_argument(
+        "--address",
+        dest="addresses",
+        type=address,
+        action=_AddressList,
+        default=defaults,
+        metavar="HOST:PORT",
+        help="an instance of a primary + replicas set, repeatable: connect to the one that "
+        "is writable (queue.state() RUNNING) and follow it; replaces --host/--port "
+        "(default: $QUEUEBOX_ADDRESSES, comma-separated, else none)",
+    )
+    group.add_argument(
+        "--failover-timeout",
+        type=seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --address: give up finding the writable instance after this long",
+    )
 
 
 def fail(prog: str, message: str, code: int) -> int:

@@ -6,7 +6,8 @@ the event loop; it knows nothing about how a reply arrived.
 
     QueueboxError
     ├── NetworkError (also a builtin ConnectionError)   -- nothing reached the server
-    │   └── ConnectionLost                              -- the call may or may not have run
+    │   ├── ConnectionLost                              -- the call may or may not have run
+    │   └── NoWritableInstance                          -- no address answered RUNNING in time
     ├── CallTimeout (also a builtin TimeoutError)
     ├── QueueFull                                       -- limfifottl put found no room
     └── ServerError(code, message)                      -- the server answered an error
@@ -31,6 +32,7 @@ __all__ = [
     "ConnectionLost",
     "NetworkError",
     "NoSuchProcedure",
+    "NoWritableInstance",
     "QueueError",
     "QueueFull",
     "QueueboxError",
@@ -60,6 +62,12 @@ class NetworkError(QueueboxError, ConnectionError):
 
 class ConnectionLost(NetworkError):
     """The connection broke while a call was in flight: it may or may not have run."""
+
+
+class NoWritableInstance(NetworkError):
+    """None of the addresses given to connect() was the writable instance (its
+    `queue.state()` RUNNING) within the failover timeout; the message says what each
+    one answered."""
 
 
 class CallTimeout(QueueboxError, TimeoutError):

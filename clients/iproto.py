@@ -41,6 +41,9 @@ class Options:
         reconnect_timeout: give up reconnecting (calls fail with NetworkError) after
             this many seconds without a connection; None retries forever in the
             background while each call waits at most its own timeout.
+        failover_timeout: with several addresses (clients.failover), give up looking
+            for the writable instance after this many seconds (`NoWritableInstance`);
+            it replaces reconnect_timeout there.
     """
 
     connect_timeout: float = 5.0
@@ -50,6 +53,7 @@ class Options:
     backoff_max: float = 2.0
     backoff_factor: float = 2.0
     reconnect_timeout: float | None = None
+    failover_timeout: float = 30.0
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up

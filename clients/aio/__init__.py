@@ -9,11 +9,11 @@ without asyncio. Built on `protocol/` only; must not import server/, drivers/ or
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from types import TracebackType
 from typing import Any
 
-from queuebox.clients import iproto
+from queuebox.clients import failover, iproto
 from queuebox.clients.aio.connection import Connection
 from queuebox.clients.aio.consumer import Consumer
 from queuebox.clients.aio.legacy import LegacyQueue
@@ -49,6 +49,8 @@ def connect(
     user: str | None = None,
     password: str | None = None,
     *,
+    addresses: str | Iterable[str | tuple[str, int]] | None = None,
+    failover_timeout: float = 30.0,
     connect_timeout: float = 5.0,
     call_timeout: float | None = 30.0,
     reconnect: bool = True,
@@ -61,6 +63,13 @@ def connect(
     Use ``conn = await connect(...)`` or ``async with connect(...) as conn:``.
     Raises `NetworkError` when the server cannot be reached and `AuthError` when the
     credentials are refused. See `iproto.Options` for the timeouts and backoff.
+
+    `addresses` (``["h1:3301", "h2:3301"]`` or ``"h1:3301,h2:3301"``; host and port are
+    then ignored) follows the writable instance of a primary + replicas set: connect to
+    the first whose `queue.state()` is RUNNING, and find it again when a change is
+    refused as read-only or the connection breaks (see `clients.failover` for which
+    calls are retried). No writable instance within `failover_timeout` seconds raises
+    `NoWritableInstance`. Use `identify()` for a queue session that follows it too.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -69,5 +78,7 @@ def connect(
         backoff_initial=backoff_initial,
         backoff_max=backoff_max,
         reconnect_timeout=reconnect_timeout,
+        failover_timeout=failover_timeout,
     )
-    return _Connecting(Connection(host, port, user, password, options))
+    several = () if addresses is None else failover.parse_addresses(addresses)
+    return _Connecting(Connection(host, port, user, password, options, several))

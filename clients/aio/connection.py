@@ -19,6 +19,12 @@ Connection states:
 Calls in flight when the connection breaks fail with `ConnectionLost` (they may or may
 not have run). Calls made while RECONNECTING wait for the connection, within their own
 timeout.
+
+Given several addresses (`clients.failover`), connecting means finding the writable
+instance: each address in turn until one's `queue.state()` says RUNNING, rounds repeated
+with backoff for at most `failover_timeout` (then BROKEN with `NoWritableInstance`). A
+reply ER_READONLY sends the connection back to RECONNECTING (the old socket closes once
+its calls are answered), and calls are retried there as `failover.verdict` says.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from queuebox import protocol
-from queuebox.clients import iproto
+from queuebox.clients import failover, iproto
+from queuebox.clients.aio.dial import Dialer
 from queuebox.clients.aio.legacy import LegacyQueue
 from queuebox.clients.aio.tube import Tube
 from queuebox.clients.aio.wire import Orphan, Wire
@@ -46,6 +53,7 @@ from queuebox.clients.errors import (
 )
 
 T = TypeVar("T")
+LOST = failover.Event.LOST_IN_FLIGHT
 log = logging.getLogger("queuebox.client")
 
 __all__ = ["Connection"]
@@ -66,11 +74,16 @@ class Connection:
         user: str | None,
         password: str | None,
         options: iproto.Options,
+        addresses: tuple[failover.Address, ...] = (),
     ) -> None:
-        self.host, self.port = host, port
-        self._user, self._password = user, password
         self._opts = options
         self._syncs = iproto.Syncs()
+        # Several addresses: follow the writable one (failover mode); none: just host:port.
+        self._dial = Dialer(
+            (host, port), addresses, user, password, options, self._syncs, self._lost
+        )
+        self.host, self.port = self._dial.at
+        self._leaving: set[Wire] = set()
         self._wire: Wire | None = None
         self._ready = asyncio.Event()
         self._broken: NetworkError | None = None
@@ -84,87 +97,63 @@ class Connection:
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def _open(self) -> Wire:
-        loop = asyncio.get_running_loop()
-        where = f"{self.host}:{self.port}"
-        transport: asyncio.Transport | None = None
-        try:
-            async with asyncio.timeout(self._opts.connect_timeout):
-                transport, wire = await loop.create_connection(
-                    lambda: Wire(self._lost), self.host, self.port
-                )
-                self.greeting = iproto.check_greeting(await wire.greeting)
-                sync = self._syncs.next()
-                auth = iproto.auth_request(sync, self.greeting, self._user, self._password)
-                if auth is not None:
-                    iproto.check_auth(await wire.send(sync, auth))
-                return wire
-        except TimeoutError:
-            error: Exception = NetworkError(f"timed out connecting to {where}")
-        except OSError as exc:
-            error = NetworkError(f"cannot connect to {where}: {exc.strerror or exc}")
-        except NetworkError as exc:
-            error = NetworkError(f"cannot connect to {where}: {exc}")
-        except BaseException:
-            if transport is not None:
-                transport.abort()
-            raise
-        if transport is not None:
-            transport.abort()
-        raise error
-
     async def start(self) -> Connection:
         """Open the first connection (what awaiting `clients.aio.connect()` does)."""
-        self._attach(await self._open())
+        if self._dial.addresses:
+            self._attach(await self._dial.retrying(self._opts.failover_timeout, self._rejoin))
+        else:
+            self._attach(await self._dial.open())
         return self
 
     def _attach(self, wire: Wire) -> None:
         self._wire = wire
+        self.host, self.port = self._dial.at
+        self.greeting = self._dial.greeting
         self._ready.set()
 
     def _lost(self, wire: Wire) -> None:
-        if wire is not self._wire:
-            return
+        self._leaving.discard(wire)
+        if wire is self._wire:
+            self._detach(f"connection to {self.host}:{self.port} lost")
+
+    def _leave(self, wire: Wire) -> None:
+        """`wire`'s instance refused a change as read-only: find the writable one; the
+        old socket closes once the calls in flight on it are answered."""
+        if wire is self._wire:
+            self._leaving.add(wire)
+            wire.close_when_idle()
+            self._detach(f"{self.host}:{self.port} is read-only")
+
+    def _detach(self, why: str) -> None:
         self._wire = None
         self._ready.clear()
         if self._closed:
             return
         if not self._opts.reconnect:
-            self._broken = NetworkError(f"connection to {self.host}:{self.port} lost")
+            self._broken = NetworkError(why)
             self._ready.set()
             return
-        log.warning("connection to %s:%s lost, reconnecting", self.host, self.port)
+        log.warning("%s, reconnecting", why)
         self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
         started = time.monotonic()
-        for delay in self._opts.backoff():
-            try:
-                wire = await self._open()
-                try:
-                    async with asyncio.timeout(self._opts.connect_timeout):
-                        await self._rejoin(wire)
-                except BaseException:
-                    wire.abort(ConnectionLost("reconnect abandoned"))
-                    raise
-            except AuthError as exc:
-                self._give_up(NetworkError(f"reconnect refused: {exc}"))
-                return
-            except (NetworkError, ServerError, OSError, TimeoutError) as exc:
-                log.debug("reconnect to %s:%s failed: %s", self.host, self.port, exc)
-            else:
-                self.reconnects += 1
-                self._attach(wire)
-                log.info(
-                    "reconnected to %s:%s after %.1f s", self.host, self.port,
-                    time.monotonic() - started,
-                )  # fmt: skip
-                return
-            limit = self._opts.reconnect_timeout
-            if limit is not None and time.monotonic() - started + delay > limit:
-                self._give_up(NetworkError(f"cannot reconnect to {self.host}:{self.port}"))
-                return
-            await asyncio.sleep(delay)
+        limit = self._opts.reconnect_timeout
+        if self._dial.addresses:
+            limit = self._opts.failover_timeout
+        try:
+            wire = await self._dial.retrying(limit, self._rejoin)
+        except AuthError as exc:
+            self._give_up(NetworkError(f"reconnect refused: {exc}"))
+            return
+        except NetworkError as exc:
+            self._give_up(exc)
+            return
+        self.reconnects += 1
+        self._attach(wire)
+        log.info(
+            "reconnected to %s:%s after %.1f s", self.host, self.port, time.monotonic() - started
+        )
 
     def _give_up(self, error: NetworkError) -> None:
         self._broken = error
@@ -174,11 +163,8 @@ class Connection:
         """Re-join the queue session we had, so the tasks we took stay ours."""
         if self._session is None:
             return
-        sync = self._syncs.next()
-        call = modern.identify(self._session)
-        response = await wire.send(sync, iproto.encode(sync, call))
         try:
-            iproto.result(call, response)
+            await self._dial.ask(wire, modern.identify(self._session))
         except ServerError as exc:
             log.warning("could not re-join queue session: %s", exc)
             self._session = None
@@ -190,9 +176,10 @@ class Connection:
         self._ready.set()
         if self._reconnecting is not None:
             self._reconnecting.cancel()
-        if self._wire is not None:
-            self._wire.abort(NetworkError("connection closed"))
-            self._wire = None
+        for wire in [self._wire, *self._leaving]:
+            if wire is not None:
+                wire.abort(NetworkError("connection closed"))
+        self._wire = None
         await asyncio.sleep(0)
 
     async def __aenter__(self) -> Connection:
@@ -224,9 +211,35 @@ class Connection:
             await self._ready.wait()
 
     async def _roundtrip(
-        self, payload: Callable[[int], bytes], wait: float | None, orphan: Orphan | None
+        self,
+        payload: Callable[[int], bytes],
+        wait: float | None,
+        orphan: Orphan | None,
+        repeatable: bool = False,
     ) -> protocol.Response:
         """Send one request (payload(sync) -> bytes) and wait for its reply.
+
+        Following the writable instance, a reply ER_READONLY or a connection broken
+        mid-call sends it again on the instance found next, as `failover.verdict` says.
+        """
+        attempts = failover.MAX_ATTEMPTS if self._dial.addresses and self._opts.reconnect else 1
+        for attempt in range(1, attempts + 1):
+            last = attempt == attempts
+            try:
+                wire, response = await self._send_once(payload, wait, orphan)
+            except ConnectionLost:
+                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
+                    raise
+                continue
+            if last or not failover.refused_read_only(response.error_code):
+                return response
+            self._leave(wire)
+        raise AssertionError("the last attempt returns or raises")
+
+    async def _send_once(
+        self, payload: Callable[[int], bytes], wait: float | None, orphan: Orphan | None
+    ) -> tuple[Wire, protocol.Response]:
+        """Send one request on the current wire (waiting for one) and wait for its reply.
 
         A call that times out or is cancelled leaves `orphan` to handle its late reply.
         """
@@ -250,7 +263,7 @@ class Connection:
                 timeout, self._expire, wire, sync, waiter, orphan, timeout
             )
         try:
-            return await waiter
+            return wire, await waiter
         except asyncio.CancelledError:
             wire.abandon(sync, orphan)
             raise
@@ -273,8 +286,10 @@ class Connection:
     async def run(self, call: Call[T]) -> T:
         """Run a described queue call (see `clients.calls`) and return its result."""
         orphan = None if call.undo is None else partial(self._undo_late, call)
-        response = await self._roundtrip(partial(iproto.encode, call=call), call.wait, orphan)
-        return iproto.result(call, response)
+        payload = partial(iproto.encode, call=call)
+        return iproto.result(
+            call, await self._roundtrip(payload, call.wait, orphan, call.repeatable)
+        )
 
     def _undo_late(self, call: Call[Any], response: protocol.Response) -> None:
         """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""
@@ -294,7 +309,7 @@ class Connection:
 
     async def ping(self) -> None:
         """Send an IPROTO PING and wait for its answer."""
-        iproto.raise_for(await self._roundtrip(protocol.encode_ping, 0.0, None))
+        iproto.raise_for(await self._roundtrip(protocol.encode_ping, 0.0, None, repeatable=True))
 
     async def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
         """Call a server function by name; return its list of return values.

@@ -39,6 +39,7 @@ class Wire(asyncio.Protocol):
         self._out: list[bytes] = []
         self._transport: asyncio.Transport | None = None
         self._on_lost = on_lost
+        self._closing = False
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -70,6 +71,8 @@ class Wire(asyncio.Protocol):
                 orphan = self._orphans.pop(response.sync, None)
                 if orphan is not None:
                     orphan(response)
+        if self._closing:
+            self._close_if_idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")
@@ -104,6 +107,15 @@ class Wire(asyncio.Protocol):
         self._waiters.pop(sync, None)
         if orphan is not None and self.lost is None:
             self._orphans[sync] = orphan
+
+    def close_when_idle(self) -> None:
+        """Send nothing more; close once every call sent has its reply."""
+        self._closing = True
+        self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        if not self._waiters and self._transport is not None:
+            self._transport.close()
 
     def abort(self, reason: BaseException) -> None:
         self.lost = self.lost or reason

@@ -8,7 +8,9 @@ pair up with `clients.aio`: `connection` (`Connection` over a plain socket), `tu
 
 from __future__ import annotations
 
-from queuebox.clients import iproto
+from collections.abc import Iterable
+
+from queuebox.clients import failover, iproto
 from queuebox.clients.blocking.connection import Connection
 from queuebox.clients.blocking.legacy import LegacyQueue
 from queuebox.clients.blocking.tube import Tube
@@ -22,6 +24,8 @@ def connect(
     user: str | None = None,
     password: str | None = None,
     *,
+    addresses: str | Iterable[str | tuple[str, int]] | None = None,
+    failover_timeout: float = 30.0,
     connect_timeout: float = 5.0,
     call_timeout: float | None = 30.0,
     reconnect: bool = True,
@@ -33,6 +37,7 @@ def connect(
 
     Raises `NetworkError` when the server cannot be reached and `AuthError` when the
     credentials are refused. Use the connection as a context manager, or `close()` it.
+    `addresses` and `failover_timeout`: follow the writable instance, as in `clients.aio`.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -41,5 +46,7 @@ def connect(
         backoff_initial=backoff_initial,
         backoff_max=backoff_max,
         reconnect_timeout=reconnect_timeout,
+        failover_timeout=failover_timeout,
     )
-    return Connection(host, port, user, password, options).start()
+    several = () if addresses is None else failover.parse_addresses(addresses)
+    return Connection(host, port, user, password, options, several).start()

@@ -22,18 +22,21 @@ import pytest
 import yaml
 
 from queuebox.cli import COMMANDS
-from queuebox.server.config import ConfigError, load_config
+from queuebox.server.config import SCALAR_FIELDS, ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 DATA_DIR = "/var/lib/queuebox"
+# The services that run a queuebox server, and the one that is not queuebox at all.
+SERVERS = ("queuebox", "primary", "replica")
+ETCD = "etcd"
 
 
-def dockerfile_instructions() -> list[tuple[str, str]]:
+def dockerfile_instructions(path: Path = ROOT / "Dockerfile") -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
     lines: list[str] = []
     pending = ""
-    for raw in (ROOT / "Dockerfile").read_text().splitlines():
+    for raw in path.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -100,11 +103,11 @@ def assert_runs_existing_command(command: list[str]) -> None:
 # --- Dockerfile ---
 
 
-def dockerfile_args() -> dict[str, str]:
+def dockerfile_args(path: Path = ROOT / "Dockerfile") -> dict[str, str]:
     """Each ARG and its default ('' when it has none)."""
     return {
         name: value
-        for word, args in dockerfile_instructions()
+        for word, args in dockerfile_instructions(path)
         if word == "ARG"
         for name, _, value in [args.partition("=")]
     }
@@ -224,6 +227,8 @@ def test_compose_builds_every_service_from_the_dockerfile() -> None:
     # A service with only `image: queuebox:local` would make compose pull it
     # from a registry on a fresh machine.
     for name, service in compose()["services"].items():
+        if name == ETCD:
+            continue  # its own image: test_ha_etcd_is_built_from_debians_package
         context = (DOCKER / service["build"]["context"]).resolve()
         assert context == ROOT, name
         assert (context / service["build"]["dockerfile"]).is_file(), name
@@ -270,7 +275,7 @@ def test_compose_clients_do_not_inherit_the_servers_healthcheck() -> None:
     # The image's HEALTHCHECK pings a server on 127.0.0.1 of its own container:
     # a client container inheriting it shows `unhealthy` while it works.
     for name, service in compose()["services"].items():
-        if name == "queuebox":
+        if name in SERVERS:
             continue
         check = service.get("healthcheck")
         assert check is not None, f"{name} inherits the image's healthcheck"
@@ -281,6 +286,8 @@ def test_compose_clients_do_not_inherit_the_servers_healthcheck() -> None:
 def test_compose_build_args_match_the_dockerfile() -> None:
     args = dockerfile_args()
     for name, service in compose()["services"].items():
+        if name == ETCD:
+            continue  # test_ha_etcd_is_built_from_debians_package
         build_args = service["build"]["args"]
         assert set(build_args) <= set(args), name
         # `${PYTHON_IMAGE:-default}`: the same default as the Dockerfile's.
@@ -303,6 +310,10 @@ def compose_v2() -> list[str] | None:
     return None
 
 
+def profiles(*names: str) -> list[str]:
+    return [arg for name in names for arg in ("--profile", name)]
+
+
 def test_compose_v2_accepts_the_file(tmp_path: Path) -> None:
     # `docker compose config` parses and validates without a daemon. It needs the
     # .env the services read: a copy of the layout gets one from the example,
@@ -313,10 +324,11 @@ def test_compose_v2_accepts_the_file(tmp_path: Path) -> None:
     copy = tmp_path / "docker"
     copy.mkdir()
     (copy / "examples").symlink_to(DOCKER / "examples")
+    (copy / "etcd.Dockerfile").symlink_to(DOCKER / "etcd.Dockerfile")
     (copy / "compose.yaml").write_text((DOCKER / "compose.yaml").read_text())
     (copy / ".env").write_text((DOCKER / "queuebox.env.example").read_text())
     result = subprocess.run(
-        [*command, "--profile", "examples", "--profile", "bench", "config", "--quiet"],
+        [*command, *profiles("examples", "bench", "ha"), "config", "--quiet"],
         cwd=copy, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -341,3 +353,115 @@ def test_readme_shows_run_compose_the_offline_build_and_the_size() -> None:
                  "DOCKER_BUILDKIT=0"):  # fmt: skip
         assert text in readme, text
     assert re.search(r"image size[^\n]*\d+ MB", readme, re.IGNORECASE), "image size not stated"
+
+
+# --- the `ha` profile: etcd, a primary and its replica ---
+
+
+def ha_env(name: str) -> dict[str, str]:
+    """What a server of the profile gets: the example .env, then its `environment`,
+    with ${VAR} taken from the example .env as compose takes it from docker/.env."""
+    example = dict(
+        line.split("=", 1)
+        for line in (DOCKER / "queuebox.env.example").read_text().splitlines()
+        if re.match(r"^[A-Z_]+=", line)
+    )
+    env = dict(example)
+    for key, value in compose()["services"][name]["environment"].items():
+        env[key] = re.sub(r"\$\{(\w+)\}", lambda m: example[m.group(1)], str(value))
+    return env
+
+
+def test_ha_profile_has_etcd_a_primary_and_a_replica() -> None:
+    services = compose()["services"]
+    ha = sorted(name for name, service in services.items() if "ha" in service.get("profiles", []))
+    assert ha == ["etcd", "primary", "replica"]
+    assert services["primary"]["depends_on"]["etcd"]["condition"] == "service_healthy"
+    assert services["replica"]["depends_on"]["primary"]["condition"] == "service_healthy"
+    assert services["replica"]["depends_on"]["etcd"]["condition"] == "service_healthy"
+
+
+@pytest.mark.parametrize("name", ["primary", "replica"])
+def test_ha_servers_settings_are_the_servers(name: str) -> None:
+    # Every QUEUEBOX_* name is one the server reads (a misspelt one would be ignored),
+    # and the values parse.
+    env = ha_env(name)
+    known = {"listen", *SCALAR_FIELDS}
+    for key in compose()["services"][name]["environment"]:
+        assert key.startswith("QUEUEBOX_") and key[len("QUEUEBOX_") :].lower() in known, key
+    config = load_config({}, env)
+    assert config.etcd_endpoints == ("http://etcd:2379",)
+    assert config.advertise == f"{name}:3301"
+    assert (config.listen_host, config.listen_port) == ("0.0.0.0", 3301)
+    # Either may lead after a failover: both can log in to the other.
+    assert (config.replication_user, config.replication_password) == ("app", "change-me")
+    if name == "replica":
+        assert config.replication_source == (("primary", 3301),)
+    else:
+        assert config.replication_source == ()
+
+
+@pytest.mark.parametrize("name", ["primary", "replica"])
+def test_ha_replication_password_comes_from_the_env_file(name: str) -> None:
+    server = compose()["services"][name]
+    assert server["env_file"] == ".env"
+    assert server["environment"]["QUEUEBOX_REPLICATION_USER"] == "${QUEUEBOX_USER}"
+    assert server["environment"]["QUEUEBOX_REPLICATION_PASSWORD"] == "${QUEUEBOX_PASSWORD}"
+    assert "change-me" not in (DOCKER / "compose.yaml").read_text()
+
+
+def test_ha_services_keep_their_data_in_separate_volumes() -> None:
+    doc = compose()
+    mounts = {
+        name: [volume.split(":")[0] for volume in doc["services"][name]["volumes"]]
+        for name in (ETCD, "primary", "replica", "queuebox")
+    }
+    named = [volume for volumes in mounts.values() for volume in volumes]
+    assert len(named) == len(set(named)) == 4, mounts
+    assert set(named) <= set(doc["volumes"])
+    assert doc["services"]["primary"]["volumes"] == [f"primary-data:{DATA_DIR}"]
+    assert doc["services"]["replica"]["volumes"] == [f"replica-data:{DATA_DIR}"]
+
+
+def test_ha_servers_have_the_images_healthcheck_and_their_own_ports() -> None:
+    services = compose()["services"]
+    published = []
+    for name in ("primary", "replica"):
+        assert services[name]["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
+        published += [str(port).rsplit(":", 1)[0] for port in services[name]["ports"]]
+    published += [str(port).rsplit(":", 1)[0] for port in services["queuebox"]["ports"]]
+    assert len(set(published)) == len(published), published
+    check = services[ETCD]["healthcheck"]["test"]
+    assert check[:3] == ["CMD", "python3", "-c"] and "2379/health" in check[3]
+
+
+def test_ha_etcd_is_built_from_debians_package() -> None:
+    path = DOCKER / "etcd.Dockerfile"
+    etcd = compose()["services"][ETCD]
+    assert (DOCKER / etcd["build"]["context"] / etcd["build"]["dockerfile"]).resolve() == path
+    # The same Debian base as the queuebox image, chosen by the same build argument.
+    base = dockerfile_args()["PYTHON_IMAGE"]
+    assert dockerfile_args(path)["PYTHON_IMAGE"] == base
+    assert etcd["build"]["args"] == {"PYTHON_IMAGE": f"${{PYTHON_IMAGE:-{base}}}"}
+    instructions = dockerfile_instructions(path)
+    assert [args for word, args in instructions if word == "FROM"] == ["${PYTHON_IMAGE}"]
+    (install,) = [args for word, args in instructions if word == "RUN"]
+    assert "apt-get install -y --no-install-recommends etcd-server" in install
+    users = [args for word, args in instructions if word == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    (entrypoint,) = [exec_form(args) for word, args in instructions if word == "ENTRYPOINT"]
+    (cmd,) = [exec_form(args) for word, args in instructions if word == "CMD"]
+    command = entrypoint + cmd
+    assert command[0] == "etcd"
+    flags = dict(zip(command[1::2], command[2::2], strict=True))
+    assert flags["--listen-client-urls"] == "http://0.0.0.0:2379"
+    assert flags["--advertise-client-urls"] == "http://etcd:2379"
+    volumes = [v for word, args in instructions if word == "VOLUME" for v in exec_form(args)]
+    assert flags["--data-dir"].startswith(volumes[0] + "/")
+    assert etcd["volumes"] == [f"etcd-data:{volumes[0]}"]
+
+
+def test_readme_shows_the_ha_profile() -> None:
+    readme = (DOCKER / "README.md").read_text()
+    for text in ("--profile ha", "etcd.Dockerfile", "QUEUEBOX_ADDRESSES", "primary", "replica"):
+        assert text in readme, text

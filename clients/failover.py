@@ -1,0 +1,115 @@
+"""Following the writable instance of a primary + replicas set, decided without I/O.
+
+Owns: reading a list of addresses (`parse_addresses`), what counts as the writable one
+(`queue.state()` answers RUNNING) and the retry decision table: after a call was refused
+as read-only, or its connection broke, may the client run it again on the writable
+instance it finds next (`verdict`)? The async and blocking connections both ask here, so
+the two clients decide alike. Must not touch sockets, the event loop or the clock.
+
+    what happened to the call             repeatable (reads)   changes data (writes)
+    ------------------------------------  -------------------  ---------------------------
+    answered ER_READONLY (code 7)         retry                retry: it was not applied
+    connection broke, call in flight      retry                raise ConnectionLost: the
+                                                               caller decides (it may have
+                                                               been applied)
+
+A retry first finds the writable instance again (connect to each address in turn, ask
+`queue.state()`), then re-joins the queue session the client had (`queue.identify(uuid)`),
+then sends the call once more; a call is sent at most `MAX_ATTEMPTS` times.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+from queuebox import protocol
+from queuebox.clients.iproto import parse_address
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "WRITABLE_STATE",
+    "Address",
+    "Event",
+    "Verdict",
+    "parse_addresses",
+    "refused_read_only",
+    "verdict",
+]
+
+Address = tuple[str, int]
+
+# What `queue.state()` answers on the instance that takes writes; a read-only one
+# (a replica, a fenced-off primary) answers WAITING.
+WRITABLE_STATE = "RUNNING"
+# Sends of one call: the first, and a retry for each failover it lives through.
+MAX_ATTEMPTS = 4
+
+
+class Event(enum.Enum):
+    """What happened to a call that did not get a usable answer."""
+
+    REFUSED_READ_ONLY = "refused_read_only"
+    LOST_IN_FLIGHT = "lost_in_flight"
+
+
+class Verdict(enum.Enum):
+    RETRY = "retry"
+    RAISE = "raise"
+
+
+# (event, the call is repeatable) -> what to do; the table in the module docstring.
+_TABLE: dict[tuple[Event, bool], Verdict] = {
+    (Event.REFUSED_READ_ONLY, True): Verdict.RETRY,
+    (Event.REFUSED_READ_ONLY, False): Verdict.RETRY,
+    (Event.LOST_IN_FLIGHT, True): Verdict.RETRY,
+    (Event.LOST_IN_FLIGHT, False): Verdict.RAISE,
+}
+
+
+def verdict(event: Event, repeatable: bool) -> Verdict:
+    """Retry the call on the writable instance found again, or raise to the caller."""
+    return _TABLE[(event, repeatable)]
+
+
+def refused_read_only(code: int) -> bool:
+    """True for the error code of a change sent to a read-only instance (not applied)."""
+    return code == protocol.ErrorCode.ER_READONLY
+
+
+def parse_addresses(value: str | Iterable[str | Address]) -> tuple[Address, ...]:
+    """``"h1:3301,h2:3302"``, or a list of such texts and (host, port) pairs, into
+    ((host, port), ...) in order, duplicates dropped. ValueError when none is given or
+    a port is not a number 1-65535."""
+    items = [value] if isinstance(value, str) else list(value)
+    found: list[Address] = []
+    for item in items:
+        for address in _split(item):
+            if address not in found:
+                found.append(address)
+    if not found:
+        raise ValueError("expected at least one HOST:PORT address")
+    return tuple(found)
+
+
+def _split(item: str | Address) -> list[Address]:
+    if not isinstance(item, str):
+        host, port = item
+        return [_checked(str(host), int(port), f"{host}:{port}")]
+    addresses = []
+    for text in item.split(","):
+        text = text.strip()
+        if not text:
+            continue
+        try:
+            host, port = parse_address(text)
+        except ValueError:
+            raise ValueError(f"expected HOST:PORT, got {text!r}") from None
+        addresses.append(_checked(host, port, text))
+    return addresses
+
+
+def _checked(host: str, port: int, text: str) -> Address:
+    if not 0 < port < 65536 or not host:
+        raise ValueError(f"expected HOST:PORT with a port 1-65535, got {text!r}")
+    return (host, port)

@@ -1,0 +1,103 @@
+"""The pure parts of following the writable instance: addresses, the retry decision table,
+which calls are safe to send twice (clients/failover.py, clients/calls.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queuebox.clients import iproto
+from queuebox.clients.calls import Call, legacy, modern
+from queuebox.clients.failover import (
+    Event,
+    Verdict,
+    parse_addresses,
+    refused_read_only,
+    verdict,
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("h1:3301,h2:3302", (("h1", 3301), ("h2", 3302))),
+        (" h1:3301 , h2:3302 ,", (("h1", 3301), ("h2", 3302))),
+        (["h1:3301", ("h2", 3302)], (("h1", 3301), ("h2", 3302))),
+        (["h1:1,h2:2", "h3:3"], (("h1", 1), ("h2", 2), ("h3", 3))),
+        ("[::1]:3301", (("::1", 3301),)),
+        ("h1", (("h1", 3301),)),
+        ("h1:5,h1:5,h2:5", (("h1", 5), ("h2", 5))),
+    ],
+)
+def test_addresses_are_read_in_order(value: Any, expected: tuple[tuple[str, int], ...]) -> None:
+    assert parse_addresses(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", " , ", [], "h1:http", "h1:0", "h1:70000", [("h", 0)]])
+def test_bad_addresses_say_what_was_expected(value: Any) -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_addresses(value)
+
+
+def test_the_retry_table() -> None:
+    # A refusal as read-only was not applied: any call goes again. A broken connection
+    # may have run the call: only the repeatable ones go again.
+    assert verdict(Event.REFUSED_READ_ONLY, repeatable=True) is Verdict.RETRY
+    assert verdict(Event.REFUSED_READ_ONLY, repeatable=False) is Verdict.RETRY
+    assert verdict(Event.LOST_IN_FLIGHT, repeatable=True) is Verdict.RETRY
+    assert verdict(Event.LOST_IN_FLIGHT, repeatable=False) is Verdict.RAISE
+
+
+def test_only_er_readonly_is_a_read_only_refusal() -> None:
+    assert refused_read_only(7)
+    assert not refused_read_only(0)  # an answer that is not an error
+    assert not refused_read_only(32)  # a queue error: applied or refused for good
+
+
+READS: list[Call[Any]] = [
+    modern.by_id("jobs", "peek", 1),
+    modern.tubes(),
+    modern.tube_exists("jobs"),
+    modern.statistics(None),
+    modern.statistics("jobs"),
+    modern.state(),
+    modern.identify(None),
+    modern.identify(b"u" * 16),
+    legacy.by_id("peek", 0, "id"),
+    legacy.meta(0, "id"),
+    legacy.statistics(0, None),
+]
+WRITES: list[Call[Any]] = [
+    modern.put("jobs", "x", {}),
+    modern.take("jobs", 0),
+    modern.touch("jobs", 1, 5),
+    modern.release("jobs", 1, None),
+    *(modern.by_id("jobs", name, 1) for name in ("ack", "bury", "delete")),
+    modern.kick("jobs", 1),
+    modern.drop("jobs"),
+    modern.no_result("jobs", "truncate"),
+    modern.no_result("jobs", "release_all"),
+    modern.create_tube("jobs", "fifo", {}),
+    modern.cfg({"ttr": 5}),
+    legacy.put("put", 0, "jobs", ("x",), (0, 0, 0, 0)),
+    legacy.take(0, "jobs", 0),
+    *(legacy.by_id(fn, 0, "id") for fn in ("ack", "done", "bury", "dig", "release", "delete")),
+    legacy.kick(0, "jobs", 1),
+    legacy.truncate(0, "jobs"),
+]
+
+
+@pytest.mark.parametrize("call", READS, ids=lambda call: call.function)
+def test_reads_are_repeatable(call: Call[Any]) -> None:
+    assert call.repeatable
+
+
+@pytest.mark.parametrize("call", WRITES, ids=lambda call: call.function)
+def test_changes_are_not_repeatable(call: Call[Any]) -> None:
+    # A take sent twice may leave a second task taken by nobody who knows its id.
+    assert not call.repeatable
+
+
+def test_failover_timeout_defaults_to_30_s() -> None:
+    assert iproto.Options().failover_timeout == 30.0
