@@ -38,7 +38,9 @@ from queuebox.clients.model import Task
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 
-__all__ = ["create_tube", "drop_tube", "peek", "ping", "put", "stats", "take", "tubes"]
+__all__ = [
+    "create_tube", "drop_tube", "peek", "ping", "promote", "put", "stats", "take", "tubes"
+]  # fmt: skip
 
 
 class NotFound(QueueboxError):
@@ -171,6 +173,27 @@ def ping(argv: list[str], prog: str = "queuebox ping") -> int:
             print(_to_json({"ok": True, "address": where, "version": version, "ms": millis}))
         else:
             print(f"PONG from {where} (Tarantool {version} protocol) in {millis:.2f} ms")
+
+    return _run(prog, parser, argv, body)
+
+
+def promote(argv: list[str], prog: str = "queuebox promote") -> int:
+    """Make a read-only replica the writable primary (admin rights; not under etcd)."""
+    parser = _parser(
+        prog,
+        "Promote the replica at --host/--port: it stops following its primary and "
+        "serves changes (queue.state() RUNNING). Refused where etcd decides failover.",
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        answer = conn.call("queuebox.promote")[0]
+        where = f"{conn.host}:{conn.port}"
+        if args.json:
+            print(_to_json({"address": where, **answer}))
+        elif answer["promoted"]:
+            print(f"{where} promoted: {answer['state']} from LSN {answer['lsn']}")
+        else:
+            print(f"{where} was already {answer['state']} (LSN {answer['lsn']})")
 
     return _run(prog, parser, argv, body)
 

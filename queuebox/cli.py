@@ -67,6 +67,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "peek": (_client("peek"), "show a task"),
     "create-tube": (_client("create_tube"), "create a tube"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
+    "promote": (_client("promote"), "make a read-only replica the writable primary"),
 }
 
 

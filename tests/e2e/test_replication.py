@@ -7,6 +7,8 @@ tarantool-python as the client.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,7 +23,7 @@ from tests.e2e.cluster import (
     wait_equal,
     wait_for,
 )
-from tests.e2e.serverproc import StartServer, unique
+from tests.e2e.serverproc import StartServer, clean_env, unique
 
 ER_READONLY = 7
 ER_SYNC_QUORUM_TIMEOUT = 194
@@ -217,3 +219,20 @@ def test_a_replica_ahead_of_its_primary_stops_and_says_so(start_server: StartSer
     with connect(replica) as r:
         assert r.call("queue.state").data == ["WAITING"]
         assert r.call("queue.statistics", [tube]).data[0]["tasks"]["ready"] == 10
+
+
+def test_the_promote_command_promotes_a_replica(start_server: StartServer) -> None:
+    primary = start_primary(start_server)
+    replica = start_replica(start_server, primary)
+    wait_for(lambda: "following the primary" in replica.log(), what="the replica")
+    command = [
+        sys.executable, "-m", "queuebox", "promote", "--port", str(replica.port),
+        "--user", "tester", "--password", "secret",
+    ]  # fmt: skip
+    first = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert first.returncode == 0, first.stderr
+    assert f"127.0.0.1:{replica.port} promoted: RUNNING" in first.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert "was already RUNNING" in again.stdout
+    with connect(replica) as r:
+        assert r.call("queue.state").data == ["RUNNING"]
