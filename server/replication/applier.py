@@ -116,6 +116,7 @@ class Applier:
         self.primary: str | None = None  # the address followed now
         self.primary_lsn = 0  # the newest LSN the primary said it has
         self.connected = False
+        self.ever_connected = False  # has followed a primary at least once
         self.diverged: str | None = None
         self._acked = 0
         self._link: Link | None = None
@@ -182,7 +183,7 @@ class Applier:
             if not got.is_chunk:
                 self._refused(got, link.address)
             if not self.connected:
-                self.connected = True
+                self.connected = self.ever_connected = True
                 log.info("following the primary", primary=link.address, after_lsn=after)
             kind, lsn, payload = got.data
             self.primary_lsn = max(self.primary_lsn, lsn)

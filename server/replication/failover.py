@@ -8,7 +8,7 @@ it cannot prove its lease is alive (`app.lease_ok` is the lease's own
 clock check, asked before every change, so a process resumed after SIGSTOP
 refuses at once), and is fenced for good when the lease is lost.
 
-    start ─▶ key vacant? ──yes, and caught up──▶ take it ─▶ promote ─▶ primary
+    start ─▶ key vacant? ──yes, and a candidate──▶ take it ─▶ promote ─▶ primary
                │ no: held by L                                  │ lease lost
                ▼                                                ▼
              follow L ──(the key changes or lapses)──▶ again   fenced (read-only)
@@ -87,10 +87,16 @@ class Failover:
             self.role.start_applier((parse_listen(address),))
             await self.lease.wait_changed(leader)
             return
-        if leader is None:
-            await self._wait_caught_up()
-            if not await self.lease.try_acquire():
-                return  # another one was quicker: follow it
+        if leader is not None:
+            # Our own address, from a lease of this instance's previous run: it
+            # lapses within its TTL, and only a lease of our own counts.
+            await self.lease.wait_vacant()
+            return
+        if not await self._caught_up():
+            await self.lease.wait_changed(None)  # not a candidate: wait for a leader
+            return
+        if not await self.lease.try_acquire():
+            return  # another one was quicker: follow it
         # We hold the key: promote, then keep it until it is lost.
         self.role.app.lease_ok = self.lease.holds
         log.info("leader key taken", key=self.me)
@@ -98,10 +104,20 @@ class Failover:
         await self.lease.wait_changed(self.me.encode())
         self._lost()
 
-    async def _wait_caught_up(self) -> None:
+    async def _caught_up(self) -> bool:
+        """May this instance take the key? Without an applier (a cluster's first
+        start) yes; a replica that never reached a primary, or diverged from it,
+        no (it would start the queue without its data); a replica that did,
+        once it applied all the primary announced, or one lease period later."""
         applier = self.role.applier
         if applier is None:
-            return
+            return True
+        if applier.diverged is not None or not applier.ever_connected:
+            log.warning(
+                "not a candidate for the leader key",
+                why=applier.diverged or "it never reached a primary",
+            )
+            return False
         waited = 0.0
         while not applier.caught_up and waited < self.config.etcd_lease_ttl:
             await asyncio.sleep(0.05)
@@ -112,6 +128,7 @@ class Failover:
                 applied_lsn=self.role.engine.last_lsn,
                 primary_lsn=applier.primary_lsn,
             )
+        return True
 
     def _lost(self) -> None:
         if not self.role.app.read_only:

@@ -54,6 +54,17 @@ def push(outlet: Outlet, sync: int, schema: int, kind: str, lsn: int, payload: b
     outlet.send(encode_reply(RESPONSE_CHUNK, sync, schema, {KEY_DATA: [kind, lsn, payload]}))
 
 
+def arguments(args: list[Any], usage: str, *kinds: type) -> list[Any]:
+    """The call's arguments if they are of `kinds` (ints not negative), else
+    ER_ILLEGAL_PARAMS naming the usage: never a traceback for a bad call."""
+    good = len(args) == len(kinds) and all(
+        type(a) is k and not (type(a) is int and a < 0) for a, k in zip(args, kinds, strict=False)
+    )
+    if not good:
+        raise CallError(ErrorCode.ER_ILLEGAL_PARAMS, f"usage: queuebox.replication.{usage}")
+    return args
+
+
 class Feed:
     """One subscribed replica."""
 
@@ -123,12 +134,13 @@ class Feeds:
             )
 
     def _ack(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        self.quorum.ack(str(args[0]), int(args[1]))
+        replica, lsn = arguments(args, "ack(uuid, lsn)", str, int)
+        self.quorum.ack(replica, lsn)
         return []
 
     def _subscribe(self, ctx: CallContext, args: list[Any]) -> Any:
         self._check_source()
-        replica, after, sync = str(args[0]), int(args[1]), int(args[2])
+        replica, after, sync = arguments(args, "subscribe(uuid, after_lsn, sync)", str, int, int)
         written = self.engine.durable_lsn
         if after > written:
             raise CallError(
@@ -188,7 +200,8 @@ class Feeds:
 
     def _join(self, ctx: CallContext, args: list[Any]) -> Any:
         self._check_source()
-        return self._send_snapshot(cast(Session, ctx), str(args[0]), int(args[1]))
+        replica, sync = arguments(args, "join(uuid, sync)", str, int)
+        return self._send_snapshot(cast(Session, ctx), replica, sync)
 
     async def _send_snapshot(self, session: Session, replica: str, sync: int) -> list[Any]:
         found = self.engine.newest_snapshot()

@@ -19,6 +19,7 @@ failover loop in failover.py drives promote/fence).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,7 @@ class Role:
         # Set by failover.py: promotion by hand is then refused (etcd decides).
         self.automatic = False
         self.on_promoted: list[Callable[[], None]] = []
+        self._promoting = asyncio.Lock()  # two promote calls at once build one queue
 
     def start(self) -> None:
         """Called once the engine is open, before the listener accepts."""
@@ -90,6 +92,10 @@ class Role:
 
     async def promote(self, why: str) -> dict[str, Any]:
         """Become the writable primary; the answer says from which LSN on."""
+        async with self._promoting:
+            return await self._promote(why)
+
+    async def _promote(self, why: str) -> dict[str, Any]:
         app = self.app
         if self.fenced:
             raise CallError(

@@ -187,3 +187,29 @@ def test_asynchronous_failover_takes_over_and_reports_its_loss(
     print(f"async failover: {len(load.acked_puts)} puts and {len(load.acked_acks)} acks "
           f"acknowledged; {len(lost)} puts lost, {len(back)} acked tasks back; "
           f"takeover {took:.2f} s")  # fmt: skip
+
+
+def test_a_primary_killed_and_restarted_waits_out_its_old_lease(
+    start_server: StartServer, etcd: EtcdProc
+) -> None:
+    """The leader key still names it, but under the dead process's lease: the new
+    process must not take that for its own (it would be fenced when it lapses)."""
+    port = free_port()
+    primary = start_server(
+        "--listen", f"127.0.0.1:{port}",
+        "--advertise", f"127.0.0.1:{port}",
+        "--etcd-endpoints", etcd.endpoints,
+        "--etcd-prefix", f"/{unique('cluster')}",
+        "--etcd-lease-ttl", str(LEASE_TTL),
+    )  # fmt: skip
+    tube = unique("own")
+    with connect(primary) as p:
+        wait_for(lambda: p.call("queue.state").data == ["RUNNING"], what="the leader")
+        p.call("queue.create_tube", [tube, "fifo"])
+    primary.restart(kill=True)
+    with connect(primary) as p:
+        wait_for(lambda: p.call("queue.state").data == ["RUNNING"], what="the leader again")
+        time.sleep(LEASE_TTL + 1)  # past the old lease: still the leader, not fenced
+        assert p.call(f"queue.tube.{tube}:put", ["after restart"]).data[0][0] == 0
+        assert p.call("queue.state").data == ["RUNNING"]
+    assert "fenced" not in primary.log()

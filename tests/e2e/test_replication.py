@@ -236,3 +236,19 @@ def test_the_promote_command_promotes_a_replica(start_server: StartServer) -> No
     assert "was already RUNNING" in again.stdout
     with connect(replica) as r:
         assert r.call("queue.state").data == ["RUNNING"]
+
+
+def test_bad_replication_calls_get_an_error_not_a_traceback(start_server: StartServer) -> None:
+    primary = start_primary(start_server)
+    with connect(primary) as p:
+        for name, args in [
+            ("queuebox.replication.ack", ["r", -1]),
+            ("queuebox.replication.subscribe", ["r", "zero", 1]),
+            ("queuebox.replication.join", []),
+        ]:
+            with pytest.raises(tarantool.DatabaseError) as err:
+                p.call(name, args)
+            assert err.value.args[0] == 1  # ER_ILLEGAL_PARAMS
+            assert "usage: queuebox.replication." in err.value.args[1]
+        assert p.call("queue.state").data == ["RUNNING"]
+    assert "Traceback" not in primary.log()
