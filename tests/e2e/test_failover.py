@@ -39,30 +39,42 @@ class Load:
     acked_acks: list[int] = field(default_factory=list)  # payloads of acked tasks
     # Acks sent whose answer never came: each may or may not have happened.
     unanswered_acks: list[int] = field(default_factory=list)
+    ended_by: list[Exception] = field(default_factory=list)  # what stopped each client
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self, port: int, first: int) -> None:
-        conn = tarantool.Connection(
-            "127.0.0.1", port, user="tester", password="secret", socket_timeout=5
-        )
         n = first
         try:
-            while not self.stop.is_set() and n < first + 50_000:
-                conn.call(f"queue.tube.{self.tube}:put", [n])
-                self.acked_puts.append(n)
-                n += 1
-                if n % 2 == 0:
-                    got = conn.call(f"queue.tube.{self.tube}:take", [0]).data
-                    if got and got[0]:
-                        task = got[0]
-                        self.unanswered_acks.append(task[2])
-                        conn.call(f"queue.tube.{self.tube}:ack", [task[0]])
-                        self.unanswered_acks.remove(task[2])
-                        self.acked_acks.append(task[2])
-        except (tarantool.Error, OSError):
-            return  # the primary is gone: what was answered is what counts
-        finally:
-            conn.close()
+            conn = tarantool.Connection(
+                "127.0.0.1", port, user="tester", password="secret", socket_timeout=5
+            )
+            try:
+                while not self.stop.is_set() and n < first + 50_000:
+                    conn.call(f"queue.tube.{self.tube}:put", [n])
+                    self.acked_puts.append(n)
+                    n += 1
+                    if n % 2 == 0:
+                        self._take_and_ack(conn)
+            finally:
+                conn.close()
+        except Exception as e:  # noqa: BLE001 -- kept and checked by the test
+            self.ended_by.append(e)
+
+    def _take_and_ack(self, conn: tarantool.Connection) -> None:
+        got = conn.call(f"queue.tube.{self.tube}:take", [0]).data
+        if got and got[0]:
+            task = got[0]
+            self.unanswered_acks.append(task[2])
+            conn.call(f"queue.tube.{self.tube}:ack", [task[0]])
+            self.unanswered_acks.remove(task[2])
+            self.acked_acks.append(task[2])
+
+    def check_ended_by_the_failure(self) -> None:
+        """The clients stop when the primary goes: a connection error (or the
+        warning about the socket the connector left behind), nothing else."""
+        expected = (tarantool.Error, OSError, ResourceWarning)
+        unexpected = [e for e in self.ended_by if not isinstance(e, expected)]
+        assert not unexpected, f"the load ended by {unexpected!r}"
 
 
 def start_pair(
@@ -111,6 +123,7 @@ def run_load_then(
     load.stop.set()
     for worker in workers:
         worker.join(30)
+    load.check_ended_by_the_failure()
     return load, took
 
 
