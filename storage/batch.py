@@ -25,6 +25,7 @@ class Batch:
     data: bytes
     undo: list[Undo] = field(repr=False)
     written: bool = False  # durable under the engine's wal_mode
+    last_ts: float | None = None  # the timestamp of the record at last_lsn
     cancelled: bool = False  # rolled back: must never be written
 
     @property

@@ -47,8 +47,10 @@ from pathlib import Path
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
 from .errors import (
+    CorruptLog,
     DataDirLocked,
     EngineError,
+    LsnUnavailable,
     ReadOnlyChange,
     ReplicationError,
     UnloggableChange,
@@ -63,7 +65,7 @@ from .replicated import apply_record
 from .snapshot import TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
 from .wal import WalWriter
-from .walfeed import WalCursor
+from .walfeed import WalCursor, first_record
 
 WAL_MODES = ("none", "write", "fsync")
 
@@ -134,6 +136,11 @@ class Engine:
         # The lowest LSN a replica still needs the WAL after (None: no replica):
         # finish_snapshot keeps the segments after it.
         self.retain_after: Callable[[], int | None] = lambda: None
+        # The timestamp of the record at last_lsn (None: unknown, e.g. a start
+        # from a snapshot alone): with the LSN it names one history, so a
+        # primary can tell a replica that wrote other records at the same LSNs.
+        self.last_ts: float | None = None
+        self._written_ts: float | None = None  # of the record at the durable LSN
 
     # -- lifecycle --
     def open(self, progress: Progress | None = None) -> RecoveryReport:
@@ -154,6 +161,8 @@ class Engine:
             # New files continue after every LSN any file on disk names or holds:
             # an LSN is never given twice, even after a forced start.
             self._last_lsn = self._taken_lsn = self._written_lsn = report.highest_lsn
+            self.last_ts = report.last_ts if report.last_lsn == report.highest_lsn else None
+            self._written_ts = self.last_ts
             self._snapshot_lsn = report.snapshot_lsn
             # WAL replayed on top of the snapshot counts toward the next one.
             self._wal_bytes_at_snapshot = -report.wal_bytes
@@ -224,6 +233,14 @@ class Engine:
         """The WAL frames after `after_lsn`, read back from disk."""
         return WalCursor(self._files, self.data_dir, after_lsn)
 
+    def record_ts(self, lsn: int) -> float | None:
+        """The timestamp of this WAL's record at `lsn`, None if it is not on disk."""
+        try:
+            found = first_record(self.wal_cursor(lsn - 1))
+        except (LsnUnavailable, CorruptLog):
+            return None
+        return None if found is None or found["lsn"] != lsn else found["ts"]
+
     def newest_snapshot(self) -> tuple[int, Path] | None:
         """(LSN, path) of the newest snapshot file, None when there is none."""
         snaps = sort_listing(self.data_dir, self._files.listdir(self.data_dir)).snap
@@ -276,6 +293,7 @@ class Engine:
             UNDO[entry[0]](self.catalog, *entry[1:])
             raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e
         self._last_lsn += 1
+        self.last_ts = body["ts"]  # type: ignore[assignment]
         self._frames.append(frame)
         self._undo.append(entry)
 
@@ -307,6 +325,7 @@ class Engine:
             unused = self._take_incoming()
         if unused is not None:  # the op changed nothing a hook saw (a temporary space)
             raise ReplicationError(f"LSN {lsn}: {body['op']} changed nothing here")
+        self.last_ts = body["ts"]  # type: ignore[assignment]
 
     def _take_incoming(self) -> bytes | None:
         frame, self._incoming = self._incoming, None
@@ -331,6 +350,7 @@ class Engine:
             return None
         self._prune()
         batch = Batch(self._taken_lsn + 1, self._last_lsn, b"".join(self._frames), self._undo)
+        batch.last_ts = self.last_ts
         self._frames, self._undo = [], []
         self._taken_lsn = batch.last_lsn
         if self._log:
@@ -338,6 +358,7 @@ class Engine:
         else:
             # Nothing to write: durable as far as wal_mode "none" goes.
             batch.written = True
+            self._written_ts = batch.last_ts
             self._written_lsn = batch.last_lsn
         return batch
 
@@ -358,6 +379,7 @@ class Engine:
             raise WalWriteError("the engine is closed")
         self._wal.append(batch.first_lsn, batch.data)
         batch.written = True
+        self._written_ts = batch.last_ts
         self._written_lsn = batch.last_lsn
 
     def rollback(self, batch: Batch) -> int:
@@ -384,6 +406,7 @@ class Engine:
             self._doomed = Batch(self._taken_lsn + 1, self._last_lsn, b"", [], cancelled=True)
         self._frames, self._undo = [], []
         self._last_lsn = self._taken_lsn = batch.first_lsn - 1
+        self.last_ts = None  # of an undone record: unknown now
         return batch.first_lsn
 
     def _prune(self) -> None:
@@ -435,6 +458,7 @@ class Engine:
             views,
             needed=durable != self._snapshot_lsn,
             wal_mark=self._wal.bytes_written,
+            ts=self._written_ts if self._log else self.last_ts,
         )
         return self._job
 

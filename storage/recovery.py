@@ -47,6 +47,7 @@ class RecoveryReport:
     wal_records: int = 0  # records replayed (LSN after the snapshot)
     wal_bytes: int = 0  # their framed size
     last_lsn: int = 0
+    last_ts: float | None = None  # the timestamp of the record at last_lsn, if replayed
     highest_lsn: int = 0  # the highest LSN any file on disk names or holds
     spaces: int = 0
     tuples: int = 0
@@ -163,6 +164,7 @@ class Recovery:
                 if (body["spaces"], body["count"]) != (spaces, tuples):
                     raise CorruptLog(str(path), ev.offset, "end record counts do not match")
                 self.report.snapshot_tuples = tuples
+                self.report.last_ts = body.get("ts")
                 self._tick(ev.end - ev.offset)
                 return stage
             try:
@@ -252,6 +254,7 @@ class Recovery:
                 self._damaged(path, offset, str(e))
                 return
         report.last_lsn = lsn
+        report.last_ts = body["ts"]
         report.wal_records += 1
         report.wal_bytes += end - offset
         self._tick(end - offset)

@@ -92,9 +92,11 @@ class SnapshotJob:
         views: list[SpaceView],
         needed: bool,
         wal_mark: int,
+        ts: float | None = None,
     ) -> None:
         self.files = files
         self.lsn = lsn
+        self.ts = ts  # of the WAL record at `lsn` (FORMAT.md §5.3), if known
         self.path = directory / file_name("snap", lsn)
         self.views = views
         # False when a snapshot of this very LSN already exists: nothing to write.
@@ -135,7 +137,10 @@ class SnapshotJob:
             for view in self.views:
                 if not view.definition.temporary:
                     count += _write_rows(out, view)
-            out.add(_frame({"op": "end", "spaces": len(self.views), "count": count}))
+            end: dict[str, object] = {"op": "end", "spaces": len(self.views), "count": count}
+            if self.ts is not None:
+                end["ts"] = self.ts
+            out.add(_frame(end))
             out.flush()
             self.files.fsync(out.fd)
         finally:

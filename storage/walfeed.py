@@ -14,11 +14,13 @@ short at the end is "not yet written", never damage.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .errors import CorruptLog, LsnUnavailable
 from .fileio import FileIO
 from .framing import HEADER_SIZE, Damage, FrameDecoder, decode_header, encode_frame
 from .layout import sort_listing
+from .records import BadBody, BodyDecoder
 
 CHUNK = 1 << 20
 
@@ -101,6 +103,21 @@ class WalCursor:
                 self._lsn += 1
             if out or not chunk:  # else: only frames before next_lsn, or a partial one
                 return out
+
+
+def first_record(cursor: WalCursor) -> dict[str, Any] | None:
+    """The body of the next record the cursor holds, None if there is none yet."""
+    data = cursor.read(limit=1)
+    cursor.close()
+    if not data:
+        return None
+    decoder = FrameDecoder(0)
+    decoder.feed(data)
+    frame = decoder.take()[0]
+    if isinstance(frame, Damage):
+        return None
+    body = BodyDecoder("wal").decode_many([frame[1]])[0]
+    return None if isinstance(body, BadBody) else body
 
 
 class FileChunks:

@@ -173,7 +173,13 @@ class Applier:
         link = self._link = Link(host, port, timeout)
         await link.open(self.config.replication_user, self.config.replication_password)
         after = self.engine.last_lsn
-        sync = link.call("queuebox.replication.subscribe", self.replica, after, link.next_sync)
+        sync = link.call(
+            "queuebox.replication.subscribe",
+            self.replica,
+            after,
+            link.next_sync,
+            self.engine.last_ts,
+        )
         self.primary = link.address
         self._acked = 0  # a new primary knows nothing of what we wrote
         while True:

@@ -6,12 +6,13 @@ Owns the three calls a replica makes (admin rights; a replica logs in as
 - `queuebox.replication.join(uuid, sync)`: the newest snapshot file, pushed
   in chunks (IPROTO chunk replies with the replica's `sync`); the answer is
   [snapshot LSN, bytes] ([0, 0] when the WAL from LSN 1 is all it needs).
-- `queuebox.replication.subscribe(uuid, after_lsn, sync)`: the WAL frames
+- `queuebox.replication.subscribe(uuid, after_lsn, sync, after_ts)`: the WAL frames
   after `after_lsn`, pushed as [`"wal"`, last LSN, frames], read from disk
   until the feed reaches what is written, then handed over live as each
   batch is written; [`"beat"`, written LSN, b""] every `replication_timeout`
   seconds of quiet. The call answers only when the feed ends (an error: the
-  LSN is gone from the WAL, or the replica is ahead of this primary).
+  LSN is gone from the WAL, or the replica diverged: ahead of this primary,
+  or its record at `after_lsn` (timestamp `after_ts`) is not this primary's).
 - `queuebox.replication.ack(uuid, lsn)`: the replica wrote up to `lsn`
   (for the quorum of synchronous replication).
 
@@ -140,14 +141,10 @@ class Feeds:
 
     def _subscribe(self, ctx: CallContext, args: list[Any]) -> Any:
         self._check_source()
-        replica, after, sync = arguments(args, "subscribe(uuid, after_lsn, sync)", str, int, int)
-        written = self.engine.durable_lsn
-        if after > written:
-            raise CallError(
-                ErrorCode.ER_PROC_LUA,
-                f"replica {replica} is at LSN {after}, ahead of this primary's {written}: "
-                "it has changes the primary never had; start it on an empty data directory",
-            )
+        usage = "subscribe(uuid, after_lsn, sync, after_ts)"
+        ts = args.pop() if len(args) == 4 and type(args[3]) in (float, type(None)) else False
+        replica, after, sync = arguments(args if ts is not False else [], usage, str, int, int)
+        self._check_history(replica, after, ts)
         old = self.feeds.get(replica)
         if old is not None:
             old.stop()
@@ -155,6 +152,24 @@ class Feeds:
         self.joining.pop(replica, None)
         log.info("replica subscribed", replica=replica, peer=feed.session.peer, after_lsn=after)
         return self._run(feed)
+
+    def _check_history(self, replica: str, after: int, ts: float | None) -> None:
+        """The replica's last record must be this primary's record at that LSN:
+        same LSN, same timestamp. A replica ahead, or with other records at the
+        same LSNs (a primary that wrote what never reached its replicas, then
+        lost its place), has diverged: feeding it would mix two histories."""
+        written = self.engine.durable_lsn
+        if after > written:
+            why = f"is at LSN {after}, ahead of this primary's {written}"
+        elif ts is not None and after and self.engine.record_ts(after) not in (None, ts):
+            why = f"has another record at LSN {after} than this primary"
+        else:
+            return
+        raise CallError(
+            ErrorCode.ER_PROC_LUA,
+            f"replica {replica} {why}: it has changes the primary never had; "
+            "start it on an empty data directory",
+        )
 
     async def _run(self, feed: Feed) -> list[Any]:
         try:

@@ -16,6 +16,7 @@ import pytest
 import tarantool
 
 from tests.e2e.cluster import (
+    REPLICATION,
     connect,
     start_primary,
     start_replica,
@@ -252,3 +253,37 @@ def test_bad_replication_calls_get_an_error_not_a_traceback(start_server: StartS
             assert "usage: queuebox.replication." in err.value.args[1]
         assert p.call("queue.state").data == ["RUNNING"]
     assert "Traceback" not in primary.log()
+
+
+def test_an_old_primary_with_changes_nobody_got_is_refused(start_server: StartServer) -> None:
+    """Same LSNs, other records: the old primary wrote LSNs its replica never got,
+    the promoted replica wrote its own at those LSNs and beyond. The old one,
+    restarted as a replica, is behind by LSN but must not be fed on top."""
+    primary = start_primary(start_server)
+    replica = start_replica(start_server, primary)
+    tube = unique("diverge")
+    with connect(primary) as p, connect(replica) as r:
+        p.call("queue.create_tube", [tube, "fifo"])
+        put_many(p, tube, 10, "shared")
+        wait_equal(p, r, tube)
+    assert replica.proc is not None
+    replica.proc.kill()
+    replica.proc.wait(10)
+    with connect(primary) as p:
+        put_many(p, tube, 5, "only on the old primary")
+    primary.stop()
+    replica.start()
+    with connect(replica) as r:
+        assert r.call("queuebox.promote").data[0]["promoted"] is True
+        put_many(r, tube, 20, "only on the new primary")
+    primary.args += [
+        "--replication-source", f"127.0.0.1:{replica.port}",
+        "--replication-timeout", "0.25",
+        *REPLICATION,
+    ]  # fmt: skip
+    primary.start()
+    wait_for(lambda: "replica stopped following its primary" in primary.log(), what="refusal")
+    assert "has another record at LSN" in primary.log()
+    with connect(primary) as p:
+        assert p.call("queue.state").data == ["WAITING"]
+        assert p.call("queue.statistics", [tube]).data[0]["tasks"]["total"] == 15
