@@ -46,6 +46,7 @@ class Quorum:
         self.timeout_s = timeout_s
         self.acked: dict[str, int] = {}  # replica uuid -> LSN it has written
         self.reached = 0  # the highest LSN `need` replicas have written
+        self._asked = 0  # the LSN the latest waiting reply asked for
         self._waits: deque[_Wait] = deque()
         self._loop = asyncio.get_running_loop()
 
@@ -53,6 +54,11 @@ class Quorum:
         """What a reply waits for: the local write `local`, then the quorum for `lsn`."""
         if local is None or not self.need or lsn <= self.reached:
             return local
+        if lsn <= self._asked:
+            # Nothing changed since the previous reply asked: this request only
+            # read (it still waits for the local write of what it may have seen).
+            return local
+        self._asked = lsn
         waits = self._waits
         if waits and waits[-1].local is local:
             # The same batch: one wait for all of its requests, up to its newest LSN.

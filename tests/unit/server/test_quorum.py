@@ -76,3 +76,14 @@ async def test_a_failed_local_write_and_fencing_fail_the_waits() -> None:
     with pytest.raises(CallError) as err:
         await fenced  # type: ignore[misc]
     assert err.value.code == ErrorCode.ER_READONLY
+
+
+async def test_a_request_that_changed_nothing_does_not_wait_for_the_quorum() -> None:
+    quorum = Quorum(need=1, timeout_s=5)
+    local = asyncio.get_running_loop().create_future()
+    write = quorum.barrier(local, 3)
+    assert write is not local
+    # A read in the same turn, after the write: the same LSN, nothing new.
+    assert quorum.barrier(local, 3) is local
+    quorum.ack("a", 3)
+    assert write.done()  # type: ignore[union-attr]
