@@ -30,6 +30,7 @@ from typing import Any
 from queuebox.protocol import ErrorCode, Response
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
+from queuebox.storage.fileio import FileIO
 from queuebox.storage.framing import FRAME_OVERHEAD, Damage, FrameDecoder
 from queuebox.storage.layout import file_name, sort_listing
 from queuebox.storage.records import BadBody, BodyDecoder
@@ -51,7 +52,7 @@ async def bootstrap(config: Config, replica: str, sources: tuple[Address, ...]) 
     """Fill an empty data directory from the first source that answers: its newest
     snapshot file, written whole and renamed into place. Retries until one does."""
     directory = Path(config.data_dir)
-    listing = sort_listing(directory, os.listdir(directory))
+    listing = sort_listing(directory, FileIO().listdir(directory))
     if listing.snap or listing.wal:
         return
     delay = 0.1
@@ -71,32 +72,35 @@ async def _fetch_snapshot(
 ) -> None:
     link = Link(host, port, 4 * config.replication_timeout + 5)
     await link.open(config.replication_user, config.replication_password)
+    files = FileIO()
     tmp = directory / f"join-{os.getpid()}.tmp"
+    fd = files.create(tmp)
     try:
         sync = link.call("queuebox.replication.join", replica, link.next_sync)
         size = 0
-        with open(tmp, "wb") as out:
-            while True:
-                got = await link.next()
-                if got.sync != sync:
-                    continue
-                if not got.is_chunk:
-                    break
-                out.write(got.data[2])
-                size += len(got.data[2])
-            if not got.ok:
-                raise LinkError(f"{link.address}: join refused: {got.error_message}")
-            lsn, total = got.data
-            if size != total:
-                raise LinkError(f"{link.address}: snapshot cut short ({size} of {total} bytes)")
-            out.flush()
-            os.fsync(out.fileno())
+        while True:
+            got = await link.next()
+            if got.sync != sync:
+                continue
+            if not got.is_chunk:
+                break
+            files.write_all(fd, got.data[2], size)
+            size += len(got.data[2])
+        if not got.ok:
+            raise LinkError(f"{link.address}: join refused: {got.error_message}")
+        lsn, total = got.data
+        if size != total:
+            raise LinkError(f"{link.address}: snapshot cut short ({size} of {total} bytes)")
+        files.fsync(fd)
         if lsn:
-            os.replace(tmp, directory / file_name("snap", lsn))
+            files.rename(tmp, directory / file_name("snap", lsn))
+            files.fsync_dir(directory)
             log.info("bootstrapped from the primary", primary=link.address, snapshot_lsn=lsn)
     finally:
+        files.close(fd)
         link.close()
-        tmp.unlink(missing_ok=True)
+        if tmp.exists():
+            files.unlink(tmp)
 
 
 class Applier:

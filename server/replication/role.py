@@ -20,7 +20,6 @@ failover loop in failover.py drives promote/fence).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from queuebox.protocol import ErrorCode
@@ -55,7 +54,6 @@ class Role:
         self.fenced = False
         # Set by failover.py: promotion by hand is then refused (etcd decides).
         self.automatic = False
-        self.on_promoted: list[Callable[[], None]] = []
         self._promoting = asyncio.Lock()  # two promote calls at once build one queue
 
     def start(self) -> None:
@@ -115,8 +113,6 @@ class Role:
         self._build_queue()
         app.read_only = False
         app.state = "RUNNING"
-        for fn in self.on_promoted:
-            fn()
         log.info("promoted: RUNNING as the primary", lsn=self.engine.last_lsn)
         return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": True}
 

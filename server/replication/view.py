@@ -26,10 +26,7 @@ from ..app import App
 from ..config import READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
 from ..errors import read_only_error
-
-EVAL_VERSION = "return queue._VERSION"
-EVAL_STATE = "return queue.state()"
-EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
+from ..queue_calls import EVAL_EXISTS, EVAL_STATE, EVAL_VERSION
 
 
 class ReplicaView:
