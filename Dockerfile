@@ -27,7 +27,7 @@ WORKDIR /src
 # .dockerignore lets in only the packaging metadata, setup.py, the six package
 # folders and an optional wheelhouse/.
 COPY . .
-# The image ships the compiled build (README.md, Performance). With WHEELHOUSE,
+# The image ships the compiled build (docs/performance.md). With WHEELHOUSE,
 # pip installs the queuebox wheel in it, compiled where the wheelhouse was made
 # (docker/README.md, "Offline build"): nothing is compiled here. Without, pip
 # builds queuebox from this source, so gcc (and Python's headers, if the base

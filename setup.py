@@ -5,7 +5,7 @@ Everything else about the package is in pyproject.toml. Compiling is opt-out:
 QUEUEBOX_PURE=1 (any non-empty value but 0) builds pure Python, and so does a
 machine where mypyc does not import or there is no C compiler or no Python
 headers; the compiled and the pure package behave the same, the compiled one
-is faster (README, Performance). The list of modules is
+is faster (docs/performance.md). The list of modules is
 `queuebox.compiled.HOT_MODULES`.
 """
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib.machinery import EXTENSION_SUFFIXES
 from importlib.util import find_spec
 
-# Measured with the in-process put and take+ack loops (README, Performance);
+# Measured with the in-process put and take+ack loops (docs/performance.md);
 # recovery, reader and staging with the start of a million tasks from the WAL.
 # Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
 # compile); the driver classes (driver, untimed, ttl, fifo*, utube*, heads):

@@ -37,7 +37,7 @@ log = logs.get_logger("queuebox.serve")
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
 
-# Exit codes of a start the data directory stops (README, Durability); any
+# Exit codes of a start the data directory stops (docs/durability.md); any
 # other failure to start exits with 1, a bad setting with 2.
 EXIT_CODES: dict[type[EngineError], int] = {LsnGap: 3, CorruptLog: 4, Unrecoverable: 5}
 

@@ -27,7 +27,7 @@ LOOPBACK = "127.0.0.1"
 # The subpackages of queuebox that executors import to run the data source: the
 # pipeline with the client it puts through, and the wire codec. msgpack is not
 # shipped: a zip can only carry its slow pure-Python fallback, and executors need
-# an environment with pyspark and pyarrow anyway (README, "Data pipeline").
+# an environment with pyspark and pyarrow anyway (docs/pipeline.md).
 SHIPPED_PACKAGES = ("clients", "protocol")
 CODE_ZIP = "queuebox_pipeline.zip"
 LOCAL_SHUFFLE_PARTITIONS = 8

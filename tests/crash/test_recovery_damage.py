@@ -2,7 +2,7 @@
 
 The server is killed with SIGKILL after its puts (so only the files are left),
 the files are damaged by hand, and the next start must either stop with one
-log line and its documented exit code (README, Durability) or, with
+log line and its documented exit code (docs/durability.md) or, with
 force_recovery, start and say at error level what was lost. Nothing is ever
 silently lost, and an LSN is never given twice.
 """

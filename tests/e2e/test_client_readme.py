@@ -1,4 +1,4 @@
-"""The README's "Python client" examples run as written against a queuebox subprocess: the
+"""The examples of docs/client.md run as written against a queuebox subprocess: the
 producer, the consumer (stopped by SIGTERM once the tube is empty) and the blocking worker.
 Only the port is changed, from 3301 to the test server's."""
 
@@ -17,15 +17,12 @@ import pytest
 from queuebox.clients import blocking
 from tests.e2e.serverproc import REPO, ServerProc
 
-SECTION = re.compile(r"^## Python client\n(.*?)(?=^## )", re.S | re.M)
 BLOCK = re.compile(r"^```python\n# (\S+\.py)\n(.*?)^```", re.S | re.M)
 
 
 def examples() -> dict[str, str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8") + "\n## end\n"
-    section = SECTION.search(readme)
-    assert section, "README.md has no '## Python client' section"
-    return {name: code for name, code in BLOCK.findall(section.group(1))}
+    manual = (REPO / "docs" / "client.md").read_text(encoding="utf-8")
+    return {name: code for name, code in BLOCK.findall(manual)}
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """A few hostile sockets cost nothing: handshake and idle timeouts, one buffer
-budget, failed AUTHs closed and their log lines limited (README "Limits")."""
+budget, failed AUTHs closed and their log lines limited (docs/limits.md)."""
 
 from __future__ import annotations
 

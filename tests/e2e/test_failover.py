@@ -4,7 +4,7 @@
 synchronous mode every acknowledged put is there exactly once (or was
 consumed by an acknowledged ack) and no acknowledged ack comes back; a
 frozen primary, resumed, refuses writes. The asynchronous run measures
-what an async failover loses (README › Replication gives the numbers).
+what an async failover loses (docs/replication.md gives the numbers).
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def test_asynchronous_failover_takes_over_and_reports_its_loss(
     assert len(present) == len(set(present))
     lost = set(load.acked_puts) - set(present) - set(load.acked_acks) - set(load.unanswered_acks)
     back = set(load.acked_acks) & set(present)
-    # Measured, not bounded: README › Replication states what runs like this lost.
+    # Measured, not bounded: docs/replication.md states what runs like this lost.
     print(f"async failover: {len(load.acked_puts)} puts and {len(load.acked_acks)} acks "
           f"acknowledged; {len(lost)} puts lost, {len(back)} acked tasks back; "
           f"takeover {took:.2f} s")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The README's Perl example for the Tarantool 1.5 port runs as written, with
+"""docs/legacy.md's Perl example for the Tarantool 1.5 port runs as written, with
 MR::Tarantool::Box, against a queuebox subprocess. Only the port is changed,
 from 33013 to the test server's legacy port."""
 
@@ -11,15 +11,15 @@ from pathlib import Path
 from tests.e2e.box15proc import need_perl_client, start_legacy_server
 from tests.e2e.serverproc import REPO
 
-SECTION = re.compile(r"^### The Tarantool 1\.5 port\n(.*?)(?=^## )", re.S | re.M)
+SECTION = re.compile(r"^## The Tarantool 1\.5 port\n(.*?)(?=^## |\Z)", re.S | re.M)
 BLOCK = re.compile(r"^```perl\n# (\S+\.pl)\n(.*?)^```", re.S | re.M)
 ADDRESS = '"127.0.0.1:33013"'
 
 
 def example() -> tuple[str, str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "legacy.md").read_text(encoding="utf-8")
     section = SECTION.search(readme)
-    assert section, "README.md has no '### The Tarantool 1.5 port' section"
+    assert section, "docs/legacy.md has no '## The Tarantool 1.5 port' section"
     blocks = BLOCK.findall(section.group(1))
     assert len(blocks) == 1, blocks
     assert "--legacy-listen 127.0.0.1:33013" in section.group(1)

@@ -321,12 +321,8 @@ def test_ownership_errors(connect: Connect) -> None:
 
 
 def test_the_readme_example_runs_as_written(server: ServerProc, tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8") + "\n## end\n"
-    section = re.search(
-        r"^## Legacy API \(Tarantool 1\.5 queue\)\n(.*?)(?=^## )", readme, re.S | re.M
-    )
-    assert section, "README.md has no legacy API section"
-    code = re.search(r"^```python\n(.*?)^```", section.group(1), re.S | re.M)
+    manual = (REPO / "docs" / "legacy.md").read_text(encoding="utf-8")
+    code = re.search(r"^```python\n(.*?)^```", manual, re.S | re.M)
     assert code and '"127.0.0.1", 3301' in code.group(1)
     script = tmp_path / "legacy_example.py"
     script.write_text(code.group(1).replace('"127.0.0.1", 3301', f'"127.0.0.1", {server.port}'))

@@ -149,7 +149,8 @@ def test_readme_and_dashboard_use_the_names_served(
     exprs = [t["expr"] for p in json.loads(dashboard)["panels"] for t in p["targets"]]
     in_dashboard = set(re.findall(r"queuebox_[a-z_]+", " ".join(exprs)))
     assert in_dashboard and in_dashboard <= served, in_dashboard - served
-    readme = (REPO / "README.md").read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    manual = (REPO / "docs" / "operations.md").read_text()
+    readme = manual.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     in_readme = set(re.findall(r"`(queuebox_[a-z_]+)`", readme))
     assert len(in_readme) >= 15 and in_readme <= served, in_readme - served
 

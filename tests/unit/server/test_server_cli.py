@@ -76,8 +76,8 @@ def test_serve_refuses_an_unsafe_config(capsys: pytest.CaptureFixture[str]) -> N
     assert "no user configured" in capsys.readouterr().err
 
 
-def test_readme_documents_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+def test_docs_document_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
     for name in ("listen", *SCALAR_FIELDS):
         assert f"`{name}`" in readme, name
         assert f"QUEUEBOX_{name.upper()}" in readme, name
