@@ -29,11 +29,12 @@ from queuebox.storage.catalog import Catalog
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import is_number, lua_tostring, lua_truthy, lua_type
+from .args import task_id as task_id_arg
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
-from .errors import QueueError, module_error
+from .errors import QueueError, module_error, not_taken, task_not_found
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -185,6 +186,24 @@ class Queue(EntryPoints):
 
     def state(self) -> str:
         return "RUNNING"
+
+    def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
+        """An operator's release (`queuebox.release`): a taken task back to
+        ready whichever session holds it, as if that session had ended."""
+        with self._entry():
+            tube = self.registry.get(tube_name)
+            if tube is None:
+                raise module_error(f"Tube {lua_tostring(tube_name)} not found")
+            tid = task_id_arg(raw_id)
+            task = tube.driver.peek(tid)
+            if task is None:
+                raise task_not_found(tid)
+            if task[1] != TAKEN:
+                raise not_taken()
+            tube.release_owned(tid, self._clock())
+            released = tube.driver.peek(tid)
+            assert released is not None
+            return [tube.driver.normalize(released)]
 
     # -- plumbing --
     def _advance(self, now: int) -> None:

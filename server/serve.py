@@ -3,7 +3,8 @@
 Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
 the startup lines with the bound addresses, starting the listener on the
-main port and on the 1.5 port (`legacy_listen`), the port file, and turning
+main port, on the 1.5 port (`legacy_listen`) and the HTTP listener
+(`http_listen`, server/web/), the port file, and turning
 SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
 requests or functions.
 """
@@ -29,7 +30,6 @@ from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import run
-from .metrics import start_metrics
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
 
@@ -171,7 +171,11 @@ async def _start_up(app: App, built: list[Server]) -> int:
             await bootstrap(config, str(app.instance_uuid), config.replication_source)
         server = build_server(app)
         built.append(server)
-        await start_metrics(server)
+        if config.http_listen is not None:
+            # Imported only here: aiohttp takes a while to load.
+            from .web.listener import start_http  # noqa: PLC0415
+
+            await start_http(server)
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1

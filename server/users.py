@@ -8,6 +8,7 @@ connection remembers who it is logged in as.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 
 from queuebox import protocol
@@ -32,6 +33,13 @@ class Users:
 
     def rights(self, user: str) -> frozenset[str]:
         return self._rights.get(user, NO_RIGHTS)
+
+    def password_ok(self, user: str, password: str) -> bool:
+        """A configured user's password given in clear (the console's login form)."""
+        hash2 = self._hash2.get(user)
+        if hash2 is None or user == GUEST:
+            return False
+        return hmac.compare_digest(hash2, password_hash2(password))
 
     def authenticate(self, user: str, salt: bytes, scramble: bytes | None) -> None:
         """Raise CallError unless `scramble` proves the password of `user`.

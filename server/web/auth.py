@@ -1,0 +1,168 @@
+"""Who is using the console: logins with the IPROTO users, cookies and CSRF.
+
+Owns: the login sessions (a random token in an HttpOnly, SameSite=Strict
+cookie, kept in memory: a restart logs everyone out), the CSRF token of
+each session (in a cookie the page's script reads and sends back as the
+X-CSRF-Token header of every change: another site can neither read the
+cookie nor send the header), the login form's check of a user's password
+(the same users and passwords as IPROTO), and the middleware that lets a
+request in or not. Must not touch the queue: a session only names its user.
+
+Who gets in:
+
+    users configured ──────────────────────────▶ login page; the user's rights
+    no users, loopback (or allow_open_guest) ──▶ open, as guest (its rights)
+    no users, another address ─────────────────▶ nobody (the page says why)
+
+/metrics, /healthz, /login and the static assets need no login.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from ..app import App
+from ..config import is_loopback
+from ..logs import get_logger
+from ..users import GUEST
+
+log = get_logger("queuebox.web")
+
+SESSION_COOKIE = "queuebox_session"
+CSRF_COOKIE = "queuebox_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+IDLE_S = 8 * 3600.0  # a session unused this long is gone
+MAX_SESSIONS = 10_000  # the oldest go first
+FAILED_LOGIN_DELAY_S = 1.0  # one guess a second per client that waits for its answer
+PUBLIC = ("/metrics", "/healthz", "/login", "/static/")
+SAFE_METHODS = ("GET", "HEAD")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Login:
+    user: str
+    token: str
+    csrf: str
+    last_used: float
+
+
+class Logins:
+    def __init__(self, app: App, host: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.users = app.users
+        self.configured = set(app.config.users)
+        self._clock = clock
+        self._sessions: OrderedDict[str, Login] = OrderedDict()
+        # No users: the console is the loopback guest's, as IPROTO's default is.
+        self.open_as = (
+            GUEST
+            if not self.configured and (is_loopback(host) or app.config.allow_open_guest)
+            else None
+        )
+
+    @property
+    def closed_to_all(self) -> bool:
+        """Nobody can use the console here: no users to log in, and not open."""
+        return not self.configured and self.open_as is None
+
+    def check(self, user: str, password: str) -> bool:
+        return user in self.configured and self.users.password_ok(user, password)
+
+    def start(self, user: str) -> Login:
+        login = Login(user, secrets.token_urlsafe(32), secrets.token_urlsafe(32), self._clock())
+        self._sessions[login.token] = login
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        return login
+
+    def find(self, token: str | None) -> Login | None:
+        login = self._sessions.get(token) if token else None
+        if login is None:
+            return None
+        now = self._clock()
+        if now - login.last_used > IDLE_S:
+            del self._sessions[login.token]
+            return None
+        login.last_used = now
+        self._sessions.move_to_end(login.token)
+        return login
+
+    def end(self, token: str | None) -> None:
+        if token:
+            self._sessions.pop(token, None)
+
+
+def set_cookies(response: web.StreamResponse, login: Login) -> None:
+    response.set_cookie(
+        SESSION_COOKIE, login.token, httponly=True, samesite="Strict", path="/"
+    )  # fmt: skip
+    # Read by the page's script, which sends it back as the CSRF header.
+    response.set_cookie(CSRF_COOKIE, login.csrf, samesite="Strict", path="/")
+
+
+def clear_cookies(response: web.StreamResponse) -> None:
+    for name in (SESSION_COOKIE, CSRF_COOKIE):
+        response.del_cookie(name, path="/")
+
+
+def is_public(path: str) -> bool:
+    return any(path == p or (p.endswith("/") and path.startswith(p)) for p in PUBLIC)
+
+
+def refusal(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"code": status, "message": message}}, status=status)
+
+
+def guard(logins: Logins) -> Any:
+    """The middleware: a login (or the open guest) for everything but PUBLIC,
+    and the CSRF header on every request that may change something."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if is_public(request.path):
+            return await handler(request)
+        login = logins.find(request.cookies.get(SESSION_COOKIE))
+        fresh = login is None and logins.open_as is not None
+        if fresh:
+            login = logins.start(logins.open_as or GUEST)
+        if login is None:
+            if request.path.startswith("/api/"):
+                return refusal(401, "log in first")
+            raise web.HTTPSeeOther("/login")
+        if request.method not in SAFE_METHODS and not _csrf_ok(request, login):
+            return refusal(403, "CSRF token missing or wrong: reload the page")
+        request["login"] = login
+        response = await handler(request)
+        if fresh:
+            set_cookies(response, login)
+        return response
+
+    return middleware
+
+
+def _csrf_ok(request: web.Request, login: Login) -> bool:
+    sent = request.headers.get(CSRF_HEADER, "")
+    return bool(sent) and hmac.compare_digest(sent, login.csrf)
+
+
+def same_origin(request: web.Request) -> bool:
+    """A form post names its origin; one from another site is refused (login CSRF)."""
+    origin = request.headers.get("Origin")
+    if origin is None or origin == "null":
+        return origin is None
+    return origin.split("://", 1)[-1] == request.host
+
+
+async def failed_login(request: web.Request, user: str) -> None:
+    log.warning("console login failed", user=user, peer=request.remote)
+    await asyncio.sleep(FAILED_LOGIN_DELAY_S)

@@ -1,0 +1,179 @@
+"""The console's JSON API: what the page shows, and what it lets an operator do.
+
+Owns: the overview (the server, the tubes the user may read with counts and
+rates, connections and sessions), a tube's tasks by state a page at a time,
+and the actions: put, kick (one, N, all), bury, release, delete, truncate,
+create a tube. Every read of the queue that depends on rights and every
+action is a registry function called as the logged-in user (calls.py):
+`queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
+so the console can never do what that user could not do over IPROTO; a
+refusal comes back with its IPROTO code and text. Must not change queue
+state itself, nor decide rights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from queuebox.protocol import ErrorCode
+
+from ..build import Server
+from ..config import ADMIN, WRITE
+from .auth import Login
+from .calls import Caller, CallFailed
+from .overview import connections_view, server_view, tube_rows
+from .rates import Rates
+from .render import data_view, task_view
+
+KICK_ALL = 2**53  # "all": more than a tube can hold; kick answers how many it kicked
+PAGE = 50
+# HTTP status of a refused call, by IPROTO error code; anything else is 400.
+STATUS: dict[int, int] = {ErrorCode.ER_ACCESS_DENIED: 403, ErrorCode.ER_READONLY: 503}
+
+Action = Callable[[str, str, dict[str, Any]], tuple[str, list[Any]]]
+
+
+def _opts(body: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    opts = body.get("opts") or {}
+    if not isinstance(opts, dict):
+        raise web.HTTPBadRequest(text="opts must be an object")
+    return {k: v for k, v in opts.items() if k in names and v not in (None, "")}
+
+
+def _task_id(body: dict[str, Any]) -> int:
+    value = body.get("task_id")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise web.HTTPBadRequest(text="task_id must be a number")
+    return value
+
+
+def _kick_count(body: dict[str, Any]) -> int:
+    count = body.get("count", 1)
+    if count == "all":
+        return KICK_ALL
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise web.HTTPBadRequest(text='count must be a number >= 1 or "all"')
+    return count
+
+
+PUT_OPTS = ("delay", "ttl", "ttr", "pri", "utube")
+# action -> (namespace, tube, request body) -> (function name, arguments)
+ACTIONS: dict[str, Action] = {
+    "put": lambda ns, t, b: (f"{ns}.tube.{t}:put", [b.get("data"), _opts(b, PUT_OPTS)]),
+    "kick": lambda ns, t, b: (f"{ns}.tube.{t}:kick", [_kick_count(b)]),
+    "bury": lambda ns, t, b: (f"{ns}.tube.{t}:bury", [_task_id(b)]),
+    "delete": lambda ns, t, b: (f"{ns}.tube.{t}:delete", [_task_id(b)]),
+    "release": lambda ns, t, b: ("queuebox.release", [t, _task_id(b)]),
+    "truncate": lambda ns, t, b: (f"{ns}.tube.{t}:truncate", []),
+}
+CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "storage_mode")
+
+
+class Console:
+    def __init__(self, server: Server, caller: Caller, rates: Rates) -> None:
+        self.server = server
+        self.caller = caller
+        self.rates = rates
+        self.namespace = server.app.config.queue_namespaces[0]
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/api/overview", self.overview),
+            web.get("/api/tubes/{tube}/tasks", self.tasks),
+            web.post("/api/tubes", self.create_tube),
+            web.post("/api/tubes/{tube}/{action}", self.act),
+        ]
+
+    async def overview(self, request: web.Request) -> web.Response:
+        login: Login = request["login"]
+        rights = self.server.app.users.rights(login.user)
+        view: dict[str, Any] = {
+            "user": login.user,
+            "can": {"read": bool(rights), "write": WRITE in rights, "admin": ADMIN in rights},
+            "time": time.time(),
+            "tubes": [],
+        }
+        try:
+            (stats,) = await self.caller.call(login.user, f"{self.namespace}.statistics", [])
+        except CallFailed as exc:
+            view["refused"] = {"code": exc.code, "message": exc.message}
+            return web.json_response(view)
+        rows = tube_rows(self.server, stats if isinstance(stats, dict) else {})
+        series = self.rates.all_series()
+        for row in rows:
+            row["rates"] = series.get(row["name"])
+        view["tubes"] = rows
+        view["server"] = server_view(self.server)
+        view.update(connections_view(self.server))
+        return web.json_response(view)
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        login: Login = request["login"]
+        query = request.query
+        opts: dict[str, Any] = {"offset": _int(query.get("offset"), 0), "limit": PAGE}
+        if query.get("state"):
+            opts["state"] = query["state"]
+        tube = request.match_info["tube"]
+        try:
+            (page,) = await self.caller.call(login.user, "queuebox.tasks", [tube, opts])
+        except CallFailed as exc:
+            return _refused(exc)
+        page["tasks"] = [_task(task) for task in page["tasks"]]
+        return web.json_response(page)
+
+    async def act(self, request: web.Request) -> web.Response:
+        action = ACTIONS.get(request.match_info["action"])
+        if action is None:
+            raise web.HTTPNotFound(text="no such action")
+        name, args = action(self.namespace, request.match_info["tube"], await _body(request))
+        return await self._call(request, name, args)
+
+    async def create_tube(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        args = [body.get("name"), body.get("type"), _opts(body, CREATE_OPTS)]
+        return await self._call(request, f"{self.namespace}.create_tube", args)
+
+    async def _call(self, request: web.Request, name: str, args: list[Any]) -> web.Response:
+        login: Login = request["login"]
+        try:
+            result = await self.caller.call(login.user, name, args)
+        except CallFailed as exc:
+            return _refused(exc)
+        return web.json_response({"ok": True, "result": [_shown(value) for value in result]})
+
+
+def _task(fields: dict[str, Any]) -> dict[str, Any]:
+    return task_view(list(fields), list(fields.values()))
+
+
+def _shown(value: Any) -> Any:
+    """A call's answer for the page: a task as [id, state, data view]."""
+    if isinstance(value, list | tuple) and len(value) == 3 and isinstance(value[0], int):
+        return [value[0], value[1], data_view(value[2])]
+    return value
+
+
+def _refused(exc: CallFailed) -> web.Response:
+    error = {"code": exc.code, "message": exc.message}
+    return web.json_response({"error": error}, status=STATUS.get(exc.code, 400))
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(text="the body must be JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return max(0, int(text)) if text else default
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"not a number: {text}") from None

@@ -1,0 +1,164 @@
+"""What the console shows, read from the running server in the loop.
+
+Owns: the JSON of the server (version, build, role, WAL and snapshot state,
+memory), of this node's place in a cluster (its primary and lag on a
+replica, its replicas and theirs on a primary), of each tube (driver,
+options, counts by state, waiting takes, rates) and of the connections and
+queue sessions with the tasks they hold. Which tubes a user sees is decided
+by the caller (console.py asks `queue.statistics` as the user). Must not
+change anything: every read here is of state the loop owns, taken between
+two requests, so it is consistent.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any
+
+from queuebox import __version__
+from queuebox.compiled import build_label
+from queuebox.drivers.sessions import session_text
+from queuebox.drivers.tubes import QUEUE_SPACE
+
+from ..build import Server
+
+STARTED = time.time()
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def server_view(server: Server) -> dict[str, Any]:
+    app, store = server.app, server.store
+    engine = store.engine
+    snapshot_age = (
+        None
+        if store.last_snapshot_time is None
+        else max(0.0, time.time() - store.last_snapshot_time)
+    )
+    return {
+        "version": __version__,
+        "build": build_label(),
+        "state": app.state,
+        "read_only": app.read_only,
+        "uptime_s": round(time.time() - STARTED, 1),
+        "connections": len(app.connections),
+        "wal": {
+            "mode": app.config.wal_mode,
+            "last_lsn": engine.last_lsn,
+            "durable_lsn": engine.durable_lsn,
+            "bytes_since_snapshot": engine.wal_bytes_since_snapshot,
+        },
+        "snapshot": {
+            "lsn": engine.snapshot_lsn,
+            "age_s": snapshot_age,
+            "written": store.snapshots,
+            "last_seconds": store.last_snapshot_seconds,
+        },
+        "memory": {"rss_bytes": _rss(), "peak_rss_bytes": _peak_rss()},
+        "cluster": cluster_view(server),
+    }
+
+
+def cluster_view(server: Server) -> dict[str, Any]:
+    """This node's role and, as far as it knows them, its peers and their lag."""
+    role, app = server.role, server.app
+    lsn = server.store.engine.last_lsn
+    if role.fenced:
+        name = "fenced"
+    elif not app.read_only:
+        name = "primary"
+    else:
+        name = "replica" if role.applier is not None else "read-only"
+    view: dict[str, Any] = {"role": name, "lsn": lsn, "nodes": []}
+    applier = role.applier
+    if applier is not None:
+        view["nodes"].append(
+            {
+                "role": "primary",
+                "address": applier.primary,
+                "lsn": applier.primary_lsn,
+                "lag": max(0, applier.primary_lsn - lsn),
+                "healthy": applier.connected,
+            }
+        )
+    for replica, feed in role.feeds.feeds.items():
+        acked = role.quorum.acked.get(replica, feed.sent)
+        view["nodes"].append(
+            {
+                "role": "replica",
+                "address": replica,
+                "lsn": acked,
+                "lag": max(0, lsn - acked),
+                "healthy": not feed.stopped,
+            }
+        )
+    return view
+
+
+def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
+    catalog = server.store.engine.catalog
+    queue_space = catalog.get(QUEUE_SPACE)
+    types: dict[str, tuple[str, dict[str, Any]]] = {}
+    if queue_space is not None:
+        for row in queue_space:
+            types[row[0]] = (row[3], dict(row[4]))
+    queue = server.queue
+    rows = []
+    for name in sorted(stats):
+        report = stats[name]
+        type_, opts = types.get(name, ("?", {}))
+        waiting = queue.modern.waiters.count(name, "take") if queue is not None else 0
+        rows.append(
+            {
+                "name": name,
+                "type": type_,
+                "opts": {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)},
+                "tasks": report.get("tasks", {}),
+                "calls": report.get("calls", {}),
+                "waiting_takes": waiting,
+            }
+        )
+    return rows
+
+
+def connections_view(server: Server) -> dict[str, Any]:
+    """Open connections and queue sessions, with the tasks each session holds."""
+    queue = server.queue
+    sessions = queue.modern.sessions if queue is not None else None
+    owners = queue.modern.owners if queue is not None else None
+    rows = []
+    for conn_id, conn in sorted(server.app.connections.items()):
+        session = getattr(conn, "session", None)
+        row: dict[str, Any] = {
+            "id": conn_id,
+            "port": "1.5" if getattr(conn, "kind", "") == "legacy connection" else "iproto",
+            "peer": getattr(session, "peer", ""),
+            "user": getattr(session, "user", ""),
+            "in_flight": conn.in_flight,
+            "session": None,
+            "holds": [],
+        }
+        current = sessions.current(conn_id) if sessions is not None else None
+        if current is not None and owners is not None:
+            row["session"] = session_text(current)
+            row["holds"] = sorted(owners.held_by(current))
+        rows.append(row)
+    pending = []
+    if sessions is not None and owners is not None:
+        for sid in sessions.pending():
+            pending.append({"session": session_text(sid), "holds": sorted(owners.held_by(sid))})
+    return {"connections": rows, "pending_sessions": pending}
+
+
+def _rss() -> int | None:
+    try:
+        with open("/proc/self/statm") as stream:
+            return int(stream.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
