@@ -1,5 +1,6 @@
-"""The Prometheus endpoint of a real server: scraped over HTTP after a small load, parsed
-with prometheus_client's own parser, and compared with what the load did."""
+"""The Prometheus endpoint and /healthz of a real server's HTTP listener: scraped
+after a small load, parsed with prometheus_client's own parser, and compared
+with what the load did; the old flag --metrics-listen still turns it on."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def test_openmetrics_and_other_paths(metrics_server: tuple[ServerProc, int]) -> 
         conn.close()
     assert reply.getheader("Content-Type", "").startswith("application/openmetrics-text")
     assert body.rstrip().endswith("# EOF")
-    assert scrape(port, "/")[0] == 404
+    assert scrape(port, "/static/nothing.js")[0] == 404
     assert scrape(port, "/metrics", method="POST")[0] == 405
 
 
@@ -157,10 +158,29 @@ def test_readme_and_dashboard_use_the_names_served(
 
 def test_off_by_default(start_server: StartServer) -> None:
     server = start_server()
-    assert "metrics listening" not in server.log()
+    assert "http listening" not in server.log()
 
 
-def test_a_bad_metrics_address_is_one_line(start_server: StartServer) -> None:
-    with pytest.raises(RuntimeError) as failed:
-        start_server("--metrics-listen", "nowhere")
-    assert "--metrics-listen: expected HOST:PORT, got 'nowhere'" in str(failed.value)
+def test_a_bad_http_address_is_one_line(start_server: StartServer) -> None:
+    for flag in ("--http-listen", "--metrics-listen"):
+        with pytest.raises(RuntimeError) as failed:
+            start_server(flag, "nowhere")
+        assert f"{flag}: expected HOST:PORT, got 'nowhere'" in str(failed.value)
+
+
+def test_http_listen_serves_metrics_too(start_server: StartServer) -> None:
+    port = free_port()
+    start_server("--http-listen", f"127.0.0.1:{port}")
+    status, _, text = scrape(port)
+    assert status == 200 and value(samples(text), "queuebox_connections") == 0
+
+
+def test_healthz_is_200_while_running_and_503_with_the_state_otherwise(
+    metrics_server: tuple[ServerProc, int],
+) -> None:
+    server, port = metrics_server
+    assert scrape(port, "/healthz")[::2] == (200, "RUNNING\n")
+    server.stop()
+    server.args += ["--read-only", "true"]
+    server.start()
+    assert scrape(port, "/healthz")[::2] == (503, "WAITING\n")

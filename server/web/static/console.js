@@ -213,7 +213,7 @@ function taskRow(task) {
   const shown = data.kind === "json" ? data.text : `${data.kind}: ${data.text}`;
   return el("tr", { "data-task-id": task.id, "data-task-state": task.state },
     el("td", { class: "num" }, task.id), el("td", {}, task.state),
-    el("td", {}, el("pre", { class: "data", title: data.size === null ? "" : `${data.size} bytes` }, shown + (data.truncated ? " …" : ""))),
+    el("td", {}, el("pre", { class: "data", title: data.size === null ? "" : `${data.size} bytes of msgpack` }, shown + (data.truncated ? " …" : ""))),
     el("td", {}, task.created === undefined ? "–" : fmt.time(task.created)),
     el("td", {}, task.next_event?.at ? `${task.next_event.means}: ${fmt.time(task.next_event.at)}` : "–"),
     el("td", {}, fmt.duration(task.ttl)), el("td", {}, fmt.duration(task.ttr)),
