@@ -1,7 +1,7 @@
 # queuebox server image.
 #
 #   docker build -t queuebox .
-#   docker run -d --name queuebox -p 3301:3301 -v queuebox-data:/var/lib/queuebox \
+#   docker run -d --name queuebox -p 3301:3301 -p 8080:8080 -v queuebox-data:/var/lib/queuebox \
 #       -e QUEUEBOX_USER=app -e QUEUEBOX_PASSWORD=change-me queuebox
 #
 # Plain Dockerfile syntax only (no `# syntax=` line, no RUN --mount), so it
@@ -68,12 +68,15 @@ COPY --from=builder /opt/queuebox /opt/queuebox
 # the server listens on; on 0.0.0.0 the server then refuses to start without
 # QUEUEBOX_USER + QUEUEBOX_PASSWORD. An open server takes two explicit
 # settings: QUEUEBOX_GUEST_RIGHTS=all and QUEUEBOX_ALLOW_OPEN_GUEST=1.
+# The HTTP listener (web console, /metrics, /healthz) is on at 8080: with the
+# guest given nothing, the console asks for QUEUEBOX_USER's login.
 ENV QUEUEBOX_LISTEN=0.0.0.0:3301 \
+    QUEUEBOX_HTTP_LISTEN=0.0.0.0:8080 \
     QUEUEBOX_DATA_DIR=/var/lib/queuebox \
     QUEUEBOX_GUEST_RIGHTS=none \
     QUEUEBOX_LOG_FORMAT=json
 VOLUME ["/var/lib/queuebox"]
-EXPOSE 3301
+EXPOSE 3301 8080
 WORKDIR /var/lib/queuebox
 USER 10001:10001
 

@@ -17,16 +17,18 @@ from typing import Any
 
 from tests.e2e.serverproc import ServerProc
 
-HTTP_LINE = re.compile(r"http listening\s+address=127\.0\.0\.1:(\d+)")
+ADDRESS = re.compile(r"127\.0\.0\.1:(\d+)")
 
 
 def http_port(server: ServerProc, timeout: float = 10.0) -> int:
     """The port of the server's last start (its log is appended to at each start)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = HTTP_LINE.findall(server.log())
+        # The last start's line (the log is appended to), console or JSON format.
+        lines = [ln for ln in server.log().splitlines() if "http listening" in ln]
+        found = ADDRESS.search(lines[-1]) if lines else None
         if found:
-            return int(found[-1])
+            return int(found.group(1))
         time.sleep(0.05)
     raise AssertionError(f"no 'http listening' line in the log:\n{server.log()}")
 

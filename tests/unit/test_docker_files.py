@@ -168,6 +168,29 @@ def test_dockerfile_exposes_3301_with_a_data_volume() -> None:
     assert env["QUEUEBOX_DATA_DIR"] == DATA_DIR
 
 
+def test_the_image_turns_the_http_listener_on_behind_a_login() -> None:
+    # The console, /metrics and /healthz on 8080; with the image's settings and
+    # the one user of .env, the console asks for that user's login.
+    stage = runtime_stage()
+    assert "8080" in " ".join(args for word, args in stage if word == "EXPOSE").split()
+    env = {k: v for k, v in env_of(stage).items() if k.startswith("QUEUEBOX_")}
+    config = load_config({}, {**env, "QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "pw"})
+    assert config.http_listen == ("0.0.0.0", 8080)
+    assert list(config.users) == ["app"] and config.guest_rights == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("name", "host_side"),
+    [("queuebox", "127.0.0.1:8080"), ("primary", "127.0.0.1:8081"), ("replica", "127.0.0.1:8082")],
+)
+def test_compose_publishes_each_console_on_host_loopback(name: str, host_side: str) -> None:
+    service = compose()["services"][name]
+    assert service["environment"]["QUEUEBOX_HTTP_LISTEN"] == "0.0.0.0:8080"
+    (http,) = [str(p) for p in service["ports"] if str(p).endswith(":8080")]
+    assert re.fullmatch(r"\$\{QUEUEBOX_\w*HTTP_PUBLISH:-(.+)\}:8080", http).group(1) == host_side  # type: ignore[union-attr]
+    assert service["env_file"] == ".env"  # the user the console logs in with
+
+
 def test_dockerfile_never_opens_the_guest_nor_bakes_a_password() -> None:
     env = env_of(runtime_stage())
     assert env.get("QUEUEBOX_GUEST_RIGHTS") == "none"
