@@ -4,8 +4,9 @@ Owns: `queuebox.tasks(tube[, {state=, offset=, limit=}])`, a read call that
 answers one page of a tube's tasks by state (drivers/listing.py: on a
 replica too), and `queuebox.release(tube, task_id)`, a write call that puts
 a taken task back to ready whichever session holds it (the module's own
-`release` only lets the taker do it). The console calls them as the
-logged-in user, like any client. Must not touch queue semantics (the cores
+`release` only lets the taker do it). Each checks its tube against the
+caller's grant (rights.py), as a tube method does. The console calls them
+as the logged-in user, like any client. Must not touch queue semantics (the cores
 own them) nor the wire.
 """
 
@@ -23,11 +24,13 @@ from .config import READ, WRITE
 from .dispatch import CallContext
 from .errors import read_only_error
 from .queue_calls import QueueCalls
+from .rights import check_tube
 
 
 def install(app: App, catalog: Catalog, queue: Callable[[], QueueCalls | None]) -> None:
     def tasks(ctx: CallContext, args: list[Any]) -> list[Any]:
         tube = args[0] if args else None
+        check_tube(ctx.grant, READ, tube, "queuebox.tasks", ctx.user)
         opts = args[1] if len(args) > 1 and args[1] is not None else {}
         if not isinstance(opts, dict):
             raise module_error("options must be a map: {state=, offset=, limit=}")
@@ -41,6 +44,7 @@ def install(app: App, catalog: Catalog, queue: Callable[[], QueueCalls | None]) 
         ]
 
     def release(ctx: CallContext, args: list[Any]) -> list[Any]:
+        check_tube(ctx.grant, WRITE, args[0] if args else None, "queuebox.release", ctx.user)
         running = queue()
         if running is None:
             raise read_only_error()

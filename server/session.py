@@ -1,6 +1,6 @@
 """One connection's session: what a request handler needs to know, and no more.
 
-Owns: `Session` (conn_id, peer, logged-in user and rights, salt, schema
+Owns: `Session` (conn_id, peer, logged-in user and their `Grant`, salt, schema
 version, the `closed` future, and the app's services: registry, users,
 durability barrier), which request handlers (`requests.py`, `calls.py`,
 `legacy15.py`) and function handlers receive instead of the connection. Must
@@ -33,8 +33,8 @@ class Session:
         "conn_id",
         "outlet",
         "peer",
+        "grant",
         "registry",
-        "rights",
         "salt",
         "schema_version",
         "user",
@@ -50,7 +50,7 @@ class Session:
         self.closed = closed
         self.schema_version = app.config.schema_version
         self.user = GUEST
-        self.rights = app.users.rights(GUEST)
+        self.grant = app.rights.grant(GUEST)  # what this user may do (rights.py)
         self.salt = protocol.new_salt()
         self.auth_failures = 0
         # Set by a handler that wants the connection closed once its reply is out.
@@ -61,7 +61,7 @@ class Session:
 
     def set_user(self, user: str) -> None:
         self.user = user
-        self.rights = self.app.users.rights(user)
+        self.grant = self.app.rights.grant(user)
 
     def __repr__(self) -> str:
         return f"Session(conn_id={self.conn_id}, user={self.user!r}, peer={self.peer!r})"

@@ -22,9 +22,10 @@ from aiohttp import web
 from queuebox.protocol import ErrorCode
 
 from ..build import Server
-from ..config import ADMIN, WRITE
+from ..callas import LocalSession, call_as
+from ..config import ADMIN, READ, WRITE
+from ..errors import CallError
 from .auth import Login
-from .calls import Caller, CallFailed
 from .overview import connections_view, server_view, tube_rows
 from .rates import Rates
 from .render import data_view, task_view
@@ -74,9 +75,8 @@ CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "s
 
 
 class Console:
-    def __init__(self, server: Server, caller: Caller, rates: Rates) -> None:
+    def __init__(self, server: Server, rates: Rates) -> None:
         self.server = server
-        self.caller = caller
         self.rates = rates
         self.namespace = server.app.config.queue_namespaces[0]
 
@@ -90,16 +90,16 @@ class Console:
 
     async def overview(self, request: web.Request) -> web.Response:
         login: Login = request["login"]
-        rights = self.server.app.users.rights(login.user)
+        grant = self.server.app.rights.grant(login.user)
         view: dict[str, Any] = {
             "user": login.user,
-            "can": {"read": bool(rights), "write": WRITE in rights, "admin": ADMIN in rights},
+            "can": {right: grant.allows(right) for right in (READ, WRITE, ADMIN)},
             "time": time.time(),
             "tubes": [],
         }
         try:
-            (stats,) = await self.caller.call(login.user, f"{self.namespace}.statistics", [])
-        except CallFailed as exc:
+            (stats,) = await self._as(request, f"{self.namespace}.statistics", [])
+        except CallError as exc:
             view["refused"] = {"code": exc.code, "message": exc.message}
             return web.json_response(view)
         rows = tube_rows(self.server, stats if isinstance(stats, dict) else {})
@@ -112,15 +112,14 @@ class Console:
         return web.json_response(view)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        login: Login = request["login"]
         query = request.query
         opts: dict[str, Any] = {"offset": _int(query.get("offset"), 0), "limit": PAGE}
         if query.get("state"):
             opts["state"] = query["state"]
         tube = request.match_info["tube"]
         try:
-            (page,) = await self.caller.call(login.user, "queuebox.tasks", [tube, opts])
-        except CallFailed as exc:
+            (page,) = await self._as(request, "queuebox.tasks", [tube, opts])
+        except CallError as exc:
             return _refused(exc)
         page["tasks"] = [_task(task) for task in page["tasks"]]
         return web.json_response(page)
@@ -138,12 +137,18 @@ class Console:
         return await self._call(request, f"{self.namespace}.create_tube", args)
 
     async def _call(self, request: web.Request, name: str, args: list[Any]) -> web.Response:
-        login: Login = request["login"]
         try:
-            result = await self.caller.call(login.user, name, args)
-        except CallFailed as exc:
+            result = await self._as(request, name, args)
+        except CallError as exc:
             return _refused(exc)
         return web.json_response({"ok": True, "result": [_shown(value) for value in result]})
+
+    async def _as(self, request: web.Request, name: str, args: list[Any]) -> list[Any]:
+        """Call `name` as the logged-in user, with every check an IPROTO CALL gets."""
+        login: Login = request["login"]
+        peer = f"console {request.remote}"
+        async with LocalSession(self.server.app, login.user, peer) as session:
+            return await call_as(session, name, args)
 
 
 def _task(fields: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +162,7 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def _refused(exc: CallFailed) -> web.Response:
+def _refused(exc: CallError) -> web.Response:
     error = {"code": exc.code, "message": exc.message}
     return web.json_response({"error": error}, status=STATUS.get(exc.code, 400))
 

@@ -30,7 +30,6 @@ from .auth import (
     same_origin,
     set_cookies,
 )
-from .calls import Caller
 from .console import Console
 from .rates import Rates
 
@@ -59,7 +58,7 @@ class HttpListener:
         self.logins = Logins(server.app, host)
         self.registry = install_metrics(server)
         self.rates = Rates(self._counters)
-        self.console = Console(server, Caller(server.app), self.rates)
+        self.console = Console(server, self.rates)
         self.runner: web.AppRunner | None = None
 
     def application(self) -> web.Application:

@@ -2,7 +2,8 @@
 
 Owns: turning a task's data (the client's msgpack bytes, or a value) into
 text: JSON when it is JSON-like (bin inside as {"$bin": hex}, an ext type
-as {"$ext": code, "hex": ...}), hex when it is binary or not decodable; and
+as {"$ext": code, "hex": ...}, a str that is not UTF-8 as {"$str": hex}),
+hex when it is binary or not decodable; and
 a task tuple, given its driver's field names, into a JSON object (times as
 epoch seconds, durations as seconds). Must not touch the queue or HTTP.
 """
@@ -57,7 +58,13 @@ def _jsonable(value: Any) -> Any:
         return {"$bin": value.hex()}
     if isinstance(value, msgpack.ExtType):
         return {"$ext": value.code, "hex": value.data.hex()}
-    if value is None or isinstance(value, bool | int | float | str):
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # not UTF-8 on the wire (kept with surrogateescape)
+            return {"$str": value.encode("utf-8", "surrogateescape").hex()}
+        return value
+    if value is None or isinstance(value, bool | int | float):
         return value
     return str(value)  # msgpack.Timestamp and the like
 

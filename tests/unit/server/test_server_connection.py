@@ -283,7 +283,7 @@ async def test_rights_are_checked_per_access_class(app: App) -> None:
     assert got[1][2][0x31] == (
         "Execute access to function 'queuebox.test.write' is denied for user 'guest'"
     )
-    assert WRITE not in h.conn.session.rights
+    assert not h.conn.session.grant.allows(WRITE)
 
 
 async def test_fatal_frame_error_replies_then_closes(app: App) -> None:
@@ -334,7 +334,7 @@ async def test_connections_beyond_the_maximum_are_refused() -> None:
 
 async def test_auth_is_applied_in_order() -> None:
     user = UserSpec("u", protocol.password_hash2("pw"), frozenset({READ}))
-    app = make_app(test_hooks=True, users={"u": user})
+    app = make_app(test_hooks=True, users={"u": user}, guest_rights=frozenset({READ}))
     h = open_conn(app)
     scramble = protocol.scramble(h.conn.session.salt, "pw")
     h.feed(
