@@ -30,8 +30,8 @@ FOREVER_US = MAX_TIMEOUT_S * US
 
 
 def data_view(value: Any) -> dict[str, Any]:
-    """{"kind": "json" | "binary" | "msgpack", "text": ..., "size": bytes}."""
-    size = len(value) if isinstance(value, bytes) else None
+    """{"kind": "json" | "binary" | "msgpack", "text": ..., "size": bytes of msgpack}."""
+    size = len(value) if isinstance(value, Packed) else _packed_size(value)
     if isinstance(value, Packed):
         try:
             value = msgpack.unpackb(value, raw=False, strict_map_key=False)
@@ -40,6 +40,14 @@ def data_view(value: Any) -> dict[str, Any]:
     if isinstance(value, bytes):
         return _view("binary", value.hex(), size)
     return _view("json", json.dumps(_jsonable(value), ensure_ascii=False), size)
+
+
+def _packed_size(value: Any) -> int | None:
+    """Bytes of the value as msgpack (a decoded task's data: what it stores, about)."""
+    try:
+        return len(msgpack.packb(value, use_bin_type=True, unicode_errors="surrogateescape"))
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _view(kind: str, text: str, size: int | None) -> dict[str, Any]:
