@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
+from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
 from tests.e2e.webclient import Web, http_port
 
 
@@ -180,3 +180,23 @@ def test_a_read_only_server_shows_its_queue_and_refuses_changes(
     assert len(web.get(f"/api/tubes/{tube}/tasks").json()["tasks"]) == 3
     refused = web.post(f"/api/tubes/{tube}/put", {"data": 1})
     assert refused.status == 503 and refused.json()["error"]["code"] == 7
+
+
+def test_per_tube_grants_hold_in_the_console(start_server: StartServer) -> None:
+    toml = USERS_TOML + '\n[users.jobber]\npassword = "jobpw"\nwrite = ["jobs*"]\n'
+    server = start_server("--http-listen", "127.0.0.1:0", toml=toml)
+    conn = login_tester(server.port)
+    try:
+        for tube in ("jobs_a", "mail_a"):
+            conn.call("queue.create_tube", tube, "fifo", {})
+            conn.call(f"queue.tube.{tube}:put", "x")
+    finally:
+        conn.close()
+    web = logged_in(Web(http_port(server)), "jobber", "jobpw")
+    assert [t["name"] for t in web.get("/api/overview").json()["tubes"]] == ["jobs_a"]
+    assert web.post("/api/tubes/jobs_a/put", {"data": 1}).status == 200
+    refused = web.post("/api/tubes/mail_a/put", {"data": 1})
+    assert refused.status == 403 and refused.json()["error"]["code"] == 42
+    listing = web.get("/api/tubes/mail_a/tasks")
+    assert listing.status == 403 and "queuebox.tasks" in listing.json()["error"]["message"]
+    assert ready_count(server, "jobs_a") == 2 and ready_count(server, "mail_a") == 1
