@@ -60,12 +60,12 @@ def _view(kind: str, text: str, size: int | None) -> dict[str, Any]:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {_key(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, msgpack.ExtType):  # a named tuple: before tuples
+        return {"$ext": value.code, "hex": value.data.hex()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, bytes):
         return {"$bin": value.hex()}
-    if isinstance(value, msgpack.ExtType):
-        return {"$ext": value.code, "hex": value.data.hex()}
     if isinstance(value, str):
         try:
             value.encode("utf-8")
