@@ -100,12 +100,13 @@ function chart(rates) {
   const series = ["put", "take", "ack"];
   const max = Math.max(1, ...series.flatMap((s) => rates[s]));
   for (const name of series) {
-    const points = rates[name];
+    // One point (a tube younger than a sample) is drawn as a flat line.
+    const points = rates[name].length === 1 ? [rates[name][0], rates[name][0]] : rates[name];
     const step = CHART.w / Math.max(1, points.length - 1);
     const line = document.createElementNS(ns, "polyline");
     line.setAttribute("class", name);
     line.setAttribute("points", points.map((v, i) =>
-      `${(points.length === 1 ? CHART.w : i * step).toFixed(1)},${(CHART.h - 1 - (v / max) * (CHART.h - 2)).toFixed(1)}`).join(" "));
+      `${(i * step).toFixed(1)},${(CHART.h - 1 - (v / max) * (CHART.h - 2)).toFixed(1)}`).join(" "));
     svg.append(line);
   }
   const now = series.map((s) => rates[s][rates[s].length - 1]);
