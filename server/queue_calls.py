@@ -41,8 +41,11 @@ from .timers import DeadlineTimer, wall_clock_us
 
 log = get_logger("queuebox.queue")
 
-READ = "read"
+READ, ADMIN = "read", "admin"
 LEGACY_STATISTICS = "queue.statistics"
+# queuebox's own calls on a tube (QUEUE.md §14): its first argument is the tube.
+TASKS = "queuebox.tasks"
+TUBE_OPTIONS = "queuebox.tube_options"
 
 # EVAL texts sent by real clients (go-tarantool and friends), QUEUE.md §1.
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
@@ -128,7 +131,9 @@ class QueueCalls:
                 registry.register(full, self._statistics_handler(full), READ, replace=True)
             # Registered as fixed names so no placeholder can shadow the real ones.
             registry.register(f"{namespace}.state", self._state, READ, replace=True)
-        registry.register_eval(EVAL_CREATE, self._eval_create, "admin", replace=True)
+        registry.register(TASKS, self._tasks, READ, replace=True)
+        registry.register(TUBE_OPTIONS, self._tube_options, ADMIN, replace=True)
+        registry.register_eval(EVAL_CREATE, self._eval_create, ADMIN, replace=True)
         registry.register_eval(EVAL_EXISTS, self._eval_exists, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [Queue.VERSION], READ, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
@@ -208,6 +213,20 @@ class QueueCalls:
         finally:
             self._after_call("create_tube")
         return []
+
+    def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks."""
+        try:
+            return [self.modern.list_tasks(*_two(args))]
+        finally:
+            self._after_call(TASKS)
+
+    def _tube_options(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tube_options(tube, {max_attempts=, backoff=, backoff_max=})."""
+        try:
+            return [self.modern.tube_options(*_two(args))]
+        finally:
+            self._after_call(TUBE_OPTIONS)
 
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
@@ -328,3 +347,9 @@ class QueueCalls:
         for core in self.cores:
             core.disconnected(conn_id)
         self.timer.rearm()
+
+
+def _two(args: list[Any]) -> tuple[Any, Any]:
+    """(tube, opts) of a call that may leave either out."""
+    padded = [*args, None, None]
+    return padded[0], padded[1]
