@@ -113,15 +113,16 @@ class Console:
 
     async def tasks(self, request: web.Request) -> web.Response:
         query = request.query
-        opts: dict[str, Any] = {"offset": _int(query.get("offset"), 0), "limit": PAGE}
+        opts: dict[str, Any] = {"limit": PAGE}
         if query.get("state"):
             opts["state"] = query["state"]
-        tube = request.match_info["tube"]
+        if query.get("after"):
+            opts["after"] = [_int(part) for part in query["after"].split(",")]
         try:
-            (page,) = await self._as(request, "queuebox.tasks", [tube, opts])
+            (page,) = await self._as(request, "queuebox.tasks", [request.match_info["tube"], opts])
         except CallError as exc:
             return _refused(exc)
-        page["tasks"] = [_task(task) for task in page["tasks"]]
+        page["tasks"] = [task_view(task) for task in page["tasks"]]
         return web.json_response(page)
 
     async def act(self, request: web.Request) -> web.Response:
@@ -151,10 +152,6 @@ class Console:
             return await call_as(session, name, args)
 
 
-def _task(fields: dict[str, Any]) -> dict[str, Any]:
-    return task_view(list(fields), list(fields.values()))
-
-
 def _shown(value: Any) -> Any:
     """A call's answer for the page: a task as [id, state, data view]."""
     if isinstance(value, list | tuple) and len(value) == 3 and isinstance(value[0], int):
@@ -177,8 +174,8 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _int(text: str | None, default: int) -> int:
+def _int(text: str) -> int:
     try:
-        return max(0, int(text)) if text else default
+        return int(text)
     except ValueError:
         raise web.HTTPBadRequest(text=f"not a number: {text}") from None

@@ -244,3 +244,30 @@ def test_the_login_page_refuses_a_wrong_password(
     page.fill("#user", "tester")
     page.screenshot(path=shots / "console-login.png")
     assert "queuebox_session" not in {c["name"] for c in page.context.cookies()}
+
+
+def test_tasks_page_by_page_with_their_attempts(page: Page, console: ServerProc) -> None:
+    tube = unique("retried")
+    conn = login_tester(console.port)
+    try:
+        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 2, "backoff": 0})
+        for n in range(55):
+            conn.call(f"queue.tube.{tube}:put", n)
+        (task,) = conn.call(f"queue.tube.{tube}:take", 0).data
+        conn.call(f"queue.tube.{tube}:release", task[0])
+        (task,) = conn.call(f"queue.tube.{tube}:take", 0).data
+        conn.call(f"queue.tube.{tube}:release", task[0])  # its last attempt: buried
+        log_in(page, console)
+        tube_row(page, tube).locator(".tube-link").click()
+        expect(page.locator("#page")).to_have_text("1–50 of 55")
+        expect(task_row(page, 0)).to_have_attribute("data-task-state", "buried")
+        expect(task_row(page, 0).locator(".reason")).to_contain_text("2 attempts")
+        expect(task_row(page, 0).locator("td").nth(8)).to_have_text("2")
+        page.click("#next")
+        expect(page.locator("#page")).to_have_text("51–55 of 55")
+        expect(page.locator("#tasks tbody tr")).to_have_count(5)
+        expect(task_row(page, 54)).to_be_visible()
+        page.click("#prev")
+        expect(page.locator("#page")).to_have_text("1–50 of 55")
+    finally:
+        conn.close()

@@ -6,7 +6,9 @@
 const POLL_MS = 1000;
 const CHART = { w: 160, h: 36 };
 const $ = (sel) => document.querySelector(sel);
-const view = { tube: null, state: "", offset: 0, total: 0, can: {} };
+// The open tube's listing: cursors of the pages before this one (queuebox.tasks' `next`).
+const view = { tube: null, state: "", pages: [], after: null, next: null, counts: {}, can: {} };
+const PAGE = 50;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -132,7 +134,10 @@ function drawTubes(tubes) {
   }));
   $("#no-tubes").hidden = tubes.length > 0;
   const open = tubes.find((tube) => tube.name === view.tube);
-  if (open) $("#tube-type").textContent = open.type;
+  if (open) {
+    $("#tube-type").textContent = open.type;
+    view.counts = open.tasks;
+  }
 }
 
 function pairs(target, rows) {
@@ -195,12 +200,32 @@ async function refresh() {
 }
 
 // -- one tube --
+function firstPage() {
+  view.pages = [];
+  view.after = null;
+}
+
 function openTube(name) {
   view.tube = name;
-  view.offset = 0;
+  firstPage();
   $("#tube").hidden = false;
   $("#tube-name").textContent = name;
   refresh();
+}
+
+const FOREVER_S = 3153600000; // ttl/ttr "forever": 100 years, as the module stores it
+
+function when(task) {
+  if (task.deadline !== undefined) return `ttr ends ${fmt.time(task.deadline)}`;
+  if (task.ready_at !== undefined) return `ready ${fmt.time(task.ready_at)}`;
+  if (task.expires_at !== undefined && task.expires_at < task.created + FOREVER_S) {
+    return `expires ${fmt.time(task.expires_at)}`;
+  }
+  return "–";
+}
+
+function span(s) {
+  return s === undefined ? "–" : s >= FOREVER_S ? "forever" : fmt.seconds(s);
 }
 
 function taskRow(task) {
@@ -208,31 +233,35 @@ function taskRow(task) {
     el("button", { class: "link act-" + action, onclick: () => taskAction(action, task.id, question) }, label);
   const buttons = [];
   if (task.state !== "buried") buttons.push(act("bury", "bury", `Bury task ${task.id} of ${view.tube}?`));
-  if (task.state === "taken") buttons.push(act("release", "release", `Release task ${task.id} of ${view.tube} (back to ready, taken from whoever holds it)?`));
+  if (task.state === "taken") buttons.push(act("release", "release", `Release task ${task.id} of ${view.tube} (taken from whoever holds it)?`));
   buttons.push(act("delete", "delete", `Delete task ${task.id} of ${view.tube}? This cannot be undone.`));
   const data = task.data;
   const shown = data.kind === "json" ? data.text : `${data.kind}: ${data.text}`;
+  const state = task.reason ? [task.state, el("div", { class: "reason muted" }, task.reason)] : [task.state];
   return el("tr", { "data-task-id": task.id, "data-task-state": task.state },
-    el("td", { class: "num" }, task.id), el("td", {}, task.state),
+    el("td", { class: "num" }, task.id), el("td", {}, state),
     el("td", {}, el("pre", { class: "data", title: data.size === null ? "" : `${data.size} bytes of msgpack` }, shown + (data.truncated ? " …" : ""))),
     el("td", {}, task.created === undefined ? "–" : fmt.time(task.created)),
-    el("td", {}, task.next_event?.at ? `${task.next_event.means}: ${fmt.time(task.next_event.at)}` : "–"),
-    el("td", {}, fmt.duration(task.ttl)), el("td", {}, fmt.duration(task.ttr)),
-    el("td", { class: "num" }, task.pri ?? "–"), el("td", { class: "num" }, task.attempts ?? "–"),
+    el("td", {}, when(task)), el("td", {}, span(task.ttl)), el("td", {}, span(task.ttr)),
+    el("td", {}, [task.pri, task.utube].filter((v) => v !== undefined).join(" / ") || "–"),
+    el("td", { class: "num" }, task.attempts ?? "–"),
     el("td", { class: "task-actions" }, buttons));
 }
 
 async function refreshTasks() {
-  const query = new URLSearchParams({ offset: view.offset });
+  const query = new URLSearchParams();
   if (view.state) query.set("state", view.state);
+  if (view.after) query.set("after", view.after.join(","));
   try {
     const page = await api("GET", `/api/tubes/${encodeURIComponent(view.tube)}/tasks?${query}`);
-    view.total = page.total;
+    view.next = page.next;
     $("#tasks tbody").replaceChildren(...page.tasks.map(taskRow));
-    const last = Math.min(page.offset + page.tasks.length, page.total);
-    $("#page").textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no tasks";
-    $("#prev").disabled = page.offset === 0;
-    $("#next").disabled = last >= page.total;
+    const first = view.pages.length * PAGE;
+    const total = view.state ? view.counts[view.state] : view.counts.total;
+    $("#page").textContent = page.tasks.length
+      ? `${first + 1}–${first + page.tasks.length} of ${fmt.count(total)}` : "no tasks";
+    $("#prev").disabled = view.pages.length === 0;
+    $("#next").disabled = !page.next;
   } catch (error) {
     $("#tasks tbody").replaceChildren();
     $("#page").textContent = error.message;
@@ -311,10 +340,15 @@ function wire() {
   $("#truncate").addEventListener("click", truncate);
   $("#create-form").addEventListener("submit", createTube);
   $("#close-tube").addEventListener("click", () => { view.tube = null; $("#tube").hidden = true; refresh(); });
-  $("#prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - 50); refreshTasks(); });
-  $("#next").addEventListener("click", () => { view.offset += 50; refreshTasks(); });
+  $("#prev").addEventListener("click", () => { view.after = view.pages.pop() ?? null; refreshTasks(); });
+  $("#next").addEventListener("click", () => {
+    if (!view.next) return;
+    view.pages.push(view.after);
+    view.after = view.next;
+    refreshTasks();
+  });
   for (const tab of document.querySelectorAll("#states button")) {
-    tab.addEventListener("click", () => { view.state = tab.dataset.state; view.offset = 0; refreshTasks(); });
+    tab.addEventListener("click", () => { view.state = tab.dataset.state; firstPage(); refreshTasks(); });
   }
   $("#logout").addEventListener("click", async () => {
     await api("POST", "/logout").catch(() => null);
