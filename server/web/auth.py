@@ -11,8 +11,13 @@ request in or not. Must not touch the queue: a session only names its user.
 Who gets in:
 
     users configured ──────────────────────────▶ login page; the user's rights
-    no users, loopback (or allow_open_guest) ──▶ open, as guest (its rights)
+    no users, loopback ────────────────────────▶ open, as guest (its rights), to
+                                                  requests addressed to loopback
+    no users, allow_open_guest ────────────────▶ open, as guest, to anyone
     no users, another address ─────────────────▶ nobody (the page says why)
+
+Every answer carries a Content-Security-Policy that allows only the
+console's own script and style and no framing.
 
 /metrics, /healthz, /login and the static assets need no login.
 """
@@ -64,11 +69,21 @@ class Logins:
         self._clock = clock
         self._sessions: OrderedDict[str, Login] = OrderedDict()
         # No users: the console is the loopback guest's, as IPROTO's default is.
+        self.configured_open = not self.configured and app.config.allow_open_guest
         self.open_as = (
-            GUEST
-            if not self.configured and (is_loopback(host) or app.config.allow_open_guest)
-            else None
+            GUEST if not self.configured and (is_loopback(host) or self.configured_open) else None
         )
+
+    def open_to(self, host_header: str) -> bool:
+        """The open console answers only requests addressed to loopback by name
+        (Host: 127.0.0.1, localhost, [::1]), so a page of another site whose
+        name was rebound to 127.0.0.1 (DNS rebinding) gets no session."""
+        if self.open_as is None:
+            return False
+        if self.configured_open:
+            return True
+        host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
+        return is_loopback(host.strip("[]"))
 
     @property
     def closed_to_all(self) -> bool:
@@ -102,6 +117,20 @@ class Logins:
             self._sessions.pop(token, None)
 
 
+SECURITY_HEADERS = {
+    # Only our own script and style; no page may frame the console (clickjacking).
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+async def security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: the headers every answer carries."""
+    response.headers.update(SECURITY_HEADERS)
+
+
 def set_cookies(response: web.StreamResponse, login: Login) -> None:
     response.set_cookie(
         SESSION_COOKIE, login.token, httponly=True, samesite="Strict", path="/"
@@ -132,7 +161,7 @@ def guard(logins: Logins) -> Any:
         if is_public(request.path):
             return await handler(request)
         login = logins.find(request.cookies.get(SESSION_COOKIE))
-        fresh = login is None and logins.open_as is not None
+        fresh = login is None and logins.open_to(request.host)
         if fresh:
             login = logins.start(logins.open_as or GUEST)
         if login is None:

@@ -28,6 +28,7 @@ from .auth import (
     failed_login,
     guard,
     same_origin,
+    security_headers,
     set_cookies,
 )
 from .console import Console
@@ -63,6 +64,7 @@ class HttpListener:
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[errors, guard(self.logins)], client_max_size=MAX_BODY)
+        app.on_response_prepare.append(security_headers)
         app.add_routes(
             [
                 web.get("/", self.page),

@@ -65,11 +65,25 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
+    """A fresh context (no cookies); the page's script errors and CSP
+    violations fail the test (a refused request's status line does not)."""
     context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+    errors: list[str] = []
     try:
-        yield context.new_page()
+        opened = context.new_page()
+        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+        opened.on(
+            "console",
+            lambda msg: (
+                errors.append(msg.text)
+                if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+                else None
+            ),
+        )
+        yield opened
     finally:
         context.close()
+    assert errors == []
 
 
 def log_in(page: Page, console: ServerProc, user: str = "tester", password: str = "secret") -> None:

@@ -159,6 +159,19 @@ def test_without_users_the_console_is_the_loopback_guests(start_server: StartSer
     assert web.post("/api/tubes", create, csrf=None).status == 403  # CSRF holds here too
     assert web.post("/api/tubes", create).status == 200
     assert [t["name"] for t in web.get("/api/overview").json()["tubes"]] == ["open"]
+    # A page of another site whose name now points at 127.0.0.1 (DNS rebinding)
+    # gets no session; the names of loopback do.
+    stranger = Web(web.port)
+    rebound = stranger.request("GET", "/api/overview", headers={"Host": f"evil.example:{web.port}"})
+    assert rebound.status == 401 and not stranger.cookies
+    local = stranger.request("GET", "/api/overview", headers={"Host": f"localhost:{web.port}"})
+    assert local.status == 200 and local.json()["user"] == "guest"
+
+
+def test_every_answer_forbids_framing_and_foreign_scripts(web: Web) -> None:
+    for path in ("/", "/login", "/api/overview", "/static/console.js"):
+        policy = web.get(path).headers["Content-Security-Policy"]
+        assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy, path
 
 
 def test_a_read_only_server_shows_its_queue_and_refuses_changes(
