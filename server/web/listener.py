@@ -2,8 +2,8 @@
 
 Owns: binding `http_listen`, the route table (the console's pages, assets
 and JSON API, /metrics, /healthz, login and logout), the middleware that
-turns an unexpected error into a logged 500, the rate sampler's life, and
-stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
+turns an unexpected error into a logged 500, the sampler of rates and ages
+(every SAMPLE_S), and stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
 and 503 with the state otherwise (WAITING on a replica or a read-only
 server, STARTUP while promoting, "stopping" during a shutdown). Must not
 touch queue state: console.py reads and acts through calls.py.
@@ -11,6 +11,7 @@ touch queue state: console.py reads and acts through calls.py.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..build import Server
 from ..config import is_loopback
 from ..logs import get_logger
 from ..metrics import exposition, install_metrics
+from .ages import Ages
 from .auth import (
     SESSION_COOKIE,
     Handler,
@@ -32,7 +34,8 @@ from .auth import (
     set_cookies,
 )
 from .console import Console
-from .rates import Rates
+from .overview import tube_spaces
+from .rates import SAMPLE_S, Rates
 
 log = get_logger("queuebox.web")
 
@@ -59,8 +62,10 @@ class HttpListener:
         self.logins = Logins(server.app, host)
         self.registry = install_metrics(server)
         self.rates = Rates(self._counters)
-        self.console = Console(server, self.rates)
+        self.ages = Ages()
+        self.console = Console(server, self.rates, self.ages)
         self.runner: web.AppRunner | None = None
+        self._sampler: asyncio.TimerHandle | None = None
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[errors, guard(self.logins)], client_max_size=MAX_BODY)
@@ -86,14 +91,20 @@ class HttpListener:
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port, reuse_address=True)
         await site.start()
-        self.rates.start()
+        self._sample()
         bound = self.runner.addresses[0]
         return str(bound[0]), int(bound[1])
 
     async def close(self) -> None:
-        self.rates.stop()
+        if self._sampler is not None:
+            self._sampler.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
+
+    def _sample(self) -> None:
+        self.rates.sample()
+        self.ages.sample(tube_spaces(self.server))
+        self._sampler = asyncio.get_running_loop().call_later(SAMPLE_S, self._sample)
 
     def _counters(self) -> dict[str, dict[str, int]]:
         queue = self.server.queue  # read each time: a reload or promotion replaces it

@@ -4,7 +4,8 @@ Owns: the JSON of the server (version, build, role, WAL and snapshot state,
 memory), of this node's place in a cluster (its primary and lag on a
 replica, its replicas and theirs on a primary), of each tube (driver,
 options, counts by state, waiting takes, rates) and of the connections and
-queue sessions with the tasks they hold. Which tubes a user sees is decided
+queue sessions with the tasks they hold, and every tube's space (for the
+ages of their oldest ready tasks, ages.py). Which tubes a user sees is decided
 by the caller (console.py asks `queue.statistics` as the user). Must not
 change anything: every read here is of state the loop owns, taken between
 two requests, so it is consistent.
@@ -19,10 +20,13 @@ from typing import Any
 
 from queuebox import __version__
 from queuebox.compiled import build_label
+from queuebox.drivers.driver import DRIVERS
 from queuebox.drivers.sessions import session_text
 from queuebox.drivers.tubes import QUEUE_SPACE
+from queuebox.storage.space import Space
 
 from ..build import Server
+from .ages import Ages, Tubes
 
 STARTED = time.time()
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -96,7 +100,21 @@ def cluster_view(server: Server) -> dict[str, Any]:
     return view
 
 
-def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
+def tube_spaces(server: Server) -> Tubes:
+    """Every tube's space and the field of its tasks' `created` (None: untimed),
+    from the catalog alone: a replica's too."""
+    catalog = server.store.engine.catalog
+    registered = catalog.get(QUEUE_SPACE)
+    found: dict[str, tuple[Space, int | None]] = {}
+    for name, _, space_name, type_, _ in registered if registered is not None else ():
+        space, cls = catalog.get(space_name), DRIVERS.get(type_)
+        if space is not None and cls is not None:
+            created = cls.FORMAT.index("created") if "created" in cls.FORMAT else None
+            found[name] = (space, created)
+    return found
+
+
+def tube_rows(server: Server, stats: dict[str, Any], ages: Ages) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
     catalog = server.store.engine.catalog
     queue_space = catalog.get(QUEUE_SPACE)
@@ -104,12 +122,14 @@ def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
     if queue_space is not None:
         for row in queue_space:
             types[row[0]] = (row[3], dict(row[4]))
+    spaces = tube_spaces(server)
     queue = server.queue
     rows = []
     for name in sorted(stats):
         report = stats[name]
         type_, opts = types.get(name, ("?", {}))
         waiting = queue.modern.waiters.count(name, "take") if queue is not None else 0
+        space = spaces.get(name)
         rows.append(
             {
                 "name": name,
@@ -118,6 +138,7 @@ def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
                 "tasks": report.get("tasks", {}),
                 "calls": report.get("calls", {}),
                 "waiting_takes": waiting,
+                "oldest_ready": None if space is None else ages.age(name, *space),
             }
         )
     return rows

@@ -1,7 +1,7 @@
 """Put, take and ack per second of each tube over the last minutes.
 
-Owns: a sampler on the loop (every SAMPLE_S, a few dict reads per tube)
-and the per-second series the console draws: the completed samples plus a
+Owns: the samples (taken every SAMPLE_S by the listener's sampler, a few
+dict reads per tube) and the per-second series the console draws: the completed samples plus a
 live point from the last sample to now, so a burst shows at once. Counters
 are the tubes' statistics, which start from zero with each queue (a start,
 a reload): a counter that went down restarts from zero, never a negative
@@ -11,7 +11,6 @@ counters.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -36,19 +35,6 @@ class Rates:
         self._last_t = clock()
         self._last: dict[str, tuple[int, ...]] = {}
         self._series: dict[str, deque[tuple[float, ...]]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-
-    def start(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self.sample_s, self._tick)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _tick(self) -> None:
-        self.sample()
-        self.start()
 
     def sample(self) -> None:
         now = self._clock()

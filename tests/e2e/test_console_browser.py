@@ -129,6 +129,7 @@ def test_tubes_and_tasks_made_over_iproto_appear_live(
         for n in range(3):
             conn.call(f"queue.tube.{tube}:put", {"order": n, "items": ["tea", "milk"]})
         expect(count(page, tube, "ready")).to_have_text("3")
+        expect(tube_row(page, tube).locator("td.oldest")).to_contain_text(" s")  # its age
         (task,) = worker.call(f"queue.tube.{tube}:take", 0).data
         expect(count(page, tube, "taken")).to_have_text("1")
         expect(count(page, tube, "ready")).to_have_text("2")

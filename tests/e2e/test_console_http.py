@@ -145,6 +145,8 @@ def test_tasks_are_paged_and_shown_readably(web: Web, console: ServerProc) -> No
     second = web.get(f"/api/tubes/{tube}/tasks?state=ready&after=3,49").json()
     assert [t["id"] for t in second["tasks"]] == list(range(50, 56)) and second["next"] is None
     assert second["tasks"][-1]["data"] == {"kind": "binary", "text": "0102", "size": 4}
+    (row,) = [t for t in web.get("/api/overview").json()["tubes"] if t["name"] == tube]
+    assert row["oldest_ready"]["estimated"] is False and 0 <= row["oldest_ready"]["seconds"] < 600
     bad = web.get(f"/api/tubes/{tube}/tasks?state=lost")
     assert bad.status == 400 and "Invalid value of state: lost" in bad.json()["error"]["message"]
 

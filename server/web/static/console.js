@@ -130,6 +130,8 @@ function drawTubes(tubes) {
       el("td", {}, tube.type),
       cell("ready"), cell("taken"), cell("delayed"), cell("buried"), cell("done"),
       el("td", { class: "num" }, fmt.count(tube.waiting_takes)),
+      el("td", { class: "num oldest" }, tube.oldest_ready
+        ? (tube.oldest_ready.estimated ? "~" : "") + fmt.seconds(tube.oldest_ready.seconds) : "–"),
       el("td", {}, chart(tube.rates)));
   }));
   $("#no-tubes").hidden = tubes.length > 0;
