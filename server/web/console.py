@@ -27,10 +27,11 @@ from ..config import ADMIN, READ, WRITE
 from ..errors import CallError
 from .ages import Ages
 from .auth import Login
-from .overview import connections_view, server_view, tube_rows
+from .overview import cluster_view, connections_view, server_view, tube_rows
 from .rates import Rates
 from .render import data_view, task_view
 
+STATUS_CALL = "queuebox.status"  # the cluster as this node sees it (issue 24)
 KICK_ALL = 2**53  # "all": more than a tube can hold; kick answers how many it kicked
 PAGE = 50
 # HTTP status of a refused call, by IPROTO error code; anything else is 400.
@@ -110,8 +111,20 @@ class Console:
             row["rates"] = series.get(row["name"])
         view["tubes"] = rows
         view["server"] = server_view(self.server)
+        view["cluster"] = await self._cluster(request)
         view.update(connections_view(self.server))
         return web.json_response(view)
+
+    async def _cluster(self, request: web.Request) -> dict[str, Any]:
+        """queuebox.status() as the user, where the server has it; else what this
+        node knows of its peers (overview.cluster_view, the same shape)."""
+        try:
+            (status,) = await self._as(request, STATUS_CALL, [])
+        except CallError as exc:
+            if exc.code != ErrorCode.ER_NO_SUCH_PROC:
+                return {"refused": {"code": exc.code, "message": exc.message}}
+            return cluster_view(self.server)
+        return status if isinstance(status, dict) else {}
 
     async def tasks(self, request: web.Request) -> web.Response:
         query = request.query

@@ -1,8 +1,9 @@
 """What the console shows, read from the running server in the loop.
 
 Owns: the JSON of the server (version, build, role, WAL and snapshot state,
-memory), of this node's place in a cluster (its primary and lag on a
-replica, its replicas and theirs on a primary), of each tube (driver,
+memory), of this node's place in a cluster when the server has no
+`queuebox.status()` to ask (its primary and lag on a replica, its replicas
+and theirs on a primary, in that call's shape), of each tube (driver,
 options, counts by state, waiting takes, rates) and of the connections and
 queue sessions with the tasks they hold, and every tube's space (for the
 ages of their oldest ready tasks, ages.py). Which tubes a user sees is decided
@@ -60,44 +61,49 @@ def server_view(server: Server) -> dict[str, Any]:
             "last_seconds": store.last_snapshot_seconds,
         },
         "memory": {"rss_bytes": _rss(), "peak_rss_bytes": _peak_rss()},
-        "cluster": cluster_view(server),
     }
 
 
 def cluster_view(server: Server) -> dict[str, Any]:
-    """This node's role and, as far as it knows them, its peers and their lag."""
+    """This node's place in its cluster as far as it knows it, in the shape of
+    `queuebox.status()` (the console asks that call first, when the server has it)."""
     role, app = server.role, server.app
     lsn = server.store.engine.last_lsn
-    if role.fenced:
-        name = "fenced"
-    elif not app.read_only:
+    if not app.read_only:
         name = "primary"
     else:
-        name = "replica" if role.applier is not None else "read-only"
-    view: dict[str, Any] = {"role": name, "lsn": lsn, "nodes": []}
+        name = "replica" if role.applier is not None else "read_only"
     applier = role.applier
+    following = None
     if applier is not None:
-        view["nodes"].append(
+        following = {
+            "primary": applier.primary,
+            "connected": applier.connected,
+            "primary_lsn": applier.primary_lsn,
+            "lag_lsn": max(0, applier.primary_lsn - lsn),
+            "diverged": applier.diverged,
+        }
+    replicas = []
+    for replica, feed in sorted(role.feeds.feeds.items()):
+        acked = role.quorum.acked.get(replica, 0)
+        replicas.append(
             {
-                "role": "primary",
-                "address": applier.primary,
-                "lsn": applier.primary_lsn,
-                "lag": max(0, applier.primary_lsn - lsn),
-                "healthy": applier.connected,
+                "name": replica,
+                "connected": not feed.stopped,
+                "acked_lsn": acked,
+                "lag_lsn": max(0, server.store.engine.durable_lsn - acked),
             }
         )
-    for replica, feed in role.feeds.feeds.items():
-        acked = role.quorum.acked.get(replica, feed.sent)
-        view["nodes"].append(
-            {
-                "role": "replica",
-                "address": replica,
-                "lsn": acked,
-                "lag": max(0, lsn - acked),
-                "healthy": not feed.stopped,
-            }
-        )
-    return view
+    return {
+        "role": "fenced" if role.fenced else name,
+        "state": app.state,
+        "lsn": lsn,
+        "primary": following["primary"] if following else None,
+        "failover": "etcd" if app.config.etcd_endpoints else "manual",
+        "quorum": role.quorum.need,
+        "replicas": replicas,
+        "following": following,
+    }
 
 
 def tube_spaces(server: Server) -> Tubes:

@@ -189,7 +189,7 @@ def test_a_read_only_server_shows_its_queue_and_refuses_changes(
     assert (health.status, health.text.strip()) == (503, "WAITING")
     overview = web.get("/api/overview").json()
     assert overview["server"]["state"] == "WAITING"
-    assert overview["server"]["cluster"]["role"] == "read-only"
+    assert overview["cluster"]["role"] == "read_only" and overview["cluster"]["following"] is None
     (row,) = [t for t in overview["tubes"] if t["name"] == tube]
     assert row["tasks"]["ready"] == 3 and row["type"] == "fifottl"
     assert len(web.get(f"/api/tubes/{tube}/tasks").json()["tasks"]) == 3  # the view lists

@@ -1,7 +1,7 @@
 """What `pip install` of a checkout gives a user: one top-level package, `queuebox`,
-typed, with the notes the code cites and the web console's assets, importable from any directory; its hot
-modules compiled (mypyc) where a compiler is at hand, pure Python with
-QUEUEBOX_PURE=1, and `queuebox --version` saying which."""
+typed, with the notes the code cites and the web console's assets, importable
+from any directory; its hot modules compiled (mypyc) where a compiler is at
+hand, pure Python with QUEUEBOX_PURE=1, and `queuebox --version` saying which."""
 
 from __future__ import annotations
 

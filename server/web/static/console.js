@@ -160,11 +160,34 @@ function drawServer(server) {
       `LSN ${snap.lsn}, ${fmt.seconds(snap.age_s)} ago; ${snap.written} written by this run`],
     ["memory", `${fmt.bytes(mem.rss_bytes)} resident (peak ${fmt.bytes(mem.peak_rss_bytes)})`],
   ]);
-  const cluster = server.cluster;
-  pairs($("#cluster"), [["this node", `${cluster.role}, LSN ${cluster.lsn}`]]);
-  $("#nodes tbody").replaceChildren(...(cluster.nodes.length ? cluster.nodes.map((node) =>
-    el("tr", {}, el("td", {}, node.role), el("td", {}, node.address ?? "–"), el("td", { class: "num" }, node.lsn),
-      el("td", { class: "num" }, node.lag), el("td", { class: node.healthy ? "good" : "warn" }, node.healthy ? "connected" : "not connected")))
+}
+
+// The cluster as queuebox.status() answers it (or this node's own view, same shape).
+function drawCluster(cluster) {
+  if (cluster.refused) {
+    pairs($("#cluster"), [["refused", cluster.refused.message]]);
+    $("#nodes tbody").replaceChildren();
+    return;
+  }
+  const rows = [["this node", `${cluster.name ? cluster.name + ", " : ""}${cluster.role}, LSN ${cluster.lsn}`],
+    ["primary", cluster.primary ?? "–"], ["failover", cluster.failover ?? "–"]];
+  if (cluster.quorum) rows.push(["quorum", `${cluster.quorum} (in sync: ${(cluster.in_sync ?? []).join(", ") || "–"})`]);
+  if (cluster.term !== undefined && cluster.term !== null) rows.push(["term", cluster.term]);
+  if (cluster.waiting) rows.push(["waiting", cluster.waiting]);
+  if (cluster.etcd_error) rows.push(["etcd", cluster.etcd_error]);
+  pairs($("#cluster"), rows);
+  const nodes = (cluster.replicas ?? []).map((r) => ({ role: "replica", name: r.name, lsn: r.acked_lsn,
+    lag: r.lag_lsn, seconds: r.lag_seconds, ok: r.connected, inSync: r.in_sync }));
+  if (cluster.following) {
+    const f = cluster.following;
+    nodes.unshift({ role: "primary", name: f.primary, lsn: f.primary_lsn, lag: f.lag_lsn, ok: f.connected,
+      note: f.diverged ? `diverged: ${f.diverged}` : "" });
+  }
+  $("#nodes tbody").replaceChildren(...(nodes.length ? nodes.map((n) =>
+    el("tr", { "data-node": n.name ?? "" }, el("td", {}, n.role), el("td", {}, n.name ?? "–"),
+      el("td", { class: "num" }, n.lsn), el("td", { class: "num" }, n.lag + (n.seconds ? ` (${fmt.seconds(n.seconds)})` : "")),
+      el("td", { class: n.ok ? "good" : "warn" }, (n.ok ? "connected" : "not connected") +
+        (n.inSync === undefined ? "" : n.inSync ? ", in sync" : ", not in sync") + (n.note ? `, ${n.note}` : ""))))
     : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no replication peers"))]));
 }
 
@@ -192,6 +215,7 @@ async function refresh() {
     if (data.refused) refused(data.refused);
     drawTubes(data.tubes);
     if (data.server) drawServer(data.server);
+    if (data.cluster) drawCluster(data.cluster);
     if (data.connections) drawConnections(data);
     if (view.tube) await refreshTasks();
     $("#live").className = "good";
