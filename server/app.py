@@ -1,7 +1,8 @@
 """The application object every connection and handler shares.
 
 Owns: the config, the function `Registry`, the user table and their
-rights (`rights`: the one check every port asks, rights.py), the session-id
+rights (`rights`: the one check every port asks, rights.py), the guard
+that slows password guessing (`auth_guard`, authguard.py), the session-id
 counter, the set of live connections, and the seams other parts of the
 server plug into:
 
@@ -32,10 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from .authguard import AuthGuard
 from .config import Config
 from .dispatch import Registry
 from .limits import BufferBudget
@@ -70,6 +73,9 @@ class App:
         self.registry = Registry()
         self.users = Users(config.users)
         self.rights = Rights.from_config(config)
+        self.auth_guard = AuthGuard(
+            config.auth_delay_s, config.auth_delay_max_s, time.monotonic, self.users.exists
+        )
         self.instance_uuid = (
             uuid.UUID(config.instance_uuid) if config.instance_uuid else uuid.uuid4()
         )

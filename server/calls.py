@@ -77,7 +77,18 @@ def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
     return protocol.encode_error(sync, s.schema_version, code, message)
 
 
-Reply = bytes | Held | Coroutine[Any, Any, bytes]
+class Deferred:
+    """Run this request again at `at` (the guard's clock), and the requests after
+    it only then: a throttled AUTH (authguard.py). The connection stops reading
+    meanwhile, so a later request never runs as the user from before it."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
+Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes]
 
 
 def admit(s: Session, name: str) -> Resolved:

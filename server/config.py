@@ -68,6 +68,8 @@ class Config:
     handshake_timeout_s: float = 30.0  # until the first whole request; 0: none
     idle_timeout_s: float = 0.0  # no request, nothing in flight; 0: none
     auth_attempts: int = 5  # failed AUTHs on one connection before it is closed
+    auth_delay_s: float = 0.05  # after a failed AUTH, the next from that address waits; 0: off
+    auth_delay_max_s: float = 10.0  # the wait doubles with each failure up to this
     # The HTTP listener: console, /metrics, /healthz (server/web/); None: off.
     http_listen: tuple[str, int] | None = None
     greeting_version: str = "2.6.0"
@@ -275,6 +277,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handshake_timeout_s": _parse_float,
     "idle_timeout_s": _parse_float,
     "auth_attempts": _parse_count,
+    "auth_delay_s": _parse_float,
+    "auth_delay_max_s": _parse_float,
     "greeting_version": _parse_str,
     "schema_version": _parse_size,
     "instance_uuid": _parse_uuid,

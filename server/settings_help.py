@@ -33,6 +33,10 @@ SETTING_HELP: dict[str, str] = {
     "idle_timeout_s": "seconds without a request or a waiting call before a connection is "
     "closed; 0 turns it off",
     "auth_attempts": "failed AUTHs on one connection before the server closes it",
+    "auth_delay_s": "after a failed AUTH, the next AUTH from that address (or for that user "
+    "from an address it never logged in from) waits this long, doubling with each failure; "
+    "0 turns it off",
+    "auth_delay_max_s": "the longest such wait",
     "greeting_version": "Tarantool version the greeting claims (connectors adapt to it)",
     "schema_version": "schema version sent in every reply header",
     "instance_uuid": "UUID in the greeting",

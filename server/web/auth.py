@@ -5,7 +5,8 @@ cookie, kept in memory: a restart logs everyone out), the CSRF token of
 each session (in a cookie the page's script reads and sends back as the
 X-CSRF-Token header of every change: another site can neither read the
 cookie nor send the header), the login form's check of a user's password
-(the same users and passwords as IPROTO), and the middleware that lets a
+(the same users and passwords as IPROTO, paced by the same AuthGuard), and
+the middleware that lets a
 request in or not. Must not touch the queue: a session only names its user.
 
 Who gets in:
@@ -47,7 +48,6 @@ CSRF_COOKIE = "queuebox_csrf"
 CSRF_HEADER = "X-CSRF-Token"
 IDLE_S = 8 * 3600.0  # a session unused this long is gone
 MAX_SESSIONS = 10_000  # the oldest go first
-FAILED_LOGIN_DELAY_S = 1.0  # one guess a second per client that waits for its answer
 PUBLIC = ("/metrics", "/healthz", "/login", "/static/")
 SAFE_METHODS = ("GET", "HEAD")
 
@@ -65,6 +65,7 @@ class Login:
 class Logins:
     def __init__(self, app: App, host: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.users = app.users
+        self.guard = app.auth_guard
         self.configured = set(app.config.users)
         self._clock = clock
         self._sessions: OrderedDict[str, Login] = OrderedDict()
@@ -90,8 +91,19 @@ class Logins:
         """Nobody can use the console here: no users to log in, and not open."""
         return not self.configured and self.open_as is None
 
-    def check(self, user: str, password: str) -> bool:
-        return user in self.configured and self.users.password_ok(user, password)
+    async def check(self, address: str, user: str, password: str) -> bool:
+        """A login form's password, paced by the AuthGuard IPROTO's AUTH uses
+        (authguard.py): guesses from one address share one pace on every port."""
+        at = self.guard.admit(address, user)
+        if at:
+            await asyncio.sleep(max(0.0, at - self.guard.clock()))
+        if user not in self.configured or not self.users.password_ok(user, password):
+            reason = "password" if user in self.configured else "user"
+            next_delay = self.guard.failed(address, user, reason, reserved=bool(at))
+            log.warning("console login failed", user=user, address=address, next_delay_s=next_delay)
+            return False
+        self.guard.succeeded(address, user, reserved=bool(at))
+        return True
 
     def start(self, user: str) -> Login:
         login = Login(user, secrets.token_urlsafe(32), secrets.token_urlsafe(32), self._clock())
@@ -190,8 +202,3 @@ def same_origin(request: web.Request) -> bool:
     if origin is None or origin == "null":
         return origin is None
     return origin.split("://", 1)[-1] == request.host
-
-
-async def failed_login(request: web.Request, user: str) -> None:
-    log.warning("console login failed", user=user, peer=request.remote)
-    await asyncio.sleep(FAILED_LOGIN_DELAY_S)

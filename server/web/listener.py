@@ -27,7 +27,6 @@ from .auth import (
     Handler,
     Logins,
     clear_cookies,
-    failed_login,
     guard,
     same_origin,
     security_headers,
@@ -133,8 +132,7 @@ class HttpListener:
             return self._login_form("Refused: the form came from another site.", 403)
         form = await request.post()
         user, password = str(form.get("user", "")), str(form.get("password", ""))
-        if not self.logins.check(user, password):
-            await failed_login(request, user)
+        if not await self.logins.check(request.remote or "", user, password):
             return self._login_form("Wrong user or password.", 401)
         login = self.logins.start(user)
         log.info("console login", user=user, peer=request.remote)

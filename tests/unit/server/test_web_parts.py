@@ -115,12 +115,15 @@ def logins(toml_users: bool, host: str = "127.0.0.1", **env: str) -> tuple[Login
     return Logins(App(load_config({}, env)), host, clock), clock
 
 
-def test_with_users_only_their_passwords_open_the_console() -> None:
+async def test_with_users_only_their_passwords_open_the_console() -> None:
     table, _ = logins(True)
     assert table.open_as is None and not table.closed_to_all
-    assert table.check("ops", "pw")
-    assert not table.check("ops", "wrong") and not table.check("guest", "")
-    assert not table.check("nobody", "pw")
+    assert await table.check("10.0.0.1", "ops", "pw")
+    assert not await table.check("10.0.0.2", "ops", "wrong")
+    assert not await table.check("10.0.0.3", "guest", "")
+    assert not await table.check("10.0.0.4", "nobody", "pw")
+    # The failures count where IPROTO's AUTH failures do (queuebox_auth_failures_total).
+    assert table.guard.counts.failures == {"password": 1, "user": 2}
 
 
 def test_without_users_the_console_is_open_on_loopback_only() -> None:
