@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.cluster import start_primary, start_replica, wait_for
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
 from tests.e2e.webclient import Web, http_port
 
@@ -215,3 +216,26 @@ def test_per_tube_grants_hold_in_the_console(start_server: StartServer) -> None:
     listing = web.get("/api/tubes/mail_a/tasks")
     assert listing.status == 403 and "queuebox.tasks" in listing.json()["error"]["message"]
     assert ready_count(server, "jobs_a") == 2 and ready_count(server, "mail_a") == 1
+
+
+def test_a_primary_and_its_replica_show_each_other(start_server: StartServer) -> None:
+    primary = start_primary(start_server, "--http-listen", "127.0.0.1:0")
+    tube = tube_with_tasks(primary, 2)
+    replica = start_replica(start_server, primary, "--http-listen", "127.0.0.1:0")
+    on_primary, on_replica = logged_in(Web(http_port(primary))), logged_in(Web(http_port(replica)))
+
+    def replica_caught_up() -> bool:
+        cluster = on_replica.get("/api/overview").json()["cluster"]
+        following = cluster["following"]
+        return bool(following and following["connected"] and following["lag_lsn"] == 0)
+
+    wait_for(replica_caught_up, what="the replica to follow its primary")
+    cluster = on_replica.get("/api/overview").json()["cluster"]
+    assert cluster["role"] == "replica" and cluster["primary"] == f"127.0.0.1:{primary.port}"
+    assert cluster["lsn"] == cluster["following"]["primary_lsn"] > 0
+    (row,) = [t for t in on_replica.get("/api/overview").json()["tubes"] if t["name"] == tube]
+    assert row["tasks"]["ready"] == 2  # the replica's own copy
+    mine = on_primary.get("/api/overview").json()["cluster"]
+    assert mine["role"] == "primary"
+    (peer,) = mine["replicas"]
+    assert peer["connected"] and peer["lag_lsn"] == 0
