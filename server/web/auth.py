@@ -39,6 +39,7 @@ from aiohttp import web
 from ..app import App
 from ..config import is_loopback
 from ..logs import get_logger
+from ..requests import auth_failed_log
 from ..users import GUEST
 
 log = get_logger("queuebox.web")
@@ -100,7 +101,15 @@ class Logins:
         if user not in self.configured or not self.users.password_ok(user, password):
             reason = "password" if user in self.configured else "user"
             next_delay = self.guard.failed(address, user, reason, reserved=bool(at))
-            log.warning("console login failed", user=user, address=address, next_delay_s=next_delay)
+            # The budget of IPROTO's audit lines: a flood of guesses on both
+            # ports logs a few lines a second, with counts of the rest.
+            auth_failed_log(
+                "console login failed",
+                user=user,
+                address=address,
+                reason="wrong password" if reason == "password" else "no such user",
+                next_delay_s=round(next_delay, 3),
+            )
             return False
         self.guard.succeeded(address, user, reserved=bool(at))
         return True
