@@ -38,11 +38,8 @@ from aiohttp import web
 
 from ..app import App
 from ..config import is_loopback
-from ..logs import get_logger
 from ..requests import auth_failed_log
 from ..users import GUEST
-
-log = get_logger("queuebox.web")
 
 SESSION_COOKIE = "queuebox_session"
 CSRF_COOKIE = "queuebox_csrf"

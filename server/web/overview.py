@@ -122,28 +122,22 @@ def tube_spaces(server: Server) -> Tubes:
 
 def tube_rows(server: Server, stats: dict[str, Any], ages: Ages) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
-    catalog = server.store.engine.catalog
-    queue_space = catalog.get(QUEUE_SPACE)
-    types: dict[str, tuple[str, dict[str, Any]]] = {}
-    if queue_space is not None:
-        for row in queue_space:
-            types[row[0]] = (row[3], dict(row[4]))
+    registered = server.store.engine.catalog.get(QUEUE_SPACE)
+    rows_of = {row[0]: row for row in registered} if registered is not None else {}
     spaces = tube_spaces(server)
     queue = server.queue
     rows = []
     for name in sorted(stats):
-        report = stats[name]
-        type_, opts = types.get(name, ("?", {}))
-        waiting = queue.modern.waiters.count(name, "take") if queue is not None else 0
-        space = spaces.get(name)
+        report, row, space = stats[name], rows_of.get(name), spaces.get(name)
+        opts = dict(row[4]) if row is not None else {}
         rows.append(
             {
                 "name": name,
-                "type": type_,
+                "type": row[3] if row is not None else "?",
                 "opts": {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)},
                 "tasks": report.get("tasks", {}),
                 "calls": report.get("calls", {}),
-                "waiting_takes": waiting,
+                "waiting_takes": queue.modern.waiters.count(name, "take") if queue else 0,
                 "oldest_ready": None if space is None else ages.age(name, *space),
             }
         )
