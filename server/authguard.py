@@ -105,6 +105,12 @@ class AuthGuard:
         self.counts.delayed += 1
         return at
 
+    def withdrawn(self, address: str) -> None:
+        """An AUTH that held a reserved time will not run (its connection closed)."""
+        slowed = self._addresses.get(address)
+        if slowed is not None and slowed.waiting:
+            slowed.waiting -= 1
+
     # -- after a check --
     def failed(self, address: str, user: str, reason: str, reserved: bool = False) -> float:
         """A wrong password (`reason` "password") or an unknown user ("user");
@@ -164,7 +170,7 @@ class AuthGuard:
     @staticmethod
     def _fresh(table: dict[str, Slowed], name: str, now: float) -> Slowed | None:
         found = table.get(name)
-        if found is not None and not found.waiting and now - found.last_failure > FORGET_S:
+        if found is not None and now - found.last_failure > FORGET_S and now > found.next_check:
             del table[name]
             return None
         return found

@@ -107,11 +107,20 @@ class Connection(ConnectionShell):
         self.loop.call_later(wait, self._run_deferred)
 
     def _run_deferred(self) -> None:
-        items, self._deferred = self._deferred, None
+        items = self._deferred
         if items is None or self._closing or self._stopped:
-            return
+            return  # connection_lost gives the AUTH's reserved time back
+        self._deferred = None
         self._handle(items)
         self._update_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deferred is not None:
+            self._deferred = None
+            if self.session.auth_reserved:
+                self.session.auth_reserved = False
+                self.app.auth_guard.withdrawn(self.session.address)
+        super().connection_lost(exc)
 
     def _protocol_error(self, error: ProtocolError) -> None:
         self._out.append(

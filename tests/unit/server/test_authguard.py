@@ -108,3 +108,16 @@ def test_off() -> None:
         g.failed("10.0.0.1", "app", "password")
         assert g.admit("10.0.0.1", "app") == 0.0
     assert g.counts.failures["password"] == 10
+
+
+def test_a_reserved_time_given_back_does_not_hold_the_address_for_ever() -> None:
+    clock = Clock()
+    g = guard(clock)
+    g.failed("10.0.0.1", "app", "password")
+    for _ in range(20):  # connections that wait their turn, then hang up
+        assert g.admit("10.0.0.1", "app") > clock.now
+        g.withdrawn("10.0.0.1")
+    assert g._addresses["10.0.0.1"].waiting == 0
+    clock.now += FORGET_S + g.max_delay_s * 30
+    assert g.admit("10.0.0.1", "app") == 0.0
+    assert "10.0.0.1" not in g._addresses
