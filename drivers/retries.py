@@ -20,7 +20,7 @@ A taken task that comes back without an ack (release, ttr, session end,
 release_all, restart) goes where `comeback` says:
 
     attempts >= max_attempts ─────────▶ buried, reason "N attempts, the last one WHY"
-    release{delay=N} ─────────────────▶ delayed N seconds
+    release{delay=N} ─────────────────▶ delayed N seconds (N = 0: ready at once)
     a backoff ────────────────────────▶ delayed backoff·2^(attempts-1), at most backoff_max
     otherwise ────────────────────────▶ ready (the module's behaviour)
 
@@ -172,15 +172,16 @@ class Retries:
         return None
 
     # -- the decision --
-    def comeback(self, task_id: int, delay_us: int, why: str) -> tuple[int, str | None]:
-        """(delay µs, reason to bury it or None) for a taken task that came back."""
+    def comeback(self, task_id: int, asked_us: int | None, why: str) -> tuple[int, str | None]:
+        """(delay µs, reason to bury it or None) for a taken task that came back;
+        `asked_us`: the delay its release asked for (0 included), None: none asked."""
         policy = self.policy
         if policy is None:
-            return delay_us, None
+            return asked_us or 0, None
         attempts = self.attempts(task_id)
         if policy.exhausted(attempts):
             return 0, f"{attempts} attempts, the last one {why}"
-        return (delay_us or policy.delay_us(attempts)), None
+        return (policy.delay_us(attempts) if asked_us is None else asked_us), None
 
     # -- what happened to a task --
     def took(self, task_id: int) -> None:

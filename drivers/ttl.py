@@ -140,8 +140,8 @@ class TtlStore(TaskStore):
         delay = delay_option(opts)
         task = self.space.get((task_id,))
         assert task is not None, "release is only called for a taken task"
-        asked_us = max(to_us(delay), 1) if delay > 0 else 0
-        backoff_us, spent = self.retries.comeback(task_id, asked_us, why)
+        asked = to_us(delay) if "delay" in opts else None
+        backoff_us, spent = self.retries.comeback(task_id, asked, why)
         if spent is not None:
             self.events.stat("release")
             return self._bury_spent(task_id, spent)
@@ -195,7 +195,7 @@ class TtlStore(TaskStore):
         self.events.stat("ttl")
 
     def _ttr_expired(self, task: Tuple, now: int) -> None:
-        backoff_us, spent = self.retries.comeback(task[0], 0, TTR_PASSED)
+        backoff_us, spent = self.retries.comeback(task[0], None, TTR_PASSED)
         if spent is not None:
             self._bury_spent(task[0], spent)
         else:

@@ -53,7 +53,8 @@ class UntimedStore(TaskStore):
         raise module_error(f"{self.TYPE} queue does not support touch")
 
     def release(self, task_id: int, opts: dict[Any, Any], now: int, why: str = RELEASED) -> Tuple:
-        delay_us, spent = self.retries.comeback(task_id, to_us(delay_option(opts)), why)
+        asked = to_us(delay_option(opts)) if "delay" in opts else None
+        delay_us, spent = self.retries.comeback(task_id, asked, why)
         self.events.stat("release")
         if spent is not None:
             return self._bury_spent(task_id, spent)

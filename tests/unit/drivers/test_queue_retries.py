@@ -89,7 +89,9 @@ def test_explicit_delay_replaces_the_backoff_but_not_the_limit(h: Q) -> None:
     h.advance(9)
     assert h.take("t") is None
     h.advance(1)
-    for _ in range(2):
+    h.take("t")
+    assert h.one("t", "release", 0, {"delay": 0})[1] == "r"  # asked: no backoff
+    for _ in range(1):
         h.take("t")
         h.one("t", "release", 0, {"delay": 0.5})
         h.advance(0.5)
