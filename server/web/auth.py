@@ -94,7 +94,11 @@ class Logins:
         (authguard.py): guesses from one address share one pace on every port."""
         at = self.guard.admit(address, user)
         if at:
-            await asyncio.sleep(max(0.0, at - self.guard.clock()))
+            try:
+                await asyncio.sleep(max(0.0, at - self.guard.clock()))
+            except asyncio.CancelledError:
+                self.guard.withdrawn(address)  # its reserved time is given back
+                raise
         if user not in self.configured or not self.users.password_ok(user, password):
             reason = "password" if user in self.configured else "user"
             next_delay = self.guard.failed(address, user, reason, reserved=bool(at))
