@@ -44,6 +44,12 @@ def _pipeline() -> Command:
     return main
 
 
+def _worker() -> Command:
+    from queuebox.clients.worker.cli import main
+
+    return main
+
+
 def _client(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients import cli
@@ -59,6 +65,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "wal": (_wal, "wal cat PATH...: print WAL/snapshot records as JSON lines"),
     "bench": (_bench, "load generator: put, take-ack, mixed, utube scenarios"),
     "pipeline": (_pipeline, "Spark: load files into a tube, lifecycle reports"),
+    "worker": (_worker, "run MODULE:FUNCTION for each task of a tube"),
     "ping": (_client("ping"), "check that a server answers"),
     "tubes": (_client("tubes"), "list the tubes"),
     "stats": (_client("stats"), "statistics of every tube, or of one"),
