@@ -21,9 +21,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AttemptCounts", "Outcome", "RetryDefaults", "after_failure", "describe_error"]
+from queuebox.clients.errors import describe_error
 
-MAX_ERROR_TEXT = 300  # characters of an error message kept in a log line or a reason
+__all__ = ["AttemptCounts", "Outcome", "RetryDefaults", "after_failure", "describe_error"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,6 @@ class Outcome:
     reason: str | None
     attempt: int
     limit: int | None  # None: no limit
-
-
-def describe_error(error: BaseException) -> str:
-    """`ValueError: bad input`, on one line and not too long."""
-    text = " ".join(str(error).split())
-    if len(text) > MAX_ERROR_TEXT:
-        text = text[: MAX_ERROR_TEXT - 3] + "..."
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def after_failure(
