@@ -216,6 +216,10 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
     except BenchError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    except bench.Interrupted as stop:
+        done = f"tube {stop.tube!r} dropped" if stop.dropped else f"tube {stop.tube!r} kept"
+        print(f"\n{prog}: interrupted; {done}", file=sys.stderr)
+        return 130
     return _write_outputs(doc, args, prog)
 
 
