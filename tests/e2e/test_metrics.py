@@ -164,3 +164,36 @@ def test_a_bad_metrics_address_is_one_line(start_server: StartServer) -> None:
     with pytest.raises(RuntimeError) as failed:
         start_server("--metrics-listen", "nowhere")
     assert "--metrics-listen: expected HOST:PORT, got 'nowhere'" in str(failed.value)
+
+
+def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -> None:
+    server, port = metrics_server
+    plain, retried = unique("aged"), unique("retried")
+    conn = login_tester(server.port)
+    try:
+        conn.call("queue.create_tube", plain, "fifo", {})
+        conn.call("queue.create_tube", retried, "fifottl", {"max_attempts": 2, "backoff": 0})
+        conn.call(f"queue.tube.{plain}:put", "old")
+        time.sleep(1.2)
+        conn.call(f"queue.tube.{plain}:put", "new")
+        for data in ("once", "twice", "never"):
+            conn.call(f"queue.tube.{retried}:put", data)
+        # A released task is first in line again (no backoff): "once" acked at its first
+        # attempt, "twice" at its second, "never" released twice, then buried.
+        for settle in ("ack", "release", "ack", "release", "release"):
+            (task,) = conn.call(f"queue.tube.{retried}:take", 0).data
+            conn.call(f"queue.tube.{retried}:{settle}", task[0])
+        found = samples(scrape(port)[2])
+    finally:
+        conn.close()
+    # The task put first sets the age, however many came after it.
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=plain) >= 1.0
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=retried) == pytest.approx(
+        0, abs=60
+    )
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="1.0") == 1
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="2.0") == 2
+    assert value(found, "queuebox_task_attempts_count", tube=retried) == 2
+    assert value(found, "queuebox_task_attempts_sum", tube=retried) == 3
+    assert value(found, "queuebox_tasks_exhausted_total", tube=retried) == 1
+    assert ("queuebox_task_attempts_count", (("tube", plain),)) not in found
