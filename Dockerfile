@@ -22,6 +22,9 @@ FROM ${PYTHON_IMAGE} AS builder
 # (docker/README.md, "Offline build") and pip looks nowhere else.
 ARG PIP_INDEX_URL
 ARG WHEELHOUSE=
+# Optional parts to install with it, e.g. EXTRAS=etcd for failover with etcd
+# (aetcd and grpcio, some 19 MB); none by default: a single server needs none.
+ARG EXTRAS=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 # .dockerignore lets in only the packaging metadata, setup.py, the six package
@@ -47,6 +50,7 @@ RUN set -e; \
         rm -rf /var/lib/apt/lists/*; \
     fi; \
     python3 -m venv /opt/queuebox; \
+    target="$target${EXTRAS:+[$EXTRAS]}"; \
     /opt/queuebox/bin/pip install ${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"} "$target"; \
     /opt/queuebox/bin/pip uninstall --yes pip setuptools; \
     /opt/queuebox/bin/queuebox --version | grep '(compiled: '

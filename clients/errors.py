@@ -44,6 +44,7 @@ __all__ = [
     "TubeExists",
     "TubeNotFound",
     "UnknownSession",
+    "describe_error",
     "error_from_reply",
 ]
 
@@ -162,6 +163,18 @@ _QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
     (re.compile(r"^The UUID \S+ is unknown\.$"), UnknownSession),
     (re.compile(r"^Invalid UUID format\.$"), UnknownSession),
 )
+
+
+MAX_ERROR_TEXT = 300  # characters of an error message kept in a log line or a reason
+
+
+def describe_error(error: BaseException) -> str:
+    """Any exception as `ValueError: bad input`, on one line and not too long: what a
+    worker logs per failure instead of a traceback."""
+    text = " ".join(str(error).split())
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT - 3] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _strip_position(message: str) -> str:

@@ -196,6 +196,11 @@ class TaskStore(ABC):
     def peek(self, task_id: int) -> Tuple | None:
         return self.space.get((task_id,))
 
+    def oldest_ready_put(self) -> int | None:
+        """When the ready task put first was put (epoch µs), for /metrics; None when
+        none is ready, or the driver cannot say."""
+        return None
+
     def taken_ids(self) -> list[int]:
         return [t[0] for t in self.by_status.iterate((TAKEN,))]
 

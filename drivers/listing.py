@@ -19,6 +19,7 @@ right after it (found by bisection) even when tasks came or went meanwhile.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +37,7 @@ MAX_LIMIT = 1000
 OPTIONS = ("state", "limit", "after", "id")
 
 RowOf = Callable[[int], Row | None]
+OwnerOf = Callable[[int], bytes | None]
 
 
 def state_name(status: str) -> str:
@@ -43,15 +45,28 @@ def state_name(status: str) -> str:
 
 
 def list_tasks(
-    space: Space, cls: type[TaskStore], row_of: RowOf, counting: bool, raw: Any
+    space: Space,
+    cls: type[TaskStore],
+    row_of: RowOf,
+    counting: bool,
+    raw: Any,
+    owner_of: OwnerOf | None = None,
 ) -> dict[str, Any]:
     """One page of a tube's tasks. `row_of(task_id)` is its journal row, if any;
-    `counting`: the tube has a retry policy, so a task never taken has 0 attempts."""
+    `counting`: the tube has a retry policy, so a task never taken has 0 attempts;
+    `owner_of(task_id)`: the session holding a taken task (a replica knows none)."""
     opts = _checked(raw)
+
+    def one(task: Tuple) -> dict[str, Any]:
+        info = describe(cls, task, row_of, counting)
+        owner = owner_of(task[0]) if owner_of is not None and task[1] == TAKEN else None
+        if owner is not None:
+            info["session"] = str(uuid.UUID(bytes=owner))
+        return info
+
     if "id" in opts:
         task = space.get((opts["id"],))
-        found = [] if task is None else [describe(cls, task, row_of, counting)]
-        return {"tasks": found, "next": None}
+        return {"tasks": [] if task is None else [one(task)], "next": None}
     limit = opts.get("limit", DEFAULT_LIMIT)
     status = opts.get("state")
     index = space.primary if status is None else space.index("status")
@@ -60,7 +75,7 @@ def list_tasks(
     more = len(tasks) > limit
     tasks = tasks[:limit]
     cursor = list(index.key_of(tasks[-1])[len(group) :]) if more else None
-    return {"tasks": [describe(cls, t, row_of, counting) for t in tasks], "next": cursor}
+    return {"tasks": [one(t) for t in tasks], "next": cursor}
 
 
 def describe(cls: type[TaskStore], task: Tuple, row_of: RowOf, counting: bool) -> dict[str, Any]:

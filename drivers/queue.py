@@ -203,7 +203,12 @@ class Queue(EntryPoints):
         with self._entry():
             tube = self._named(name)
             counting = tube.retries.policy is not None
-            page = list_tasks(tube.driver.space, type(tube.driver), tube.retries.row, counting, raw)
+            driver, owners = tube.driver, self.owners
+
+            def owner_of(task_id: int) -> bytes | None:
+                return owners.owner(tube.name, task_id)
+
+            page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
             retries = policy_options(tube.retries.policy)
             return {"tube": tube.name, "type": tube.type, "retries": retries, **page}
 

@@ -51,6 +51,7 @@ OPTIONS = ("max_attempts", "backoff", "backoff_max")
 DEFAULT_BACKOFF_S = 1.0
 DEFAULT_BACKOFF_MAX_S = 60.0
 MAX_ATTEMPTS_LIMIT = 1_000_000
+MAX_COUNTED_ATTEMPTS = 100  # /metrics counts acked tasks by attempts up to this
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ class Retries:
         self.delays: SortedList = SortedList()
         # Set once a delay was ever asked: from then on the tube has a deadline to keep.
         self.timed = False
+        # For /metrics since start: attempts of acked tasks (attempts -> tasks; above
+        # MAX_COUNTED_ATTEMPTS they share one entry), and tasks whose attempts ran out.
+        self.acked_after: dict[int, int] = {}
+        self.exhausted = 0
 
     # -- reading --
     def attempts(self, task_id: int) -> int:
@@ -180,6 +185,7 @@ class Retries:
             return asked_us or 0, None
         attempts = self.attempts(task_id)
         if policy.exhausted(attempts):
+            self.exhausted += 1
             return 0, f"{attempts} attempts, the last one {why}"
         return (policy.delay_us(attempts) if asked_us is None else asked_us), None
 
@@ -187,6 +193,11 @@ class Retries:
     def took(self, task_id: int) -> None:
         if self.policy is not None:
             self._write(task_id, attempts=self.attempts(task_id) + 1)
+
+    def acked(self, task_id: int) -> None:
+        """A task of a tube with a policy was acked: how many takes it needed."""
+        attempts = min(self.attempts(task_id), MAX_COUNTED_ATTEMPTS)
+        self.acked_after[attempts] = self.acked_after.get(attempts, 0) + 1
 
     def delayed(self, task_id: int, ready_at: int) -> None:
         """A task of a driver without timers waits until `ready_at` (epoch µs)."""

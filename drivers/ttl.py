@@ -38,6 +38,8 @@ from .driver import BURIED, DELAYED, READY, RELEASED, TAKEN, TTR_PASSED, TaskSto
 from .errors import integer_overflow
 
 F_NEXT, F_TTL, F_TTR, F_PRI, F_CREATED = 2, 3, 4, 5, 6
+# Priorities looked at for the oldest ready task: a tube with more is measured on these.
+OLDEST_PRIORITIES = 64
 
 
 class TtlStore(TaskStore):
@@ -110,6 +112,20 @@ class TtlStore(TaskStore):
         if event is not None:
             info[event] = _seconds(task[F_NEXT])
         return {**super().describe(task), **info}
+
+    def oldest_ready_put(self) -> int | None:
+        """`created` of the ready task with the smallest id (ids grow with put time):
+        the first of each priority, found by bisection, for OLDEST_PRIORITIES at most."""
+        task = self.by_status.first((READY,))
+        oldest = task
+        for _ in range(OLDEST_PRIORITIES):
+            if task is None:
+                break
+            if task[0] < oldest[0]:  # type: ignore[index]
+                oldest = task
+            after = (READY, task[F_PRI], U64_MAX)  # past every id of this priority
+            task = next(self.by_status.iterate_after((READY,), after), None)
+        return None if oldest is None else oldest[F_CREATED]  # type: ignore[no-any-return]
 
     def expiry(self, task: Tuple) -> int:
         return add_u64(task[F_CREATED], task[F_TTL])

@@ -239,6 +239,8 @@ class Tube:
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
+        if self.retries.policy is not None:
+            self.retries.acked(tid)
         task = self.driver.delete(tid)
         assert task is not None, "a task with an owner exists"
         self.stats.inc("ack")

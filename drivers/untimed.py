@@ -13,15 +13,56 @@ Must not touch: tuple layouts (each driver's own).
 from __future__ import annotations
 
 from abc import abstractmethod
+from bisect import bisect_right
+from collections.abc import Container
 from typing import Any
 
-from .args import add_u64, delay_option, to_us
+from .args import U64_MAX, US, add_u64, delay_option, to_us
 from .driver import BURIED, DELAYED, READY, RELEASED, TAKEN, TaskStore, Tuple
 from .errors import module_error
+
+MARK_EVERY = US  # a put time noted at most once a second...
+MAX_MARKS = 4096  # ...and at most this many kept: thinned out, coarser, beyond
 
 
 class UntimedStore(TaskStore):
     TIMED = False  # the tube asks next_deadline() once retries.timed says a delay was set
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        # (task id, put time µs), ids ascending: a fifo task has no time of its own, and
+        # ids grow with put time, so a task was put no earlier than its mark's time.
+        self._marks: list[tuple[int, int]] = []
+        self._next_mark = 0
+        self._since = 0  # tasks older than every mark (a restart): since then
+
+    def _note_put(self, task_id: int, now: int) -> None:
+        """Mark a put now and then (cheap: most puts only compare two ints)."""
+        marks = self._marks
+        if now < self._next_mark and marks and task_id > marks[-1][0]:
+            return
+        while marks and marks[-1][0] >= task_id:  # ids reused: the highest tasks went
+            marks.pop()
+        marks.append((task_id, now))
+        self._next_mark = now + MARK_EVERY
+        if len(marks) > MAX_MARKS:
+            del marks[1::2]
+
+    def oldest_ready_put(self) -> int | None:
+        task = self.by_status.first((READY,))
+        if task is None:
+            return None
+        marks = self._marks
+        first = self.space.primary.first()
+        # Marks before the oldest live task's own are of tasks long gone.
+        while len(marks) > 1 and first is not None and marks[1][0] <= first[0]:
+            del marks[0]
+        i = bisect_right(marks, (task[0], U64_MAX)) - 1
+        return marks[i][1] if i >= 0 else self._since
+
+    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
+        self._since = now
+        super().rebuild(now, keep)
 
     @abstractmethod
     def next_ready(self) -> Tuple | None:

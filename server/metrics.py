@@ -37,6 +37,7 @@ from .build import Server
 # Seconds. Request handling is in-memory work (tens of µs); WAL writes include
 # an fsync in fsync mode (ms to hundreds of ms on a slow disk).
 REQUEST_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1, 1.0)
+ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20)  # takes an acked task needed
 WAL_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0)
 
 
@@ -91,6 +92,16 @@ class WalStats:
         self.write_seconds.observe(seconds)
 
 
+def _attempt_buckets(counts: dict[int, int]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative buckets of ATTEMPT_BUCKETS and the sum, from {attempts: tasks}."""
+    buckets = [
+        (str(float(bound)), float(sum(n for a, n in counts.items() if a <= bound)))
+        for bound in ATTEMPT_BUCKETS
+    ]
+    buckets.append(("+Inf", float(sum(counts.values()))))
+    return buckets, float(sum(a * n for a, n in counts.items()))
+
+
 def _histogram(
     name: str, doc: str, label: str, series: dict[str, Histogram], always: bool = False
 ) -> Metric:
@@ -140,8 +151,24 @@ class QueueboxCollector:
         waiting = GaugeMetricFamily(
             "queuebox_waiting_takes", "Takes waiting for a task, by tube", labels=["tube"]
         )
+        oldest = GaugeMetricFamily(
+            "queuebox_oldest_ready_task_age_seconds",
+            "Seconds since the ready task put first was put (0: none ready), by tube",
+            labels=["tube"],
+        )
+        attempts = HistogramMetricFamily(
+            "queuebox_task_attempts",
+            "Takes an acked task needed, by tube (tubes with a retry policy)",
+            labels=["tube"],
+        )
+        exhausted = CounterMetricFamily(
+            "queuebox_tasks_exhausted",
+            "Tasks buried because their attempts ran out, by tube",
+            labels=["tube"],
+        )
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.modern.registry.tubes.items() if queue is not None else ()
+        now = queue.clock_us() if queue is not None else 0
         for name, tube in tubes:
             report = tube.report()
             for state in ("ready", "taken", "buried", "delayed"):
@@ -150,7 +177,14 @@ class QueueboxCollector:
             for call, count in report["calls"].items():
                 calls.add_metric([name, call], count)
             waiting.add_metric([name], queue.modern.waiters.count(name, "take"))  # type: ignore[union-attr]
-        yield from (tasks, done, calls, waiting)
+            put = tube.driver.oldest_ready_put()
+            oldest.add_metric([name], 0.0 if put is None else max(now - put, 0) / 1e6)
+            retries = tube.retries
+            if retries.policy is not None or retries.acked_after or retries.exhausted:
+                buckets, total = _attempt_buckets(retries.acked_after)
+                attempts.add_metric([name], buckets, total)
+                exhausted.add_metric([name], retries.exhausted)
+        yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
 
     def _auth(self) -> Iterator[Metric]:
         counts = self.app.auth_guard.counts

@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from queuebox import __version__
@@ -96,6 +98,23 @@ class _NoSecretInArgv(argparse.Action):
         )
 
 
+# A setting that needs an optional part of queuebox: (setting, module, extra).
+EXTRAS = (("etcd_endpoints", "aetcd", "etcd"),)
+
+
+def missing_extra(
+    config: Config, find: Callable[[str], object | None] = importlib.util.find_spec
+) -> str | None:
+    """What to install for a setting whose optional dependency is missing, if any."""
+    for setting, module, extra in EXTRAS:
+        if getattr(config, setting) and find(module) is None:
+            return (
+                f"{setting} needs the {module} package, which is not installed: "
+                f"pip install 'queuebox[{extra}]'"
+            )
+    return None
+
+
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
     args = build_parser(prog).parse_args(argv)
     flags = {key: value for key, value in vars(args).items() if key != "config"}
@@ -103,6 +122,10 @@ def main(argv: list[str], prog: str = "queuebox serve") -> int:
         config = load_config(flags, os.environ, args.config)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    missing = missing_extra(config)
+    if missing is not None:
+        print(f"{prog}: {missing}", file=sys.stderr)
         return 2
     logs.configure(config.log_format, config.log_level)
     return run(serve(config), config.loop)

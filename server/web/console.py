@@ -25,7 +25,6 @@ from ..build import Server
 from ..callas import LocalSession, call_as
 from ..config import ADMIN, READ, WRITE
 from ..errors import CallError
-from .ages import Ages
 from .auth import Login
 from .overview import cluster_view, connections_view, server_view, tube_rows
 from .rates import Rates
@@ -77,10 +76,9 @@ CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "s
 
 
 class Console:
-    def __init__(self, server: Server, rates: Rates, ages: Ages) -> None:
+    def __init__(self, server: Server, rates: Rates) -> None:
         self.server = server
         self.rates = rates
-        self.ages = ages
         self.namespace = server.app.config.queue_namespaces[0]
 
     def routes(self) -> list[web.RouteDef]:
@@ -105,7 +103,7 @@ class Console:
         except CallError as exc:
             view["refused"] = {"code": exc.code, "message": exc.message}
             return web.json_response(view)
-        rows = tube_rows(self.server, stats if isinstance(stats, dict) else {}, self.ages)
+        rows = tube_rows(self.server, stats if isinstance(stats, dict) else {})
         series = self.rates.all_series()
         for row in rows:
             row["rates"] = series.get(row["name"])

@@ -2,8 +2,8 @@
 
 Owns: binding `http_listen`, the route table (the console's pages, assets
 and JSON API, /metrics, /healthz, login and logout), the middleware that
-turns an unexpected error into a logged 500, the sampler of rates and ages
-(every SAMPLE_S), and stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
+turns an unexpected error into a logged 500, the rates' sampler (every
+SAMPLE_S), and stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
 and 503 with the state otherwise (WAITING on a replica or a read-only
 server, STARTUP while promoting, "stopping" during a shutdown). Must not
 touch queue state: console.py reads and acts through calls.py.
@@ -21,7 +21,6 @@ from ..build import Server
 from ..config import is_loopback
 from ..logs import get_logger
 from ..metrics import exposition, install_metrics
-from .ages import Ages
 from .auth import (
     SESSION_COOKIE,
     Handler,
@@ -33,7 +32,6 @@ from .auth import (
     set_cookies,
 )
 from .console import Console
-from .overview import tube_spaces
 from .rates import SAMPLE_S, Rates
 
 log = get_logger("queuebox.web")
@@ -61,8 +59,7 @@ class HttpListener:
         self.logins = Logins(server.app, host)
         self.registry = install_metrics(server)
         self.rates = Rates(self._counters)
-        self.ages = Ages()
-        self.console = Console(server, self.rates, self.ages)
+        self.console = Console(server, self.rates)
         self.runner: web.AppRunner | None = None
         self._sampler: asyncio.TimerHandle | None = None
 
@@ -102,7 +99,6 @@ class HttpListener:
 
     def _sample(self) -> None:
         self.rates.sample()
-        self.ages.sample(tube_spaces(self.server))
         self._sampler = asyncio.get_running_loop().call_later(SAMPLE_S, self._sample)
 
     def _counters(self) -> dict[str, dict[str, int]]:

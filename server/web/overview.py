@@ -5,8 +5,7 @@ memory), of this node's place in a cluster when the server has no
 `queuebox.status()` to ask (its primary and lag on a replica, its replicas
 and theirs on a primary, in that call's shape), of each tube (driver,
 options, counts by state, waiting takes, rates) and of the connections and
-queue sessions with the tasks they hold, and every tube's space (for the
-ages of their oldest ready tasks, ages.py). Which tubes a user sees is decided
+queue sessions with the tasks they hold. Which tubes a user sees is decided
 by the caller (console.py asks `queue.statistics` as the user). Must not
 change anything: every read here is of state the loop owns, taken between
 two requests, so it is consistent.
@@ -21,13 +20,12 @@ from typing import Any
 
 from queuebox import __version__
 from queuebox.compiled import build_label
-from queuebox.drivers.driver import DRIVERS
+from queuebox.drivers.driver import TaskStore
 from queuebox.drivers.sessions import session_text
 from queuebox.drivers.tubes import QUEUE_SPACE
-from queuebox.storage.space import Space
+from queuebox.drivers.untimed import UntimedStore
 
 from ..build import Server
-from .ages import Ages, Tubes
 
 STARTED = time.time()
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -106,29 +104,16 @@ def cluster_view(server: Server) -> dict[str, Any]:
     }
 
 
-def tube_spaces(server: Server) -> Tubes:
-    """Every tube's space and the field of its tasks' `created` (None: untimed),
-    from the catalog alone: a replica's too."""
-    catalog = server.store.engine.catalog
-    registered = catalog.get(QUEUE_SPACE)
-    found: dict[str, tuple[Space, int | None]] = {}
-    for name, _, space_name, type_, _ in registered if registered is not None else ():
-        space, cls = catalog.get(space_name), DRIVERS.get(type_)
-        if space is not None and cls is not None:
-            created = cls.FORMAT.index("created") if "created" in cls.FORMAT else None
-            found[name] = (space, created)
-    return found
-
-
-def tube_rows(server: Server, stats: dict[str, Any], ages: Ages) -> list[dict[str, Any]]:
+def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
     registered = server.store.engine.catalog.get(QUEUE_SPACE)
     rows_of = {row[0]: row for row in registered} if registered is not None else {}
-    spaces = tube_spaces(server)
     queue = server.queue
+    live = queue.modern.registry.tubes if queue is not None else {}
+    now = queue.clock_us() if queue is not None else 0
     rows = []
     for name in sorted(stats):
-        report, row, space = stats[name], rows_of.get(name), spaces.get(name)
+        report, row, tube = stats[name], rows_of.get(name), live.get(name)
         opts = dict(row[4]) if row is not None else {}
         rows.append(
             {
@@ -138,10 +123,20 @@ def tube_rows(server: Server, stats: dict[str, Any], ages: Ages) -> list[dict[st
                 "tasks": report.get("tasks", {}),
                 "calls": report.get("calls", {}),
                 "waiting_takes": queue.modern.waiters.count(name, "take") if queue else 0,
-                "oldest_ready": None if space is None else ages.age(name, *space),
+                "oldest_ready": None if tube is None else _oldest(tube.driver, now),
             }
         )
     return rows
+
+
+def _oldest(driver: TaskStore, now: int) -> dict[str, Any] | None:
+    """How long the ready task put first has waited: exact on the ttl drivers,
+    estimated from put times noted once a second on fifo and utube (the driver's)."""
+    put = driver.oldest_ready_put()
+    if put is None:
+        return None
+    estimated = isinstance(driver, UntimedStore)
+    return {"seconds": round(max(0, now - put) / 1e6, 3), "estimated": estimated}
 
 
 def connections_view(server: Server) -> dict[str, Any]:

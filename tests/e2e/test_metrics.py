@@ -140,7 +140,7 @@ def test_readme_and_dashboard_use_the_names_served(
     server, port = metrics_server
     conn = login_tester(server.port)
     try:  # a tube, a task and a snapshot: every queuebox_ family has a sample
-        conn.call("queue.create_tube", unique("names"), "fifo", {})
+        conn.call("queue.create_tube", unique("names"), "fifo", {"max_attempts": 3})
         conn.call("queuebox.snapshot")
         served = {sample[0][0] for sample in samples(scrape(port)[2]).items()}
     finally:
@@ -184,3 +184,36 @@ def test_healthz_is_200_while_running_and_503_with_the_state_otherwise(
     server.args += ["--read-only", "true"]
     server.start()
     assert scrape(port, "/healthz")[::2] == (503, "WAITING\n")
+
+
+def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -> None:
+    server, port = metrics_server
+    plain, retried = unique("aged"), unique("retried")
+    conn = login_tester(server.port)
+    try:
+        conn.call("queue.create_tube", plain, "fifo", {})
+        conn.call("queue.create_tube", retried, "fifottl", {"max_attempts": 2, "backoff": 0})
+        conn.call(f"queue.tube.{plain}:put", "old")
+        time.sleep(1.2)
+        conn.call(f"queue.tube.{plain}:put", "new")
+        for data in ("once", "twice", "never"):
+            conn.call(f"queue.tube.{retried}:put", data)
+        # A released task is first in line again (no backoff): "once" acked at its first
+        # attempt, "twice" at its second, "never" released twice, then buried.
+        for settle in ("ack", "release", "ack", "release", "release"):
+            (task,) = conn.call(f"queue.tube.{retried}:take", 0).data
+            conn.call(f"queue.tube.{retried}:{settle}", task[0])
+        found = samples(scrape(port)[2])
+    finally:
+        conn.close()
+    # The task put first sets the age, however many came after it.
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=plain) >= 1.0
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=retried) == pytest.approx(
+        0, abs=60
+    )
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="1.0") == 1
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="2.0") == 2
+    assert value(found, "queuebox_task_attempts_count", tube=retried) == 2
+    assert value(found, "queuebox_task_attempts_sum", tube=retried) == 3
+    assert value(found, "queuebox_tasks_exhausted_total", tube=retried) == 1
+    assert ("queuebox_task_attempts_count", (("tube", plain),)) not in found

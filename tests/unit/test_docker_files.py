@@ -124,6 +124,9 @@ def test_dockerfile_installs_in_the_builder_and_copies_the_venv() -> None:
     # Offline: a WHEELHOUSE build argument turns the index off.
     assert '${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"}' in install
     assert dockerfile_args()["WHEELHOUSE"] == ""
+    # Extras only when asked for: the default image has no etcd client.
+    assert 'target="$target${EXTRAS:+[$EXTRAS]}"' in install
+    assert dockerfile_args()["EXTRAS"] == ""
     # The image ships the compiled build or is not built (README, Performance).
     assert install.endswith("/opt/queuebox/bin/queuebox --version | grep '(compiled: '")
     runtime = runtime_stage()
@@ -255,7 +258,14 @@ def test_compose_builds_every_service_from_the_dockerfile() -> None:
         context = (DOCKER / service["build"]["context"]).resolve()
         assert context == ROOT, name
         assert (context / service["build"]["dockerfile"]).is_file(), name
-        assert service["image"] == "queuebox:local", name
+        # The ha servers' image has the etcd extra; every other service's has none.
+        extras = service["build"]["args"].get("EXTRAS", "")
+        wanted = (
+            ("queuebox-ha:local", "etcd")
+            if "ha" in service.get("profiles", ())
+            else ("queuebox:local", "")
+        )
+        assert (service["image"], extras) == wanted, name
 
 
 def test_compose_server_has_volume_port_restart_and_env_file() -> None:

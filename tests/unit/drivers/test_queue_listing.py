@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -67,6 +68,8 @@ def test_a_ttl_task_shows_its_times() -> None:
     h.take("t")
     taken, delayed = page(h)["tasks"]
     now = T0 / SEC
+    session = taken.pop("session")  # who holds it: the session of connection 1
+    assert uuid.UUID(session).bytes == h.q.sessions.session_of(1)
     assert taken == {
         "id": 0, "state": "taken", "data": "a", "utube": "u", "pri": 3,
         "created": now, "ttl": 100.0, "ttr": 10.0, "expires_at": now + 100, "deadline": now + 10,

@@ -1,6 +1,5 @@
-"""The console's pure parts: rates from counters and the ages of the oldest
-ready tasks with a fake clock, how a task's data is shown, and who the login
-table lets in."""
+"""The console's pure parts: rates from counters with a fake clock, how a
+task's data is shown, and who the login table lets in."""
 
 from __future__ import annotations
 
@@ -10,12 +9,10 @@ import msgpack
 import pytest
 
 from queuebox.server.config import load_config
-from queuebox.server.web.ages import MAX_MARKS, Ages
 from queuebox.server.web.auth import IDLE_S, MAX_SESSIONS, Logins, is_public, same_origin
 from queuebox.server.web.rates import KEEP, Rates
 from queuebox.server.web.render import TEXT_LIMIT, data_view, task_view
 from queuebox.storage.packed import Packed
-from tests.unit.drivers.queue_harness import T0, Q
 
 
 class Clock:
@@ -171,60 +168,3 @@ class FakeRequest:
 )  # fmt: skip
 def test_a_login_form_must_come_from_the_console_itself(origin: str | None, ok: bool) -> None:
     assert same_origin(FakeRequest(origin)) is ok  # type: ignore[arg-type]
-
-
-def ready_tube(driver: str) -> Any:
-    q = Q()
-    q.q.call(1, "queue.create_tube", ["t", driver, {}])
-    return q
-
-
-def test_an_untimed_tube_ages_its_oldest_ready_task_from_the_marks() -> None:
-    clock = Clock()
-    ages = Ages(clock)
-    q = ready_tube("fifo")
-    space = q.catalog.get("t")
-    ages.sample({"t": (space, None)})  # next id 0 at 100
-    q.q.call(1, "queue.tube.t:put", ["a"])
-    clock.now = 105.0
-    ages.sample({"t": (space, None)})  # next id 1 at 105: task 0 came before
-    q.q.call(1, "queue.tube.t:put", ["b"])
-    clock.now = 112.0
-    assert ages.age("t", space, None) == {"seconds": 7.0, "estimated": True}
-    q.q.call(1, "queue.tube.t:delete", [0])
-    assert ages.age("t", space, None) == {"seconds": 0.0, "estimated": True}  # since the last mark
-    q.q.call(1, "queue.tube.t:delete", [1])
-    assert ages.age("t", space, None) is None
-
-
-def test_a_ttl_tube_ages_its_oldest_ready_task_exactly() -> None:
-    clock = Clock()
-    q = ready_tube("fifottl")  # the harness clock: T0 µs
-    q.q.call(1, "queue.tube.t:put", ["a", {"pri": 9}])
-    q.q.call(1, "queue.tube.t:put", ["b", {"pri": 0}])
-    clock.now = T0 / 1e6 + 42.5
-    space = q.catalog.get("t")
-    assert Ages(clock).age("t", space, 6) == {"seconds": 42.5, "estimated": False}
-
-
-def test_marks_stay_few_and_survive_a_truncate() -> None:
-    clock = Clock()
-    ages = Ages(clock)
-    q = ready_tube("fifo")
-    space = q.catalog.get("t")
-    q.q.call(1, "queue.tube.t:put", ["stuck"])
-    q.q.call(1, "queue.tube.t:put", ["newest"])  # keeps the ids growing
-    for n in range(MAX_MARKS + 100):
-        clock.now += 1
-        q.q.call(1, "queue.tube.t:put", [n])
-        q.q.call(1, "queue.tube.t:delete", [n + 1])
-        ages.sample({"t": (space, None)})
-    marks = ages._marks["t"][0]
-    assert len(marks) <= MAX_MARKS and marks == sorted(marks)
-    assert ages.age("t", space, None)["seconds"] >= MAX_MARKS  # type: ignore[index]
-    q.q.call(1, "queue.tube.t:truncate", [])
-    q.q.call(1, "queue.tube.t:put", ["again"])  # ids begin at 0 again
-    ages.sample({"t": (space, None)})
-    assert ages._marks["t"][0] == [1]
-    ages.sample({})
-    assert "t" not in ages._marks
