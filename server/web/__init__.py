@@ -11,6 +11,6 @@ itself: every action is a registry call made as the logged-in user
     console.py    the console's JSON API: what it shows, what it does
     overview.py   the server, its tubes and connections, read in the loop
     rates.py      put/take/ack per second of the last minutes, sampled
-    render.py     a task as JSON: its data readable, its times
+    render.py     a task as JSON: its data readable
     static/       the page, its script and style (package data)
 """
