@@ -132,3 +132,17 @@ def test_visible_keeps_only_readable_tubes() -> None:
     assert grant.visible({"jobs1": 1, "mail": 2}) == {"jobs1": 1}
     assert Grant(frozenset({READ})).visible({"jobs1": 1, "mail": 2}) == {"jobs1": 1, "mail": 2}
     assert grant.describe() == "read on jobs*, write on jobs*"
+
+
+def test_passwords_from_files(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("from-a-file\nignored second line\n")
+    env = {"QUEUEBOX_USER": "envuser", "QUEUEBOX_PASSWORD_FILE": str(secret)}
+    config = load(tmp_path, f'[users.u]\npassword_file = "{secret}"\n', env)
+    assert config.users["u"].hash2 == config.users["envuser"].hash2
+    flags = {"replication_password_file": str(secret)}
+    assert load_config(flags, {}).replication_password == "from-a-file"
+    with pytest.raises(ConfigError, match="give one of"):
+        load_config(flags, {"QUEUEBOX_REPLICATION_PASSWORD": "x"})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config({"replication_password_file": str(tmp_path / "missing")}, {})
