@@ -30,9 +30,11 @@ from .commit import GroupCommit
 from .config import ADMIN, Config
 from .dispatch import CallContext, Handler
 from .errors import CallError
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.store")
+# A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
+snapshot_failed_log = RateLimitedLog(log, burst=3, every_s=60.0)
 
 SNAPSHOT_CHECK_S = 1.0
 
@@ -84,7 +86,7 @@ class Store:
         try:
             return await self._snapshot_once(why)
         except (EngineError, OSError) as exc:
-            log.error("snapshot failed", why=why, error=str(exc))
+            snapshot_failed_log.error("snapshot failed", why, why=why, error=str(exc))
             raise CallError(ErrorCode.ER_PROC_LUA, f"snapshot failed: {exc}") from None
         finally:
             self._snapshot = None
