@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from .config import Config, effective_guest_rights
 from .dispatch import Registry
-from .limits import BufferBudget
+from .limits import HANDLING_COPIES, BufferBudget
 from .logs import get_logger
 from .users import Users
 
@@ -84,8 +84,13 @@ class App:
         )
         self.lease_ok: Callable[[], bool] | None = None
         self.state = "WAITING" if self.read_only else "RUNNING"
-        # What all connections buffer together (limits.py).
-        self.buffer_budget = BufferBudget(config.buffer_budget)
+        # What all connections buffer together (limits.py); it looks again
+        # later (on the running loop) when a held frame becomes evictable.
+        self.buffer_budget = BufferBudget(
+            config.buffer_budget,
+            margin=HANDLING_COPIES * config.max_frame,
+            call_later=lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn),
+        )
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []

@@ -23,6 +23,8 @@ from typing import Any
 
 from queuebox.protocol import password_hash2
 
+from .limits import HANDLING_COPIES
+
 READ = "read"
 WRITE = "write"
 ADMIN = "admin"
@@ -396,7 +398,19 @@ def load_config(
             _apply(f"--{key.replace('_', '-')}", key, value, settings)
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
+    check_budget(config)
     return config
+
+
+def check_budget(config: Config) -> None:
+    """A request of max_frame must fit in the budget, read and handled (limits.py)."""
+    least = (HANDLING_COPIES + 1) * config.max_frame + 64 * 1024
+    if config.buffer_budget < least:
+        raise ConfigError(
+            f"buffer_budget ({config.buffer_budget}) must be at least {least}: a request of "
+            f"max_frame ({config.max_frame}) bytes takes up to {HANDLING_COPIES + 1} times "
+            "that while it is read and handled; raise buffer_budget or lower max_frame"
+        )
 
 
 # --- who may do what when nobody logged in ---

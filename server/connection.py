@@ -2,11 +2,11 @@
 
 Owns: the greeting, feeding received bytes to the decoder, running each
 request through the request-type table (`requests.py`) with the connection's
-`Session`, the IPROTO error reply of a bad frame (closing on a fatal one) and
-of a failed durability barrier. Must not know what a request does: handlers
-get the request and the session, never the connection, and return what to
-send (`calls.Reply`); batching, held replies, waiting tasks and back-pressure
-are the shell's.
+`Session`, the IPROTO error reply of a bad frame (closing on a fatal one), of
+a failed durability barrier and of a frame the buffer budget dropped. Must
+not know what a request does: handlers get the request and the session,
+never the connection, and return what to send (`calls.Reply`); batching,
+held replies, waiting tasks and back-pressure are the shell's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from time import perf_counter
 from typing import Any, cast
 
 from queuebox import protocol
-from queuebox.protocol import ProtocolError, Request
+from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from .app import App
 from .calls import Held, barrier_failed, error_reply
@@ -30,6 +30,8 @@ log = get_logger("queuebox.conn")
 
 
 class Connection(ConnectionShell):
+    decoder: protocol.RequestDecoder
+
     def __init__(self, app: App) -> None:
         super().__init__(app)
         self.decoder = protocol.RequestDecoder(app.config.max_frame)
@@ -45,20 +47,33 @@ class Connection(ConnectionShell):
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return barrier_failed(self.session, sync, error)
 
-    def buffered_input(self) -> int:
-        return self.decoder.buffered
+    def frame_dropped(self, head: bytes, size: int) -> bytes:
+        message = f"Failed to allocate {size} bytes in buffer_budget for a request"
+        sync = protocol.sync_of_partial(head)
+        return protocol.encode_error(
+            sync, self.session.schema_version, ErrorCode.ER_MEMORY_ISSUE, message
+        )
 
-    def data_received(self, data: bytes) -> None:
-        if self._closing or self._stopped:
-            return
+    def decode(self, data: bytes) -> list[Request | ProtocolError]:
         try:
-            items = self.decoder.feed(data)
+            return self.decoder.feed(data)
         except Exception:
-            # The decoder promises ProtocolError items only; anything else is
-            # our bug, and this connection's stream position is lost.
-            log.exception("decoder failed", conn_id=self.conn_id)
-            self.close()
-            return
+            return self._decoder_failed()
+
+    def decode_frame(self, frame: memoryview) -> list[Request | ProtocolError]:
+        try:
+            return [self.decoder.feed_frame(frame)]
+        except Exception:
+            return self._decoder_failed()
+
+    def _decoder_failed(self) -> list[Request | ProtocolError]:
+        # The decoder promises ProtocolError items only; anything else is
+        # our bug, and this connection's stream position is lost.
+        log.exception("decoder failed", conn_id=self.conn_id)
+        self.close()
+        return []
+
+    def handle(self, items: list[Any]) -> None:
         # The hot path: the shell's answer() inlined, bytes being the common case.
         out = self._out
         table = REQUEST_TABLE

@@ -46,6 +46,7 @@ Handler15 = Callable[[Frame, Session, QueueCalls], Reply]
 
 class Box15Connection(ConnectionShell):
     kind = "legacy connection"
+    decoder: box15.Box15Decoder
 
     def __init__(self, app: App, queue_of: Callable[[], QueueCalls | None]) -> None:
         super().__init__(app)
@@ -53,17 +54,22 @@ class Box15Connection(ConnectionShell):
         self.queue_of = queue_of
         self.decoder = box15.Box15Decoder(app.config.max_frame)
 
-    def buffered_input(self) -> int:
-        return self.decoder.buffered
-
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return wal_failed(self.session, sync, error)
 
-    def data_received(self, data: bytes) -> None:
-        if self._closing or self._stopped:
-            return
+    def frame_dropped(self, head: bytes, size: int) -> bytes:
+        type_, _, sync = box15.HEADER.unpack_from(head) if len(head) >= 12 else (0, 0, 0)
+        message = f"Failed to allocate {size} bytes in buffer_budget for a request"
+        return box15.encode_error(type_, sync, box15.ER_MEMORY_ISSUE, message)
+
+    def decode(self, data: bytes) -> list[Frame | Box15Error]:
+        return self.decoder.feed(data)
+
+    def decode_frame(self, frame: memoryview) -> list[Frame | Box15Error]:
+        return self.decoder.feed(bytes(frame))
+
+    def handle(self, items: list[Any]) -> None:
         session, queue = self.session, self.queue_of()
-        items = self.decoder.feed(data)
         for item in items:
             if isinstance(item, Box15Error):  # the only kind feed returns is fatal
                 bad_frame_log.warning(

@@ -124,6 +124,7 @@ class QueueboxCollector:
         yield GaugeMetricFamily(
             "queuebox_connections", "Open client connections", value=len(self.app.connections)
         )
+        yield from self._limits()
         yield from self._queue()
         yield _histogram(
             "queuebox_request_duration_seconds",
@@ -132,6 +133,30 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+
+    def _limits(self) -> Iterator[Metric]:
+        budget = self.app.buffer_budget
+        yield GaugeMetricFamily(
+            "queuebox_buffer_bytes",
+            "Bytes connections hold: reserved frames, unsent replies (limits.py)",
+            value=budget.total,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_capacity_bytes",
+            "What connections may hold: buffer_budget less the room kept for handling",
+            value=budget.capacity,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_waiting", "Frames waiting for room in the budget", value=budget.waiting
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_waits", "Frames that had to wait for room", value=budget.waits
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_evictions",
+            "Frames dropped, or connections closed, to make room in the budget",
+            value=budget.evictions,
+        )
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(

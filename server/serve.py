@@ -26,7 +26,7 @@ from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
-from .limits import raise_open_files_limit
+from .limits import pin_malloc_mmap_threshold, raise_open_files_limit
 from .listener import Listener
 from .loop import run
 from .metrics import start_metrics
@@ -109,6 +109,9 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     # the youngest generation every 10,000 allocations instead of 700 took
     # about 2 µs off a put (bench), and a queue's tasks hold no cycles.
     gc.set_threshold(10_000, 10, 10)
+    # The memory a big request used goes back to the OS once it is handled,
+    # so the buffer budget (limits.py) holds for resident memory too.
+    pin_malloc_mmap_threshold()
     if files < wanted:
         log.warning(
             "open-file limit is below max_connections",

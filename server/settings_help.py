@@ -24,8 +24,8 @@ SETTING_HELP: dict[str, str] = {
     "max_connections": "connections served at once; more are closed at once",
     "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
     "write_high_water": "unsent reply bytes per connection before it stops being read",
-    "buffer_budget": "bytes all connections may buffer together (unfinished frames and "
-    "unsent replies); over it, a connection above its share stops being read",
+    "buffer_budget": "memory for what connections hold (unfinished frames, unsent replies) "
+    "and the request being handled; at least 9 x max_frame",
     "handshake_timeout_s": "seconds a new connection has to send its first whole request; "
     "0 turns it off",
     "idle_timeout_s": "seconds without a request or a waiting call before a connection is "

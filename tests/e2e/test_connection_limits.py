@@ -81,7 +81,8 @@ def partial_call(size: int) -> tuple[bytes, bytes]:
 def test_stalled_frames_are_held_to_the_buffer_budget(start_server: StartServer) -> None:
     # The hogs never finish a request, so the handshake timeout ends them and
     # gives their memory back; the last one spoke first (a PING), so it stays.
-    proc = start_server("--buffer-budget", "1M", "--handshake-timeout-s", "3")
+    # 2 MiB for frames: 10M, less the room kept to handle a max_frame request.
+    proc = start_server("--max-frame", "1M", "--buffer-budget", "10M", "--handshake-timeout-s", "3")
     hogs = [socket.create_connection(("127.0.0.1", proc.port), timeout=20) for _ in range(6)]
     try:
         last = hogs[0]
@@ -93,7 +94,7 @@ def test_stalled_frames_are_held_to_the_buffer_budget(start_server: StartServer)
         for hog in hogs:
             if hog is not last:
                 hog.recv(128)  # the greeting
-            hog.sendall(head)  # 6 x 900 KiB against a 1 MiB budget
+            hog.sendall(head)  # 6 x 900 KiB against a 2 MiB budget
         deadline = time.monotonic() + 10
         while "buffer budget full" not in proc.log() and time.monotonic() < deadline:
             time.sleep(0.05)

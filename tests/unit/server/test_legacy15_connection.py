@@ -45,7 +45,7 @@ class Client:
 
     def send(self, name: str, *args: bytes) -> int:
         self.sync += 1
-        self.conn.data_received(box15.encode_call(self.sync, name, list(args)))
+        self.transport.deliver(self.conn, box15.encode_call(self.sync, name, list(args)))
         return self.sync
 
     def replies(self) -> list[box15.Reply]:
