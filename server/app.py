@@ -39,6 +39,7 @@ from .config import Config, effective_guest_rights
 from .dispatch import Registry
 from .limits import HANDLING_COPIES, BufferBudget
 from .logs import get_logger
+from .slots import ConnectionSlots
 from .users import Users
 
 log = get_logger("queuebox.app")
@@ -90,6 +91,10 @@ class App:
             config.buffer_budget,
             margin=HANDLING_COPIES * config.max_frame,
             call_later=lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn),
+        )
+        # Who may connect, and which idle connection gives way (slots.py).
+        self.slots = ConnectionSlots(
+            config.max_connections, config.max_connections_per_address, config.idle_reclaim_s
         )
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []

@@ -57,6 +57,8 @@ class Config:
     port_file: str | None = None
     max_frame: int = 16 * 1024 * 1024
     max_connections: int = 10_000
+    max_connections_per_address: int = 1000  # 0: no limit
+    idle_reclaim_s: float = 10.0  # idle this long: closed if a newcomer needs the slot; 0: never
     max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
     write_high_water: int = 1024 * 1024
     buffer_budget: int = 256 * 1024 * 1024  # input + output buffered, all connections
@@ -259,6 +261,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "legacy_listen": parse_listen,
     "max_frame": _parse_size,
     "max_connections": _parse_size,
+    "max_connections_per_address": _parse_size,
+    "idle_reclaim_s": _parse_float,
     "max_in_flight_per_conn": _parse_size,
     "write_high_water": _parse_size,
     "buffer_budget": _parse_size,

@@ -135,6 +135,20 @@ class QueueboxCollector:
         yield from self._storage()
 
     def _limits(self) -> Iterator[Metric]:
+        slots = self.app.slots
+        refused = CounterMetricFamily(
+            "queuebox_connections_refused",
+            "Connections refused since start, by reason (slots.py)",
+            labels=["reason"],
+        )
+        for reason, count in slots.refused.items():
+            refused.add_metric([reason.removesuffix(" reached")], count)
+        yield refused
+        yield CounterMetricFamily(
+            "queuebox_connections_reclaimed",
+            "Idle connections closed to give their slot to a new one",
+            value=slots.reclaimed,
+        )
         budget = self.app.buffer_budget
         yield GaugeMetricFamily(
             "queuebox_buffer_bytes",

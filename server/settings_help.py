@@ -22,6 +22,9 @@ SETTING_HELP: dict[str, str] = {
     "metrics_listen": "serve Prometheus metrics at http://HOST:PORT/metrics (:PORT = loopback)",
     "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
     "max_connections": "connections served at once; more are closed at once",
+    "max_connections_per_address": "connections one peer address may hold; 0: no limit",
+    "idle_reclaim_s": "when all max_connections are taken, a newcomer closes the connection "
+    "idle longest if idle this long; 0: never",
     "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
     "write_high_water": "unsent reply bytes per connection before it stops being read",
     "buffer_budget": "memory for what connections hold (unfinished frames, unsent replies) "
@@ -115,6 +118,7 @@ METAVARS = {
     "guest_rights": "RIGHTS",
     "queue_namespaces": "NAMES",
     "max_connections": "N",
+    "max_connections_per_address": "N",
     "max_in_flight_per_conn": "N",
 }
 

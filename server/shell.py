@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import mmap
 from collections.abc import Awaitable, Coroutine
+from time import monotonic
 from typing import Any, Protocol, cast
 
 from .app import App
@@ -61,6 +62,7 @@ MMAP_AT = 256 * 1024
 # Lines a flood of sockets would repeat: a few a second, with counts.
 budget_full_log = RateLimitedLog(log, burst=5, every_s=1.0)
 evicted_log = RateLimitedLog(log, burst=5, every_s=1.0)
+reclaimed_log = RateLimitedLog(log, burst=5, every_s=1.0)
 refused_log = RateLimitedLog(log, burst=5, every_s=1.0)
 timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
 bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
@@ -115,7 +117,7 @@ class ConnectionShell(asyncio.BufferedProtocol):
         self._unsent_seen = 0
         self._watchdog: asyncio.TimerHandle | None = None
         self._spoken = False  # a whole request arrived: the handshake is over
-        self._last_request = 0.0
+        self._last_request = monotonic()  # of the last request, or the connect
         self.connlog = ConnectionLog(self.session, self.loop, self.kind)
 
     # --- what a port says ---
@@ -153,17 +155,19 @@ class ConnectionShell(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         session = self.session
         session.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         app = self.app
-        if app.shutting_down or len(app.connections) >= app.config.max_connections:
+        reason = "shutting down" if app.shutting_down else app.slots.admit(self, address)
+        if reason is not None:
             # Refused before anything is written: a client sees the socket close
             # at once instead of a half-working session.
-            reason = "shutting down" if app.shutting_down else "max_connections reached"
             refused_log.warning(
                 f"{self.kind} refused",
                 reason,
                 peer=session.peer,
                 reason=reason,
                 max_connections=app.config.max_connections,
+                from_address=app.slots.held_by(address),
             )
             self._closing = True
             transport.abort()
@@ -187,6 +191,7 @@ class ConnectionShell(asyncio.BufferedProtocol):
         self._frame = self._frame_view = None
         self._frame_start = b""
         if self.conn_id:
+            self.app.slots.release(self)
             self._budget.remove(self)
             self.connlog.closed(exc)
             self.app.on_disconnect(self.conn_id)  # its taken tasks go back
@@ -226,13 +231,12 @@ class ConnectionShell(asyncio.BufferedProtocol):
     def done_reading(self, any_request: bool) -> None:
         """End of data_received: write the replies, keep the limits."""
         if any_request:
+            self._last_request = monotonic()  # idle from now (slots.py, the watchdog)
             if not self._spoken:
                 self._spoken = True
                 if self._watchdog is not None:
                     self._watchdog.cancel()
                 self._arm_watchdog(self.app.config.idle_timeout_s)
-            elif self._watchdog is not None:
-                self._last_request = self.loop.time()
             if self.session.close_requested:
                 self.close()
                 return
@@ -336,7 +340,6 @@ class ConnectionShell(asyncio.BufferedProtocol):
     def _arm_watchdog(self, seconds: float) -> None:
         self._watchdog = None
         if seconds > 0 and not self._closing:
-            self._last_request = self.loop.time()
             self._watchdog = self.loop.call_later(seconds, self._watch)
 
     def _watch(self) -> None:
@@ -347,11 +350,26 @@ class ConnectionShell(asyncio.BufferedProtocol):
             self._time_out("handshake", self.app.config.handshake_timeout_s)
             return
         limit = self.app.config.idle_timeout_s
-        idle = self.loop.time() - self._last_request
+        idle = monotonic() - self._last_request
         if self.in_flight == 0 and idle >= limit:
             self._time_out("idle", limit)
         else:  # busy, or a request came since: look again when it could be idle
             self._watchdog = self.loop.call_later(max(limit - idle, limit / 10), self._watch)
+
+    # --- connection slots (slots.py) ---
+
+    def idle_since(self) -> float | None:
+        busy = self.in_flight or self._frame_view is not None or self._waiting_frame
+        return None if busy or self._closing else self._last_request
+
+    def reclaim(self) -> None:
+        reclaimed_log.info(
+            f"{self.kind} closed to make room",
+            conn_id=self.conn_id,
+            peer=self.session.peer,
+            idle_s=round(monotonic() - self._last_request, 1),
+        )
+        self.close()
 
     def _time_out(self, reason: str, seconds: float) -> None:
         timed_out_log.info(
