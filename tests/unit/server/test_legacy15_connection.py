@@ -185,3 +185,24 @@ async def test_a_waiting_take_cancelled_by_shutdown_still_gets_an_answer() -> No
     (reply,) = await answered(c)
     assert reply.errcode == box15.ER_PROC_LUA and "shutting down" in reply.message
     assert c.conn.in_flight == 0
+
+
+async def test_a_big_frame_goes_through_the_buffer_budget_too() -> None:
+    port = Port()
+    c = port.connect()
+    data = bytes(range(256)) * 8192  # 2 MiB
+    frame = box15.encode_call(1, "queue.put", [SPACE, b"big", b"0", b"0", b"0", b"0", data])
+    sizes: list[int] = []
+    get_buffer = c.conn.get_buffer
+
+    def spy(hint: int) -> Any:
+        buffer = get_buffer(hint)
+        sizes.append(len(buffer))
+        return buffer
+
+    c.conn.get_buffer = spy  # type: ignore[method-assign]
+    c.transport.deliver(c.conn, frame)
+    assert len(sizes) == 2 and sum(sizes) == len(frame)  # the rest in one buffer of its size
+    assert port.app.buffer_budget.total == 0
+    [reply] = await answered(c)
+    assert reply.code == 0 and reply.tuples[0][-1] == data

@@ -25,7 +25,7 @@ from queuebox.storage.framing import (
     encode_frame,
     encode_header,
 )
-from queuebox.storage.packed import Packed
+from queuebox.storage.packed import Packed, file_packb
 from queuebox.storage.reader import LogFile, iter_records
 from queuebox.storage.records import pack, unpack
 from queuebox.storage.snapshot import MIN_RECORD_SIZE, SnapshotJob
@@ -148,7 +148,7 @@ CREATE = {"op": "create_space", "sid": 512, "space": "q", "def": {
     "id": 512, "name": "q", "indexes": [{"name": "pk", "parts": [0], "unique": True}],
     "temporary": False, "format": [], "opts": {},
 }}  # fmt: skip
-TUPLE = pack([7, "r", "x" * 100])
+TUPLE = file_packb([7, "r", "x" * 100])
 
 
 def part(at: int, size: int = len(TUPLE), data: bytes | None = None) -> dict[str, Any]:
