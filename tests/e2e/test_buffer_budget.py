@@ -19,28 +19,19 @@ from tests.e2e.serverproc import CALL, PING, RawClient, ServerProc, StartServer,
 MiB = 1 << 20
 
 
-def rss(proc: ServerProc) -> int:
-    assert proc.proc is not None
-    with open(f"/proc/{proc.proc.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 class RssWatch:
     """Samples the server's RSS every 20 ms on a thread; `peak` is the highest seen."""
 
     def __init__(self, proc: ServerProc) -> None:
         self.proc = proc
-        self.peak = rss(proc)
+        self.peak = proc.rss()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, rss(self.proc))
+            self.peak = max(self.peak, self.proc.rss())
 
     def stop(self) -> int:
         self._stop.set()
@@ -103,7 +94,7 @@ def test_200_stalled_15_mib_frames_stay_within_the_budget_and_puts_get_through(
     hogs = Hogs(server.port, 200, 15 * MiB - 200)
     try:
         time.sleep(0.5)
-        before = rss(server)  # 200 connections open: only what they hold counts
+        before = server.rss()  # 200 connections open: only what they hold counts
         watch = RssWatch(server)
         hogs.push(2.0)  # one fills what the budget has for frames; the others wait
         replies: list[object] = []

@@ -14,13 +14,12 @@ import hashlib
 import http.client
 import re
 import time
-from pathlib import Path
 
-from queuebox.storage.framing import HEADER_SIZE, Damage, FrameDecoder
 from queuebox.storage.records import unpack
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_for
 from tests.e2e.serverproc import ServerProc, StartServer
+from tests.unit.storage.test_storage_snapshot_records import frames
 
 TASKS = 400
 SIZE = 40 * 1024
@@ -34,15 +33,6 @@ def data(i: int) -> bytes:
 
 def wal_bytes(server: ServerProc) -> int:
     return sum(p.stat().st_size for p in server.data_dir.glob("*.wal"))
-
-
-def snapshot_records(path: Path) -> list[bytes]:
-    decoder = FrameDecoder(HEADER_SIZE)
-    decoder.feed(path.read_bytes()[HEADER_SIZE:])
-    decoder.feed_eof()
-    events = decoder.take()
-    assert not [ev for ev in events if isinstance(ev, Damage)]
-    return [ev.body for ev in events]  # type: ignore[union-attr]
 
 
 def all_tasks_whole(server: ServerProc, tube: str) -> None:
@@ -73,7 +63,7 @@ def test_a_snapshot_bigger_than_any_record_is_written_trims_the_wal_and_restarts
     assert info["lsn"] >= TASKS + 1
     assert wal_bytes(server) < 2 << 20
     [snap] = sorted(server.data_dir.glob("*.snap"))
-    bodies = snapshot_records(snap)
+    bodies = frames(snap)
     assert max(map(len, bodies)) <= LIMIT
     assert sum(unpack(b)["op"] == "part" for b in bodies) >= 2 * TASKS
     assert "snapshot failed" not in server.log()

@@ -13,6 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def record_reads(protocol: Any) -> list[int]:
+    """The size of every buffer `protocol` offers for a read from now on."""
+    sizes: list[int] = []
+    get_buffer = protocol.get_buffer
+
+    def recorded(hint: int) -> Any:
+        buffer = get_buffer(hint)
+        sizes.append(len(buffer))
+        return buffer
+
+    protocol.get_buffer = recorded
+    return sizes
+
+
 class FakeTransport:
     def __init__(self) -> None:
         self.writes: list[bytes] = []

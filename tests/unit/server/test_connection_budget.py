@@ -6,13 +6,13 @@ the connection once the budget needs their memory."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from queuebox.server.app import App
 from queuebox.server.builtins import install
 from queuebox.server.config import Config
 from queuebox.server.limits import BufferBudget
 from queuebox.server.shell import SCRATCH_SIZE
+from tests.unit.server.fake_transport import record_reads
 from tests.unit.server.test_server_connection import Harness, call, frame
 
 MiB = 1 << 20
@@ -48,15 +48,7 @@ async def test_a_big_frame_is_read_into_one_buffer_of_its_size() -> None:
     app = app_with_budget(64 * MiB, Clock())
     h = open_conn(app)
     big = call(5, "queuebox.echo", b"x" * (3 * MiB))
-    sizes: list[int] = []
-    get_buffer = h.conn.get_buffer
-
-    def spy(hint: int) -> Any:
-        buffer = get_buffer(hint)
-        sizes.append(len(buffer))
-        return buffer
-
-    h.conn.get_buffer = spy  # type: ignore[method-assign]
+    sizes = record_reads(h.conn)
     deliver(h, big)
     # One small read of the shared buffer, then the rest of the frame at once.
     assert sizes[0] == SCRATCH_SIZE and sizes[1] == len(big) - SCRATCH_SIZE

@@ -19,7 +19,7 @@ from queuebox.server.legacy15 import Box15Connection
 from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
-from tests.unit.server.fake_transport import FakeTransport
+from tests.unit.server.fake_transport import FakeTransport, record_reads
 
 SPACE = b"0"
 
@@ -192,15 +192,7 @@ async def test_a_big_frame_goes_through_the_buffer_budget_too() -> None:
     c = port.connect()
     data = bytes(range(256)) * 8192  # 2 MiB
     frame = box15.encode_call(1, "queue.put", [SPACE, b"big", b"0", b"0", b"0", b"0", data])
-    sizes: list[int] = []
-    get_buffer = c.conn.get_buffer
-
-    def spy(hint: int) -> Any:
-        buffer = get_buffer(hint)
-        sizes.append(len(buffer))
-        return buffer
-
-    c.conn.get_buffer = spy  # type: ignore[method-assign]
+    sizes = record_reads(c.conn)
     c.transport.deliver(c.conn, frame)
     assert len(sizes) == 2 and sum(sizes) == len(frame)  # the rest in one buffer of its size
     assert port.app.buffer_budget.total == 0
