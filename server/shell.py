@@ -1,19 +1,16 @@
 """The connection shell both ports share: an asyncio.BufferedProtocol around a sans-I/O codec.
 
-Owns: a client's place in `app.connections` (refused while shutting down or
-at max_connections), its `Session`, reading under the buffer budget
-(limits.py: small reads into one buffer all connections share; an
-unfinished frame's rest read straight into one buffer of its size, once the
-budget reserved it; a frame the budget evicts answered and its rest read and
-dropped), batching replies into one transport write per loop turn, replies
-held until their durability barrier, the tasks of requests that wait (kept
-in `app.tasks`, so shutdown sees them), the in-flight accounting and
-back-pressure, and stop_reading/close/abort for the listener's shutdown.
+Owns: a client's place in `app.connections` (its slot: slots.py; refused
+while shutting down), its `Session`, batching replies into one transport
+write per loop turn, replies held until their durability barrier, the tasks
+of requests that wait (kept in `app.tasks`, so shutdown sees them), the
+in-flight accounting and back-pressure, and stop_reading/close/abort for the
+listener's shutdown.
+Reading under the buffer budget is `reading.py`'s half of the same object.
 Must not know a wire format: a port subclasses it (`connection.py`: IPROTO;
-`legacy15.py`: Tarantool 1.5), has a `decoder` (feed, frame_size,
-take_partial), decodes bytes in `received`, runs its request table, hands
-each handler's answer to the shell, and says what a failed barrier answers
-(`barrier_failed`) and what a dropped frame does (`frame_dropped`).
+`legacy15.py`: Tarantool 1.5), has a `decoder`, decodes bytes and runs its
+request table (reading.py's hooks), hands each handler's answer to the
+shell, and says what a failed barrier answers (`barrier_failed`).
 
 Requests are answered out of order, matched by sync: bytes go out at the end
 of this loop turn; a held reply goes out when its barrier completes (with
@@ -38,48 +35,28 @@ no request and nothing in flight for that long.
 from __future__ import annotations
 
 import asyncio
-import mmap
 from collections.abc import Awaitable, Coroutine
 from time import monotonic
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from .app import App
 from .calls import Held, Reply
 from .connlog import ConnectionLog
-from .limits import UNSENT
 from .logs import RateLimitedLog, get_logger
+from .reading import BudgetedReading
 from .session import Session
 
 log = get_logger("queuebox.conn")
-
-# Reads of every connection go into this one buffer (the loop reads one socket
-# at a time) and are copied out at once: nothing is held per connection.
-SCRATCH_SIZE = 256 * 1024
-_SCRATCH = memoryview(bytearray(SCRATCH_SIZE))
-# A frame this big is read into an anonymous mapping: its pages take memory
-# only as its bytes arrive, and all of it goes back to the OS at the end.
-MMAP_AT = 256 * 1024
 # Lines a flood of sockets would repeat: a few a second, with counts.
-budget_full_log = RateLimitedLog(log, burst=5, every_s=1.0)
-evicted_log = RateLimitedLog(log, burst=5, every_s=1.0)
 reclaimed_log = RateLimitedLog(log, burst=5, every_s=1.0)
 refused_log = RateLimitedLog(log, burst=5, every_s=1.0)
 timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
 bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
-class Decoder(Protocol):
-    """What the shell needs of a port's decoder (besides what the port does with it)."""
-
-    @property
-    def frame_size(self) -> int: ...
-    def take_partial(self) -> bytes: ...
-
-
-class ConnectionShell(asyncio.BufferedProtocol):
+class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
-    decoder: Decoder
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -103,18 +80,7 @@ class ConnectionShell(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
-        # Input under the buffer budget (limits.py): the frame being read into
-        # its own buffer, or the one waiting for the budget, or the bytes of a
-        # dropped frame still to be read and thrown away.
-        self._budget = app.buffer_budget
-        self._frame: bytearray | mmap.mmap | None = None
-        self._frame_view: memoryview | None = None
-        self._frame_size = 0
-        self._filled = 0
-        self._waiting_frame = 0  # size of the frame the budget makes wait
-        self._frame_start = b""  # its first bytes, read before its size was known
-        self._discard = 0
-        self._unsent_seen = 0
+        self._init_reading(app.buffer_budget)
         self._watchdog: asyncio.TimerHandle | None = None
         self._spoken = False  # a whole request arrived: the handshake is over
         self._last_request = monotonic()  # of the last request, or the connect
@@ -127,23 +93,6 @@ class ConnectionShell(asyncio.BufferedProtocol):
 
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         """The reply to request `sync` whose change may not be on disk."""
-        raise NotImplementedError
-
-    def decode(self, data: bytes) -> list[Any]:
-        """The requests (and errors) `data` completes."""
-        raise NotImplementedError
-
-    def decode_frame(self, frame: memoryview) -> list[Any]:
-        """The same for one whole frame read into a buffer of its own (the
-        decoder holds nothing then); a port may decode it in place."""
-        raise NotImplementedError
-
-    def handle(self, items: list[Any]) -> None:
-        """Run what decode() gave; end with done_reading()."""
-        raise NotImplementedError
-
-    def frame_dropped(self, head: bytes, size: int) -> bytes:
-        """The error reply to a frame of `size` the budget dropped; `head` is its start."""
         raise NotImplementedError
 
     # --- asyncio.Protocol ---
@@ -188,34 +137,12 @@ class ConnectionShell(asyncio.BufferedProtocol):
             self.closed.set_result(None)
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._frame = self._frame_view = None
-        self._frame_start = b""
+        self._stop_reading_frames()
         if self.conn_id:
             self.app.slots.release(self)
             self._budget.remove(self)
             self.connlog.closed(exc)
             self.app.on_disconnect(self.conn_id)  # its taken tasks go back
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        view = self._frame_view
-        if view is not None:  # the rest of a frame, into its own buffer
-            return view[self._filled :]
-        if self._discard:
-            return _SCRATCH[: min(self._discard, SCRATCH_SIZE)]
-        size = self._budget.read_size(SCRATCH_SIZE)
-        return _SCRATCH if size == SCRATCH_SIZE else _SCRATCH[:size]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._frame_view is not None:
-            self._filled += nbytes
-            if self._filled < self._frame_size:
-                self._budget.progress(self, self._filled)
-            else:
-                self._frame_done()
-        elif self._discard:
-            self._discard -= nbytes
-        else:
-            self._feed(bytes(_SCRATCH[:nbytes]))
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -242,100 +169,6 @@ class ConnectionShell(asyncio.BufferedProtocol):
                 return
         self.flush()
         self._account()
-
-    # --- input under the buffer budget (limits.py) ---
-
-    def _feed(self, data: bytes) -> None:
-        if self._closing or self._stopped:
-            return
-        self.handle(self.decode(data))
-        if self.decoder.frame_size and not (self._closing or self._stopped):
-            self._take_frame()
-
-    def _take_frame(self) -> None:
-        """The decoder holds the start of a frame whose size it knows: read the
-        rest into one buffer of that size, once the budget has room for it."""
-        size = self.decoder.frame_size
-        held = self.decoder.take_partial()
-        budget = self._budget
-        if budget.reserve(self, size, len(held)):
-            self._start_frame(size, held)
-            return
-        if self._closing:
-            return
-        self._waiting_frame, self._frame_start = size, held
-        self._update_reading()
-        budget_full_log.warning(
-            f"{self.kind} paused: buffer budget full",
-            conn_id=self.conn_id,
-            peer=self.session.peer,
-            frame=size,
-            total=budget.total,
-            buffer_budget=budget.limit,
-            waiting=budget.waiting,
-        )
-
-    def _start_frame(self, size: int, held: bytes) -> None:
-        frame = mmap.mmap(-1, size) if size >= MMAP_AT else bytearray(size)
-        view = memoryview(frame)
-        view[: len(held)] = held
-        self._frame, self._frame_view = frame, view
-        self._frame_size, self._filled = size, len(held)
-
-    def _frame_done(self) -> None:
-        frame, view = self._frame, self._frame_view
-        assert view is not None
-        self._frame = self._frame_view = None
-        if not (self._closing or self._stopped):
-            items = self.decode_frame(view)
-            if isinstance(frame, mmap.mmap):
-                # Its pages go back now, not when the loop lets go of the buffer
-                # (after this call): handling the request needs the memory.
-                frame.madvise(mmap.MADV_DONTNEED)
-            self.handle(items)
-        self._budget.release(self)
-
-    def budget_granted(self) -> None:
-        size, held = self._waiting_frame, self._frame_start
-        self._waiting_frame, self._frame_start = 0, b""
-        if self._closing:
-            self._budget.release(self)
-            return
-        self._start_frame(size, held)
-        self._update_reading()
-
-    def budget_evicted(self, what: str) -> None:
-        budget = self._budget
-        fields = {"conn_id": self.conn_id, "peer": self.session.peer, "total": budget.total}
-        if what == UNSENT:
-            evicted_log.warning(
-                f"{self.kind} closed: replies not read", what, unsent=self.unsent(), **fields
-            )
-            self.abort()
-            return
-        view = self._frame_view
-        if view is None:
-            return
-        size, filled = self._frame_size, self._filled
-        head = bytes(view[: min(filled, 64)])
-        self._frame = self._frame_view = None
-        self._discard = size - filled  # read and thrown away as it comes
-        evicted_log.warning(
-            f"{self.kind} frame dropped: buffer budget full",
-            what,
-            frame=size,
-            received=filled,
-            buffer_budget=budget.limit,
-            **fields,
-        )
-        self.send(self.frame_dropped(head, size))
-
-    def _account(self) -> None:
-        transport = self.transport
-        unsent = transport.get_write_buffer_size() if transport is not None else 0
-        if unsent != self._unsent_seen:
-            self._unsent_seen = unsent
-            self._budget.set_unsent(self, unsent)
 
     def _arm_watchdog(self, seconds: float) -> None:
         self._watchdog = None

@@ -11,7 +11,7 @@ from queuebox.server.app import App
 from queuebox.server.builtins import install
 from queuebox.server.config import Config
 from queuebox.server.limits import BufferBudget
-from queuebox.server.shell import SCRATCH_SIZE
+from queuebox.server.reading import SCRATCH_SIZE
 from tests.unit.server.fake_transport import record_reads
 from tests.unit.server.test_server_connection import Harness, call, frame
 
