@@ -168,7 +168,6 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
                 self.close()
                 return
         self.flush()
-        self._account()
 
     def _arm_watchdog(self, seconds: float) -> None:
         self._watchdog = None
@@ -255,6 +254,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
         if transport is None or transport.is_closing():
             return
         transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self._account()  # what the peer has not taken counts in the buffer budget
 
     def _confirm(self) -> None:
         """Write the WAL now; a reply whose barrier failed becomes its error."""
