@@ -73,7 +73,9 @@ def _route_stdlib_logging(stream: Any, shared: list[Any], renderer: list[Any], l
         root.removeHandler(old)
     handler._queuebox = True  # type: ignore[attr-defined]  # ours, replaced on reconfigure
     root.addHandler(handler)
-    root.setLevel(level)
+    # Libraries' own chatter stays out below warning, as before (Python's
+    # last-resort handler showed warnings and up), unless debug is asked for.
+    root.setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
 
 
 def local_timestamp(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
