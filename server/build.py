@@ -11,6 +11,7 @@ which makes them in the order they depend on each other:
               write reloads them); a read-only instance serves the queue's
               reads and follows its primary until promoted
                 └─ builtins: queuebox.echo, placeholders, test hooks
+                └─ operator_calls: queuebox.release
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
 one with this `Server`'s app and queue) nor signals (serve.py's). Runs
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from . import builtins
+from . import builtins, operator_calls
 from .app import App
 from .queue_calls import QueueCalls
 from .replication.role import Role
@@ -57,6 +58,7 @@ def build_server(app: App) -> Server:
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
+    operator_calls.install(app, lambda: role.queue)
     return Server(app, store, role)
 
 

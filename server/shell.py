@@ -24,7 +24,8 @@ without bound:
 
     reading ──(transport above write_high_water: pause_writing)──▶ paused
     reading ──(max_in_flight_per_conn requests waiting)──────────▶ paused
-    reading ──(a frame waits for buffer_budget: limits.py)───────▶ paused
+    reading ──(a frame waits for buffer_budget: reading.py)──────▶ paused
+    reading ──(a throttled AUTH waits its turn: authguard.py)────▶ paused
     paused ──(every reason above cleared)────────────────────────▶ reading
 
 The watchdog closes a connection that sends no whole request within
@@ -81,6 +82,8 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
         self._init_reading(app.buffer_budget)
+        # Requests waiting for a throttled AUTH to run first (connection.py).
+        self._deferred: list[Any] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._spoken = False  # a whole request arrived: the handshake is over
         self._last_request = monotonic()  # of the last request, or the connect
@@ -156,7 +159,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     # --- limits ---
 
     def done_reading(self, any_request: bool) -> None:
-        """End of data_received: write the replies, keep the limits."""
+        """End of a read: write the replies, keep the limits."""
         if any_request:
             self._last_request = monotonic()  # idle from now (slots.py, the watchdog)
             if not self._spoken:
@@ -219,7 +222,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     def answer(self, reply: Reply) -> None:
         """Send what a handler returned: now, after its barrier, or when its task is done.
 
-        Queued, not written: data_received ends with flush()."""
+        Queued, not written: a read ends with flush()."""
         if type(reply) is bytes:
             self._out.append(reply)
         elif type(reply) is Held:
@@ -228,7 +231,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
             self._spawn(cast(Coroutine[Any, Any, bytes], reply))
 
     def send(self, reply: bytes) -> None:
-        """Queue a reply produced outside data_received; written at the end of this loop turn."""
+        """Queue a reply produced outside a read; written at the end of this loop turn."""
         if self._closing:
             return
         self._out.append(reply)
@@ -367,6 +370,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
             self._write_paused
             or self._stopped
             or self._waiting_frame > 0
+            or self._deferred is not None
             or self.in_flight >= self._max_in_flight
         )
         if should_pause and not self._reading_paused:
