@@ -55,7 +55,7 @@ from .constants import (
 from .errors import ProtocolError
 from .framing import DEFAULT_MAX_FRAME
 from .greeting import Greeting, make_greeting, new_salt, parse_greeting
-from .request import Request, RequestDecoder
+from .request import Request, RequestDecoder, sync_of_partial
 from .response import (
     call16_shape,
     encode_data,
@@ -95,6 +95,7 @@ __all__ = [
     "ProtocolError",
     "Request",
     "RequestDecoder",
+    "sync_of_partial",
     "RequestType",
     "Response",
     "ResponseDecoder",

@@ -53,6 +53,7 @@ MAX_VARINT_BYTES = 5  # a u32 in 7-bit groups
 # "permanent error" (a client retries only 1, "transient").
 ER_NONMASTER = 1
 ER_ILLEGAL_PARAMS = 2
+ER_MEMORY_ISSUE = 7
 ER_WAL_IO = 39
 ER_NO_SUCH_PROC = 50
 ER_PROC_LUA = 51
@@ -125,7 +126,7 @@ class Call:
 class Box15Decoder:
     """feed(bytes) -> list of Frame, with at most one fatal Box15Error, last."""
 
-    __slots__ = ("max_frame", "_tail", "_need", "_dead")
+    __slots__ = ("max_frame", "_tail", "_need", "_dead", "_frame_size")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
@@ -134,11 +135,26 @@ class Box15Decoder:
         # arriving in many chunks is joined once, not once per chunk.
         self._need = HEADER_SIZE
         self._dead = False
+        self._frame_size = 0
 
     @property
     def buffered(self) -> int:
         """Bytes of an unfinished frame held until the rest arrives."""
         return len(self._tail)
+
+    @property
+    def frame_size(self) -> int:
+        """The whole size (header included) of the unfinished frame held, once its
+        header is in; 0 otherwise. A caller may then take the bytes over
+        (`take_partial`) and feed the whole frame back when it has it."""
+        return self._frame_size
+
+    def take_partial(self) -> bytes:
+        tail = bytes(self._tail)
+        self._tail = bytearray()
+        self._need = HEADER_SIZE
+        self._frame_size = 0
+        return tail
 
     @property
     def dead(self) -> bool:
@@ -154,22 +170,24 @@ class Box15Decoder:
         buf = bytes(tail)
         tail.clear()
         out: list[Frame | Box15Error] = []
-        pos, need = 0, HEADER_SIZE
+        pos, need, frame_size = 0, HEADER_SIZE, 0
         while len(buf) - pos >= HEADER_SIZE:
             type_, length, sync = HEADER.unpack_from(buf, pos)
             if length > self.max_frame:
                 # Refused at the header: a peer cannot make us wait for or hold it.
                 self._dead = True
+                self._frame_size = 0
                 message = f"received package is too big: {length}"
                 out.append(Box15Error(ER_ILLEGAL_PARAMS, message, sync=sync, fatal=True))
                 return out
             end = pos + HEADER_SIZE + length
             if end > len(buf):
-                need = end - pos
+                need = frame_size = end - pos
                 break
             out.append(Frame(type_, sync, buf[pos + HEADER_SIZE : end]))
             pos = end
         self._need = need
+        self._frame_size = frame_size
         tail += memoryview(buf)[pos:]
         return out
 

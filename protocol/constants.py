@@ -94,6 +94,7 @@ class ErrorCode(IntEnum):
 
     ER_UNKNOWN = 0
     ER_ILLEGAL_PARAMS = 1
+    ER_MEMORY_ISSUE = 2
     ER_TUPLE_FOUND = 3
     ER_TUPLE_NOT_FOUND = 4
     ER_UNSUPPORTED = 5

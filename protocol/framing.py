@@ -1,9 +1,11 @@
 """Cutting a byte stream into IPROTO frames: `<msgpack uint length><payload>`.
 
 Owns the length prefix (every uint form a client may send), the frame size
-limit and the partial tail between feeds. Shared by the server-side request
-decoder and the client-side response decoder. It does not look inside a
-payload; that is request.py's and client.py's job.
+limit and the partial tail between feeds, which a caller may take over once
+the tail's frame size is known (`frame_size`, `take_tail`: the server reads
+a big frame's rest straight into one buffer of that size). Shared by the
+server-side request decoder and the client-side response decoder. It does
+not look inside a payload; that is request.py's and client.py's job.
 
     FrameSplitter states:
 
@@ -44,6 +46,12 @@ def _prefix_table() -> tuple[_Prefix | None, ...]:
 _PREFIX = _prefix_table()
 
 
+def prefix_width(first: int) -> int:
+    """Bytes of the length prefix whose first byte is `first` (0: not a uint)."""
+    prefix = _PREFIX[first]
+    return 0 if prefix is None else prefix[0]
+
+
 class FrameSplitter:
     """Incremental splitter: split(data) -> (payloads, fatal error or None).
 
@@ -55,7 +63,7 @@ class FrameSplitter:
     so a hostile peer cannot make us allocate or wait for it.
     """
 
-    __slots__ = ("max_frame", "_tail", "_need", "_dead")
+    __slots__ = ("max_frame", "_tail", "_need", "_dead", "_frame_size")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         if max_frame < 0:
@@ -66,6 +74,7 @@ class FrameSplitter:
         # re-reading a prefix on every chunk of a large frame.
         self._need = 1
         self._dead = False
+        self._frame_size = 0
 
     @property
     def dead(self) -> bool:
@@ -75,6 +84,21 @@ class FrameSplitter:
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of their frame."""
         return len(self._tail)
+
+    @property
+    def frame_size(self) -> int:
+        """The whole size (prefix included) of the frame the tail begins, once its
+        prefix is in; 0 when the tail is empty or only part of a prefix."""
+        return self._frame_size
+
+    def take_tail(self) -> bytes:
+        """The tail's bytes, handed over: the splitter starts again at a frame
+        boundary, as if the caller consumed that frame itself."""
+        tail = bytes(self._tail)
+        self._tail = bytearray()
+        self._need = 1
+        self._frame_size = 0
+        return tail
 
     def split(
         self, data: bytes | bytearray | memoryview
@@ -95,6 +119,7 @@ class FrameSplitter:
         pos = 0
         size = len(data)
         need = 1
+        frame_size = 0
         max_frame = self.max_frame
         while pos < size:
             prefix = _PREFIX[data[pos]]
@@ -110,11 +135,12 @@ class FrameSplitter:
             start = pos + width
             stop = start + length
             if stop > size:
-                need = stop - pos
+                need = frame_size = stop - pos
                 break
             frames.append(data[start:stop])
             pos = stop
         self._need = need
+        self._frame_size = frame_size
         if pos < size:
             tail += memoryview(data)[pos:]
         return frames, None
@@ -123,6 +149,7 @@ class FrameSplitter:
         """Refuse all further input (the caller found the stream corrupt)."""
         self._dead = True
         self._tail = bytearray()
+        self._frame_size = 0
 
     def _die(self, message: str) -> ProtocolError:
         self.kill()

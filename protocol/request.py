@@ -49,7 +49,7 @@ from .constants import (
     KEY_VERSION,
 )
 from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
-from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+from .framing import DEFAULT_MAX_FRAME, FrameSplitter, prefix_width
 from .rawargs import raw_item
 
 _unpackb = msgpack.unpackb
@@ -176,6 +176,20 @@ class Request:
         if isinstance(item, str | bytes):
             return as_bytes(item)
         return None
+
+
+def sync_of_partial(frame: bytes) -> int:
+    """The SYNC of a frame (length prefix included) from its first bytes, or 0
+    when they do not show it: the error reply to a frame dropped unread names
+    its request."""
+    unpacker = new_unpacker(len(frame))
+    unpacker.feed(frame)
+    try:
+        unpacker.unpack()  # the length
+        header = unpacker.unpack()
+    except Exception:
+        return 0
+    return _read_sync(header) if type(header) is dict else 0
 
 
 def _tuple_item(body: dict[int, Any], index: int) -> Any:
@@ -334,6 +348,15 @@ class RequestDecoder:
         """Bytes of an incomplete frame held until the rest arrives."""
         return self._splitter.buffered
 
+    @property
+    def frame_size(self) -> int:
+        """Whole size of the incomplete frame held, once its prefix is in (else 0):
+        a caller may take it over (take_partial) and give it back whole (feed_frame)."""
+        return self._splitter.frame_size
+
+    def take_partial(self) -> bytes:
+        return self._splitter.take_tail()
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Request | ProtocolError]:
         payloads, fatal = self._splitter.split(data)
         out: list[Request | ProtocolError] = []
@@ -356,3 +379,21 @@ class RequestDecoder:
         if fatal is not None:
             out.append(fatal)
         return out
+
+    def feed_frame(self, frame: memoryview) -> Request | ProtocolError:
+        """One whole frame, prefix included, read into a buffer of the caller's:
+        decoded where it lies (its payload copied once, for the Request, not three
+        times). Overwrites the prefix's last byte."""
+        width = prefix_width(frame[0])
+        payload = bytes(frame[width:])
+        frame[width - 1] = _PAIR[0]  # the payload becomes a 2-element array
+        try:
+            header, body = _unpackb(
+                frame[width - 1 :],
+                raw=False,
+                unicode_errors="surrogateescape",
+                strict_map_key=False,
+            )
+        except Exception:
+            return _decode_carefully(payload)
+        return _check_nesting(payload, _build(header, body, payload))

@@ -41,9 +41,10 @@ from typing import Any, Protocol
 from .authguard import AuthGuard
 from .config import Config
 from .dispatch import Registry
-from .limits import BufferBudget
+from .limits import HANDLING_COPIES, BufferBudget
 from .logs import get_logger
 from .rights import Rights
+from .slots import ConnectionSlots
 from .users import Users
 
 log = get_logger("queuebox.app")
@@ -93,8 +94,17 @@ class App:
         )
         self.lease_ok: Callable[[], bool] | None = None
         self.state = "WAITING" if self.read_only else "RUNNING"
-        # What all connections buffer together (limits.py).
-        self.buffer_budget = BufferBudget(config.buffer_budget)
+        # What all connections buffer together (limits.py); it looks again
+        # later (on the running loop) when a held frame becomes evictable.
+        self.buffer_budget = BufferBudget(
+            config.buffer_budget,
+            margin=HANDLING_COPIES * config.max_frame,
+            call_later=lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn),
+        )
+        # Who may connect, and which idle connection gives way (slots.py).
+        self.slots = ConnectionSlots(
+            config.max_connections, config.max_connections_per_address, config.idle_reclaim_s
+        )
         self._last_conn_id = 0
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []

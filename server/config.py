@@ -24,6 +24,8 @@ from typing import Any
 
 from queuebox.protocol import password_hash2
 
+from .limits import HANDLING_COPIES
+
 READ = "read"
 WRITE = "write"
 ADMIN = "admin"
@@ -62,6 +64,8 @@ class Config:
     port_file: str | None = None
     max_frame: int = 16 * 1024 * 1024
     max_connections: int = 10_000
+    max_connections_per_address: int = 1000  # 0: no limit
+    idle_reclaim_s: float = 10.0  # idle this long: closed if a newcomer needs the slot; 0: never
     max_in_flight_per_conn: int = 768  # Tarantool's net_msg_max
     write_high_water: int = 1024 * 1024
     buffer_budget: int = 256 * 1024 * 1024  # input + output buffered, all connections
@@ -88,6 +92,7 @@ class Config:
     snapshot_wal_bytes: int = 256 * 1024 * 1024
     force_recovery: bool = False
     checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
+    snapshot_record_size: int = 1024 * 1024  # the most bytes of one snapshot record
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
     # replication and failover (server/replication/)
@@ -143,6 +148,13 @@ def _parse_size(value: Any) -> int:
         raise ValueError(f"expected an integer (like 16M), got {value!r}")
     if result < 0:
         raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return result
+
+
+def _parse_record_size(value: Any) -> int:
+    result = _parse_size(value)
+    if result < 4096:
+        raise ValueError(f"expected at least 4k, got {value!r}")
     return result
 
 
@@ -271,6 +283,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "legacy_listen": parse_listen,
     "max_frame": _parse_size,
     "max_connections": _parse_size,
+    "max_connections_per_address": _parse_size,
+    "idle_reclaim_s": _parse_float,
     "max_in_flight_per_conn": _parse_size,
     "write_high_water": _parse_size,
     "buffer_budget": _parse_size,
@@ -291,6 +305,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "snapshot_wal_bytes": _parse_size,
     "force_recovery": _parse_bool,
     "checkpoint_count": _parse_count,
+    "snapshot_record_size": _parse_record_size,
     "queue_namespaces": _parse_names,
     "read_only": _parse_bool,
     "replication_source": _parse_addresses,
@@ -476,7 +491,19 @@ def load_config(
     _read_secret_files(settings)
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
+    check_budget(config)
     return config
+
+
+def check_budget(config: Config) -> None:
+    """A request of max_frame must fit in the budget, read and handled (limits.py)."""
+    least = (HANDLING_COPIES + 1) * config.max_frame + 64 * 1024
+    if config.buffer_budget < least:
+        raise ConfigError(
+            f"buffer_budget ({config.buffer_budget}) must be at least {least}: a request of "
+            f"max_frame ({config.max_frame}) bytes takes up to {HANDLING_COPIES + 1} times "
+            "that while it is read and handled; raise buffer_budget or lower max_frame"
+        )
 
 
 def _read_secret_files(settings: dict[str, Any]) -> None:

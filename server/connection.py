@@ -3,11 +3,11 @@
 Owns: the greeting, feeding received bytes to the decoder, running each
 request through the request-type table (`requests.py`) with the connection's
 `Session`, deferring a throttled AUTH and what follows it (authguard.py), the
-IPROTO error reply of a bad frame (closing on a fatal one) and of a failed
-durability barrier. Must not know what a request does: handlers
-get the request and the session, never the connection, and return what to
-send (`calls.Reply`); batching, held replies, waiting tasks and back-pressure
-are the shell's.
+IPROTO error reply of a bad frame (closing on a fatal one), of a failed
+durability barrier and of a frame the buffer budget dropped. Must not know
+what a request does: handlers get the request and the session, never the
+connection, and return what to send (`calls.Reply`); batching, held
+replies, waiting tasks and back-pressure are the shell's.
 """
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ from time import perf_counter
 from typing import Any, cast
 
 from queuebox import protocol
-from queuebox.protocol import ProtocolError, Request
+from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from .app import App
 from .calls import Deferred, Held, barrier_failed, error_reply
 from .connlog import HANDSHAKE_TYPES
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
-from .shell import ConnectionShell
+from .shell import ConnectionShell, bad_frame_log
 
 log = get_logger("queuebox.conn")
 
 
 class Connection(ConnectionShell):
+    decoder: protocol.RequestDecoder
+
     def __init__(self, app: App) -> None:
         super().__init__(app)
         self.decoder = protocol.RequestDecoder(app.config.max_frame)
@@ -46,20 +48,33 @@ class Connection(ConnectionShell):
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return barrier_failed(self.session, sync, error)
 
-    def buffered_input(self) -> int:
-        return self.decoder.buffered
+    def frame_dropped(self, head: bytes, size: int) -> bytes:
+        message = f"Failed to allocate {size} bytes in buffer_budget for a request"
+        sync = protocol.sync_of_partial(head)
+        return protocol.encode_error(
+            sync, self.session.schema_version, ErrorCode.ER_MEMORY_ISSUE, message
+        )
 
-    def data_received(self, data: bytes) -> None:
-        if self._closing or self._stopped:
-            return
+    def decode(self, data: bytes) -> list[Request | ProtocolError]:
         try:
-            items = self.decoder.feed(data)
+            return self.decoder.feed(data)
         except Exception:
-            # The decoder promises ProtocolError items only; anything else is
-            # our bug, and this connection's stream position is lost.
-            log.exception("decoder failed", conn_id=self.conn_id)
-            self.close()
-            return
+            return self._decoder_failed()
+
+    def decode_frame(self, frame: memoryview) -> list[Request | ProtocolError]:
+        try:
+            return [self.decoder.feed_frame(frame)]
+        except Exception:
+            return self._decoder_failed()
+
+    def _decoder_failed(self) -> list[Request | ProtocolError]:
+        # The decoder promises ProtocolError items only; anything else is
+        # our bug, and this connection's stream position is lost.
+        log.exception("decoder failed", conn_id=self.conn_id)
+        self.close()
+        return []
+
+    def handle(self, items: list[Any]) -> None:
         if self._deferred is not None:  # read before the pause took effect: wait too
             self._deferred.extend(items)
             return
@@ -129,7 +144,7 @@ class Connection(ConnectionShell):
             )
         )
         if error.fatal:
-            log.warning(
+            bad_frame_log.warning(
                 "bad frame, closing",
                 conn_id=self.conn_id,
                 peer=self.session.peer,

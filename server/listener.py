@@ -36,7 +36,7 @@ class Listener:
         self._servers: list[asyncio.Server] = []
 
     async def bind(
-        self, factory: Callable[[], asyncio.Protocol], host: str, port: int
+        self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int
     ) -> tuple[str, int]:
         """Bind one more address without accepting yet, so a busy port fails before
         any slow start-up work; returns the bound (host, port), port 0 resolved.

@@ -128,6 +128,7 @@ class QueueboxCollector:
         yield GaugeMetricFamily(
             "queuebox_connections", "Open client connections", value=len(self.app.connections)
         )
+        yield from self._limits()
         yield from self._queue()
         yield from self._auth()
         yield _histogram(
@@ -137,6 +138,44 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+
+    def _limits(self) -> Iterator[Metric]:
+        slots = self.app.slots
+        refused = CounterMetricFamily(
+            "queuebox_connections_refused",
+            "Connections refused since start, by reason (slots.py)",
+            labels=["reason"],
+        )
+        for reason, count in slots.refused.items():
+            refused.add_metric([reason.removesuffix(" reached")], count)
+        yield refused
+        yield CounterMetricFamily(
+            "queuebox_connections_reclaimed",
+            "Idle connections closed to give their slot to a new one",
+            value=slots.reclaimed,
+        )
+        budget = self.app.buffer_budget
+        yield GaugeMetricFamily(
+            "queuebox_buffer_bytes",
+            "Bytes connections hold: reserved frames, unsent replies (limits.py)",
+            value=budget.total,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_capacity_bytes",
+            "What connections may hold: buffer_budget less the room kept for handling",
+            value=budget.capacity,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_waiting", "Frames waiting for room in the budget", value=budget.waiting
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_waits", "Frames that had to wait for room", value=budget.waits
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_evictions",
+            "Frames dropped, or connections closed, to make room in the budget",
+            value=budget.evictions,
+        )
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(
@@ -231,6 +270,11 @@ class QueueboxCollector:
             )
         yield CounterMetricFamily(
             "queuebox_snapshots", "Snapshots written since start", value=store.snapshots
+        )
+        yield CounterMetricFamily(
+            "queuebox_snapshot_failures",
+            "Snapshots that failed since start (the WAL keeps growing until one succeeds)",
+            value=store.snapshot_failures,
         )
         yield GaugeMetricFamily(
             "queuebox_recovery_duration_seconds",

@@ -10,7 +10,6 @@ the reply (see `calls.Reply`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,14 +18,13 @@ from queuebox.protocol import ErrorCode, RequestType
 
 from .calls import Deferred, Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
-from .limits import RateLimitedLog
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 from .session import Session
 
 log = get_logger("queuebox.requests")
 # The audit line of a failed AUTH. Guessing passwords on many connections must
 # not flood the log as well: what is held back is counted in the next line.
-auth_failed_log = RateLimitedLog(log.warning, time.monotonic, burst=10, period_s=1.0)
+auth_failed_log = RateLimitedLog(log, burst=10, every_s=0.1)
 FAILURES = {int(ErrorCode.ER_PASSWORD_MISMATCH): "password", int(ErrorCode.ER_NO_SUCH_USER): "user"}
 
 RequestHandler = Callable[[Any, Session], Reply]
@@ -85,7 +83,7 @@ def _failed(s: Session, user: str, reason: str, next_delay: float) -> None:
     s.auth_failures += 1
     closing = s.auth_failures >= s.app.config.auth_attempts
     s.close_requested = s.close_requested or closing
-    auth_failed_log(
+    auth_failed_log.warning(
         "auth failed",
         user=user,
         address=s.address,

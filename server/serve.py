@@ -29,13 +29,14 @@ from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
 from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
-from .limits import raise_open_files_limit
+from .limits import pin_malloc_mmap_threshold, raise_open_files_limit
 from .listener import Listener
 from .loop import run
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
 
 log = logs.get_logger("queuebox.serve")
+loop_error_log = logs.RateLimitedLog(log, burst=5, every_s=10.0)
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
 
@@ -156,6 +157,9 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     # the youngest generation every 10,000 allocations instead of 700 took
     # about 2 µs off a put (bench), and a queue's tasks hold no cycles.
     gc.set_threshold(10_000, 10, 10)
+    # The memory a big request used goes back to the OS once it is handled,
+    # so the buffer budget (limits.py) holds for resident memory too.
+    pin_malloc_mmap_threshold()
     if files < wanted:
         log.warning(
             "open-file limit is below max_connections",
@@ -205,6 +209,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     await stopping.wait()
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
+    logs.flush_repeated_lines()  # the counts of lines held back, before the last line
     log.info("stopped")
     return 0
 
@@ -245,7 +250,8 @@ def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> Non
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     # Errors asyncio catches in callbacks go to our log, not to stdlib logging.
     exc = context.get("exception")
-    log.error("event loop error", message=context.get("message"), exc_info=exc)
+    message = context.get("message")
+    loop_error_log.error("event loop error", (message, type(exc)), message=message, exc_info=exc)
 
 
 def write_port_file(path: str, port: int) -> None:

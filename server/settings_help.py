@@ -24,10 +24,13 @@ SETTING_HELP: dict[str, str] = {
     "metrics_listen": "the old name of --http-listen",
     "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
     "max_connections": "connections served at once; more are closed at once",
+    "max_connections_per_address": "connections one peer address may hold; 0: no limit",
+    "idle_reclaim_s": "when all max_connections are taken, a newcomer closes the connection "
+    "idle longest if idle this long; 0: never",
     "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
     "write_high_water": "unsent reply bytes per connection before it stops being read",
-    "buffer_budget": "bytes all connections may buffer together (unfinished frames and "
-    "unsent replies); over it, a connection above its share stops being read",
+    "buffer_budget": "memory for what connections hold (unfinished frames, unsent replies) "
+    "and the request being handled; at least 9 x max_frame",
     "handshake_timeout_s": "seconds a new connection has to send its first whole request; "
     "0 turns it off",
     "idle_timeout_s": "seconds without a request or a waiting call before a connection is "
@@ -49,6 +52,8 @@ SETTING_HELP: dict[str, str] = {
     "snapshot_interval_s": "seconds between snapshots",
     "snapshot_wal_bytes": "also write a snapshot after this much WAL",
     "checkpoint_count": "snapshots kept (with the WAL since the oldest) to fall back on",
+    "snapshot_record_size": "most bytes of one snapshot record; a bigger task is written "
+    "in parts, so a snapshot of any size can be written",
     "force_recovery": "start despite damage or LSN gaps, logging what was lost",
     "queue_namespaces": "comma-separated names the queue API is served under",
     "read_only": "refuse every change (ER_READONLY); queue.state() says WAITING",
@@ -92,6 +97,7 @@ SIZE_SETTINGS = {
     "buffer_budget",
     "wal_segment_size",
     "snapshot_wal_bytes",
+    "snapshot_record_size",
 }
 
 
@@ -123,6 +129,7 @@ METAVARS = {
     "guest_rights": "RIGHTS",
     "queue_namespaces": "NAMES",
     "max_connections": "N",
+    "max_connections_per_address": "N",
     "max_in_flight_per_conn": "N",
 }
 

@@ -1,13 +1,15 @@
-"""The connection shell both ports share: an asyncio.Protocol around a sans-I/O codec.
+"""The connection shell both ports share: an asyncio.BufferedProtocol around a sans-I/O codec.
 
-Owns: a client's place in `app.connections` (refused while shutting down or
-at max_connections), its `Session`, batching replies into one transport write
-per loop turn, replies held until their durability barrier, the tasks of
-requests that wait (kept in `app.tasks`, so shutdown sees them), the
+Owns: a client's place in `app.connections` (its slot: slots.py; refused
+while shutting down), its `Session`, batching replies into one transport
+write per loop turn, replies held until their durability barrier, the tasks
+of requests that wait (kept in `app.tasks`, so shutdown sees them), the
 in-flight accounting and back-pressure, and stop_reading/close/abort for the
-listener's shutdown. Must not know a wire format: a port subclasses it
-(`connection.py`: IPROTO; `legacy15.py`: Tarantool 1.5), decodes bytes in
-`data_received`, runs its request table, hands each handler's answer to the
+listener's shutdown.
+Reading under the buffer budget is `reading.py`'s half of the same object.
+Must not know a wire format: a port subclasses it (`connection.py`: IPROTO;
+`legacy15.py`: Tarantool 1.5), has a `decoder`, decodes bytes and runs its
+request table (reading.py's hooks), hands each handler's answer to the
 shell, and says what a failed barrier answers (`barrier_failed`).
 
 Requests are answered out of order, matched by sync: bytes go out at the end
@@ -22,7 +24,7 @@ without bound:
 
     reading ──(transport above write_high_water: pause_writing)──▶ paused
     reading ──(max_in_flight_per_conn requests waiting)──────────▶ paused
-    reading ──(over its share of buffer_budget: limits.py)───────▶ paused
+    reading ──(a frame waits for buffer_budget: reading.py)──────▶ paused
     reading ──(a throttled AUTH waits its turn: authguard.py)────▶ paused
     paused ──(every reason above cleared)────────────────────────▶ reading
 
@@ -34,23 +36,26 @@ no request and nothing in flight for that long.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Coroutine
+from time import monotonic
 from typing import Any, cast
 
 from .app import App
 from .calls import Held, Reply
 from .connlog import ConnectionLog
-from .limits import RateLimitedLog
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
+from .reading import BudgetedReading
 from .session import Session
 
 log = get_logger("queuebox.conn")
-# A flood of stalled frames logs a few lines a second, not one per connection.
-budget_full_log = RateLimitedLog(log.warning, time.monotonic, burst=5, period_s=1.0)
+# Lines a flood of sockets would repeat: a few a second, with counts.
+reclaimed_log = RateLimitedLog(log, burst=5, every_s=1.0)
+refused_log = RateLimitedLog(log, burst=5, every_s=1.0)
+timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
+bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
-class ConnectionShell(asyncio.Protocol):
+class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
 
@@ -76,12 +81,12 @@ class ConnectionShell(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
-        self._budget_paused = False
+        self._init_reading(app.buffer_budget)
         # Requests waiting for a throttled AUTH to run first (connection.py).
         self._deferred: list[Any] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._spoken = False  # a whole request arrived: the handshake is over
-        self._last_request = 0.0
+        self._last_request = monotonic()  # of the last request, or the connect
         self.connlog = ConnectionLog(self.session, self.loop, self.kind)
 
     # --- what a port says ---
@@ -93,10 +98,6 @@ class ConnectionShell(asyncio.Protocol):
         """The reply to request `sync` whose change may not be on disk."""
         raise NotImplementedError
 
-    def buffered_input(self) -> int:
-        """Bytes of an unfinished request the port's decoder holds."""
-        return 0
-
     # --- asyncio.Protocol ---
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -106,15 +107,19 @@ class ConnectionShell(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         session = self.session
         session.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        address = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         app = self.app
-        if app.shutting_down or len(app.connections) >= app.config.max_connections:
+        reason = "shutting down" if app.shutting_down else app.slots.admit(self, address)
+        if reason is not None:
             # Refused before anything is written: a client sees the socket close
             # at once instead of a half-working session.
-            log.warning(
+            refused_log.warning(
                 f"{self.kind} refused",
+                reason,
                 peer=session.peer,
-                reason="shutting down" if app.shutting_down else "max_connections reached",
+                reason=reason,
                 max_connections=app.config.max_connections,
+                from_address=app.slots.held_by(address),
             )
             self._closing = True
             transport.abort()
@@ -123,7 +128,6 @@ class ConnectionShell(asyncio.Protocol):
         transport.set_write_buffer_limits(high=app.config.write_high_water)
         self.opened(transport)
         app.connections[self.conn_id] = self
-        app.buffer_budget.add(self)
         self.connlog.opened()
         self._arm_watchdog(app.config.handshake_timeout_s)
         app.on_connect(self.conn_id)
@@ -136,8 +140,10 @@ class ConnectionShell(asyncio.Protocol):
             self.closed.set_result(None)
         if self._watchdog is not None:
             self._watchdog.cancel()
+        self._stop_reading_frames()
         if self.conn_id:
-            self.app.buffer_budget.remove(self)
+            self.app.slots.release(self)
+            self._budget.remove(self)
             self.connlog.closed(exc)
             self.app.on_disconnect(self.conn_id)  # its taken tasks go back
 
@@ -153,44 +159,22 @@ class ConnectionShell(asyncio.Protocol):
     # --- limits ---
 
     def done_reading(self, any_request: bool) -> None:
-        """End of data_received: write the replies, keep the limits."""
+        """End of a read: write the replies, keep the limits."""
         if any_request:
+            self._last_request = monotonic()  # idle from now (slots.py, the watchdog)
             if not self._spoken:
                 self._spoken = True
                 if self._watchdog is not None:
                     self._watchdog.cancel()
                 self._arm_watchdog(self.app.config.idle_timeout_s)
-            elif self._watchdog is not None:
-                self._last_request = self.loop.time()
             if self.session.close_requested:
                 self.close()
                 return
         self.flush()
-        self._account()
-
-    def budget_paused(self, paused: bool) -> None:
-        self._budget_paused = paused
-        self._update_reading()
-        if paused:
-            budget = self.app.buffer_budget
-            budget_full_log(
-                f"{self.kind} paused: buffer budget full",
-                conn_id=self.conn_id,
-                peer=self.session.peer,
-                buffered=self.buffered_input(),
-                total=budget.total,
-                buffer_budget=budget.limit,
-            )
-
-    def _account(self) -> None:
-        transport = self.transport
-        unsent = transport.get_write_buffer_size() if transport is not None else 0
-        self.app.buffer_budget.update(self, self.buffered_input() + unsent)
 
     def _arm_watchdog(self, seconds: float) -> None:
         self._watchdog = None
         if seconds > 0 and not self._closing:
-            self._last_request = self.loop.time()
             self._watchdog = self.loop.call_later(seconds, self._watch)
 
     def _watch(self) -> None:
@@ -201,15 +185,31 @@ class ConnectionShell(asyncio.Protocol):
             self._time_out("handshake", self.app.config.handshake_timeout_s)
             return
         limit = self.app.config.idle_timeout_s
-        idle = self.loop.time() - self._last_request
+        idle = monotonic() - self._last_request
         if self.in_flight == 0 and idle >= limit:
             self._time_out("idle", limit)
         else:  # busy, or a request came since: look again when it could be idle
             self._watchdog = self.loop.call_later(max(limit - idle, limit / 10), self._watch)
 
+    # --- connection slots (slots.py) ---
+
+    def idle_since(self) -> float | None:
+        busy = self.in_flight or self._frame_view is not None or self._waiting_frame
+        return None if busy or self._closing else self._last_request
+
+    def reclaim(self) -> None:
+        reclaimed_log.info(
+            f"{self.kind} closed to make room",
+            conn_id=self.conn_id,
+            peer=self.session.peer,
+            idle_s=round(monotonic() - self._last_request, 1),
+        )
+        self.close()
+
     def _time_out(self, reason: str, seconds: float) -> None:
-        log.info(
+        timed_out_log.info(
             f"{self.kind} timed out",
+            reason,
             conn_id=self.conn_id,
             peer=self.session.peer,
             reason=reason,
@@ -222,7 +222,7 @@ class ConnectionShell(asyncio.Protocol):
     def answer(self, reply: Reply) -> None:
         """Send what a handler returned: now, after its barrier, or when its task is done.
 
-        Queued, not written: data_received ends with flush()."""
+        Queued, not written: a read ends with flush()."""
         if type(reply) is bytes:
             self._out.append(reply)
         elif type(reply) is Held:
@@ -231,7 +231,7 @@ class ConnectionShell(asyncio.Protocol):
             self._spawn(cast(Coroutine[Any, Any, bytes], reply))
 
     def send(self, reply: bytes) -> None:
-        """Queue a reply produced outside data_received; written at the end of this loop turn."""
+        """Queue a reply produced outside a read; written at the end of this loop turn."""
         if self._closing:
             return
         self._out.append(reply)
@@ -257,6 +257,7 @@ class ConnectionShell(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self._account()  # what the peer has not taken counts in the buffer budget
 
     def _confirm(self) -> None:
         """Write the WAL now; a reply whose barrier failed becomes its error."""
@@ -368,7 +369,7 @@ class ConnectionShell(asyncio.Protocol):
         should_pause = (
             self._write_paused
             or self._stopped
-            or self._budget_paused
+            or self._waiting_frame > 0
             or self._deferred is not None
             or self.in_flight >= self._max_in_flight
         )

@@ -102,9 +102,9 @@ class Logins:
         if user not in self.configured or not self.users.password_ok(user, password):
             reason = "password" if user in self.configured else "user"
             next_delay = self.guard.failed(address, user, reason, reserved=bool(at))
-            # The budget of IPROTO's audit lines: a flood of guesses on both
-            # ports logs a few lines a second, with counts of the rest.
-            auth_failed_log(
+            # The limiter of IPROTO's audit lines: a flood of guesses logs a
+            # few lines a second (per kind of line), with counts of the rest.
+            auth_failed_log.warning(
                 "console login failed",
                 user=user,
                 address=address,

@@ -25,6 +25,8 @@ from typing import Any
 
 import msgpack
 
+from queuebox.clients.bench.cpu import process_rss_bytes
+
 REPO = Path(__file__).resolve().parents[2]
 
 PING, AUTH, CALL_16, EVAL, CALL, SELECT, ID = 64, 7, 6, 8, 10, 1, 73
@@ -107,6 +109,13 @@ class ServerProc:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def rss(self) -> int:
+        """The server's resident memory now, in bytes."""
+        assert self.proc is not None
+        found = process_rss_bytes(self.proc.pid)
+        assert found is not None, "the server is gone"
+        return found
 
     @property
     def alive(self) -> bool:

@@ -99,7 +99,7 @@ def test_client_that_never_reads_is_paused(start_server: StartServer) -> None:
     one = frame(CALL, 0, {0x22: "queuebox.echo", 0x21: ["y" * 1000]})
     burst = one * 64
     limit = 512 * 1024 * 1024
-    rss_before = rss_bytes(proc)
+    rss_before = proc.rss()
     with RawClient(proc.port) as client:
         client.sock.setblocking(False)
         sent = offset = 0
@@ -116,22 +116,13 @@ def test_client_that_never_reads_is_paused(start_server: StartServer) -> None:
         # The server stopped reading long before the limit: it is not buffering it all.
         assert sent < 64 * 1024 * 1024, sent
         assert_serves(proc)
-        assert rss_bytes(proc) - rss_before < 128 * 1024 * 1024
+        assert proc.rss() - rss_before < 128 * 1024 * 1024
         # Nothing was lost: every complete request gets its reply once we read.
         client.sock.setblocking(True)
         client.sock.settimeout(10)
         replies = sent // len(one)
         for _ in range(replies):
             assert client.recv().data == ["y" * 1000]
-
-
-def rss_bytes(proc: ServerProc) -> int:
-    assert proc.proc is not None
-    with open(f"/proc/{proc.proc.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def test_max_connections(start_server: StartServer) -> None:

@@ -1,12 +1,30 @@
 """A fake asyncio transport for driving a connection (either port) without a socket.
 
 It records what is written and whether reading is paused; writing after a
-close is a test failure.
+close is a test failure. `deliver` hands bytes to the connection the way the
+event loop does for a BufferedProtocol (get_buffer, then buffer_updated, a
+buffer at a time); while reading is paused they wait, like bytes in the
+kernel, and go in when it resumes (`read_already`: bytes the loop read before
+the pause took effect go in anyway).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def record_reads(protocol: Any) -> list[int]:
+    """The size of every buffer `protocol` offers for a read from now on."""
+    sizes: list[int] = []
+    get_buffer = protocol.get_buffer
+
+    def recorded(hint: int) -> Any:
+        buffer = get_buffer(hint)
+        sizes.append(len(buffer))
+        return buffer
+
+    protocol.get_buffer = recorded
+    return sizes
 
 
 class FakeTransport:
@@ -17,6 +35,22 @@ class FakeTransport:
         self.closed = False
         self.aborted = False
         self.high_water: int | None = None
+        self.protocol: Any = None
+        self.inbox = bytearray()
+
+    def deliver(self, protocol: Any, data: bytes, read_already: bool = False) -> None:
+        self.protocol = protocol
+        self.inbox += data
+        self._pump(read_already)
+
+    def _pump(self, read_already: bool = False) -> None:
+        inbox = self.inbox
+        while inbox and (read_already or not self.paused) and not self.is_closing():
+            buffer = self.protocol.get_buffer(-1)
+            n = min(len(buffer), len(inbox))
+            buffer[:n] = inbox[:n]
+            del inbox[:n]
+            self.protocol.buffer_updated(n)
 
     def write(self, data: bytes) -> None:
         assert not self.closed
@@ -42,6 +76,8 @@ class FakeTransport:
     def resume_reading(self) -> None:
         assert self.paused
         self.paused = False
+        if self.protocol is not None:
+            self._pump()
 
     def close(self) -> None:
         self.closed = True

@@ -20,7 +20,7 @@ from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.rights import Grant
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
-from tests.unit.server.fake_transport import FakeTransport
+from tests.unit.server.fake_transport import FakeTransport, record_reads
 
 SPACE = b"0"
 
@@ -46,7 +46,7 @@ class Client:
 
     def send(self, name: str, *args: bytes) -> int:
         self.sync += 1
-        self.conn.data_received(box15.encode_call(self.sync, name, list(args)))
+        self.transport.deliver(self.conn, box15.encode_call(self.sync, name, list(args)))
         return self.sync
 
     def replies(self) -> list[box15.Reply]:
@@ -186,3 +186,16 @@ async def test_a_waiting_take_cancelled_by_shutdown_still_gets_an_answer() -> No
     (reply,) = await answered(c)
     assert reply.errcode == box15.ER_PROC_LUA and "shutting down" in reply.message
     assert c.conn.in_flight == 0
+
+
+async def test_a_big_frame_goes_through_the_buffer_budget_too() -> None:
+    port = Port()
+    c = port.connect()
+    data = bytes(range(256)) * 8192  # 2 MiB
+    frame = box15.encode_call(1, "queue.put", [SPACE, b"big", b"0", b"0", b"0", b"0", data])
+    sizes = record_reads(c.conn)
+    c.transport.deliver(c.conn, frame)
+    assert len(sizes) == 2 and sum(sizes) == len(frame)  # the rest in one buffer of its size
+    assert port.app.buffer_budget.total == 0
+    [reply] = await answered(c)
+    assert reply.code == 0 and reply.tuples[0][-1] == data

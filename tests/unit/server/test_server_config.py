@@ -221,3 +221,17 @@ def test_open_legacy_listen_where_guest_may_do_nothing_is_refused() -> None:
 def test_loopback_legacy_listen_follows_the_guest_rights() -> None:
     config = load_config({"legacy_listen": "127.0.0.1:0", "guest_rights": "read"}, {})
     assert effective_guest_rights(config) == frozenset({READ})
+
+
+def test_a_budget_too_small_to_handle_a_max_frame_request_is_refused() -> None:
+    # Reading a request of max_frame and handling it take up to 9 times its size.
+    assert load_config({"max_frame": "16M", "buffer_budget": "145M"}).buffer_budget == 145 << 20
+    with pytest.raises(ConfigError, match="buffer_budget .* must be at least"):
+        load_config({"max_frame": "16M", "buffer_budget": "64M"})
+    assert load_config({"max_frame": "4M", "buffer_budget": "64M"}).max_frame == 4 << 20
+
+
+def test_the_snapshot_record_size_has_a_floor() -> None:
+    assert load_config({"snapshot_record_size": "4k"}).snapshot_record_size == 4096
+    with pytest.raises(ConfigError, match="snapshot-record-size: expected at least 4k"):
+        load_config({"snapshot_record_size": "1000"})

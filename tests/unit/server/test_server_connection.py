@@ -54,7 +54,7 @@ class Harness:
         self.conn.connection_made(self.transport)  # type: ignore[arg-type]
 
     def feed(self, data: bytes) -> None:
-        self.conn.data_received(data)
+        self.transport.deliver(self.conn, data, read_already=True)
 
     def take_writes(self) -> list[bytes]:
         writes, self.transport.writes = self.transport.writes, []
