@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from . import builtins
 from .app import App
 from .queue_calls import QueueCalls
+from .replication import status
 from .replication.role import Role
+from .replication.status import ClusterState, instance_name
 from .store import Store, build_store
 
 
@@ -36,6 +38,7 @@ class Server:
     app: App
     store: Store
     role: Role
+    cluster: ClusterState
 
     @property
     def queue(self) -> QueueCalls | None:
@@ -47,17 +50,20 @@ def build_server(app: App) -> Server:
     """Everything on top of `app`, made before the listener starts accepting."""
     with _collector_paused():
         store = build_store(app)
-        role = Role(app, store, str(app.instance_uuid))
+        name = instance_name(app.config, str(app.instance_uuid))
+        role = Role(app, store, name)
         role.start()
+    cluster = ClusterState(name)
+    status.install(role, cluster)
     if app.config.etcd_endpoints:
         # Imported only here: the etcd client brings grpc, heavy to load.
         from .replication.failover import Failover  # noqa: PLC0415
 
-        failover = Failover(role, app.config)
+        failover = Failover(role, app.config, cluster)
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
-    return Server(app, store, role)
+    return Server(app, store, role, cluster)
 
 
 @contextmanager

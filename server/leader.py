@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +88,7 @@ class Tenure:
 
     lease_id: int
     deadline: float
+    revision: int = 0  # the etcd revision that created our key: it is ours while that holds
     over: bool = False
     timer: asyncio.TimerHandle | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -153,7 +154,20 @@ class Leadership:
             got = await self._connected().get(self._key)
         return None if got is None else bytes(got.value)
 
-    async def try_acquire(self) -> bool:
+    @property
+    def client(self) -> Any:
+        """The connected aetcd client (None before start() or after close())."""
+        return self._client
+
+    @property
+    def transactions(self) -> Any:
+        """aetcd's builders of compares and operations, for `try_acquire` and
+        `while_holding` callers."""
+        return self._connected().transactions
+
+    async def try_acquire(self, compare: Sequence[Any] = (), also: Sequence[Any] = ()) -> bool:
+        """Create the key iff it is absent and every one of `compare` holds; `also`
+        (operations) happen in the same etcd transaction."""
         if self.holds():
             return True
         client = self._connected()
@@ -164,8 +178,8 @@ class Leadership:
             with etcd_errors("create key"):
                 txn = client.transactions
                 won, replies = await client.transaction(
-                    compare=[txn.create(self._key) == 0],
-                    success=[txn.put(self._key, self._value, lease=lease.id)],
+                    compare=[txn.create(self._key) == 0, *compare],
+                    success=[txn.put(self._key, self._value, lease=lease.id), *also],
                     failure=[],
                 )
             if not won:
@@ -178,7 +192,7 @@ class Leadership:
         except LeaderError:
             await self._revoke_quietly(lease.id)
             raise
-        tenure = Tenure(lease.id, sent + min(self._ttl, lease.ttl) - self._margin)
+        tenure = Tenure(lease.id, sent + min(self._ttl, lease.ttl) - self._margin, revision)
         self._tenure = tenure
         tenure.tasks = [
             self._spawn(self._keep_alive(tenure)),
@@ -187,6 +201,24 @@ class Leadership:
         self._arm_timer(tenure)
         log.info("etcd leadership acquired", key=self._key.decode(), lease=lease.id)
         return True
+
+    async def while_holding(self, operations: Sequence[Any], doing: str) -> None:
+        """Run `operations` in one etcd transaction that succeeds only while the key
+        is still the one our tenure created; LeaderError when it is not (or etcd
+        fails): then nothing was done."""
+        tenure = self._tenure
+        if tenure is None or not self.holds():
+            raise LeaderError(f"etcd {doing}: this instance does not hold the leader key")
+        client = self._connected()
+        with etcd_errors(doing):
+            txn = client.transactions
+            done, _ = await client.transaction(
+                compare=[txn.create(self._key) == tenure.revision],
+                success=list(operations),
+                failure=[],
+            )
+        if not done:
+            raise LeaderError(f"etcd {doing}: the leader key is no longer ours")
 
     async def wait_vacant(self) -> None:
         await self._wait_for(lambda value: value is None)

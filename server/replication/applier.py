@@ -199,7 +199,8 @@ class Applier:
             self.primary_lsn = max(self.primary_lsn, lsn)
             if kind == "wal":
                 self._apply(payload)
-                self._ack_when_written(link)
+            # After a beat too: a caught-up replica tells a new primary what it has.
+            self._ack_when_written(link)
 
     def _refused(self, got: Response, address: str) -> None:
         if got.error_code == ErrorCode.ER_READONLY:

@@ -27,7 +27,7 @@ from queuebox.protocol import ErrorCode
 from ..app import App
 from ..config import ADMIN
 from ..dispatch import CallContext
-from ..errors import CallError, read_only_error
+from ..errors import CallError
 from ..logs import get_logger
 from ..queue_calls import QueueCalls
 from ..store import Store
@@ -48,7 +48,11 @@ class Role:
         config = app.config
         self.queue: QueueCalls | None = None
         self.view = ReplicaView(app, self.engine.catalog)
-        self.quorum = Quorum(config.replication_synchro_quorum, config.replication_synchro_timeout)
+        self.quorum = Quorum(
+            config.replication_synchro_quorum,
+            config.replication_synchro_timeout,
+            config.replication_lag_timeout,
+        )
         self.feeds = Feeds(app, self.engine, store.commit, self.quorum)
         self.applier: Applier | None = None
         self.fenced = False
@@ -125,11 +129,14 @@ class Role:
         app.read_only = True
         app.state = "WAITING"
         self.engine.writable = False
-        self.quorum.fail_all(read_only_error())
+        self.quorum.abandon(f"this instance stopped being the primary ({why})")
         self.feeds.stop_all()
         log.error("fenced: no more changes on this instance", why=why, lsn=self.engine.last_lsn)
 
     def _build_queue(self) -> None:
+        # Everything up to here may have been answered already (by a previous
+        # primary, or run): the in-sync set starts from it (quorum.py).
+        self.quorum.begin(self.engine.last_lsn)
         # As a restart builds it: taken tasks go back to ready, due timers run.
         queue = self.queue = QueueCalls(self.app, self.engine.catalog)
         queue.install()
