@@ -6,12 +6,12 @@ instance's `advertise` address) is promoted, the others follow the address
 the key holds. The lease is the fence: a primary stops taking changes when
 it cannot prove its lease is alive (`app.lease_ok` is the lease's own
 clock check, asked before every change, so a process resumed after SIGSTOP
-refuses at once), and is fenced for good when the lease is lost.
+refuses at once), and steps down (role.py) when the lease is lost.
 
     start ─▶ key vacant? ──yes, and a candidate──▶ take it ─▶ promote ─▶ primary
                │ no: held by L                                  │ lease lost
                ▼                                                ▼
-             follow L ──(the key changes or lapses)──▶ again   fenced (read-only)
+             follow L ──(the key changes or lapses)──▶ again   step down, again
 
 "Caught up": a replica that followed a primary takes the key only once it
 has applied every LSN that primary announced, or after one lease period
@@ -26,7 +26,7 @@ import asyncio
 from ..config import Config, parse_listen
 from ..leader import LeaderError, Leadership
 from ..logs import get_logger
-from .role import Role
+from .role import PromotionFailed, Role
 
 log = get_logger("queuebox.failover")
 
@@ -72,7 +72,7 @@ class Failover:
             except LeaderError as e:
                 log.error("etcd unreachable; staying read-only", error=str(e))
                 await asyncio.sleep(1.0)
-        while not self.role.fenced:
+        while True:
             try:
                 await self._round()
             except LeaderError as e:
@@ -100,7 +100,12 @@ class Failover:
         # We hold the key: promote, then keep it until it is lost.
         self.role.app.lease_ok = self.lease.holds
         log.info("leader key taken", key=self.me)
-        await self.role.promote("etcd: this instance holds the leader key")
+        try:
+            await self.role.promote("etcd: this instance holds the leader key")
+        except PromotionFailed as e:
+            log.error("giving the leader key up", why=e.message)
+            await self.lease.resign()
+            return
         await self.lease.wait_changed(self.me.encode())
         self._lost()
 
@@ -132,4 +137,4 @@ class Failover:
 
     def _lost(self) -> None:
         if not self.role.app.read_only:
-            self.role.fence("the leader lease was lost")
+            self.role.step_down("fenced: the leader lease was lost")
