@@ -39,6 +39,7 @@ from .config import Config, effective_guest_rights
 from .dispatch import Registry
 from .limits import BufferBudget
 from .logs import get_logger
+from .states import RUNNING, WAITING
 from .users import Users
 
 log = get_logger("queuebox.app")
@@ -83,7 +84,7 @@ class App:
             config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
         )
         self.lease_ok: Callable[[], bool] | None = None
-        self.state = "WAITING" if self.read_only else "RUNNING"
+        self.state = WAITING if self.read_only else RUNNING
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0
@@ -102,6 +103,11 @@ class App:
 
     def add_disconnect_listener(self, fn: ConnHook) -> None:
         self._disconnect_listeners.append(fn)
+
+    def remove_connection_listeners(self, connect: ConnHook, disconnect: ConnHook) -> None:
+        """Undo add_connect_listener / add_disconnect_listener (a queue torn down)."""
+        self._connect_listeners.remove(connect)
+        self._disconnect_listeners.remove(disconnect)
 
     def add_shutdown_hook(self, fn: ShutdownHook, *, first: bool = False) -> None:
         """first: run before the hooks added so far (stop what feeds the store)."""

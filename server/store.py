@@ -185,6 +185,7 @@ def build_store(app: App) -> Store:
     store.install()
     if faults is not None:
         app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)
+        app.registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN)
     return store
 
 
@@ -197,3 +198,13 @@ def _fail_io(faults: InjectedFaults) -> Handler:
         return [True]
 
     return fail_io
+
+
+def _stall_io(faults: InjectedFaults) -> Handler:
+    def stall_io(ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.test.stall_io(op, seconds[, count]): the next `count` calls of the
+        data directory's `op` take `seconds` first (on the thread that makes them)."""
+        faults.stall(str(args[0]), float(args[1]), int(args[2]) if len(args) > 2 else 1)
+        return [True]
+
+    return stall_io

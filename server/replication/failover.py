@@ -55,7 +55,7 @@ from .election import (
 )
 from .insync import Publisher
 from .keys import ClusterKeys
-from .role import Role
+from .role import STEP_TIMEOUT_S, Role
 from .status import ClusterState, advertised
 
 log = get_logger("queuebox.failover")
@@ -83,7 +83,8 @@ class Failover:
         # the window lets every offer arrive before the best one takes the key.
         self.window = min(1.0, max(0.2, ttl / 4))
         self.patience = ttl + self.window  # deferring to a better offer, at most
-        self.promotion_timeout = max(10.0, 4 * ttl)
+        # role.py bounds each step of a promotion; this bounds the whole of it.
+        self.promotion_timeout = 3 * STEP_TIMEOUT_S
         self._following: str | None = None
         self._lost = asyncio.Event()
         self._trouble = RateLimitedLog(log.warning, time.monotonic, 1, SAY_EVERY_S)
@@ -127,8 +128,6 @@ class Failover:
                 await asyncio.sleep(1.0)
 
     async def _round(self) -> None:
-        if self.role.fenced:
-            await self._step_down("the leader lease was lost")
         leader = await self.lease.leader()
         self.state.etcd_error = None
         self.state.leader = None if leader is None else leader.decode()
@@ -237,7 +236,8 @@ class Failover:
             log.exception("promotion failed")
             return await self._give_up(str(e) or type(e).__name__)
         self.state.promotions += 1
-        await self._lost.wait()  # on_lost fenced this instance already
+        await self._lost.wait()  # on_lost has begun the step-down
+        await self._step_down("the leader lease was lost")
 
     def _publisher(self, record: SyncRecord) -> Publisher:
         async def publish(members: frozenset[str]) -> None:
@@ -254,17 +254,19 @@ class Failover:
             await self.lease.resign()
         except LeaderError as e:
             log.warning("could not give up the leader key; it lapses", error=str(e))
-        self.role.fence(f"the promotion failed: {why}")
         await self._step_down(f"the promotion failed: {why}")
 
     def _on_lost(self) -> None:
+        # Synchronous, before anything else runs: no change is taken from now on,
+        # and the replies waiting for the quorum learn their outcome is unknown.
         self.state.fencings += 1
-        self.role.fence("the leader lease was lost")
+        self.role.step_down("fenced: the leader lease was lost")
         self._lost.set()
 
     async def _step_down(self, why: str) -> None:
+        """Back to WAITING (the role's step-down, begun by on_lost or begun here),
+        then on with the loop: follow the next leader, or stand again."""
         self.role.quorum.insync.publisher = None
-        self.state.step_downs += 1
         await self.role.step_down(why)
         self._following = None
 

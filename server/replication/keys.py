@@ -67,7 +67,10 @@ class ClusterKeys:
         """Take the vacant leader key iff the in-sync record is still the one read
         (at `revision`; 0: still none), writing `record` in the same transaction."""
         txn = self.lease.transactions
-        unchanged = txn.mod(self.sync_key) == revision if revision else txn.create(self.sync_key) == 0
+        if revision:
+            unchanged = txn.mod(self.sync_key) == revision
+        else:
+            unchanged = txn.create(self.sync_key) == 0
         return await self.lease.try_acquire(
             compare=[unchanged],
             also=[

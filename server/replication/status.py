@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import READ, Config
 from ..dispatch import CallContext
+from ..states import ENDING
 from .election import SyncRecord
 from .role import Role
 
@@ -43,15 +44,14 @@ class ClusterState:
     elections: int = 0  # leader keys taken
     promotions: int = 0
     failed_promotions: int = 0  # promotions given up (the key handed back)
-    fencings: int = 0  # leases lost while primary
-    step_downs: int = 0
+    fencings: int = 0  # leader leases lost
 
 
 def role_name(role: Role) -> str:
     if not role.app.read_only:
         return "primary"
-    if role.fenced:
-        return "fenced"
+    if role.app.state == ENDING:
+        return "stepping_down"
     if role.applier is not None:
         return "replica"
     return "candidate" if role.automatic else "read_only"
@@ -79,7 +79,7 @@ def cluster_view(role: Role, state: ClusterState) -> dict[str, Any]:
         "promotions": state.promotions,
         "failed_promotions": state.failed_promotions,
         "fencings": state.fencings,
-        "step_downs": state.step_downs,
+        "step_downs": role.step_downs,
         "replicas": _replicas(role) if name == "primary" else [],
         "following": _following(role),
     }

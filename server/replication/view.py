@@ -23,10 +23,10 @@ from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
 
 from ..app import App
-from ..config import READ, WRITE
+from ..config import ADMIN, READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
 from ..errors import read_only_error
-from ..queue_calls import EVAL_EXISTS, EVAL_STATE, EVAL_VERSION
+from ..queue_calls import EVAL_CREATE, EVAL_EXISTS, EVAL_STATE, EVAL_VERSION
 
 
 class ReplicaView:
@@ -34,8 +34,13 @@ class ReplicaView:
         self.app = app
         self.catalog = catalog
         self._namespaces = tuple(f"{ns}." for ns in app.config.queue_namespaces)
+        self.installed = False
 
     def install(self) -> None:
+        """Serve the queue's names read-only (at a read-only start, or a step-down)."""
+        if self.installed:
+            return
+        self.installed = True
         registry = self.app.registry
         for prefix in self._namespaces:
             for name in ("statistics", "stats"):
@@ -44,10 +49,14 @@ class ReplicaView:
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
         registry.register_eval(EVAL_EXISTS, self._exists, READ, replace=True)
+        # Refused before it runs (a change, read-only); replaces a torn-down queue's.
+        registry.register_eval(EVAL_CREATE, _refuse, ADMIN, replace=True)
         registry.add_resolver(self.resolve)
 
     def uninstall(self) -> None:
-        self.app.registry.remove_resolver(self.resolve)
+        if self.installed:
+            self.installed = False
+            self.app.registry.remove_resolver(self.resolve)
 
     def resolve(self, name: str) -> Resolved | None:
         prefix = next((p for p in self._namespaces if name.startswith(p)), None)
