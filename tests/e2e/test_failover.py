@@ -27,7 +27,7 @@ LEASE_TTL = 2.0
 # the replica then takes the key, stops its applier and rebuilds the queue.
 TAKEOVER_WITHIN_S = LEASE_TTL + 4.0
 ER_READONLY = 7
-ER_SYNC_QUORUM_TIMEOUT = 194
+ER_SYNC_QUORUM_TIMEOUT = 216
 
 
 @dataclass

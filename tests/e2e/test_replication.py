@@ -27,7 +27,7 @@ from tests.e2e.cluster import (
 from tests.e2e.serverproc import StartServer, clean_env, unique
 
 ER_READONLY = 7
-ER_SYNC_QUORUM_TIMEOUT = 194
+ER_SYNC_QUORUM_TIMEOUT = 216
 
 
 def put_many(conn: tarantool.Connection, tube: str, count: int, tag: str) -> None:
