@@ -35,6 +35,7 @@ from queuebox.protocol import RequestType
 from .build import Server
 from .config import is_loopback
 from .logs import get_logger
+from .replication.cluster_metrics import cluster_metrics
 
 log = get_logger("queuebox.metrics")
 
@@ -132,6 +133,7 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+        yield from cluster_metrics(self.server.role, self.server.cluster)
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(

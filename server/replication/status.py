@@ -47,20 +47,20 @@ class ClusterState:
     fencings: int = 0  # leader leases lost
 
 
-def role_name(role: Role) -> str:
+def role_name(role: Role, state: ClusterState) -> str:
     if not role.app.read_only:
         return "primary"
     if role.app.state == ENDING:
         return "stepping_down"
-    if role.applier is not None:
-        return "replica"
-    return "candidate" if role.automatic else "read_only"
+    if state.etcd and state.leader is None:
+        return "candidate"  # the leader key is vacant (or etcd cannot say)
+    return "replica" if role.applier is not None else "read_only"
 
 
 def cluster_view(role: Role, state: ClusterState) -> dict[str, Any]:
     engine = role.engine
     insync = role.quorum.insync
-    name = role_name(role)
+    name = role_name(role, state)
     record = state.record
     view: dict[str, Any] = {
         "name": state.name,

@@ -6,77 +6,27 @@ are answered ER_READONLY.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from typing import Any
 
 import pytest
 import tarantool
 
-from tests.e2e.client_targets import free_port
-from tests.e2e.cluster import REPLICATION, connect, tasks, wait_for
+from tests.e2e.cluster import (
+    LEASE_TTL,
+    EtcdCluster,
+    connect,
+    frozen,
+    in_thread,
+    state,
+    tasks,
+    wait_for,
+    wait_state,
+)
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, unique
 
-LEASE_TTL = 2.0
 ER_READONLY = 7
-
-
-class EtcdCluster:
-    """Nodes of one cluster (one etcd prefix), each on its own fixed port."""
-
-    def __init__(self, start_server: StartServer, etcd: EtcdProc, *extra: str) -> None:
-        self.start_server = start_server
-        self.etcd = etcd
-        self.prefix = f"/{unique('cluster')}"
-        self.extra = extra
-
-    def node(self, *args: str) -> ServerProc:
-        port = free_port()
-        return self.start_server(
-            "--listen", f"127.0.0.1:{port}",
-            "--advertise", f"127.0.0.1:{port}",
-            "--etcd-endpoints", self.etcd.endpoints,
-            "--etcd-prefix", self.prefix,
-            "--etcd-lease-ttl", str(LEASE_TTL),
-            "--replication-timeout", "0.25",
-            *REPLICATION, *self.extra, *args,
-        )  # fmt: skip
-
-
-def state(node: ServerProc) -> str:
-    with connect(node) as c:
-        return str(c.call("queue.state").data[0])
-
-
-def wait_state(node: ServerProc, wanted: str, timeout: float = 30.0) -> None:
-    wait_for(lambda: state(node) == wanted, timeout=timeout, what=f"{wanted} on {node.port}")
-
-
-def frozen(node: ServerProc, seconds: float) -> None:
-    """SIGSTOP for `seconds`, then SIGCONT (a VM pause, a long GC)."""
-    assert node.proc is not None
-    node.proc.send_signal(signal.SIGSTOP)
-    try:
-        time.sleep(seconds)
-    finally:
-        node.proc.send_signal(signal.SIGCONT)
-
-
-def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
-    """Run fn(*args) in a thread; the list gets its result or its exception."""
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn(*args))
-        except Exception as e:  # noqa: BLE001 -- kept and checked by the test
-            out.append(e)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
 
 
 def waiting_take(node: ServerProc, tube: str) -> Any:
