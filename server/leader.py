@@ -279,16 +279,43 @@ class Leadership:
             self._arm_timer(tenure)
 
     async def _watch(self, tenure: Tenure, watch: Any) -> None:
-        try:
-            with etcd_errors("watch"):
-                async for event in watch:
-                    return self._lose(tenure, f"leader key changed ({event.kind})")
-            if not tenure.over:
-                self._lose(tenure, "etcd watch ended")
-        except LeaderError as e:
-            self._lose(tenure, str(e))
-        finally:
-            await self._cancel_watch(watch)
+        """Any event on the key is its loss. A watch that breaks is not: after an
+        etcd outage gRPC drops the watch streams it had (including one made just
+        after it came back), so the key is read and watched again; whether the
+        lease lives is the keepalive's and the deadline's to say."""
+        while not tenure.over:
+            try:
+                with etcd_errors("watch"):
+                    async for event in watch:
+                        return self._lose(tenure, f"leader key changed ({event.kind})")
+                broken = "etcd watch ended"
+            except LeaderError as e:
+                broken = str(e)
+            finally:
+                await self._cancel_watch(watch)
+            found = await self._watch_again(tenure, broken)
+            if found is None:
+                return
+            watch = found
+
+    async def _watch_again(self, tenure: Tenure, broken: str) -> Any:
+        """A new watch from the revision at which the key was seen still ours; None
+        once the tenure is over (the key is another's: lost)."""
+        while not tenure.over:
+            client = self._client
+            if client is None:
+                return None
+            try:
+                with etcd_errors("read"):
+                    got = await client.get(self._key)
+                if got is None or got.create_revision != tenure.revision:
+                    self._lose(tenure, f"leader key changed while the watch was down ({broken})")
+                    return None
+                with etcd_errors("watch"):
+                    return await client.watch(self._key, start_revision=got.header.revision + 1)
+            except LeaderError:
+                await asyncio.sleep(self._refresh_every)  # etcd away: the keepalive decides
+        return None
 
     def _arm_timer(self, tenure: Tenure) -> None:
         if tenure.timer is not None:

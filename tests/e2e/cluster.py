@@ -96,17 +96,25 @@ def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> 
 
 class EtcdCluster:
     """Nodes of one cluster (one etcd prefix), each on its own fixed port, which is
-    also the address it advertises."""
+    also the address it advertises; with `metrics`, each serves /metrics on a port
+    of its own (`metrics_port[node]`)."""
 
-    def __init__(self, start_server: StartServer, etcd: EtcdProc, *extra: str) -> None:
+    def __init__(
+        self, start_server: StartServer, etcd: EtcdProc, *extra: str, metrics: bool = False
+    ) -> None:
         self.start_server = start_server
         self.etcd = etcd
         self.prefix = f"/{unique('cluster')}"
         self.extra = extra
+        self.metrics = metrics
         self.nodes: list[ServerProc] = []
+        self.metrics_port: dict[ServerProc, int] = {}
 
     def node(self, *args: str) -> ServerProc:
         port = free_port()
+        metrics_port = free_port() if self.metrics else 0
+        if metrics_port:
+            args = ("--metrics-listen", f"127.0.0.1:{metrics_port}", *args)
         node = self.start_server(
             "--listen", f"127.0.0.1:{port}",
             "--advertise", f"127.0.0.1:{port}",
@@ -117,6 +125,8 @@ class EtcdCluster:
             *REPLICATION, *self.extra, *args,
         )  # fmt: skip
         self.nodes.append(node)
+        if metrics_port:
+            self.metrics_port[node] = metrics_port
         return node
 
     def start(self, count: int, *args: str) -> list[ServerProc]:

@@ -126,3 +126,43 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
         want = tasks(w, load.tube)
         wait_for(lambda: tasks(other, load.tube) == want, what="the lagging replica to catch up")
     print(f"the lagging replica missed {len(missing)} acknowledged puts; it stood aside")
+
+
+@pytest.mark.parametrize("outage", ["pause", "restart"])
+def test_after_an_etcd_outage_the_cluster_has_a_primary_again_without_a_restart(
+    start_server: StartServer, etcd: EtcdProc, outage: str
+) -> None:
+    cluster = EtcdCluster(start_server, etcd, *SYNC)
+    nodes = cluster.start(3)
+    tube = unique("outage")
+    with connect(nodes[0]) as p:
+        p.call("queue.create_tube", [tube, "fifo"])
+        for i in range(10):
+            p.call(f"queue.tube.{tube}:put", [i])
+    if outage == "pause":
+        etcd.pause()
+    else:
+        etcd.stop()
+    try:
+        # No lease can be renewed: the primary steps down, nobody takes its place.
+        wait_for(lambda: not cluster.running(), timeout=LEASE_TTL + 10, what="no primary")
+        time.sleep(3 * LEASE_TTL)
+    finally:
+        if outage == "pause":
+            etcd.resume()
+        else:
+            etcd.start()
+    primary = new_primary(cluster, nodes)
+    with connect(primary) as p:
+        p.call(f"queue.tube.{tube}:put", ["after the outage"])  # the quorum is met again
+        want = tasks(p, tube)
+    assert len(want) == 11
+    for node in nodes:
+        if node is not primary:
+            with connect(node) as r:
+                wait_for(lambda r=r: tasks(r, tube) == want, what="every node to follow")
+    for node in nodes:
+        # Said, not shouted: at most one etcd warning per node every 10 s.
+        lines = [line for line in node.log().splitlines() if "etcd trouble" in line]
+        assert len(lines) <= 3, lines
+    assert "stepped down: WAITING" in nodes[0].log()
