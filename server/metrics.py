@@ -133,6 +133,7 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+        yield from self._rebootstraps()
         yield from cluster_metrics(self.server.role, self.server.cluster)
 
     def _queue(self) -> Iterator[Metric]:
@@ -195,6 +196,22 @@ class QueueboxCollector:
             "Time the start-up recovery took",
             value=store.recovery_seconds,
         )
+
+    def _rebootstraps(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "queuebox_rebootstraps",
+            "In-process re-bootstraps from the primary (diverged, or behind its WAL)",
+            value=self.server.rebootstraps,
+        )
+        kept = GaugeMetricFamily(
+            "queuebox_set_aside_records",
+            "Records a re-bootstrap set aside, by file in the data directory (0: a snapshot)",
+            labels=["file"],
+        )
+        for each in self.server.set_aside:
+            for path in each.paths:
+                kept.add_metric([path.name], each.records if path.suffix == ".wal" else 0)
+        yield kept
 
 
 def respond(method: str, path: str, accept: str, registry: CollectorRegistry) -> bytes:
@@ -269,7 +286,7 @@ async def start_metrics(server: Server) -> MetricsServer | None:
     if where is None:
         return None
     requests, wal = RequestTimes(), WalStats()
-    server.store.commit.on_written = wal.written
+    server.observe_wal(wal.written)
     app.observe_request = requests.observe
     endpoint = MetricsServer(build_registry(server, requests, wal))
     host, port = await endpoint.start(*where)

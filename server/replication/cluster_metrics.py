@@ -15,7 +15,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from .role import Role
 from .status import ClusterState, cluster_view
 
-ROLES = ("primary", "replica", "candidate", "stepping_down", "read_only")
+ROLES = ("primary", "replica", "candidate", "stepping_down", "rejoining", "read_only")
 
 # (key in a replica's row of the view, metric name, help)
 REPLICA_GAUGES = (

@@ -104,9 +104,12 @@ class Feeds:
 
     def install(self) -> None:
         registry = self.app.registry
-        registry.register("queuebox.replication.join", self._join, ADMIN)
-        registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN)
-        registry.register("queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True)
+        # replace: the feeds of a re-bootstrapped engine take over the names (build.py).
+        registry.register("queuebox.replication.join", self._join, ADMIN, replace=True)
+        registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN, replace=True)
+        registry.register(
+            "queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True, replace=True
+        )
 
     def stop_all(self) -> None:
         for feed in list(self.feeds.values()):

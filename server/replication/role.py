@@ -19,7 +19,14 @@ its `queue_state.lua` draws the same cycle):
       the queue torn down, the view          refused at once, before anything else runs;
       installed, the WAL drained             replies waiting for a quorum fail
 
-A primary at start goes straight to RUNNING (its queue built as above).
+A primary at start goes straight to RUNNING (its queue built as above). A
+replica that its primary refuses (diverged, or behind the primary's WAL)
+re-bootstraps in-process (build.py): WAITING ─▶ INIT (the data directory
+set aside and loaded again; reads answer ER_LOADING) ─▶ WAITING, following.
+
+The parts over one data directory (the store, the quorum, the feeds, the
+applier, the queue) come and go with it: `attach` after it is opened,
+`detach` before it is closed; the role itself, the view and the state stay.
 
 Must not touch: sockets (the applier's link and the feed's calls are theirs),
 queue semantics (QueueCalls is built as a restart builds it), etcd (the
@@ -37,13 +44,14 @@ from queuebox.protocol import ErrorCode
 from ..app import App
 from ..config import ADMIN
 from ..dispatch import CallContext
-from ..errors import CallError, read_only_error
+from ..errors import CallError, loading_error, read_only_error
 from ..logs import get_logger
 from ..queue_calls import QueueCalls
 from ..states import ENDING, RUNNING, STARTUP, WAITING
 from ..store import Store
-from .applier import Applier
-from .feed import Feeds
+from .applier import Address, Applier, OnStopped
+from .feed import Feeds, arguments
+from .history import answer_record
 from .quorum import Quorum
 from .view import ReplicaView
 
@@ -72,61 +80,84 @@ async def bounded(step: Awaitable[T], what: str) -> T:
 
 
 class Role:
-    def __init__(self, app: App, store: Store, replica_id: str) -> None:
+    def __init__(self, app: App, replica_id: str) -> None:
         self.app = app
-        self.store = store
-        self.engine = store.engine
         self.replica_id = replica_id
-        config = app.config
         self.queue: QueueCalls | None = None
-        self.view = ReplicaView(app, self.engine.catalog)
+        self.view = ReplicaView(app)
+        self.applier: Applier | None = None
+        self.sources: tuple[Address, ...] = app.config.replication_source  # whom to follow
+        # Set by failover.py: promotion by hand is then refused (etcd decides).
+        self.automatic = False
+        # Set by build.py: the applier stopped for good (on_stopped), and while
+        # the data directory is being loaded again (rejoining).
+        self.on_stopped: OnStopped | None = None
+        self.rejoining = False
+        self._promoting = asyncio.Lock()  # one promotion or step-down at a time
+        self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
+        self._ending: asyncio.Future[None] | None = None
+        self.step_downs = 0
+
+    def attach(self, store: Store) -> None:
+        """Put the role over a store just opened (at start, after a re-bootstrap)."""
+        app, config = self.app, self.app.config
+        self.store, self.engine = store, store.engine
         self.quorum = Quorum(
             config.replication_synchro_quorum,
             config.replication_synchro_timeout,
             config.replication_lag_timeout,
         )
         self.feeds = Feeds(app, self.engine, store.commit, self.quorum)
-        self.applier: Applier | None = None
-        # Set by failover.py: promotion by hand is then refused (etcd decides).
-        self.automatic = False
-        self._promoting = asyncio.Lock()  # one promotion or step-down at a time
-        self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
-        self._ending: asyncio.Future[None] | None = None
-        self.step_downs = 0
-
-    def start(self) -> None:
-        """Called once the engine is open, before the listener accepts."""
         self.feeds.install()
         if self.quorum.need:
-            local = self.app.durability_barrier
-            self.app.durability_barrier = lambda: self.quorum.barrier(local(), self.engine.last_lsn)
-        self.app.registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
-        self.app.add_shutdown_hook(self.stop, first=True)
-        if self.app.read_only:
+            local, quorum, engine = app.durability_barrier, self.quorum, self.engine
+            app.durability_barrier = lambda: quorum.barrier(local(), engine.last_lsn)
+        self.view.catalog = self.engine.catalog
+        if app.read_only:
             self.engine.writable = False
+
+    def start(self) -> None:
+        """Called once, after the first attach, before the listener accepts."""
+        registry = self.app.registry
+        registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
+        registry.register(
+            "queuebox.replication.record", self._record_call, ADMIN, read_only_ok=True
+        )
+        if self.app.read_only:
             self.view.install()
-            sources = self.app.config.replication_source
-            if sources:
-                self.start_applier(sources)
+            if self.sources:
+                self.start_applier(self.sources)
         else:
             self._build_queue()
 
-    async def stop(self) -> None:
-        """At shutdown, before the store closes: nothing more is applied, fed or timed."""
+    async def detach(self) -> None:
+        """Before the store closes (shutdown, re-bootstrap): nothing more is applied,
+        fed or timed; reads answer ER_LOADING until the next attach."""
         self.feeds.stop_all()
         if self.applier is not None:
             await self.applier.stop()
         if self.queue is not None:
-            self.queue.timer.stop()
+            self.queue.uninstall(read_only_error)
+        self.view.catalog = None
 
-    def start_applier(self, sources: tuple[tuple[str, int], ...]) -> None:
-        if self.applier is None:
-            self.applier = Applier(
-                self.app.config, self.engine, self.store.commit.barrier, self.replica_id, sources
-            )
-            self.applier.start()
-        else:
-            self.applier.follow(sources)
+    def start_applier(self, sources: tuple[Address, ...]) -> None:
+        """Follow the first writable one of `sources` (a new leader: switch to it)."""
+        self.sources = sources
+        if self.rejoining:
+            return  # followed once the data directory is loaded again
+        applier = self.applier
+        if applier is not None and not applier.stopped:
+            applier.follow(sources)
+            return
+        self.applier = Applier(
+            self.app.config,
+            self.engine,
+            self.store.commit.barrier,
+            self.replica_id,
+            sources,
+            self.on_stopped,
+        )
+        self.applier.start()
 
     # -- promotion --
     async def promote(self, why: str) -> dict[str, Any]:
@@ -140,6 +171,8 @@ class Role:
         app = self.app
         if not app.read_only:
             return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": False}
+        if self.rejoining:
+            raise PromotionFailed("this instance is re-bootstrapping from its primary")
         epoch = self._epoch
         app.state = STARTUP
         log.info("promoting to primary", why=why, lsn=self.engine.last_lsn)
@@ -224,6 +257,12 @@ class Role:
                 log.error("stepped down without the last WAL writes done", why=e.message)
             self.app.state = WAITING
             log.info("stepped down: WAITING, read-only", lsn=self.engine.last_lsn)
+
+    async def _record_call(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        (lsn,) = arguments(args, "record(lsn)", int)
+        if self.rejoining:
+            raise loading_error()
+        return [await answer_record(self.engine, lsn)]
 
     async def _promote_call(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         if self.automatic:

@@ -52,6 +52,8 @@ def role_name(role: Role, state: ClusterState) -> str:
         return "primary"
     if role.app.state == ENDING:
         return "stepping_down"
+    if role.rejoining:
+        return "rejoining"  # loading its data directory anew from the primary
     if state.etcd and state.leader is None:
         return "candidate"  # the leader key is vacant (or etcd cannot say)
     return "replica" if role.applier is not None else "read_only"

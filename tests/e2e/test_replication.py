@@ -6,11 +6,13 @@ tarantool-python as the client.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 import tarantool
@@ -24,7 +26,7 @@ from tests.e2e.cluster import (
     wait_equal,
     wait_for,
 )
-from tests.e2e.serverproc import StartServer, clean_env, unique
+from tests.e2e.serverproc import ServerProc, StartServer, clean_env, unique
 
 ER_READONLY = 7
 ER_SYNC_QUORUM_TIMEOUT = 216
@@ -201,7 +203,9 @@ def test_synchronous_replication_waits_for_the_quorum(start_server: StartServer)
                 replica.proc.send_signal(signal.SIGCONT)
 
 
-def test_a_replica_ahead_of_its_primary_stops_and_says_so(start_server: StartServer) -> None:
+def test_a_replica_ahead_of_its_primary_sets_its_records_aside_and_rejoins(
+    start_server: StartServer,
+) -> None:
     primary = start_primary(start_server)
     other = start_primary(start_server)
     tube = unique("ahead")
@@ -215,11 +219,27 @@ def test_a_replica_ahead_of_its_primary_stops_and_says_so(start_server: StartSer
     replica.data_dir.rename(replica.data_dir.with_name("fresh"))
     other.data_dir.rename(replica.data_dir)
     replica.start()
-    wait_for(lambda: "replica stopped following its primary" in replica.log(), what="the refusal")
+    wait_for(lambda: "re-bootstrapped from the primary" in replica.log(), what="the rejoin")
     assert "ahead of this primary" in replica.log()
-    with connect(replica) as r:
+    # Every record it held is kept (none is the primary's), readable by wal cat.
+    assert [r["tuple"][2]["tag"] for r in set_aside_puts(replica)] == ["elsewhere"] * 10
+    with connect(primary) as p, connect(replica) as r:
         assert r.call("queue.state").data == ["WAITING"]
-        assert r.call("queue.statistics", [tube]).data[0]["tasks"]["ready"] == 10
+        p.call("queue.create_tube", [tube, "fifo"])
+        put_many(p, tube, 3, "here")
+        assert len(wait_equal(p, r, tube)) == 3
+
+
+def set_aside_puts(node: ServerProc) -> list[dict[str, Any]]:
+    """The put records in the WAL files a re-bootstrap set aside, named in the log."""
+    found = sorted(node.data_dir.glob("set-aside-*.wal"))
+    assert found and all(str(path) in node.log() for path in found), found
+    out = subprocess.run(
+        [sys.executable, "-m", "queuebox", "wal", "cat", *map(str, found)],
+        capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
+    ).stdout  # fmt: skip
+    records = [json.loads(line) for line in out.splitlines()]
+    return [r for r in records if r["op"] == "insert" and isinstance(r["tuple"][2], dict)]
 
 
 def test_the_promote_command_promotes_a_replica(start_server: StartServer) -> None:
@@ -255,10 +275,14 @@ def test_bad_replication_calls_get_an_error_not_a_traceback(start_server: StartS
     assert "Traceback" not in primary.log()
 
 
-def test_an_old_primary_with_changes_nobody_got_is_refused(start_server: StartServer) -> None:
+def test_an_old_primary_with_changes_nobody_got_sets_them_aside_and_rejoins(
+    start_server: StartServer,
+) -> None:
     """Same LSNs, other records: the old primary wrote LSNs its replica never got,
     the promoted replica wrote its own at those LSNs and beyond. The old one,
-    restarted as a replica, is behind by LSN but must not be fed on top."""
+    restarted as a replica, is behind by LSN but must not be fed on top: it finds
+    where the histories part, keeps its own records after that point in a file,
+    re-bootstraps from the new primary in-process, and follows it."""
     primary = start_primary(start_server)
     replica = start_replica(start_server, primary)
     tube = unique("diverge")
@@ -282,8 +306,13 @@ def test_an_old_primary_with_changes_nobody_got_is_refused(start_server: StartSe
         *REPLICATION,
     ]  # fmt: skip
     primary.start()
-    wait_for(lambda: "replica stopped following its primary" in primary.log(), what="refusal")
+    wait_for(lambda: "re-bootstrapped from the primary" in primary.log(), what="the rejoin")
     assert "has another record at LSN" in primary.log()
-    with connect(primary) as p:
+    kept = set_aside_puts(primary)
+    assert [r["tuple"][2]["tag"] for r in kept] == ["only on the old primary"] * 5
+    with connect(replica) as r, connect(primary) as p:
         assert p.call("queue.state").data == ["WAITING"]
-        assert p.call("queue.statistics", [tube]).data[0]["tasks"]["total"] == 15
+        assert len(wait_equal(r, p, tube)) == 30
+        put_many(r, tube, 1, "followed")
+        assert len(wait_equal(r, p, tube)) == 31
+    assert primary.proc is not None and primary.proc.poll() is None  # no restart

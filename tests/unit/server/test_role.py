@@ -25,7 +25,7 @@ ER_READONLY = 7
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    built = build_server(App(Config(data_dir=str(tmp_path))))
+    built = await build_server(App(Config(data_dir=str(tmp_path))))
     try:
         yield built
     finally:
@@ -83,7 +83,7 @@ async def test_a_primary_steps_down_and_is_promoted_again(server: Server) -> Non
 
 
 async def test_a_step_down_overtakes_a_promotion(tmp_path: Path) -> None:
-    server = build_server(App(Config(data_dir=str(tmp_path), read_only=True)))
+    server = await build_server(App(Config(data_dir=str(tmp_path), read_only=True)))
     try:
         role = server.role
         promotion = asyncio.ensure_future(role.promote("the test"))
