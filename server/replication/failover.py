@@ -198,7 +198,13 @@ class Failover:
             name=self.me,
             lsn=lsn,
             max_lag=self.config.maximum_lag_on_failover,
-            diverged=applier.diverged if applier is not None else None,
+            diverged=(
+                "it is loading its data directory anew from its primary"
+                if self.role.rejoining
+                else applier.diverged
+                if applier is not None
+                else None
+            ),
             empty=lsn == 0 and not followed,
             primary_lsn=applier.primary_lsn if applier is not None else 0,
         )

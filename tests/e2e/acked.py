@@ -19,6 +19,8 @@ import tarantool
 from tests.e2e.cluster import connect, tasks
 from tests.e2e.serverproc import ServerProc
 
+ER_SYNC_QUORUM_TIMEOUT = 216
+
 
 @dataclass
 class Load:
@@ -29,6 +31,7 @@ class Load:
     acked_acks: list[int] = field(default_factory=list)  # payloads of acked tasks
     # Acks sent whose answer never came: each may or may not have happened.
     unanswered_acks: list[int] = field(default_factory=list)
+    unknown_puts: list[int] = field(default_factory=list)  # answered "outcome unknown"
     ended_by: list[Exception] = field(default_factory=list)  # what stopped each client
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -36,28 +39,43 @@ class Load:
         n = first
         try:
             conn = tarantool.Connection(
-                "127.0.0.1", port, user="tester", password="secret", socket_timeout=5
+                "127.0.0.1", port, user="tester", password="secret", socket_timeout=10
             )
             try:
                 while not self.stop.is_set() and n < first + 50_000:
-                    conn.call(f"queue.tube.{self.tube}:put", [n])
-                    self.acked_puts.append(n)
                     n += 1
-                    if n % 2 == 0:
+                    if self._put(conn, n) and n % 2 == 0:
                         self._take_and_ack(conn)
             finally:
                 conn.close()
         except Exception as e:  # noqa: BLE001 -- kept and checked by the test
             self.ended_by.append(e)
 
+    def _put(self, conn: tarantool.Connection, n: int) -> bool:
+        """One put; a quorum timeout (its outcome unknown: it may be there or not)
+        is counted and the client goes on, as an application would."""
+        try:
+            conn.call(f"queue.tube.{self.tube}:put", [n])
+        except tarantool.DatabaseError as e:
+            if e.args[0] != ER_SYNC_QUORUM_TIMEOUT:
+                raise
+            self.unknown_puts.append(n)
+            return False
+        self.acked_puts.append(n)
+        return True
+
     def _take_and_ack(self, conn: tarantool.Connection) -> None:
-        got = conn.call(f"queue.tube.{self.tube}:take", [0]).data
-        if got and got[0]:
-            task = got[0]
-            self.unanswered_acks.append(task[2])
-            conn.call(f"queue.tube.{self.tube}:ack", [task[0]])
-            self.unanswered_acks.remove(task[2])
-            self.acked_acks.append(task[2])
+        try:
+            got = conn.call(f"queue.tube.{self.tube}:take", [0]).data
+            if got and got[0]:
+                task = got[0]
+                self.unanswered_acks.append(task[2])  # until its answer came
+                conn.call(f"queue.tube.{self.tube}:ack", [task[0]])
+                self.unanswered_acks.remove(task[2])
+                self.acked_acks.append(task[2])
+        except tarantool.DatabaseError as e:
+            if e.args[0] != ER_SYNC_QUORUM_TIMEOUT:
+                raise
 
     def check_ended_by_the_failure(self) -> None:
         """The clients stop when the primary goes: a connection error (or the

@@ -96,7 +96,9 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
     (primary, b, c), load, workers = start_loaded(cluster)
     time.sleep(1.0)
     signal_node(c, signal.SIGSTOP)
+    before = len(load.acked_puts)
     time.sleep(3.0)  # c has left the in-sync set: the primary published {b}
+    acked_meanwhile = len(load.acked_puts) - before
     signal_node(primary, signal.SIGKILL)
     signal_node(b, signal.SIGSTOP)  # the only member of the set is gone too
     signal_node(c, signal.SIGCONT)
@@ -114,9 +116,10 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
         with connect(c) as r:
             view = r.call("queuebox.status").data[0]
         assert view["role"] == "candidate" and "not in the in-sync set" in view["waiting"]
-        # What promoting it would have cost:
+        # What promoting it would have cost (often nothing: what the primary sent
+        # while c was frozen waited in c's socket buffer, and c applied it when it
+        # woke; but nothing tells c so, and it stands aside all the same).
         missing, _ = lost_and_back(c, load)
-        assert missing
     finally:
         signal_node(b, signal.SIGCONT)
     winner = new_primary(cluster, [b, c])
@@ -125,7 +128,10 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
     with connect(b) as w, connect(c) as other:
         want = tasks(w, load.tube)
         wait_for(lambda: tasks(other, load.tube) == want, what="the lagging replica to catch up")
-    print(f"the lagging replica missed {len(missing)} acknowledged puts; it stood aside")
+    print(
+        f"{acked_meanwhile} puts acknowledged while the lagging replica was frozen; "
+        f"it missed {len(missing)} of them when the primary died, and stood aside"
+    )
 
 
 @pytest.mark.parametrize("outage", ["pause", "restart"])
