@@ -77,6 +77,7 @@ class Config:
     snapshot_wal_bytes: int = 256 * 1024 * 1024
     force_recovery: bool = False
     checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
+    snapshot_record_size: int = 1024 * 1024  # the most bytes of one snapshot record
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
     # replication and failover (server/replication/)
@@ -133,6 +134,13 @@ def _parse_size(value: Any) -> int:
         raise ValueError(f"expected an integer (like 16M), got {value!r}")
     if result < 0:
         raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return result
+
+
+def _parse_record_size(value: Any) -> int:
+    result = _parse_size(value)
+    if result < 4096:
+        raise ValueError(f"expected at least 4k, got {value!r}")
     return result
 
 
@@ -269,6 +277,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "snapshot_wal_bytes": _parse_size,
     "force_recovery": _parse_bool,
     "checkpoint_count": _parse_count,
+    "snapshot_record_size": _parse_record_size,
     "queue_namespaces": _parse_names,
     "read_only": _parse_bool,
     "replication_source": _parse_addresses,

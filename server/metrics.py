@@ -191,6 +191,11 @@ class QueueboxCollector:
         yield CounterMetricFamily(
             "queuebox_snapshots", "Snapshots written since start", value=store.snapshots
         )
+        yield CounterMetricFamily(
+            "queuebox_snapshot_failures",
+            "Snapshots that failed since start (the WAL keeps growing until one succeeds)",
+            value=store.snapshot_failures,
+        )
         yield GaugeMetricFamily(
             "queuebox_recovery_duration_seconds",
             "Time the start-up recovery took",

@@ -40,10 +40,12 @@ from queuebox.storage.catalog import Catalog
 from .app import App
 from .dispatch import CallContext, Handler, Resolved, TakesData
 from .errors import CallError
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 from .timers import DeadlineTimer, wall_clock_us
 
 log = get_logger("queuebox.queue")
+# Every write failing (a full disk) reloads on every failure.
+reload_log = RateLimitedLog(log, burst=3, every_s=10.0)
 
 READ = "read"
 LEGACY_STATISTICS = "queue.statistics"
@@ -105,7 +107,7 @@ class QueueCalls:
         calls are woken and retry against the new cores.
         """
         self.reloads += 1
-        log.error("reloading the queue from storage after a failed WAL write")
+        reload_log.error("reloading the queue from storage after a failed WAL write")
         self.modern = Queue(
             self.catalog,
             self.clock_us,

@@ -36,6 +36,7 @@ from .settings_help import flag_help, flag_metavar
 from .store import RecoveryStopped
 
 log = logs.get_logger("queuebox.serve")
+loop_error_log = logs.RateLimitedLog(log, burst=5, every_s=10.0)
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
 
@@ -162,6 +163,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     await stopping.wait()
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
+    logs.flush_repeated_lines()  # the counts of lines held back, before the last line
     log.info("stopped")
     return 0
 
@@ -223,7 +225,8 @@ def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> Non
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     # Errors asyncio catches in callbacks go to our log, not to stdlib logging.
     exc = context.get("exception")
-    log.error("event loop error", message=context.get("message"), exc_info=exc)
+    message = context.get("message")
+    loop_error_log.error("event loop error", (message, type(exc)), message=message, exc_info=exc)
 
 
 def write_port_file(path: str, port: int) -> None:

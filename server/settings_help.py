@@ -42,6 +42,8 @@ SETTING_HELP: dict[str, str] = {
     "snapshot_interval_s": "seconds between snapshots",
     "snapshot_wal_bytes": "also write a snapshot after this much WAL",
     "checkpoint_count": "snapshots kept (with the WAL since the oldest) to fall back on",
+    "snapshot_record_size": "most bytes of one snapshot record; a bigger task is written "
+    "in parts, so a snapshot of any size can be written",
     "force_recovery": "start despite damage or LSN gaps, logging what was lost",
     "queue_namespaces": "comma-separated names the queue API is served under",
     "read_only": "refuse every change (ER_READONLY); queue.state() says WAITING",
@@ -87,6 +89,7 @@ SIZE_SETTINGS = {
     "buffer_budget",
     "wal_segment_size",
     "snapshot_wal_bytes",
+    "snapshot_record_size",
 }
 
 

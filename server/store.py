@@ -3,7 +3,9 @@
 Owns: opening the data directory (lock, recovery with progress in the log),
 group commit as the app's durability barrier, the snapshot schedule (WAL
 volume and interval, the admin call `queuebox.snapshot`, and a last one at a
-clean shutdown) and closing the engine after the last write.
+clean shutdown; a scheduled snapshot that failed is tried again after a
+growing pause, counted in `snapshot_failures`) and closing the engine after
+the last write.
 
 Must not touch: queue semantics, sockets. File work runs on threads (the WAL
 writer thread of group commit, the default executor for snapshots) so the
@@ -31,11 +33,17 @@ from .commit import GroupCommit
 from .config import ADMIN, Config
 from .dispatch import CallContext, Handler
 from .errors import CallError
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.store")
+# A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
+snapshot_failed_log = RateLimitedLog(log, burst=3, every_s=60.0)
 
 SNAPSHOT_CHECK_S = 1.0
+# After a failed scheduled snapshot, wait this long before the next try,
+# doubling per failure up to the cap: a full disk is not hammered every second.
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 300.0
 
 
 class Store:
@@ -50,7 +58,10 @@ class Store:
         self.last_snapshot_time: float | None = None
         self.last_snapshot_seconds: float | None = None
         self.snapshots = 0
+        self.snapshot_failures = 0  # every failed snapshot, whatever asked for it
         self.recovery_seconds = 0.0
+        self._retry_at = 0.0  # monotonic time before which no scheduled snapshot starts
+        self._retry_s = RETRY_FIRST_S
 
     def install(self) -> None:
         """Group commit becomes the app's durability barrier; snapshots start.
@@ -68,15 +79,21 @@ class Store:
         self._check = loop.call_later(SNAPSHOT_CHECK_S, self._periodic)
 
     def _periodic(self) -> None:
-        if self._snapshot is None and self.engine.snapshot_due(time.monotonic()):
+        now = time.monotonic()
+        if self._snapshot is None and now >= self._retry_at and self.engine.snapshot_due(now):
             self._snapshot = asyncio.get_running_loop().create_task(self._scheduled())
         self._schedule_check()
 
     async def _scheduled(self) -> dict[str, Any]:
         try:
-            return await self.snapshot("scheduled")
+            info = await self.snapshot("scheduled")
         except CallError:
-            return {}  # logged; the next check tries again
+            # Logged and counted; tried again later, a little later each time.
+            self._retry_at = time.monotonic() + self._retry_s
+            self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
+            return {}
+        self._retry_s = RETRY_FIRST_S
+        return info
 
     async def snapshot(self, why: str) -> dict[str, Any]:
         """Write a snapshot from a point-in-time view, off the loop; then trim the WAL.
@@ -85,7 +102,10 @@ class Store:
         try:
             return await self._snapshot_once(why)
         except (EngineError, OSError) as exc:
-            log.error("snapshot failed", why=why, error=str(exc))
+            self.snapshot_failures += 1
+            snapshot_failed_log.error(
+                "snapshot failed", why, why=why, error=str(exc), failures=self.snapshot_failures
+            )
             raise CallError(ErrorCode.ER_PROC_LUA, f"snapshot failed: {exc}") from None
         finally:
             self._snapshot = None
@@ -158,6 +178,7 @@ def open_engine(
         snapshot_interval_s=config.snapshot_interval_s,
         snapshot_wal_bytes=config.snapshot_wal_bytes,
         checkpoint_count=config.checkpoint_count,
+        snapshot_record_size=config.snapshot_record_size,
     )
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
