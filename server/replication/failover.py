@@ -38,12 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from ..config import Config, parse_listen
 from ..leader import LeaderError, Leadership
-from ..limits import RateLimitedLog
-from ..logs import get_logger
+from ..logs import RateLimitedLog, get_logger
 from .election import (
     Candidate,
     Position,
@@ -87,8 +85,7 @@ class Failover:
         self.promotion_timeout = 3 * STEP_TIMEOUT_S
         self._following: str | None = None
         self._lost = asyncio.Event()
-        self._trouble = RateLimitedLog(log.warning, time.monotonic, 1, SAY_EVERY_S)
-        self._waiting = RateLimitedLog(log.warning, time.monotonic, 1, SAY_EVERY_S)
+        self._say = RateLimitedLog(log, burst=1, every_s=SAY_EVERY_S)  # lines that repeat
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -213,7 +210,7 @@ class Failover:
         """No primary rather than one that may miss acknowledged writes: said,
         shown in status and /metrics, and looked at again after a while."""
         self.state.waiting = why
-        self._waiting("not taking the vacant leader key", why=why)
+        self._say.warning("not taking the vacant leader key", per=why, why=why)
         await self._leader_within(self.config.etcd_lease_ttl)
 
     async def _leader_within(self, seconds: float) -> bool:
@@ -278,4 +275,4 @@ class Failover:
 
     def _etcd_trouble(self, event: str, error: LeaderError) -> None:
         self.state.etcd_error = str(error)
-        self._trouble(event, error=str(error))
+        self._say.warning(event, error=str(error))

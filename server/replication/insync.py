@@ -37,8 +37,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..limits import RateLimitedLog
-from ..logs import get_logger
+from ..logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.replication")
 
@@ -75,7 +74,7 @@ class InSync:
         self._active = False
         self._task: asyncio.Task[None] | None = None
         self._timeline: deque[tuple[int, float]] = deque()  # (last LSN of a batch, when)
-        self._warn = RateLimitedLog(log.warning, clock, burst=1, period_s=10.0)
+        self._say = RateLimitedLog(log, burst=1, every_s=10.0, clock=clock)
 
     # -- a term ---------------------------------------------------------------
 
@@ -203,7 +202,9 @@ class InSync:
                     await self.publisher(target)
             except Exception as e:  # noqa: BLE001 -- etcd trouble: retried, said once in a while
                 self.publish_error = str(e) or type(e).__name__
-                self._warn("the in-sync set could not be published", error=self.publish_error)
+                self._say.warning(
+                    "the in-sync set could not be published", error=self.publish_error
+                )
                 await asyncio.sleep(RETRY_S)
                 continue
             self.publish_error = None
