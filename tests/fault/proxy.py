@@ -111,10 +111,12 @@ class _Pair:
         self.client = client
         self.upstream = upstream
         self.src = src
+        self.held = False  # blackholed: the dialer's socket stays open, silent
 
     def close(self) -> None:
-        _close(self.client)
         _close(self.upstream)
+        if not self.held:
+            _close(self.client)
 
 
 class FaultProxy:
@@ -213,7 +215,7 @@ class FaultProxy:
         try:
             if pair.src is None:
                 pending = self._identify(pair)
-                if pending is None or self._refused(client, pair.src or CLIENT, upstream):
+                if pending is None or self._refused(client, pair.src or CLIENT, pair):
                     return
                 self._forward(pair, pending)
             self._pump(pair, client, upstream)
@@ -222,15 +224,14 @@ class FaultProxy:
                 if pair in self._pairs:
                     self._pairs.remove(pair)
 
-    def _refused(
-        self, client: socket.socket, src: str, upstream: socket.socket | None = None
-    ) -> bool:
+    def _refused(self, client: socket.socket, src: str, pair: _Pair | None = None) -> bool:
         """Applies a cut to a new connection once its dialer is known."""
         mode = self.network.mode(src, self.dst)
         if mode is None:
             return False
-        if upstream is not None:
-            _close(upstream)
+        if pair is not None:
+            pair.held = mode == "blackhole"
+            pair.close()
         if mode == "blackhole":
             with self._lock:
                 self._held.append((src, client))
