@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--first", type=int, default=1, help="index of the first round")
     parser.add_argument("--workdir", type=Path, help="where rounds keep their data and logs")
     parser.add_argument("--keep", action="store_true", help="keep every round's directory")
+    parser.add_argument("--verbose", action="store_true", help="every round's timeline")
     args = parser.parse_args(argv)
     need_etcd()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="queuebox-fault-"))
@@ -37,7 +38,7 @@ def main(argv: list[str]) -> int:
         where = workdir / f"round-{index}"
         result = run_round(where, args.mode, args.seed, index, args.scenario)
         results.append(result)
-        print(result.show(), flush=True)
+        print(result.show(verbose=args.verbose), flush=True)
         if result.ok and not args.keep:
             shutil.rmtree(where, ignore_errors=True)
     print(summary(results))

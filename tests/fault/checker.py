@@ -1,6 +1,6 @@
-"""The checker: what the clients were told, against what the healed cluster holds.
+"""The checker: what the clients were told, against what the cluster holds at the end.
 
-Owns: `Round` (one round's records: the operations, the healed primary's
+Owns: `Round` (one round's records: the operations, the final primary's
 tasks, every follower's tasks, the nodes' promotions, how the healing went)
 and `check`, which returns the findings. Pure: no sockets, no clock. Must
 not run anything (rounds.py gathers the records).
@@ -25,7 +25,7 @@ What each finding means (a task is named by its unique id, its data):
                      write's invocation], and Y's write lies entirely inside
     not-healed       no single writable primary with every node following
                      (a probe write reached it) within the stated time
-    follower-differs a follower's tasks differ from the primary's once healed
+    follower-differs another node's tasks differ from the primary's at the end
 
 Times are time.monotonic() of the harness; promotions come from the nodes'
 logs (wall clock, converted), used only to tell one tenure from the next.
@@ -60,7 +60,8 @@ class Finding:
 @dataclass
 class Round:
     ops: list[Op]
-    final: list[tuple[str, str]] | None  # (uid, status) on the healed primary; None: not healed
+    # (uid, status) on the one RUNNING node at the end, healed or not; None: no such node
+    final: list[tuple[str, str]] | None
     followers: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     promotions: list[tuple[str, float]] = field(default_factory=list)  # (node, when)
     primary: str | None = None

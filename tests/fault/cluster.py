@@ -19,9 +19,11 @@ at each start and the proxies follow them.
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +40,7 @@ PASSWORD = "fault-pw"
 CLIENT_USER = "client"
 REPL_USERS = {f"repl_{name}": name for name in NAMES}
 PROBE_TUBE = "probe"
+ETCD_PREFIX = "/fault"
 LEASE_TTL_S = 2.0
 MODES = {
     "sync": ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "2"),
@@ -100,7 +103,7 @@ class Node:
             "--config", str(config),
             "--advertise", f"127.0.0.1:{self.proxy.port}",
             "--etcd-endpoints", f"http://127.0.0.1:{self.etcd_proxy.port}",
-            "--etcd-prefix", "/fault",
+            "--etcd-prefix", ETCD_PREFIX,
             "--etcd-lease-ttl", str(LEASE_TTL_S),
             "--replication-user", f"repl_{name}",
             "--replication-password", PASSWORD,
@@ -168,7 +171,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Healed:
-    """The cluster after healing: who leads and when it was whole again (None: never)."""
+    """The cluster after healing: the one RUNNING node (None: none, or several),
+    and when every node was following it (None: never)."""
 
     primary: str | None
     at: float | None
@@ -248,8 +252,27 @@ class Cluster:
         return {name: node.state() for name, node in self.nodes.items()}
 
     def primary(self) -> str | None:
+        """The node the leader key names (asked of etcd directly: quick, so a
+        fault aimed at the primary lands on time), else the one RUNNING node."""
+        leader = self._leader_key()
+        for name, node in self.nodes.items():
+            if leader == f"127.0.0.1:{node.proxy.port}":
+                return name
         running = [name for name, state in self.states().items() if state == "RUNNING"]
         return running[0] if len(running) == 1 else None
+
+    def _leader_key(self) -> str | None:
+        """etcd's JSON gateway: POST /v3/kv/range with the key in base64."""
+        key = base64.b64encode(f"{ETCD_PREFIX}/leader".encode()).decode()
+        request = urllib.request.Request(
+            f"{self.etcd.endpoints}/v3/kv/range", json.dumps({"key": key}).encode()
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=0.3) as reply:
+                kvs = json.load(reply).get("kvs", [])
+        except (OSError, ValueError):
+            return None
+        return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 
     def wait_healed(self, within_s: float, probe: bool = True) -> Healed:
         """Until one node is RUNNING and (with `probe`) a write on it reached
@@ -262,7 +285,8 @@ class Cluster:
             if len(running) == 1 and (not probe or self._probe(running[0], deadline)):
                 return Healed(running[0], time.monotonic(), states)
             time.sleep(0.2)
-        return Healed(None, None, states)
+        running = [name for name, state in states.items() if state == "RUNNING"]
+        return Healed(running[0] if len(running) == 1 else None, None, states)
 
     def _probe(self, primary: str, deadline: float) -> bool:
         self._probes += 1

@@ -2,7 +2,8 @@
 
 Owns: `Op` (one record of the history the checker reads) and `Load`, a few
 threads with tarantool-python connections through the node proxies, each
-putting tasks with a unique id as data, taking one and acking it, in turn.
+putting tasks with a unique id as data, and after every other put taking
+one and acking it.
 A client stays on its node while the node answers; a refusal or a lost
 connection sends it to the next node (no retry of the same operation: a
 new put has a new id). Must not judge the history (checker.py).
@@ -105,7 +106,7 @@ class Load:
             node = nodes[at]
             if conn is None:
                 conn = self._connect(node)
-            if conn is not None and self._round_trip(conn, name, node, f"{name}-{seq}"):
+            if conn is not None and self._round_trip(conn, name, node, f"{name}-{seq}", seq):
                 continue
             if conn is not None:
                 conn.close()
@@ -121,13 +122,17 @@ class Load:
         except (tarantool.Error, OSError):
             return None
 
-    def _round_trip(self, conn: Any, client: str, node: str, uid: str) -> bool:
-        """put, take, ack; False once an answer says to go elsewhere."""
+    def _round_trip(self, conn: Any, client: str, node: str, uid: str, seq: int) -> bool:
+        """put, and every other time take and ack; False once an answer says to
+        go elsewhere. Half the puts stay queued: a lost write shows as a task
+        missing at the end, not only as history nobody looks at again."""
         tube = self.tube
         call = self._recorder(conn, client, node)
         put = call("put", uid, f"queue.tube.{tube}:put", [uid])
         if put.outcome != "ok":
             return put.outcome == "error"
+        if seq % 2 == 0:
+            return True
         take = call("take", None, f"queue.tube.{tube}:take", [0])
         if take.outcome != "ok":
             return take.outcome == "error"

@@ -198,14 +198,15 @@ def random_plan(rng: random.Random, window_s: float) -> list[Fault]:
 
 
 # The lagging-replica race: a replica frozen 3 s while the other keeps
-# acknowledging, then the primary killed as it resumes ("lag-kill"), also with
-# the up-to-date replica frozen at that moment ("lag-kill-paused").
+# acknowledging, then the primary killed just after it resumes, while it is
+# still behind ("lag-kill"); also with the up-to-date replica frozen at that
+# moment ("lag-kill-paused").
 SCENARIOS: dict[str, list[Fault]] = {
-    "lag-kill": [Fault("pause", "replica", 1.0, 3.0), Fault("kill", "primary", 4.0, 4.0)],
+    "lag-kill": [Fault("pause", "replica", 1.0, 3.0), Fault("kill", "primary", 4.1, 4.0)],
     "lag-kill-paused": [
         Fault("pause", "replica", 1.0, 3.0),
-        Fault("pause", "other", 3.9, 3.0),
-        Fault("kill", "primary", 4.0, 4.0),
+        Fault("pause", "other", 4.05, 3.0),
+        Fault("kill", "primary", 4.1, 4.0),
     ],
 }
 

@@ -6,9 +6,10 @@ heal, the verdict) and a summary over rounds. Must not judge (checker.py)
 or inject (nemesis.py) by itself.
 
     t=0 load starts ──▶ faults (0.5 s .. WINDOW_S) ──▶ heal_all at WINDOW_S
-        ──▶ load goes on AFTER_S ──▶ load stops ──▶ wait: one RUNNING node,
-        a probe write on every node (at most HEAL_WITHIN_S after the heal)
-        ──▶ every node's tasks read ──▶ check
+        ──▶ wait, under load: one RUNNING node, a probe write on every node
+            (at most HEAL_WITHIN_S; the time taken is the round's heal time)
+        ──▶ load stops (at least AFTER_S after the heal) ──▶ the same wait
+            again ──▶ every node's tasks read ──▶ check
 
 A round's cluster is fresh (its own etcd and data directories), so a round
 stands alone; the seed and the round's index fix its plan of faults.
@@ -21,12 +22,12 @@ import statistics
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.fault.checker import Finding, Round, check
 from tests.fault.cluster import Cluster
-from tests.fault.load import Load
+from tests.fault.load import Load, Op
 from tests.fault.nemesis import Fault, Nemesis, make_plan
 
 WINDOW_S = 10.0
@@ -56,7 +57,7 @@ class Result:
     def ok(self) -> bool:
         return not self.findings
 
-    def show(self, limit: int = 5) -> str:
+    def show(self, limit: int = 5, verbose: bool = False) -> str:
         faults = "; ".join(f.show() for f in self.plan)
         ops = " ".join(f"{k}={v}" for k, v in sorted(self.ops.items()))
         healed = "never" if self.healed_in is None else f"{self.healed_in:.1f} s"
@@ -70,6 +71,7 @@ class Result:
             lines.append(f"  asynchronous loss: {dict(sorted(kinds.items()))}")
         if self.ok:
             lines.append("  verdict: ok")
+            lines += ["  timeline:", *(f"    {t}" for t in self.timeline)] if verbose else []
             return "\n".join(lines)
         kinds = Counter(f.kind for f in self.findings)
         lines.append(f"  verdict: VIOLATED {dict(sorted(kinds.items()))}  (logs: {self.workdir})")
@@ -99,24 +101,32 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
         healing = time.monotonic()
         cluster.heal_all()
         nemesis.note("heal: every fault undone, every node running")
-        time.sleep(AFTER_S)
+        healed = cluster.wait_healed(HEAL_WITHIN_S)  # while the load goes on
+        healed_in = None if healed.at is None else healed.at - healing
+        time.sleep(max(0.0, healing + AFTER_S - time.monotonic()))
         load.finish()
-        healed = cluster.wait_healed(max(1.0, HEAL_WITHIN_S - (time.monotonic() - healing)))
+        if healed.at is not None:  # once more, now that the clients are gone
+            healed = cluster.wait_healed(HEAL_WITHIN_S)
         record = Round(
-            ops=load.ops, final=None, primary=healed.primary, states=healed.states,
-            heal_limit=HEAL_WITHIN_S,
-            healed_in=None if healed.at is None else healed.at - healing,
+            ops=[_shifted(op, started) for op in load.ops], final=None,
+            primary=healed.primary, states=healed.states,
+            heal_limit=HEAL_WITHIN_S, healed_in=healed_in if healed.at else None,
         )  # fmt: skip
-        if healed.primary is not None:
+        if healed.primary is not None:  # healed or not, what the one primary holds
             record.final = list(cluster.tasks(healed.primary, TUBE).items())
             for name in cluster.nodes:
-                if name != healed.primary:
+                if name != healed.primary and healed.states.get(name) is not None:
                     record.followers[name] = list(cluster.tasks(name, TUBE).items())
         events = cluster.role_events()
-        record.promotions = [(e.node, e.at) for e in events if e.what == "promoted"]
+        record.promotions = [(e.node, e.at - started) for e in events if e.what == "promoted"]
         return _result(index, seed, mode, plan, record, nemesis, events, started, workdir)
     finally:
         cluster.stop()
+
+
+def _shifted(op: Op, origin: float) -> Op:
+    """The op with its times counted from the round's start, as the timeline's are."""
+    return replace(op, invoke=op.invoke - origin, complete=op.complete - origin)
 
 
 def _result(
