@@ -119,21 +119,12 @@ def render(table: list[dict[str, str]]) -> str:
 
 
 def main(argv: list[str], prog: str = "queuebox status") -> int:
-    parser = cliargs.ArgumentParser(
-        prog=prog,
-        description="Ask each instance for its view of the cluster (queuebox.status()) and "
-        "print them side by side: role, state, LSN, primary, term, in-sync, lag.",
+    parser = cliargs.command_parser(
+        prog,
+        "Ask each instance (every --address, or --host/--port) for its view of the "
+        "cluster (queuebox.status()) and print them side by side: role, state, LSN, "
+        "primary, term, in-sync, lag. --failover-timeout is not used.",
     )
-    group = cliargs.add_connection_arguments(parser)
-    group.add_argument(
-        "--connect-timeout",
-        type=cliargs.seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="give up on an instance after this long",
-    )
-    cliargs.add_failover_arguments(parser, group)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     targets = parse_addresses(args.addresses) if args.addresses else ((args.host, args.port),)
     answers = [ask(host, port, args) for host, port in targets]

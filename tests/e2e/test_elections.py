@@ -29,6 +29,7 @@ from tests.e2e.cluster import (
     signal_node,
     state,
     tasks,
+    wait_equal,
     wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
@@ -81,8 +82,7 @@ def test_a_lagging_replica_never_costs_an_acknowledged_write(
     assert "replica leaves the in-sync set" in primary.log()
     loser = c if winner is b else b
     with connect(winner) as w, connect(loser) as other:
-        want = tasks(w, load.tube)
-        wait_for(lambda: tasks(other, load.tube) == want, what="the other replica to follow")
+        wait_equal(w, other, load.tube)  # the other one follows the new primary
     print(
         f"run {run}: {len(load.acked_puts)} puts and {len(load.acked_acks)} acks acknowledged, "
         f"none lost; new primary {'the up-to-date replica' if winner is b else 'the lagging one'}"
@@ -126,8 +126,7 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
     assert winner is b
     check_nothing_acknowledged_was_lost(b, load)
     with connect(b) as w, connect(c) as other:
-        want = tasks(w, load.tube)
-        wait_for(lambda: tasks(other, load.tube) == want, what="the lagging replica to catch up")
+        wait_equal(w, other, load.tube)  # the lagging one follows, and catches up
     print(
         f"{acked_meanwhile} puts acknowledged while the lagging replica was frozen; "
         f"it missed {len(missing)} of them when the primary died, and stood aside"

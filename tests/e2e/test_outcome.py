@@ -32,7 +32,7 @@ from tests.e2e.cluster import (
     wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
-from tests.e2e.serverproc import CALL, RawClient, Reply, StartServer, unique
+from tests.e2e.serverproc import CALL, RawClient, Reply, ServerProc, StartServer, unique
 
 ER_READONLY = 7
 ER_ACCESS_DENIED = 42
@@ -49,6 +49,15 @@ def put(port: int, tube: str, value: Any) -> Any:
         return conn.call(f"queue.tube.{tube}:put", [value]).data
     finally:
         conn.close()
+
+
+def alone_with_a_quorum(start_server: StartServer, timeout_s: float) -> ServerProc:
+    """A primary with quorum 1 and no replica: every change waits, and times out."""
+    return start_primary(
+        start_server,
+        "--replication-synchro-quorum", "1",
+        "--replication-synchro-timeout", str(timeout_s),
+    )  # fmt: skip
 
 
 def bundled_put(port: int, tube: str, value: Any) -> Any:
@@ -97,8 +106,7 @@ def test_a_write_waiting_when_the_lease_is_lost_has_an_unknown_outcome(
 def test_a_quorum_timeout_is_an_unknown_outcome_the_bundled_client_does_not_repeat(
     start_server: StartServer,
 ) -> None:
-    primary = start_primary(start_server, "--replication-synchro-quorum", "1",
-                            "--replication-synchro-timeout", "0.5")  # fmt: skip
+    primary = alone_with_a_quorum(start_server, timeout_s=0.5)
     tube = unique("timeout")
     with blocking.connect(user="tester", password="secret", port=primary.port) as conn:
         with pytest.raises(OutcomeUnknown) as err:
@@ -128,8 +136,7 @@ def call(client: RawClient, name: str, *args: Any) -> Reply:
 def test_forged_acks_never_release_a_write_waiting_for_its_quorum(
     start_server: StartServer,
 ) -> None:
-    primary = start_primary(start_server, "--replication-synchro-quorum", "1",
-                            "--replication-synchro-timeout", "3")  # fmt: skip
+    primary = alone_with_a_quorum(start_server, timeout_s=3)
     tube = unique("forged")
     # The tube itself waits for a replica that never comes: its outcome is unknown,
     # and it is there (applied on the primary).
