@@ -127,7 +127,7 @@ class InSync:
 
     def written(self, lsn: int) -> None:
         """A batch up to `lsn` was written here (for lags in seconds)."""
-        if self.replicas:
+        if any(r.connected for r in self.replicas.values()):
             self._timeline.append((lsn, self.clock()))
             if len(self._timeline) > TIMELINE_MAX:
                 self._timeline.popleft()
