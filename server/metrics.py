@@ -195,7 +195,6 @@ class QueueboxCollector:
             value=store.recovery_seconds,
         )
 
-
     def _rebootstraps(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "queuebox_rebootstraps",
