@@ -48,6 +48,7 @@ from queuebox.storage.setaside import SetAside, empty, set_aside
 from . import builtins
 from .app import App
 from .logs import get_logger
+from .loop import cancel_and_wait
 from .queue_calls import QueueCalls
 from .replication.applier import bootstrap
 from .replication.history import AGREE, DIVERGED, Verdict, compare_with
@@ -113,8 +114,7 @@ class Server:
         start), then the parts close with a snapshot."""
         self._closing = True
         if self._rejoin is not None:
-            self._rejoin.cancel()
-            await asyncio.gather(self._rejoin, return_exceptions=True)
+            await cancel_and_wait(self._rejoin)
         if self._open:
             await self.close_data(snapshot=True)
 

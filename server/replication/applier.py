@@ -38,6 +38,7 @@ from queuebox.storage.records import BadBody, BodyDecoder
 
 from ..config import Config
 from ..logs import get_logger
+from ..loop import cancel_and_wait
 from .link import Link, LinkError
 
 log = get_logger("queuebox.replication")
@@ -147,8 +148,7 @@ class Applier:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._link is not None:
             self._link.close()

@@ -26,6 +26,7 @@ import asyncio
 from ..config import Config, parse_listen
 from ..leader import LeaderError, Leadership
 from ..logs import get_logger
+from ..loop import cancel_and_wait
 from .role import PromotionFailed, Role
 
 log = get_logger("queuebox.failover")
@@ -55,8 +56,7 @@ class Failover:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
         if not self.role.app.read_only:
             try:
                 await self.lease.resign()  # a clean stop hands over at once
