@@ -144,7 +144,9 @@ class Applier:
         self._bodies = BodyDecoder("wal")
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        """Follow (again, after stop(): what it knew of its primary is kept)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -103,7 +103,7 @@ class Failover:
         try:
             await self.role.promote("etcd: this instance holds the leader key")
         except PromotionFailed as e:
-            log.error("giving the leader key up", why=e.message)
+            log.error("promotion failed: giving the leader key up", why=e.why)
             await self.lease.resign()
             return
         await self.lease.wait_changed(self.me.encode())

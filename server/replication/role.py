@@ -57,11 +57,6 @@ from .view import ReplicaView
 
 log = get_logger("queuebox.replication")
 
-# A promotion's or a step-down's wait for one step (the applier to stop, the
-# WAL writes in flight to finish): past it the step has failed. Generous: a
-# WAL write on a busy disk takes milliseconds, not seconds.
-STEP_TIMEOUT_S = 10.0
-
 T = TypeVar("T")
 
 
@@ -70,13 +65,16 @@ class PromotionFailed(CallError):
 
     def __init__(self, why: str) -> None:
         super().__init__(ErrorCode.ER_PROC_LUA, f"promotion failed: {why}")
+        self.why = why
 
 
-async def bounded(step: Awaitable[T], what: str) -> T:
+async def bounded(step: Awaitable[T], what: str, timeout_s: float) -> T:
+    """`step`, or PromotionFailed after `timeout_s`. Shielded: a step given up on
+    (the WAL writes of a hanging disk) still finishes for those waiting on it."""
     try:
-        return await asyncio.wait_for(step, STEP_TIMEOUT_S)
+        return await asyncio.wait_for(asyncio.shield(step), timeout_s)
     except TimeoutError:
-        raise PromotionFailed(f"{what} did not finish within {STEP_TIMEOUT_S:g} s") from None
+        raise PromotionFailed(f"{what} did not finish within {timeout_s:g} s") from None
 
 
 class Role:
@@ -97,6 +95,10 @@ class Role:
         self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
         self._ending: asyncio.Future[None] | None = None
         self.step_downs = 0
+        # What one step of a promotion or a step-down may take (the applier to
+        # stop, the WAL writes in flight): two lease periods. The cluster has no
+        # primary meanwhile; a WAL write on a healthy disk takes milliseconds.
+        self.step_timeout_s = 2 * app.config.etcd_lease_ttl
 
     def attach(self, store: Store) -> None:
         """Put the role over a store just opened (at start, after a re-bootstrap)."""
@@ -175,16 +177,17 @@ class Role:
         applier, self.applier = self.applier, None
         try:
             if applier is not None:
-                await bounded(applier.stop(), "stopping the applier")
+                await bounded(applier.stop(), "stopping the applier", self.step_timeout_s)
             self._check_not_overtaken(epoch)
-            await bounded(self.store.commit.drain(), "writing the applied records")
+            await self._drained()
             self._check_not_overtaken(epoch)
         except PromotionFailed as e:
-            log.error("promotion failed: staying read-only", why=e.message)
+            log.error("promotion failed: staying read-only", why=e.why)
             if self._epoch == epoch:
                 app.state = WAITING
-                if applier is not None:
-                    self.start_applier(applier.sources)  # go on following
+                if applier is not None:  # follows on, with what it knew of its primary
+                    self.applier = applier
+                    applier.start()
             raise
         self.engine.writable = True
         self.view.uninstall()
@@ -193,6 +196,9 @@ class Role:
         app.state = RUNNING
         log.info("promoted: RUNNING as the primary", lsn=self.engine.last_lsn)
         return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": True}
+
+    async def _drained(self) -> None:
+        await bounded(self.store.commit.drain(), "the WAL writes in flight", self.step_timeout_s)
 
     def _check_not_overtaken(self, epoch: int) -> None:
         if self._epoch != epoch:
@@ -245,9 +251,9 @@ class Role:
                 self.store.commit.on_rollback = None
             self.view.install()
             try:
-                await bounded(self.store.commit.drain(), "writing the last records")
+                await self._drained()
             except PromotionFailed as e:
-                log.error("stepped down without the last WAL writes done", why=e.message)
+                log.error("stepped down without the last WAL writes done", why=e.why)
             self.app.state = WAITING
             log.info("stepped down: WAITING, read-only", lsn=self.engine.last_lsn)
 

@@ -309,3 +309,32 @@ def test_an_empty_node_joins_through_etcd_without_a_replication_source(
             with connect(node) as r:
                 assert len(wait_equal(c, r, tube)) == 121
     assert not list(third.data_dir.glob("set-aside-*"))  # it held nothing
+
+
+def test_a_promotion_that_cannot_finish_gives_the_key_up_then_succeeds(
+    start_server: StartServer, etcd: EtcdProc
+) -> None:
+    """The new leader's disk hangs while it promotes: the step is bounded (two
+    lease periods), the promotion fails, the key is given up and the failover
+    loop says why; once the disk answers, a later round promotes it."""
+    cluster = EtcdCluster(start_server, etcd, "--wal-mode", "fsync")
+    first = cluster.node()
+    wait_state(first, "RUNNING")
+    second = cluster.node()
+    wait_for(lambda: "following the primary" in second.log(), what="the replica")
+    tube = unique("hang")
+    with connect(first) as c, connect(second) as r:
+        c.call("queue.create_tube", [tube, "fifo"])
+        put_many(c, tube, 3, "before")
+        wait_equal(c, r, tube)
+        r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
+        put_many(c, tube, 1, "its write hangs on the replica")
+    time.sleep(0.3)
+    assert first.proc is not None
+    first.proc.kill()
+    wait_for(lambda: "promotion failed: giving the leader key up" in second.log(), timeout=30, what="give-up")
+    log = second.log()
+    assert "did not finish within 4 s" in log and "promotion failed" in log
+    wait_state(second, "RUNNING", timeout=30)
+    with connect(second) as r:
+        assert len(tasks(r, tube)) == 4

@@ -6,6 +6,7 @@ promotion waiting for it held the leader key in STARTUP (issue 24)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 import time
@@ -24,10 +25,8 @@ async def test_a_cancel_lost_in_wait_for_is_repeated() -> None:
     async def reconnecting() -> None:
         while True:  # as the applier: a failed connect, then try again
             inner.append(loop.create_future())
-            try:
+            with contextlib.suppress(OSError):
                 await asyncio.wait_for(inner[-1], 10)
-            except OSError:
-                pass
 
     task = loop.create_task(reconnecting())
     await asyncio.sleep(0)
