@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from queuebox.drivers.queue_state import INIT, WAITING
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO, InjectedFaults
 from queuebox.storage.layout import LOCK_NAME
@@ -54,7 +55,6 @@ from .replication.applier import bootstrap
 from .replication.history import AGREE, DIVERGED, Verdict, compare_with
 from .replication.link import LinkError
 from .replication.role import Role
-from .states import INIT, WAITING
 from .store import Store, build_store, install_fault_hooks
 
 log = get_logger("queuebox.replication")

@@ -3,7 +3,7 @@
 Owns: starting as a primary (the queue built and served) or read-only (a
 replica's applier, or `read_only`; the queue's reads served by view.py),
 promotion, stepping down, and the admin call `queuebox.promote`. The states,
-as `queue.state()` reports them (the module's own names, server/states.py;
+as `queue.state()` reports them (the module's own names, drivers/queue_state.py;
 its `queue_state.lua` draws the same cycle):
 
                                  promote (by hand, or etcd's leader key)
@@ -39,6 +39,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from queuebox.drivers.queue_state import ENDING, RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
 from ..app import App
@@ -47,7 +48,6 @@ from ..dispatch import CallContext
 from ..errors import CallError, loading_error, read_only_error
 from ..logs import get_logger
 from ..queue_calls import QueueCalls
-from ..states import ENDING, RUNNING, STARTUP, WAITING
 from ..store import Store
 from .applier import Address, Applier, OnStopped
 from .feed import Feeds, arguments
@@ -122,11 +122,14 @@ class Role:
             "queuebox.replication.record", self._record_call, ADMIN, read_only_ok=True
         )
         if self.app.read_only:
+            self.app.state = WAITING
             self.view.install()
             if self.sources:
                 self.start_applier(self.sources)
         else:
+            self.app.state = STARTUP
             self._build_queue()
+            self.app.state = RUNNING
 
     async def detach(self) -> None:
         """Before the store closes (shutdown, re-bootstrap): nothing more is applied,

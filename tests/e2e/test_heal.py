@@ -332,7 +332,11 @@ def test_a_promotion_that_cannot_finish_gives_the_key_up_then_succeeds(
     time.sleep(0.3)
     assert first.proc is not None
     first.proc.kill()
-    wait_for(lambda: "promotion failed: giving the leader key up" in second.log(), timeout=30, what="give-up")
+    wait_for(
+        lambda: "promotion failed: giving the leader key up" in second.log(),
+        timeout=30,
+        what="give-up",
+    )
     log = second.log()
     assert "did not finish within 4 s" in log and "promotion failed" in log
     wait_state(second, "RUNNING", timeout=30)
