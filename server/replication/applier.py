@@ -144,8 +144,9 @@ class Applier:
         self._bodies = BodyDecoder("wal")
 
     def start(self) -> None:
-        """Follow (again, after stop(): what it knew of its primary is kept)."""
-        if self._task is None:
+        """Follow; again after stop() or giving up (what it knew of its primary kept)."""
+        if self._task is None or self._task.done():
+            self.diverged = None
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -158,6 +159,8 @@ class Applier:
 
     def follow(self, sources: tuple[Address, ...]) -> None:
         """Follow other sources (a new leader): drop the link, reconnect there."""
+        if sources == self.sources:
+            return
         self.sources = sources
         if self._link is not None:
             self._link.close()

@@ -147,18 +147,17 @@ class Role:
         if self.rejoining:
             return  # followed once the data directory is loaded again
         applier = self.applier
-        if applier is not None and not applier.stopped:
-            applier.follow(sources)
-            return
-        self.applier = Applier(
-            self.app.config,
-            self.engine,
-            self.store.commit.barrier,
-            self.replica_id,
-            sources,
-            self.on_stopped,
-        )
-        self.applier.start()
+        if applier is None or applier.engine is not self.engine:  # a new data directory
+            applier = self.applier = Applier(
+                self.app.config,
+                self.engine,
+                self.store.commit.barrier,
+                self.replica_id,
+                sources,
+                self.on_stopped,
+            )
+        applier.follow(sources)
+        applier.start()  # (again, if it had stopped: what it knew of its primary kept)
 
     # -- promotion --
     async def promote(self, why: str) -> dict[str, Any]:
