@@ -59,6 +59,11 @@ log = get_logger("queuebox.replication")
 
 T = TypeVar("T")
 
+# The most one step of a promotion or a step-down may take (the applier to
+# stop, the WAL writes in flight): past it the step has failed. Under etcd it is
+# two lease periods, when that is less: the cluster has no primary meanwhile.
+STEP_TIMEOUT_S = 10.0
+
 
 class PromotionFailed(CallError):
     """A promotion that did not finish: the instance stays read-only."""
@@ -95,10 +100,8 @@ class Role:
         self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
         self._ending: asyncio.Future[None] | None = None
         self.step_downs = 0
-        # What one step of a promotion or a step-down may take (the applier to
-        # stop, the WAL writes in flight): two lease periods. The cluster has no
-        # primary meanwhile; a WAL write on a healthy disk takes milliseconds.
-        self.step_timeout_s = 2 * app.config.etcd_lease_ttl
+        # A WAL write on a healthy disk takes milliseconds.
+        self.step_timeout_s = min(STEP_TIMEOUT_S, 2 * app.config.etcd_lease_ttl)
 
     def attach(self, store: Store) -> None:
         """Put the role over a store just opened (at start, after a re-bootstrap)."""
