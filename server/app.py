@@ -39,7 +39,6 @@ from .config import Config, effective_guest_rights
 from .dispatch import Registry
 from .limits import BufferBudget
 from .logs import get_logger
-from .states import RUNNING, WAITING
 from .users import Users
 
 log = get_logger("queuebox.app")
@@ -84,7 +83,7 @@ class App:
             config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
         )
         self.lease_ok: Callable[[], bool] | None = None
-        self.state = WAITING if self.read_only else RUNNING
+        self.state = "WAITING" if self.read_only else "RUNNING"
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from queuebox.drivers.queue_state import INIT, WAITING
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO, InjectedFaults
 from queuebox.storage.layout import LOCK_NAME
@@ -48,6 +49,7 @@ from queuebox.storage.setaside import SetAside, empty, set_aside
 from . import builtins
 from .app import App
 from .logs import get_logger
+from .loop import cancel_and_wait
 from .queue_calls import QueueCalls
 from .replication import status
 from .replication.applier import bootstrap
@@ -55,7 +57,6 @@ from .replication.history import AGREE, DIVERGED, Verdict, compare_with
 from .replication.link import LinkError
 from .replication.role import Role
 from .replication.status import ClusterState, instance_name
-from .states import INIT, WAITING
 from .store import Store, build_store, install_fault_hooks
 
 log = get_logger("queuebox.replication")
@@ -117,8 +118,7 @@ class Server:
         start), then the parts close with a snapshot."""
         self._closing = True
         if self._rejoin is not None:
-            self._rejoin.cancel()
-            await asyncio.gather(self._rejoin, return_exceptions=True)
+            await cancel_and_wait(self._rejoin)
         if self._open:
             await self.close_data(snapshot=True)
 

@@ -29,7 +29,7 @@ from .build import Server, build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import raise_open_files_limit
 from .listener import Listener
-from .loop import run
+from .loop import cancel_and_wait, run
 from .metrics import start_metrics
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
@@ -212,8 +212,7 @@ async def _unless_stopped(work: Coroutine[Any, Any, None], stopping: asyncio.Eve
     if task.done():
         task.result()
         return True
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await cancel_and_wait(task)
     return False
 
 

@@ -225,8 +225,9 @@ async def build_store(
 
 def install_fault_hooks(app: App, faults: InjectedFaults) -> None:
     """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory."""
-    app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)
-    app.registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN)
+    registry = app.registry  # read_only_ok: a replica's disk can fail too
+    registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN, read_only_ok=True)
+    registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN, read_only_ok=True)
 
 
 def _fail_io(faults: InjectedFaults) -> Handler:

@@ -38,6 +38,7 @@ from queuebox.storage.records import BadBody, BodyDecoder
 
 from ..config import Config
 from ..logs import get_logger
+from ..loop import cancel_and_wait
 from .link import Link, LinkError
 
 log = get_logger("queuebox.replication")
@@ -143,12 +144,14 @@ class Applier:
         self._bodies = BodyDecoder("wal")
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        """Follow; again after stop() or giving up (what it knew of its primary kept)."""
+        if self._task is None or self._task.done():
+            self.diverged = None
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._link is not None:
             self._link.close()
@@ -156,6 +159,8 @@ class Applier:
 
     def follow(self, sources: tuple[Address, ...]) -> None:
         """Follow other sources (a new leader): drop the link, reconnect there."""
+        if sources == self.sources:
+            return
         self.sources = sources
         if self._link is not None:
             self._link.close()

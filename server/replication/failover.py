@@ -42,6 +42,7 @@ import contextlib
 from ..config import Config, parse_listen
 from ..leader import LeaderError, Leadership
 from ..logs import RateLimitedLog, get_logger
+from ..loop import cancel_and_wait
 from .election import (
     Candidate,
     Position,
@@ -53,7 +54,7 @@ from .election import (
 )
 from .insync import Publisher
 from .keys import ClusterKeys
-from .role import STEP_TIMEOUT_S, Role
+from .role import PromotionFailed, Role
 from .status import ClusterState, advertised
 
 log = get_logger("queuebox.failover")
@@ -82,7 +83,7 @@ class Failover:
         self.window = min(1.0, max(0.2, ttl / 4))
         self.patience = ttl + self.window  # deferring to a better offer, at most
         # role.py bounds each step of a promotion; this bounds the whole of it.
-        self.promotion_timeout = 3 * STEP_TIMEOUT_S
+        self.promotion_timeout = 3 * role.step_timeout_s
         self._following: str | None = None
         self._lost = asyncio.Event()
         self._say = RateLimitedLog(log, burst=1, every_s=SAY_EVERY_S)  # lines that repeat
@@ -95,8 +96,7 @@ class Failover:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
         if not self.role.app.read_only and self.lease.holds():
             try:
                 await self.lease.resign()  # a clean stop hands over at once
@@ -235,6 +235,8 @@ class Failover:
             await asyncio.wait_for(self.role.promote(why), self.promotion_timeout)
         except TimeoutError:
             return await self._give_up(f"it took longer than {self.promotion_timeout:g} s")
+        except PromotionFailed as e:
+            return await self._give_up(e.why)
         except Exception as e:  # noqa: BLE001 -- any failure gives the key back, and says why
             log.exception("promotion failed")
             return await self._give_up(str(e) or type(e).__name__)

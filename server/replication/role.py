@@ -3,7 +3,7 @@
 Owns: starting as a primary (the queue built and served) or read-only (a
 replica's applier, or `read_only`; the queue's reads served by view.py),
 promotion, stepping down, and the admin call `queuebox.promote`. The states,
-as `queue.state()` reports them (the module's own names, server/states.py;
+as `queue.state()` reports them (the module's own names, drivers/queue_state.py;
 its `queue_state.lua` draws the same cycle):
 
                                  promote (by hand, or etcd's leader key)
@@ -39,6 +39,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from queuebox.drivers.queue_state import ENDING, RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
 from ..app import App
@@ -47,7 +48,6 @@ from ..dispatch import CallContext
 from ..errors import CallError, loading_error, read_only_error
 from ..logs import get_logger
 from ..queue_calls import QueueCalls
-from ..states import ENDING, RUNNING, STARTUP, WAITING
 from ..store import Store
 from .applier import Address, Applier, OnStopped
 from .feed import Feeds, arguments
@@ -57,12 +57,12 @@ from .view import ReplicaView
 
 log = get_logger("queuebox.replication")
 
-# A promotion's or a step-down's wait for one step (the applier to stop, the
-# WAL writes in flight to finish): past it the step has failed. Generous: a
-# WAL write on a busy disk takes milliseconds, not seconds.
-STEP_TIMEOUT_S = 10.0
-
 T = TypeVar("T")
+
+# The most one step of a promotion or a step-down may take (the applier to
+# stop, the WAL writes in flight): past it the step has failed. Under etcd it is
+# two lease periods, when that is less: the cluster has no primary meanwhile.
+STEP_TIMEOUT_S = 10.0
 
 
 class PromotionFailed(CallError):
@@ -70,13 +70,16 @@ class PromotionFailed(CallError):
 
     def __init__(self, why: str) -> None:
         super().__init__(ErrorCode.ER_PROC_LUA, f"promotion failed: {why}")
+        self.why = why
 
 
-async def bounded(step: Awaitable[T], what: str) -> T:
+async def bounded(step: Awaitable[T], what: str, timeout_s: float) -> T:
+    """`step`, or PromotionFailed after `timeout_s`. Shielded: a step given up on
+    (the WAL writes of a hanging disk) still finishes for those waiting on it."""
     try:
-        return await asyncio.wait_for(step, STEP_TIMEOUT_S)
+        return await asyncio.wait_for(asyncio.shield(step), timeout_s)
     except TimeoutError:
-        raise PromotionFailed(f"{what} did not finish within {STEP_TIMEOUT_S:g} s") from None
+        raise PromotionFailed(f"{what} did not finish within {timeout_s:g} s") from None
 
 
 class Role:
@@ -97,6 +100,8 @@ class Role:
         self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
         self._ending: asyncio.Future[None] | None = None
         self.step_downs = 0
+        # A WAL write on a healthy disk takes milliseconds.
+        self.step_timeout_s = min(STEP_TIMEOUT_S, 2 * app.config.etcd_lease_ttl)
 
     def attach(self, store: Store) -> None:
         """Put the role over a store just opened (at start, after a re-bootstrap)."""
@@ -124,11 +129,14 @@ class Role:
             "queuebox.replication.record", self._record_call, ADMIN, read_only_ok=True
         )
         if self.app.read_only:
+            self.app.state = WAITING
             self.view.install()
             if self.sources:
                 self.start_applier(self.sources)
         else:
+            self.app.state = STARTUP
             self._build_queue()
+            self.app.state = RUNNING
 
     async def detach(self) -> None:
         """Before the store closes (shutdown, re-bootstrap): nothing more is applied,
@@ -146,18 +154,17 @@ class Role:
         if self.rejoining:
             return  # followed once the data directory is loaded again
         applier = self.applier
-        if applier is not None and not applier.stopped:
-            applier.follow(sources)
-            return
-        self.applier = Applier(
-            self.app.config,
-            self.engine,
-            self.store.commit.barrier,
-            self.replica_id,
-            sources,
-            self.on_stopped,
-        )
-        self.applier.start()
+        if applier is None or applier.engine is not self.engine:  # a new data directory
+            applier = self.applier = Applier(
+                self.app.config,
+                self.engine,
+                self.store.commit.barrier,
+                self.replica_id,
+                sources,
+                self.on_stopped,
+            )
+        applier.follow(sources)
+        applier.start()  # (again, if it had stopped: what it knew of its primary kept)
 
     # -- promotion --
     async def promote(self, why: str) -> dict[str, Any]:
@@ -179,16 +186,17 @@ class Role:
         applier, self.applier = self.applier, None
         try:
             if applier is not None:
-                await bounded(applier.stop(), "stopping the applier")
+                await bounded(applier.stop(), "stopping the applier", self.step_timeout_s)
             self._check_not_overtaken(epoch)
-            await bounded(self.store.commit.drain(), "writing the applied records")
+            await self._drained()
             self._check_not_overtaken(epoch)
         except PromotionFailed as e:
-            log.error("promotion failed: staying read-only", why=e.message)
+            log.error("promotion failed: staying read-only", why=e.why)
             if self._epoch == epoch:
                 app.state = WAITING
-                if applier is not None:
-                    self.start_applier(applier.sources)  # go on following
+                if applier is not None:  # follows on, with what it knew of its primary
+                    self.applier = applier
+                    applier.start()
             raise
         self.engine.writable = True
         self.view.uninstall()
@@ -197,6 +205,9 @@ class Role:
         app.state = RUNNING
         log.info("promoted: RUNNING as the primary", lsn=self.engine.last_lsn)
         return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": True}
+
+    async def _drained(self) -> None:
+        await bounded(self.store.commit.drain(), "the WAL writes in flight", self.step_timeout_s)
 
     def _check_not_overtaken(self, epoch: int) -> None:
         if self._epoch != epoch:
@@ -252,9 +263,9 @@ class Role:
                 self.store.commit.on_rollback = None
             self.view.install()
             try:
-                await bounded(self.store.commit.drain(), "writing the last records")
+                await self._drained()
             except PromotionFailed as e:
-                log.error("stepped down without the last WAL writes done", why=e.message)
+                log.error("stepped down without the last WAL writes done", why=e.why)
             self.app.state = WAITING
             log.info("stepped down: WAITING, read-only", lsn=self.engine.last_lsn)
 

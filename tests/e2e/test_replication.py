@@ -6,13 +6,11 @@ tarantool-python as the client.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Any
 
 import pytest
 import tarantool
@@ -26,7 +24,8 @@ from tests.e2e.cluster import (
     wait_equal,
     wait_for,
 )
-from tests.e2e.serverproc import ServerProc, StartServer, clean_env, unique
+from tests.e2e.serverproc import StartServer, clean_env, unique
+from tests.e2e.test_heal import set_aside_puts
 
 ER_READONLY = 7
 ER_SYNC_QUORUM_TIMEOUT = 216
@@ -222,24 +221,12 @@ def test_a_replica_ahead_of_its_primary_sets_its_records_aside_and_rejoins(
     wait_for(lambda: "re-bootstrapped from the primary" in replica.log(), what="the rejoin")
     assert "ahead of this primary" in replica.log()
     # Every record it held is kept (none is the primary's), readable by wal cat.
-    assert [r["tuple"][2]["tag"] for r in set_aside_puts(replica)] == ["elsewhere"] * 10
+    assert [data["tag"] for data in set_aside_puts(replica)] == ["elsewhere"] * 10
     with connect(primary) as p, connect(replica) as r:
         assert r.call("queue.state").data == ["WAITING"]
         p.call("queue.create_tube", [tube, "fifo"])
         put_many(p, tube, 3, "here")
         assert len(wait_equal(p, r, tube)) == 3
-
-
-def set_aside_puts(node: ServerProc) -> list[dict[str, Any]]:
-    """The put records in the WAL files a re-bootstrap set aside, named in the log."""
-    found = sorted(node.data_dir.glob("set-aside-*.wal"))
-    assert found and all(str(path) in node.log() for path in found), found
-    out = subprocess.run(
-        [sys.executable, "-m", "queuebox", "wal", "cat", *map(str, found)],
-        capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
-    ).stdout  # fmt: skip
-    records = [json.loads(line) for line in out.splitlines()]
-    return [r for r in records if r["op"] == "insert" and isinstance(r["tuple"][2], dict)]
 
 
 def test_the_promote_command_promotes_a_replica(start_server: StartServer) -> None:
@@ -309,7 +296,7 @@ def test_an_old_primary_with_changes_nobody_got_sets_them_aside_and_rejoins(
     wait_for(lambda: "re-bootstrapped from the primary" in primary.log(), what="the rejoin")
     assert "has another record at LSN" in primary.log()
     kept = set_aside_puts(primary)
-    assert [r["tuple"][2]["tag"] for r in kept] == ["only on the old primary"] * 5
+    assert [data["tag"] for data in kept] == ["only on the old primary"] * 5
     with connect(replica) as r, connect(primary) as p:
         assert p.call("queue.state").data == ["WAITING"]
         assert len(wait_equal(r, p, tube)) == 30
