@@ -52,6 +52,9 @@ MODES = {
 ROLE_EVENTS = {
     "promoted: RUNNING as the primary": "promoted",
     "fenced: no more changes on this instance": "fenced",
+    "stepping down: no more changes here": "steps down",
+    "stepped down: WAITING, read-only": "stepped down",
+    "promotion failed: giving the leader key up": "promotion failed",
     "leader key taken": "took the key",
     "following the leader": "follows",
     "replica stopped following its primary": "stopped following",
@@ -243,8 +246,14 @@ class Cluster:
         self.start_etcd()
         for node in self.nodes.values():
             node.signal(signal.SIGCONT)
+        failed = []
         for name in NAMES:
-            self.restart(name)
+            try:
+                self.restart(name)
+            except RuntimeError as e:  # it exited, or never listened: the checker sees it
+                failed.append(f"{name}: {' '.join(str(e).split())[:200]}")
+        if failed:
+            raise RuntimeError("; ".join(failed))
 
     # --- looking -------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import random
 import statistics
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -94,13 +93,12 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
         started = time.monotonic()
         load.start()
         nemesis = Nemesis(cluster, plan, rng, started)
-        nemesis.run(threading.Event())
+        nemesis.run()
         remaining = started + WINDOW_S - time.monotonic()
         if remaining > 0:
             time.sleep(remaining)
         healing = time.monotonic()
-        cluster.heal_all()
-        nemesis.note("heal: every fault undone, every node running")
+        nemesis.attempt("heal: every fault undone, every node running", cluster.heal_all)
         healed = cluster.wait_healed(HEAL_WITHIN_S)  # while the load goes on
         healed_in = None if healed.at is None else healed.at - healing
         time.sleep(max(0.0, healing + AFTER_S - time.monotonic()))
