@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,35 +62,44 @@ class Nemesis:
 
     def run(self) -> None:
         """Injects and undoes the plan's faults on time; returns when all are undone.
-        A move that fails (a node that will not restart) goes on the timeline."""
+        An undo runs on its own thread (a restart takes a while and must not
+        delay the next fault); a move that fails goes on the timeline."""
         moves: list[tuple[float, int, Fault]] = []
         for fault in self.plan:
             moves += [(fault.at, 0, fault), (fault.at + fault.lasts, 1, fault)]
         undo: dict[int, tuple[str, Undo]] = {}
+        undoing: list[threading.Thread] = []
         for at, is_end, fault in sorted(moves, key=lambda m: (m[0], m[1])):
             time.sleep(max(0.0, self.started + at - time.monotonic()))
             if is_end:
                 who, undo_it = undo.pop(id(fault))
-                self.attempt(f"end   {fault.kind} {who}", undo_it)
+                what = f"end   {fault.kind} {who}"
+                undoing.append(threading.Thread(target=self.attempt, args=(what, undo_it)))
+                undoing[-1].start()
                 continue
             who = self._resolve(fault.target)
             mode = fault.mode if fault.kind in CUTS else ""
             inject = partial(FAULTS[fault.kind], self.cluster, who, fault.mode, self.rng)
             undone = self.attempt(f"start {fault.kind} {who} {mode}", inject)
             undo[id(fault)] = (who, undone if callable(undone) else _nothing)
+        for thread in undoing:
+            thread.join()
 
     def attempt(self, what: str, move: Callable[[], object]) -> object:
-        """The move's result; None if it raised (the round goes on, the timeline says so)."""
+        """The move's result; None if it raised (the round goes on, the timeline
+        says so). Noted at the time it began, with how long it took if long."""
+        began = time.monotonic()
         try:
             result = move()
         except Exception as e:  # noqa: BLE001 -- any failure is a fact of the round
-            self.note(f"{what} FAILED: {' '.join(str(e).split())[:300]}")
+            self.note(f"{what} FAILED: {' '.join(str(e).split())[:300]}", began)
             return None
-        self.note(what)
+        took = time.monotonic() - began
+        self.note(what + (f" (took {took:.1f} s)" if took > 0.5 else ""), began)
         return result
 
-    def note(self, text: str) -> None:
-        self.timeline.append((time.monotonic(), text.strip()))
+    def note(self, text: str, at: float | None = None) -> None:
+        self.timeline.append((time.monotonic() if at is None else at, text.strip()))
 
     def _resolve(self, target: str) -> str:
         if target in NAMES or not target:

@@ -22,6 +22,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from tests.fault.checker import Finding, Round, check
@@ -111,10 +112,16 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
             heal_limit=HEAL_WITHIN_S, healed_in=healed_in if healed.at else None,
         )  # fmt: skip
         if healed.primary is not None:  # healed or not, what the one primary holds
-            record.final = list(cluster.tasks(healed.primary, TUBE).items())
+            record.final = nemesis.attempt(
+                f"read {healed.primary}'s tasks", partial(cluster.tasks, healed.primary, TUBE)
+            )
             for name in cluster.nodes:
                 if name != healed.primary and healed.states.get(name) is not None:
-                    record.followers[name] = list(cluster.tasks(name, TUBE).items())
+                    tasks = nemesis.attempt(
+                        f"read {name}'s tasks", partial(cluster.tasks, name, TUBE)
+                    )
+                    if tasks is not None:
+                        record.followers[name] = tasks
         events = cluster.role_events()
         record.promotions = [(e.node, e.at - started) for e in events if e.what == "promoted"]
         return _result(index, seed, mode, plan, record, nemesis, events, started, workdir)
