@@ -8,7 +8,9 @@ not run anything (rounds.py gathers the records).
 What each finding means (a task is named by its unique id, its data):
 
     lost-put         a put answered ok, the task not in the final state, and
-                     no ack of it that was ok, unknown or an error
+                     no ack of it that was ok, unknown or an error (an ack
+                     refused with ER_READONLY is named: it was applied
+                     anyway, or the put was lost; the records cannot tell)
     undone-ack       an ack answered ok, and afterwards the task is in the
                      final state or a take that began after the ack ended got it
     double-holder    two consumers each told their take and then their ack of
@@ -16,8 +18,7 @@ What each finding means (a task is named by its unique id, its data):
                      [take invoked, ack completed] of one meets the other's
     duplicate        one put's task more than once in the final state
     refused-applied  a put answered ER_READONLY whose task shows up (taken or
-                     in the final state); an ack answered ER_READONLY whose
-                     task is gone with no other ack of it
+                     in the final state)
     two-primaries    node X accepted writes (ok puts, acks, takes that got a
                      task) in one tenure (between two of its promotions) both
                      before and after a write node Y accepted: X was writable
@@ -83,18 +84,20 @@ def check(r: Round) -> list[Finding]:
         findings += _followers(r)
     findings += _undone_acks(r.ops, final, by_uid, dict(r.final or []))
     findings += _double_holders(r.ops)
-    findings += _refused_applied(r.ops, final, by_uid, r.final is not None)
+    findings += _refused_applied(r.ops, final, by_uid)
     findings += _two_primaries(r.ops, r.promotions)
     return findings
 
 
 def _healing(r: Round) -> Iterable[Finding]:
+    states = " ".join(f"{node}={state}" for node, state in sorted(r.states.items()))
     if r.healed_in is None or r.healed_in > r.heal_limit:
         took = "never" if r.healed_in is None else f"after {r.healed_in:.1f} s"
-        states = " ".join(f"{node}={state}" for node, state in sorted(r.states.items()))
         yield Finding(
             "not-healed", None, f"one primary with every node following: {took}", (states,)
         )
+    elif r.final is None:
+        yield Finding("not-healed", None, f"the primary {r.primary}'s tasks unreadable", (states,))
 
 
 def _lost_puts(
@@ -106,10 +109,13 @@ def _lost_puts(
         acks = [op for op in by_uid[put.uid or ""] if op.kind == "ack"]
         if any(ack.outcome in MAYBE_APPLIED for ack in acks):
             continue
-        if any(ack.outcome == "refused" for ack in acks):
-            continue  # refused_applied names it
+        # Its only acks refused: applied despite the refusal, or the put lost.
+        # Either breaks a promise; the records cannot tell which.
+        text = "acknowledged, gone" + (
+            "; its ack was refused (applied anyway, or the put lost)" if acks else ", never acked"
+        )
         history = [op.show() for op in by_uid[put.uid or ""]]
-        yield Finding("lost-put", put.uid, "acknowledged, never acked, gone", tuple(history))
+        yield Finding("lost-put", put.uid, text, tuple(history))
 
 
 def _undone_acks(
@@ -168,22 +174,15 @@ def _duplicates(final: Counter[str]) -> Iterable[Finding]:
 
 
 def _refused_applied(
-    ops: list[Op], final: Counter[str], by_uid: dict[str, list[Op]], healed: bool
+    ops: list[Op], final: Counter[str], by_uid: dict[str, list[Op]]
 ) -> Iterable[Finding]:
     for op in ops:
-        if op.outcome != "refused" or op.uid is None:
+        if op.kind != "put" or op.outcome != "refused" or op.uid is None:
             continue
         seen = [o for o in by_uid[op.uid] if o.kind == "take" and o.outcome == "ok"]
-        if op.kind == "put" and (seen or op.uid in final):
+        if seen or op.uid in final:
             where = seen[0].show() if seen else "in the final state"
             yield Finding("refused-applied", op.uid, "put refused, yet there", (op.show(), where))
-        if op.kind == "ack" and healed and op.uid not in final:
-            others = [o for o in by_uid[op.uid] if o.kind == "ack" and o is not op]
-            if not any(o.outcome in MAYBE_APPLIED for o in others):
-                yield Finding(
-                    "refused-applied", op.uid, "ack refused, yet the task is gone",
-                    tuple(o.show() for o in by_uid[op.uid]),
-                )  # fmt: skip
 
 
 def _is_write(op: Op) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ MODES = {
 ROLE_EVENTS = {
     "promoted: RUNNING as the primary": "promoted",
     "fenced: no more changes on this instance": "fenced",
+    "stepping down: no more changes here": "steps down",
+    "stepped down: WAITING, read-only": "stepped down",
+    "promotion failed: giving the leader key up": "promotion failed",
     "leader key taken": "took the key",
     "following the leader": "follows",
     "replica stopped following its primary": "stopped following",
@@ -112,6 +116,8 @@ class Node:
             *args,
         ])  # fmt: skip
         self.paused = False
+        # The nemesis undoes faults on threads: one start or kill at a time.
+        self._moving = threading.Lock()
 
     def _port(self) -> int | None:
         return self.server.port if self.server.alive else None
@@ -121,15 +127,18 @@ class Node:
         return self.server.alive
 
     def start(self) -> None:
-        self.paused = False
-        self.server.start(timeout=30)
+        with self._moving:
+            if not self.alive:
+                self.paused = False
+                self.server.start(timeout=30)
 
     def kill(self) -> None:
-        proc = self.server.proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        self.paused = False
+        with self._moving:
+            proc = self.server.proc
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            self.paused = False
 
     def signal(self, signum: int) -> None:
         proc = self.server.proc
@@ -234,8 +243,7 @@ class Cluster:
             self.etcd.start()
 
     def restart(self, name: str) -> None:
-        if not self.nodes[name].alive:
-            self.nodes[name].start()
+        self.nodes[name].start()  # if it is not running
 
     def heal_all(self) -> None:
         """Everything back: links whole, paused nodes resumed, dead ones restarted."""
@@ -243,8 +251,14 @@ class Cluster:
         self.start_etcd()
         for node in self.nodes.values():
             node.signal(signal.SIGCONT)
+        failed = []
         for name in NAMES:
-            self.restart(name)
+            try:
+                self.restart(name)
+            except RuntimeError as e:  # it exited, or never listened: the checker sees it
+                failed.append(f"{name}: {' '.join(str(e).split())[:200]}")
+        if failed:
+            raise RuntimeError("; ".join(failed))
 
     # --- looking -------------------------------------------------------------
 
@@ -306,18 +320,21 @@ class Cluster:
             time.sleep(0.1)
         return False
 
-    def tasks(self, name: str, tube: str) -> dict[str, str]:
-        """uid -> status of every task of `tube` on node `name` (peek by id)."""
+    def tasks(self, name: str, tube: str) -> list[tuple[str, str]]:
+        """(uid, status) of every task of `tube` on node `name` (peek by id)."""
         port = self.nodes[name].server.port
         conn = connect(port, 5.0)
         try:
-            stats = conn.call("queue.statistics", [tube]).data[0]["tasks"]
-            found: dict[str, str] = {}
+            every = conn.call("queue.statistics", []).data[0] or {}
+            if tube not in every:
+                return []  # it never had the tube's creation: no tasks either
+            stats = every[tube]["tasks"]
+            found: list[tuple[str, str]] = []
             task_id = misses = 0
             while len(found) < stats["total"] and misses < 100_000:
                 try:
                     task = conn.call(f"queue.tube.{tube}:peek", [task_id]).data[0]
-                    found[str(task[2])] = str(task[1])
+                    found.append((str(task[2]), str(task[1])))
                 except tarantool.DatabaseError:
                     misses += 1
                 task_id += 1

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from tests.fault.cluster import NAMES, Cluster
 
@@ -59,28 +60,46 @@ class Nemesis:
     timeline: list[tuple[float, str]] = field(default_factory=list)
     _hit: set[str] = field(default_factory=set)
 
-    def run(self, stop: threading.Event) -> None:
-        """Injects and undoes the plan's faults on time; returns when all are undone."""
+    def run(self) -> None:
+        """Injects and undoes the plan's faults on time; returns when all are undone.
+        An undo runs on its own thread (a restart takes a while and must not
+        delay the next fault); a move that fails goes on the timeline."""
         moves: list[tuple[float, int, Fault]] = []
         for fault in self.plan:
             moves += [(fault.at, 0, fault), (fault.at + fault.lasts, 1, fault)]
         undo: dict[int, tuple[str, Undo]] = {}
+        undoing: list[threading.Thread] = []
         for at, is_end, fault in sorted(moves, key=lambda m: (m[0], m[1])):
-            if stop.wait(max(0.0, self.started + at - time.monotonic())):
-                break
+            time.sleep(max(0.0, self.started + at - time.monotonic()))
             if is_end:
                 who, undo_it = undo.pop(id(fault))
-                undo_it()
-                self.note(f"end   {fault.kind} {who}")
-            else:
-                who = self._resolve(fault.target)
-                undo[id(fault)] = (who, FAULTS[fault.kind](self.cluster, who, fault.mode, self.rng))
-                self.note(f"start {fault.kind} {who} {fault.mode if fault.kind in CUTS else ''}")
-        for _, undo_it in undo.values():  # stopped early: leave nothing behind
-            undo_it()
+                what = f"end   {fault.kind} {who}"
+                undoing.append(threading.Thread(target=self.attempt, args=(what, undo_it)))
+                undoing[-1].start()
+                continue
+            who = self._resolve(fault.target)
+            mode = fault.mode if fault.kind in CUTS else ""
+            inject = partial(FAULTS[fault.kind], self.cluster, who, fault.mode, self.rng)
+            undone = self.attempt(f"start {fault.kind} {who} {mode}", inject)
+            undo[id(fault)] = (who, undone if callable(undone) else _nothing)
+        for thread in undoing:
+            thread.join()
 
-    def note(self, text: str) -> None:
-        self.timeline.append((time.monotonic(), text.strip()))
+    def attempt(self, what: str, move: Callable[[], object]) -> object:
+        """The move's result; None if it raised (the round goes on, the timeline
+        says so). Noted at the time it began, with how long it took if long."""
+        began = time.monotonic()
+        try:
+            result = move()
+        except Exception as e:  # noqa: BLE001 -- any failure is a fact of the round
+            self.note(f"{what} FAILED: {' '.join(str(e).split())[:300]}", began)
+            return None
+        took = time.monotonic() - began
+        self.note(what + (f" (took {took:.1f} s)" if took > 0.5 else ""), began)
+        return result
+
+    def note(self, text: str, at: float | None = None) -> None:
+        self.timeline.append((time.monotonic() if at is None else at, text.strip()))
 
     def _resolve(self, target: str) -> str:
         if target in NAMES or not target:
@@ -96,6 +115,10 @@ class Nemesis:
 
 
 # --- the faults: each injects, and returns how to undo it -----------------------
+
+
+def _nothing() -> None:
+    """The undo of a fault that failed to start."""
 
 
 def _kill(cluster: Cluster, who: str, mode: str, rng: random.Random) -> Undo:

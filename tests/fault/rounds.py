@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import random
 import statistics
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from tests.fault.checker import Finding, Round, check
@@ -94,13 +94,12 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
         started = time.monotonic()
         load.start()
         nemesis = Nemesis(cluster, plan, rng, started)
-        nemesis.run(threading.Event())
+        nemesis.run()
         remaining = started + WINDOW_S - time.monotonic()
         if remaining > 0:
             time.sleep(remaining)
         healing = time.monotonic()
-        cluster.heal_all()
-        nemesis.note("heal: every fault undone, every node running")
+        nemesis.attempt("heal: every fault undone, every node running", cluster.heal_all)
         healed = cluster.wait_healed(HEAL_WITHIN_S)  # while the load goes on
         healed_in = None if healed.at is None else healed.at - healing
         time.sleep(max(0.0, healing + AFTER_S - time.monotonic()))
@@ -113,10 +112,16 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
             heal_limit=HEAL_WITHIN_S, healed_in=healed_in if healed.at else None,
         )  # fmt: skip
         if healed.primary is not None:  # healed or not, what the one primary holds
-            record.final = list(cluster.tasks(healed.primary, TUBE).items())
+            record.final = nemesis.attempt(
+                f"read {healed.primary}'s tasks", partial(cluster.tasks, healed.primary, TUBE)
+            )
             for name in cluster.nodes:
                 if name != healed.primary and healed.states.get(name) is not None:
-                    record.followers[name] = list(cluster.tasks(name, TUBE).items())
+                    tasks = nemesis.attempt(
+                        f"read {name}'s tasks", partial(cluster.tasks, name, TUBE)
+                    )
+                    if tasks is not None:
+                        record.followers[name] = tasks
         events = cluster.role_events()
         record.promotions = [(e.node, e.at - started) for e in events if e.what == "promoted"]
         return _result(index, seed, mode, plan, record, nemesis, events, started, workdir)

@@ -99,9 +99,11 @@ def test_a_refused_put_that_shows_up_was_applied() -> None:
     assert kinds(check(healed(taken, []))) == ["refused-applied"]
 
 
-def test_a_refused_ack_whose_task_is_gone_was_applied() -> None:
+def test_a_refused_ack_whose_task_is_gone_is_named_in_the_loss() -> None:
     ops = [op("put", "x", 1.0), op("take", "x", 1.2), op("ack", "x", 1.4, "refused", code=7)]
-    assert kinds(check(healed(ops, []))) == ["refused-applied"]
+    found = check(healed(ops, []))
+    assert kinds(found) == ["lost-put"]
+    assert "ack was refused" in found[0].text
     assert check(healed(ops, ["x"])) == []  # refused and still there: as promised
 
 
@@ -153,3 +155,9 @@ def test_a_follower_with_other_tasks() -> None:
 def test_a_task_twice_in_the_final_state() -> None:
     r = healed([op("put", "x", 1.0)], ["x", "x"])
     assert "duplicate" in kinds(check(r))
+
+
+def test_a_healed_cluster_whose_tasks_could_not_be_read_is_not_passed() -> None:
+    r = healed([op("put", "x", 1.0)], ["x"])
+    r.final = None
+    assert kinds(check(r)) == ["not-healed"]

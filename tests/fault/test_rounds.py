@@ -25,6 +25,7 @@ ROUNDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "scenario", "seed", "index"), ROUNDS, ids=[f"{m}-{s}-{x}" for m, s, _, x in ROUNDS]
 )
