@@ -74,7 +74,7 @@ class Server:
         self.set_aside: list[SetAside] = []  # what each re-bootstrap kept (for /metrics)
         self._open = False
         self._closing = False
-        self.set_aside_done = False
+        self._set_aside_done = False
         self._rejoin: asyncio.Task[None] | None = None
         self._retry_s = RETRY_FIRST_S
 
@@ -154,12 +154,12 @@ class Server:
                 await self._reload(keeping)
                 break
             except (EngineError, OSError) as e:
-                # Before anything was set aside, the old history opens again; after,
-                # what arrived from the primary is removed and fetched again.
+                # Failed before the set-aside: it is done again (nothing was removed);
+                # after it: what came from the primary is removed and fetched again.
                 log.error("re-bootstrap failed; trying again", error=str(e), in_s=self._retry_s)
                 await asyncio.sleep(self._retry_s)
                 self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
-                if self.set_aside_done:
+                if self._set_aside_done:
                     keeping = None
         role.rejoining = False
         app.state = WAITING
@@ -175,13 +175,13 @@ class Server:
         directory = Path(self.app.config.data_dir)
         lock = files.lock(directory / LOCK_NAME, f"pid {os.getpid()} (re-bootstrap)")
         try:
-            self.set_aside_done = False
+            self._set_aside_done = False
             if keeping is None:
                 empty(files, directory)
             else:
                 kept = set_aside(files, directory, keeping.shared, _stamp())
                 self._keep(kept, keeping)
-            self.set_aside_done = True
+            self._set_aside_done = True
             await bootstrap(self.app.config, self.role.replica_id, lambda: self.role.sources)
         finally:
             files.unlock(lock)

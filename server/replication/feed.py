@@ -171,7 +171,7 @@ class Feeds:
         raise CallError(
             ErrorCode.ER_PROC_LUA,
             f"replica {replica} {why}: it has changes the primary never had; "
-            "start it on an empty data directory",
+            "it sets them aside and re-bootstraps",
         )
 
     async def _run(self, feed: Feed) -> list[Any]:
@@ -180,7 +180,7 @@ class Feeds:
         except EngineError as e:
             log.error("replica feed stopped", replica=feed.replica, error=str(e))
             raise CallError(
-                ErrorCode.ER_PROC_LUA, f"{e}; start the replica on an empty data directory"
+                ErrorCode.ER_PROC_LUA, f"{e}; the replica re-bootstraps from this primary"
             ) from None
         finally:
             if self.feeds.get(feed.replica) is feed:
