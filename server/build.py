@@ -12,7 +12,7 @@ the one place that opens and closes the parts over the data directory:
                 └─ the role's parts over it (role.attach): the quorum,    │ at start and
                    the feeds, the view's catalog; a primary's QueueCalls  │ shutdown, and
                    (the modern and legacy cores), or a replica's applier  ┘ at a rejoin
-      └─ failover (etcd), builtins, test hooks
+      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):
@@ -46,7 +46,7 @@ from queuebox.storage.fileio import FileIO, InjectedFaults
 from queuebox.storage.layout import LOCK_NAME
 from queuebox.storage.setaside import SetAside, empty, set_aside
 
-from . import builtins
+from . import builtins, operator_calls
 from .app import App
 from .logs import get_logger
 from .loop import cancel_and_wait
@@ -226,6 +226,7 @@ async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> 
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
+    operator_calls.install(app, lambda: server.role.queue)
     return server
 
 
