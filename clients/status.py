@@ -18,7 +18,8 @@ import json
 import sys
 from typing import Any
 
-from queuebox.clients import blocking, cliargs
+from queuebox.clients import blocking
+from queuebox.clients.cli import _parser
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.failover import parse_addresses
 
@@ -119,7 +120,7 @@ def render(table: list[dict[str, str]]) -> str:
 
 
 def main(argv: list[str], prog: str = "queuebox status") -> int:
-    parser = cliargs.command_parser(
+    parser = _parser(
         prog,
         "Ask each instance (every --address, or --host/--port) for its view of the "
         "cluster (queuebox.status()) and print them side by side: role, state, LSN, "

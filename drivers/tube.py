@@ -24,14 +24,16 @@ from .args import (
     US,
     is_number,
     lua_or,
+    lua_tostring,
     number,
     options,
     task_id,
     to_us,
 )
 from .deadlines import Deadlines
-from .driver import BURIED, MISSING, TaskStore, done
+from .driver import BURIED, DELAYED, MISSING, RELEASED_ALL, SESSION_ENDED, TaskStore, done
 from .errors import module_error, no_such_proc, not_taken, task_not_found
+from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .waiters import Waiters
@@ -77,6 +79,7 @@ class Shared:
     owners: Ownership
     sessions: Sessions
     deadlines: Deadlines
+    journal: Journal
 
 
 class Call:
@@ -98,6 +101,7 @@ class Call:
 
 
 Answer = list[Any] | Blocked
+MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
 
 
 def _wait_seconds(timeout: float | int) -> float | None:
@@ -121,7 +125,10 @@ class Tube:
         self.opts = opts
         self.shared = shared
         self.stats = TubeStats()
+        self.retries = Retries(shared.journal, name, opts)
         self.driver = driver_cls(space, self, opts)
+        self.driver.retries = self.retries
+        self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)
 
     # -- TaskEvents: what the driver reports --
@@ -139,7 +146,7 @@ class Tube:
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self.driver.TIMED:
+        if self.driver.TIMED or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
@@ -148,7 +155,7 @@ class Tube:
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
-        self.driver.release(task_id, {}, now)
+        self.driver.release(task_id, {}, now, SESSION_ENDED)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
@@ -208,6 +215,8 @@ class Tube:
         wait_us = U64_MAX if timeout is None else to_us(number(timeout))
         task = self.driver.take(call.now)
         if task is not None:
+            if self.retries.policy is not None:
+                self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
             self.shared.owners.take(self.name, task[0], session)
             return self._answer(task)
@@ -230,6 +239,8 @@ class Tube:
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
+        if self.retries.policy is not None:
+            self.retries.acked(tid)
         task = self.driver.delete(tid)
         assert task is not None, "a task with an owner exists"
         self.stats.inc("ack")
@@ -246,9 +257,15 @@ class Tube:
 
     def bury(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
-        if task[1] == BURIED:
-            return self._answer(task)
-        return self._answer(self.driver.bury(task[0]))
+        # queuebox's extension: bury(id, {reason=TEXT}) keeps why (retries.py).
+        reason = options(call.arg(1)).get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise module_error(f"Invalid value of reason: {lua_tostring(reason)}")
+        if task[1] != BURIED:
+            task = self.driver.bury(task[0])
+        if reason is not None:
+            self.retries.buried(task[0], reason[:MAX_REASON])
+        return self._answer(task)
 
     def kick(self, call: Call) -> Answer:
         count = lua_or(call.arg(0), 1)
@@ -275,7 +292,7 @@ class Tube:
 
     def release_all(self, call: Call) -> Answer:
         for tid in self.driver.taken_ids():
-            self.driver.release(tid, {}, call.now)
+            self.driver.release(tid, {}, call.now, RELEASED_ALL)
         return []
 
     def on_task_change(self, call: Call) -> Answer:

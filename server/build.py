@@ -12,7 +12,7 @@ the one place that opens and closes the parts over the data directory:
                 └─ the role's parts over it (role.attach): the quorum,    │ at start and
                    the feeds, the view's catalog; a primary's QueueCalls  │ shutdown, and
                    (the modern and legacy cores), or a replica's applier  ┘ at a rejoin
-      └─ failover (etcd), builtins, test hooks
+      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):
@@ -46,7 +46,7 @@ from queuebox.storage.fileio import FileIO, InjectedFaults
 from queuebox.storage.layout import LOCK_NAME
 from queuebox.storage.setaside import SetAside, empty, set_aside
 
-from . import builtins
+from . import builtins, operator_calls
 from .app import App
 from .logs import get_logger
 from .loop import cancel_and_wait
@@ -78,7 +78,7 @@ class Server:
         self.set_aside: list[SetAside] = []  # what each re-bootstrap kept (for /metrics)
         self._open = False
         self._closing = False
-        self.set_aside_done = False
+        self._set_aside_done = False
         self._rejoin: asyncio.Task[None] | None = None
         self._retry_s = RETRY_FIRST_S
 
@@ -158,12 +158,12 @@ class Server:
                 await self._reload(keeping)
                 break
             except (EngineError, OSError) as e:
-                # Before anything was set aside, the old history opens again; after,
-                # what arrived from the primary is removed and fetched again.
+                # Failed before the set-aside: it is done again (nothing was removed);
+                # after it: what came from the primary is removed and fetched again.
                 log.error("re-bootstrap failed; trying again", error=str(e), in_s=self._retry_s)
                 await asyncio.sleep(self._retry_s)
                 self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
-                if self.set_aside_done:
+                if self._set_aside_done:
                     keeping = None
         role.rejoining = False
         app.state = WAITING
@@ -179,13 +179,13 @@ class Server:
         directory = Path(self.app.config.data_dir)
         lock = files.lock(directory / LOCK_NAME, f"pid {os.getpid()} (re-bootstrap)")
         try:
-            self.set_aside_done = False
+            self._set_aside_done = False
             if keeping is None:
                 empty(files, directory)
             else:
                 kept = set_aside(files, directory, keeping.shared, _stamp())
                 self._keep(kept, keeping)
-            self.set_aside_done = True
+            self._set_aside_done = True
             await bootstrap(self.app.config, self.role.replica_id, lambda: self.role.sources)
         finally:
             files.unlock(lock)
@@ -231,6 +231,7 @@ async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> 
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
+    operator_calls.install(app, lambda: server.role.queue)
     return server
 
 

@@ -3,7 +3,8 @@
 Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
 the startup lines with the bound addresses, starting the listener on the
-main port and on the 1.5 port (`legacy_listen`), the port file, and turning
+main port, on the 1.5 port (`legacy_listen`) and the HTTP listener
+(`http_listen`, server/web/), the port file, and turning
 SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
 requests or functions.
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from queuebox import __version__
@@ -26,11 +28,10 @@ from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverab
 from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
-from .config import SCALAR_FIELDS, Config, ConfigError, load_config
+from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import cancel_and_wait, run
-from .metrics import start_metrics
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
 from .store import RecoveryStopped
@@ -62,7 +63,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="TOML config file (default none; env QUEUEBOX_CONFIG)"
     )
     parser.add_argument("--listen", metavar="HOST:PORT", help=flag_help("listen"))
+    for name in NO_FLAG:
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag,
+            action=_NoSecretInArgv,
+            metavar="REFUSED",
+            help=f"not accepted (ps would show it to everyone): use {flag}-file FILE, "
+            f"env {ENV_PREFIX}{name.upper()} or the config file (default none)",
+        )
     for name in SCALAR_FIELDS:
+        if name in NO_FLAG:
+            continue
         flag = "--" + name.replace("_", "-")
         if name in BOOLEAN_FLAGS:
             parser.add_argument(
@@ -74,6 +86,37 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
+class _NoSecretInArgv(argparse.Action):
+    """A password flag that is gone: `ps` would show the password to every user
+    of the machine for as long as the server runs. Refused at once, saying what
+    to use, rather than warned about in a log line nobody reads."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        name = self.dest
+        parser.error(
+            f"{option} is not accepted: every user of this machine could read the password "
+            f"with ps; use --{name.replace('_', '-')}-file FILE, "
+            f"{ENV_PREFIX}{name.upper()} or {name} in the config file"
+        )
+
+
+# A setting that needs an optional part of queuebox: (setting, module, extra).
+EXTRAS = (("etcd_endpoints", "aetcd", "etcd"),)
+
+
+def missing_extra(
+    config: Config, find: Callable[[str], object | None] = importlib.util.find_spec
+) -> str | None:
+    """What to install for a setting whose optional dependency is missing, if any."""
+    for setting, module, extra in EXTRAS:
+        if getattr(config, setting) and find(module) is None:
+            return (
+                f"{setting} needs the {module} package, which is not installed: "
+                f"pip install 'queuebox[{extra}]'"
+            )
+    return None
+
+
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
     args = build_parser(prog).parse_args(argv)
     flags = {key: value for key, value in vars(args).items() if key != "config"}
@@ -81,6 +124,10 @@ def main(argv: list[str], prog: str = "queuebox serve") -> int:
         config = load_config(flags, os.environ, args.config)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    missing = missing_extra(config)
+    if missing is not None:
+        print(f"{prog}: {missing}", file=sys.stderr)
         return 2
     logs.configure(config.log_format, config.log_level)
     return run(serve(config), config.loop)
@@ -156,7 +203,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         loop=config.loop,
         build=build_label(),
         users=sorted(config.users),
-        guest_rights=sorted(app.users.rights("guest")),
+        guest_rights=app.rights.grant("guest").describe(),
     )
     if config.port_file:
         write_port_file(config.port_file, port)
@@ -183,7 +230,11 @@ async def _start_up(app: App, built: list[Server], stopping: asyncio.Event) -> i
                 return 0
         server = await build_server(app, stopping.is_set)
         built.append(server)
-        await start_metrics(server)
+        if config.http_listen is not None:
+            # Imported only here: aiohttp takes a while to load.
+            from .web.listener import start_http  # noqa: PLC0415
+
+            await start_http(server)
         if stopping.is_set():
             log.info("stopped as soon as recovered")
             return 0

@@ -1,7 +1,7 @@
 """The primary's side of replication: join, subscribe, acks.
 
-Owns the three calls a replica makes (admin rights; a replica logs in as
-`replication_user`):
+Owns the three calls a replica makes (the `replication` right, which admin
+does not include; a replica logs in as `replication_user`):
 
 - `queuebox.replication.join(uuid, sync)`: the newest snapshot file, pushed
   in chunks (IPROTO chunk replies with the replica's `sync`); the answer is
@@ -42,7 +42,7 @@ from queuebox.storage.walfeed import FileChunks
 
 from ..app import App
 from ..commit import GroupCommit
-from ..config import ADMIN
+from ..config import REPLICATION
 from ..dispatch import CallContext
 from ..errors import CallError
 from ..logs import get_logger
@@ -105,10 +105,12 @@ class Feeds:
     def install(self) -> None:
         registry = self.app.registry
         # replace: the feeds of a re-bootstrapped engine take over the names (build.py).
-        registry.register("queuebox.replication.join", self._join, ADMIN, replace=True)
-        registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN, replace=True)
+        registry.register("queuebox.replication.join", self._join, REPLICATION, replace=True)
         registry.register(
-            "queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True, replace=True
+            "queuebox.replication.subscribe", self._subscribe, REPLICATION, replace=True
+        )
+        registry.register(
+            "queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True, replace=True
         )
 
     def stop_all(self) -> None:
@@ -188,7 +190,7 @@ class Feeds:
         raise CallError(
             ErrorCode.ER_PROC_LUA,
             f"replica {replica} {why}: it has changes the primary never had; "
-            "start it on an empty data directory",
+            "it sets them aside and re-bootstraps",
         )
 
     async def _run(self, feed: Feed) -> list[Any]:
@@ -197,7 +199,7 @@ class Feeds:
         except EngineError as e:
             log.error("replica feed stopped", replica=feed.replica, error=str(e))
             raise CallError(
-                ErrorCode.ER_PROC_LUA, f"{e}; start the replica on an empty data directory"
+                ErrorCode.ER_PROC_LUA, f"{e}; the replica re-bootstraps from this primary"
             ) from None
         finally:
             if self.feeds.get(feed.replica) is feed:

@@ -43,7 +43,7 @@ from queuebox.drivers.queue_state import ENDING, RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
 from ..app import App
-from ..config import ADMIN
+from ..config import ADMIN, REPLICATION
 from ..dispatch import CallContext
 from ..errors import CallError, loading_error, read_only_error
 from ..logs import get_logger
@@ -125,9 +125,8 @@ class Role:
         """Called once, after the first attach, before the listener accepts."""
         registry = self.app.registry
         registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
-        registry.register(
-            "queuebox.replication.record", self._record_call, ADMIN, read_only_ok=True
-        )
+        record = "queuebox.replication.record"  # a refused replica asks it (history.py)
+        registry.register(record, self._record_call, REPLICATION, read_only_ok=True)
         if self.app.read_only:
             self.app.state = WAITING
             self.view.install()

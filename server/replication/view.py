@@ -18,7 +18,9 @@ from typing import Any
 from queuebox.drivers.args import task_id
 from queuebox.drivers.driver import DRIVERS, STATUSES
 from queuebox.drivers.errors import module_error, task_not_found
+from queuebox.drivers.listing import list_tasks
 from queuebox.drivers.queue import VERSION
+from queuebox.drivers.retries import journal_row, policy_of, policy_options
 from queuebox.drivers.stats import TubeStats
 from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
@@ -27,7 +29,16 @@ from ..app import App
 from ..config import ADMIN, READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
 from ..errors import loading_error, read_only_error
-from ..queue_calls import EVAL_CREATE, EVAL_EXISTS, EVAL_STATE, EVAL_VERSION
+from ..queue_calls import (
+    EVAL_CREATE,
+    EVAL_EXISTS,
+    EVAL_STATE,
+    EVAL_VERSION,
+    TASKS,
+    TUBE_OPTIONS,
+    visible_statistics,
+)
+from ..rights import check_tube
 
 
 class ReplicaView:
@@ -47,6 +58,8 @@ class ReplicaView:
             for name in ("statistics", "stats"):
                 registry.register(prefix + name, self._statistics, READ, replace=True)
             registry.register(prefix + "state", self._state, READ, replace=True)
+        registry.register(TASKS, self._tasks, READ, replace=True)
+        registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
         registry.register_eval(EVAL_EXISTS, self._exists, READ, replace=True)
@@ -63,10 +76,11 @@ class ReplicaView:
         prefix = next((p for p in self._namespaces if name.startswith(p)), None)
         if prefix is None:
             return None
-        tube, sep, method = name[len(prefix) :].partition(":")
-        if sep and method == "peek" and tube.startswith("tube."):
-            return self._peek(tube[len("tube.") :]), READ
-        return _refuse, WRITE
+        path, sep, method = name[len(prefix) :].partition(":")
+        tube = path[len("tube.") :] if sep and path.startswith("tube.") else None
+        if tube is not None and method == "peek":
+            return self._peek(tube), READ, tube
+        return _refuse, WRITE, tube
 
     # -- the reads --
     def _catalog(self) -> Catalog:
@@ -90,19 +104,41 @@ class ReplicaView:
     def _statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         tubes = self._tubes()
         if args and args[0] is not None:
+            check_tube(ctx.grant, READ, args[0], "queue.statistics", ctx.user)
             found = tubes.get(args[0]) if isinstance(args[0], str) else None
             if found is None:
                 raise module_error("attempt to index a nil value")
             return [self._report(found[0])]
         if not tubes:
             return [[]]
-        return [{name: self._report(space) for name, (space, _) in tubes.items()}]
+        every = {name: self._report(space) for name, (space, _) in tubes.items()}
+        return visible_statistics(ctx.grant, [every])
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.app.state]
 
     def _exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [bool(args) and args[0] in self._tubes()]
+
+    def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tasks read from the replicated spaces, as the primary answers it."""
+        name, opts = [*args, None, None][:2]
+        check_tube(ctx.grant, READ, name, TASKS, ctx.user)
+        catalog = self._catalog()
+        queue = catalog.get(QUEUE_SPACE)
+        row = queue.get((name,)) if queue is not None and isinstance(name, str) else None
+        cls = DRIVERS.get(row[3]) if row is not None else None
+        space = catalog.get(row[2]) if row is not None else None
+        if row is None or cls is None or space is None:
+            raise read_only_error()  # a tube the primary may know: ask it
+        policy = policy_of(row[4])
+
+        def row_of(task_id: int) -> Any:
+            return journal_row(catalog, row[0], task_id)
+
+        page = list_tasks(space, cls, row_of, policy is not None, opts)
+        retries = policy_options(policy)
+        return [{"tube": name, "type": row[3], "retries": retries, **page}]
 
     def _peek(self, tube: str) -> Handler:
         def peek(ctx: CallContext, args: list[Any]) -> list[Any]:

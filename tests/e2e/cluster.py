@@ -8,11 +8,15 @@ tests stop them through the `start_server` fixture.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import tarantool
@@ -21,20 +25,40 @@ from tests.e2e.client_targets import free_port
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, unique
 
-REPLICATION = ("--replication-user", "tester", "--replication-password", "secret")
 LEASE_TTL = 2.0  # etcd clusters' lease: short, and still robust on a loaded machine
 
 
-def start_primary(start_server: StartServer, *args: str) -> ServerProc:
-    return start_server("--listen", f"127.0.0.1:{free_port()}", *args)
+def password_file(password: str) -> str:
+    """A file holding `password`, as an operator gives it (a flag would show it in ps)."""
+    folder = Path(tempfile.mkdtemp(prefix="queuebox-secrets-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "password"
+    path.write_text(password + "\n")
+    path.chmod(0o600)
+    return str(path)
 
 
-def start_replica(start_server: StartServer, primary: ServerProc, *args: str) -> ServerProc:
+REPLICATION = (
+    "--replication-user",
+    "tester",
+    "--replication-password-file",
+    password_file("secret"),
+)
+
+
+def start_primary(start_server: StartServer, *args: str, **kwargs: Any) -> ServerProc:
+    return start_server("--listen", f"127.0.0.1:{free_port()}", *args, **kwargs)
+
+
+def start_replica(
+    start_server: StartServer, primary: ServerProc, *args: str, **kwargs: Any
+) -> ServerProc:
     return start_server(
         "--listen", f"127.0.0.1:{free_port()}",
         "--replication-source", f"127.0.0.1:{primary.port}",
         "--replication-timeout", "0.25",
         *REPLICATION, *args,
+        **kwargs,
     )  # fmt: skip
 
 
