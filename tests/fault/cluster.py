@@ -42,6 +42,7 @@ CLIENT_USER = "client"
 REPL_USERS = {f"repl_{name}": name for name in NAMES}
 PROBE_TUBE = "probe"
 ETCD_PREFIX = "/fault"
+PROBE_WAIT_S = 3.0
 LEASE_TTL_S = 2.0
 MODES = {
     "sync": ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "2"),
@@ -299,10 +300,13 @@ class Cluster:
             if len(running) == 1 and (not probe or self._probe(running[0], deadline)):
                 return Healed(running[0], time.monotonic(), states)
             time.sleep(0.2)
+        states = self.states()  # as it is now, not as the last probe began
         running = [name for name, state in states.items() if state == "RUNNING"]
         return Healed(running[0] if len(running) == 1 else None, None, states)
 
     def _probe(self, primary: str, deadline: float) -> bool:
+        """A put on `primary`, then up to PROBE_WAIT_S for every other node to
+        have it (then the caller looks at the states again: roles may move)."""
         self._probes += 1
         try:
             task = ask(
@@ -314,6 +318,7 @@ class Cluster:
         except (tarantool.Error, OSError):
             return False
         others = [node for name, node in self.nodes.items() if name != primary]
+        deadline = min(deadline, time.monotonic() + PROBE_WAIT_S)
         while time.monotonic() < deadline:
             if all(_has_task(node, PROBE_TUBE, task[0]) for node in others):
                 return True
