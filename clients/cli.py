@@ -55,21 +55,6 @@ class Empty(QueueboxError):
     """take found no task before its timeout."""
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = cliargs.ArgumentParser(prog=prog, description=description)
-    group = cliargs.add_connection_arguments(parser)
-    group.add_argument(
-        "--connect-timeout",
-        type=cliargs.seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="give up connecting after this long",
-    )
-    cliargs.add_failover_arguments(parser, group)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    return parser
-
-
 def _connect(args: argparse.Namespace) -> blocking.Connection:
     return blocking.connect(
         args.host,
@@ -161,7 +146,7 @@ def _require_tube(conn: blocking.Connection, name: str) -> None:
 
 def ping(argv: list[str], prog: str = "queuebox ping") -> int:
     """Check that the server answers; print its version and the round trip."""
-    parser = _parser(prog, "Send an IPROTO PING and report the round-trip time.")
+    parser = cliargs.command_parser(prog, "Send an IPROTO PING and report the round-trip time.")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         started = time.perf_counter()
@@ -179,7 +164,7 @@ def ping(argv: list[str], prog: str = "queuebox ping") -> int:
 
 def promote(argv: list[str], prog: str = "queuebox promote") -> int:
     """Make a read-only replica the writable primary (admin rights; not under etcd)."""
-    parser = _parser(
+    parser = cliargs.command_parser(
         prog,
         "Promote the replica at --host/--port: it stops following its primary and "
         "serves changes (queue.state() RUNNING). Refused where etcd decides failover.",
@@ -200,7 +185,7 @@ def promote(argv: list[str], prog: str = "queuebox promote") -> int:
 
 def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
     """List the tubes, one per line."""
-    parser = _parser(prog, "List the tubes.")
+    parser = cliargs.command_parser(prog, "List the tubes.")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         names = conn.tubes()
@@ -244,7 +229,7 @@ def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
 
 def stats(argv: list[str], prog: str = "queuebox stats") -> int:
     """Print task counts and call counters of every tube, or of one."""
-    parser = _parser(prog, "Show the statistics of every tube, or of TUBE.")
+    parser = cliargs.command_parser(prog, "Show the statistics of every tube, or of TUBE.")
     parser.add_argument("tube", nargs="?", help="only this tube (default: every tube)")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
@@ -265,7 +250,9 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
 
 def put(argv: list[str], prog: str = "queuebox put") -> int:
     """Put one task; DATA is JSON when it parses, else a string."""
-    parser = _parser(prog, "Put a task into TUBE. DATA is JSON when it parses, else a string.")
+    parser = cliargs.command_parser(
+        prog, "Put a task into TUBE. DATA is JSON when it parses, else a string."
+    )
     parser.add_argument("tube", help="tube name")
     parser.add_argument("data", help="the task's data: JSON when it parses, else the text")
     parser.add_argument(
@@ -294,7 +281,7 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
 
 def take(argv: list[str], prog: str = "queuebox take") -> int:
     """Take one task, print it and ack it (or give it back with --release)."""
-    parser = _parser(
+    parser = cliargs.command_parser(
         prog,
         "Take a task from TUBE, ack it (or release it) and print it in the state it ends in "
         "(done, or ready/delayed after --release).",
@@ -324,7 +311,7 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
 
 def peek(argv: list[str], prog: str = "queuebox peek") -> int:
     """Print one task without changing it."""
-    parser = _parser(prog, "Show task ID of TUBE.")
+    parser = cliargs.command_parser(prog, "Show task ID of TUBE.")
     parser.add_argument("tube", help="tube name")
     parser.add_argument("id", type=int, help="task id")
 
@@ -355,7 +342,7 @@ TUBE_OPTIONS: dict[str, frozenset[str]] = {
 
 def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
     """Create a tube of a driver type with options."""
-    parser = _parser(prog, "Create tube NAME of driver TYPE.")
+    parser = cliargs.command_parser(prog, "Create tube NAME of driver TYPE.")
     parser.add_argument("name", help="tube name")
     parser.add_argument("type", choices=sorted(TUBE_OPTIONS), help="queue driver")
     parser.add_argument(
@@ -388,7 +375,7 @@ def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
 
 def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
     """Drop a tube and its tasks."""
-    parser = _parser(prog, "Drop tube NAME and all its tasks.")
+    parser = cliargs.command_parser(prog, "Drop tube NAME and all its tasks.")
     parser.add_argument("name", help="tube name")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:

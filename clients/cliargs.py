@@ -160,6 +160,23 @@ def add_failover_arguments(
     )
 
 
+def command_parser(prog: str, description: str) -> ArgumentParser:
+    """A client command's parser: the connection, --connect-timeout, --address
+    and --failover-timeout, --json."""
+    parser = ArgumentParser(prog=prog, description=description)
+    group = add_connection_arguments(parser)
+    group.add_argument(
+        "--connect-timeout",
+        type=seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up connecting after this long",
+    )
+    add_failover_arguments(parser, group)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
 def fail(prog: str, message: str, code: int) -> int:
     print(f"{prog}: {message}", file=sys.stderr)
     return code

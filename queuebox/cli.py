@@ -44,6 +44,12 @@ def _pipeline() -> Command:
     return main
 
 
+def _status() -> Command:
+    from queuebox.clients.status import main
+
+    return main
+
+
 def _client(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients import cli
@@ -68,6 +74,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "create-tube": (_client("create_tube"), "create a tube"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),
+    "status": (_status, "the cluster as each instance sees it: roles, lag, in-sync set"),
 }
 
 

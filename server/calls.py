@@ -30,10 +30,13 @@ from queuebox.storage.packed import Packed, spliced
 from .config import READ
 from .dispatch import Handler, TakesData
 from .errors import CallError, error_code_and_message, read_only_error
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 from .session import Session
 
 log = get_logger("queuebox.calls")
+# A bug that one kind of call triggers every time, or a disk that fails every
+# write, must not write a line (or a traceback) per request.
+failed_log = RateLimitedLog(log, burst=5, every_s=10.0)
 
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
 
@@ -62,14 +65,17 @@ def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> by
     """The error reply for an exception a handler raised; unexpected ones are logged."""
     found = error_code_and_message(exc)
     if found is None:
-        log.error("request failed", conn_id=s.conn_id, function=name, error=repr(exc), exc_info=exc)
+        per = (name, type(exc))
+        failed_log.error(
+            "request failed", per, conn_id=s.conn_id, function=name, error=repr(exc), exc_info=exc
+        )
         found = (ErrorCode.ER_PROC_LUA, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
     return protocol.encode_error(sync, s.schema_version, found[0], found[1])
 
 
 def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
     # The change may not be on disk: the client must not get a success.
-    log.error("durability barrier failed", conn_id=s.conn_id, error=repr(exc))
+    failed_log.error("durability barrier failed", type(exc), conn_id=s.conn_id, error=repr(exc))
     found = error_code_and_message(exc) if exc is not None else None
     code, message = found if found else (ErrorCode.ER_WAL_IO, "Failed to write to disk")
     return protocol.encode_error(sync, s.schema_version, code, message)

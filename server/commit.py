@@ -29,11 +29,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Protocol
 
-import structlog
-
 from queuebox.protocol import ErrorCode
 
-log = structlog.get_logger("queuebox.commit")
+from .logs import RateLimitedLog, get_logger
+
+log = get_logger("queuebox.commit")
+# A full disk fails every write: a few lines, then one every 10 s with a count.
+wal_failed_log = RateLimitedLog(log, burst=3, every_s=10.0)
 
 
 class WalFailed(Exception):
@@ -143,7 +145,7 @@ class GroupCommit:
             done.set_result(None)
 
     def _failed(self, batch: Any, done: asyncio.Future[None], error: BaseException) -> None:
-        log.error("wal_write_failed", error=str(error))
+        wal_failed_log.error("wal_write_failed", per=str(error), error=str(error))
         # A batch cancelled by an earlier failure was undone with it, and the
         # state was rebuilt then: only a first failure needs on_rollback.
         first_failure = not getattr(batch, "cancelled", False)

@@ -77,6 +77,7 @@ class Config:
     snapshot_wal_bytes: int = 256 * 1024 * 1024
     force_recovery: bool = False
     checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
+    snapshot_record_size: int = 1024 * 1024  # the most bytes of one snapshot record
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
     # replication and failover (server/replication/)
@@ -87,10 +88,12 @@ class Config:
     replication_synchro_quorum: int = 0  # replicas that must write a change first; 0: async
     replication_synchro_timeout: float = 5.0
     replication_timeout: float = 1.0  # heartbeat period; silent 4x this long: reconnect
+    replication_lag_timeout: float = 1.0  # an in-sync replica keeping a write waiting longer leaves
     advertise: str = ""  # HOST:PORT others reach this instance at; "": listen address
     etcd_endpoints: tuple[str, ...] = ()
     etcd_prefix: str = "/queuebox"
     etcd_lease_ttl: float = 5.0
+    maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
     # operation
     loop: str = "uvloop"  # asyncio | uvloop
     log_format: str = "console"  # console | json
@@ -131,6 +134,13 @@ def _parse_size(value: Any) -> int:
         raise ValueError(f"expected an integer (like 16M), got {value!r}")
     if result < 0:
         raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return result
+
+
+def _parse_record_size(value: Any) -> int:
+    result = _parse_size(value)
+    if result < 4096:
+        raise ValueError(f"expected at least 4k, got {value!r}")
     return result
 
 
@@ -267,6 +277,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "snapshot_wal_bytes": _parse_size,
     "force_recovery": _parse_bool,
     "checkpoint_count": _parse_count,
+    "snapshot_record_size": _parse_record_size,
     "queue_namespaces": _parse_names,
     "read_only": _parse_bool,
     "replication_source": _parse_addresses,
@@ -275,10 +286,12 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "replication_synchro_quorum": _parse_size,
     "replication_synchro_timeout": _parse_float,
     "replication_timeout": _parse_float,
+    "replication_lag_timeout": _parse_float,
     "advertise": _parse_advertise,
     "etcd_endpoints": _parse_urls,
     "etcd_prefix": _parse_str,
     "etcd_lease_ttl": _parse_float,
+    "maximum_lag_on_failover": _parse_size,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),
     "log_level": _choice("debug", "info", "warning", "error"),

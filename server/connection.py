@@ -24,7 +24,7 @@ from .calls import Held, barrier_failed, error_reply
 from .connlog import HANDSHAKE_TYPES
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
-from .shell import ConnectionShell
+from .shell import ConnectionShell, bad_frame_log
 
 log = get_logger("queuebox.conn")
 
@@ -95,7 +95,7 @@ class Connection(ConnectionShell):
             )
         )
         if error.fatal:
-            log.warning(
+            bad_frame_log.warning(
                 "bad frame, closing",
                 conn_id=self.conn_id,
                 peer=self.session.peer,

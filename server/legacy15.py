@@ -29,15 +29,12 @@ from queuebox.protocol import box15
 from queuebox.protocol.box15 import Box15Error, Frame
 
 from .app import App
-from .calls import ER_SHUTDOWN_TEXT, Held, Reply
+from .calls import ER_SHUTDOWN_TEXT, Held, Reply, failed_log
 from .config import READ
 from .errors import error_code_and_message
-from .logs import get_logger
 from .queue_calls import QueueCalls
 from .session import Session
-from .shell import ConnectionShell
-
-log = get_logger("queuebox.legacy15")
+from .shell import ConnectionShell, bad_frame_log
 
 # meta's fields the 1.5 module stored with box.pack('l') and returned as they
 # were: next_event, created, ttl, ttr, cbury, ctaken, now (QUEUE.md §12).
@@ -69,7 +66,7 @@ class Box15Connection(ConnectionShell):
         items = self.decoder.feed(data)
         for item in items:
             if isinstance(item, Box15Error):  # the only kind feed returns is fatal
-                log.warning(
+                bad_frame_log.warning(
                     "bad frame, closing",
                     conn_id=self.conn_id,
                     peer=session.peer,
@@ -188,7 +185,7 @@ def error_reply(frame: Frame, exc: BaseException) -> bytes:
     """A queue error is what 1.5's Lua `error()` became: ER_PROC_LUA, "Lua error: <text>"."""
     found = error_code_and_message(exc)
     if found is None:  # our bug, not the client's: logged with its traceback
-        log.error("legacy request failed", error=repr(exc), exc_info=exc)
+        failed_log.error("legacy request failed", type(exc), error=repr(exc), exc_info=exc)
         return lua_error(frame, f"{type(exc).__name__}: {exc}")
     return lua_error(frame, found[1])
 
@@ -196,5 +193,5 @@ def error_reply(frame: Frame, exc: BaseException) -> bytes:
 def wal_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
     # The change may not be on disk: the client must not get a success. Only a
     # CALL changes anything, so only a CALL's reply is ever held.
-    log.error("durability barrier failed", conn_id=s.conn_id, error=repr(exc))
+    failed_log.error("durability barrier failed", type(exc), conn_id=s.conn_id, error=repr(exc))
     return box15.encode_error(box15.CALL, sync, box15.ER_WAL_IO, WAL_FAILED)

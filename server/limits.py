@@ -1,9 +1,8 @@
 """Limits that keep a few hostile sockets from costing everyone else.
 
 Owns: `BufferBudget`, one memory budget for what all connections buffer
-(unfinished input frames and unsent replies), `RateLimitedLog`, which
-keeps a flood of failed AUTHs from flooding the log too, and raising the
-open-file limit to fit `max_connections`. Must not touch
+(unfinished input frames and unsent replies), and raising the open-file
+limit to fit `max_connections`. Must not touch
 sockets: a connection asks the budget whether to stop reading, and the
 budget tells paused connections when to read again.
 
@@ -23,7 +22,6 @@ connection is just under its share).
 from __future__ import annotations
 
 import resource
-from collections.abc import Callable
 from typing import Protocol
 
 # File descriptors beside the connections: listeners, WAL, snapshots, the loop's own.
@@ -82,37 +80,6 @@ class BufferBudget:
                 continue
             del self._paused[conn]
             conn.budget_paused(False)
-
-
-class RateLimitedLog:
-    """At most `burst` lines per `period_s`; what was held back is counted in
-    the next line that gets through (`suppressed=N`)."""
-
-    def __init__(
-        self, emit: Callable[..., None], clock: Callable[[], float], burst: int, period_s: float
-    ) -> None:
-        self._emit = emit
-        self._clock = clock
-        self._burst = burst
-        self._period_s = period_s
-        self._window_start = float("-inf")
-        self._in_window = 0
-        self.suppressed = 0
-
-    def __call__(self, event: str, **fields: object) -> bool:
-        now = self._clock()
-        if now - self._window_start >= self._period_s:
-            self._window_start = now
-            self._in_window = 0
-        if self._in_window >= self._burst:
-            self.suppressed += 1
-            return False
-        self._in_window += 1
-        if self.suppressed:
-            fields["suppressed"] = self.suppressed
-            self.suppressed = 0
-        self._emit(event, **fields)
-        return True
 
 
 def raise_open_files_limit(max_connections: int) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from queuebox.protocol import RequestType
 from .build import Server
 from .config import is_loopback
 from .logs import get_logger
+from .replication.cluster_metrics import cluster_metrics
 
 log = get_logger("queuebox.metrics")
 
@@ -132,6 +133,8 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+        yield from self._rebootstraps()
+        yield from cluster_metrics(self.server.role, self.server.cluster)
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(
@@ -188,11 +191,32 @@ class QueueboxCollector:
         yield CounterMetricFamily(
             "queuebox_snapshots", "Snapshots written since start", value=store.snapshots
         )
+        yield CounterMetricFamily(
+            "queuebox_snapshot_failures",
+            "Snapshots that failed since start (the WAL keeps growing until one succeeds)",
+            value=store.snapshot_failures,
+        )
         yield GaugeMetricFamily(
             "queuebox_recovery_duration_seconds",
             "Time the start-up recovery took",
             value=store.recovery_seconds,
         )
+
+    def _rebootstraps(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "queuebox_rebootstraps",
+            "In-process re-bootstraps from the primary (diverged, or behind its WAL)",
+            value=self.server.rebootstraps,
+        )
+        kept = GaugeMetricFamily(
+            "queuebox_set_aside_records",
+            "Records a re-bootstrap set aside, by file in the data directory (0: a snapshot)",
+            labels=["file"],
+        )
+        for each in self.server.set_aside:
+            for path in each.paths:
+                kept.add_metric([path.name], each.records if path.suffix == ".wal" else 0)
+        yield kept
 
 
 def respond(method: str, path: str, accept: str, registry: CollectorRegistry) -> bytes:
@@ -267,7 +291,7 @@ async def start_metrics(server: Server) -> MetricsServer | None:
     if where is None:
         return None
     requests, wal = RequestTimes(), WalStats()
-    server.store.commit.on_written = wal.written
+    server.observe_wal(wal.written)
     app.observe_request = requests.observe
     endpoint = MetricsServer(build_registry(server, requests, wal))
     host, port = await endpoint.start(*where)

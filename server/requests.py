@@ -10,7 +10,6 @@ the reply (see `calls.Reply`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,13 +18,12 @@ from queuebox.protocol import ErrorCode, RequestType
 
 from .calls import Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
-from .limits import RateLimitedLog
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 from .session import Session
 
 log = get_logger("queuebox.requests")
 # Guessing passwords on many connections must not flood the log as well.
-auth_failed_log = RateLimitedLog(log.info, time.monotonic, burst=10, period_s=1.0)
+auth_failed_log = RateLimitedLog(log, burst=10, every_s=0.1)
 
 RequestHandler = Callable[[Any, Session], Reply]
 
@@ -64,7 +62,9 @@ def handle_auth(req: Any, s: Session) -> bytes:
         s.auth_failures += 1
         closing = s.auth_failures >= s.app.config.auth_attempts
         s.close_requested = s.close_requested or closing
-        auth_failed_log("auth failed", conn_id=s.conn_id, peer=s.peer, user=user, closing=closing)
+        auth_failed_log.info(
+            "auth failed", conn_id=s.conn_id, peer=s.peer, user=user, closing=closing
+        )
         raise
     s.set_user(user)
     return protocol.encode_ok(req.sync, s.schema_version)

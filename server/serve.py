@@ -16,6 +16,7 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from queuebox import __version__
@@ -28,12 +29,14 @@ from .build import Server, build_server
 from .config import SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import raise_open_files_limit
 from .listener import Listener
-from .loop import run
+from .loop import cancel_and_wait, run
 from .metrics import start_metrics
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
+from .store import RecoveryStopped
 
 log = logs.get_logger("queuebox.serve")
+loop_error_log = logs.RateLimitedLog(log, burst=5, every_s=10.0)
 
 BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
 
@@ -89,8 +92,9 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 async def serve(config: Config) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_error)
-    # Handlers go in first: a SIGTERM during a long recovery then means "stop
-    # once started", not an abrupt death with a half-written data directory.
+    # Handlers go in first: a SIGTERM during a bootstrap or a long recovery then
+    # stops it in order (the recovery runs on a thread and asks), never an abrupt
+    # death with a half-written data directory.
     stopping = asyncio.Event()
     received: list[str] = []
     for signum in SIGNALS:
@@ -136,9 +140,11 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         )
         listener.unbind()
         return 1
-    code = await _start_up(app, built)
-    if code:
+    code = await _start_up(app, built, stopping)
+    if code is not None:
         listener.unbind()
+        if built:
+            await app.on_shutdown()  # built, then a signal: close what was opened
         return code
     await listener.start()
     log.info(
@@ -157,21 +163,33 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     await stopping.wait()
     log.info("shutting down", signal=received[0], grace_s=config.shutdown_grace_s)
     await listener.shutdown(config.shutdown_grace_s)
+    logs.flush_repeated_lines()  # the counts of lines held back, before the last line
     log.info("stopped")
     return 0
 
 
-async def _start_up(app: App, built: list[Server]) -> int:
-    """Recovery and the rest of the server (build.py); 0, or the exit code of a failed start."""
+async def _start_up(app: App, built: list[Server], stopping: asyncio.Event) -> int | None:
+    """Recovery and the rest of the server (build.py): None once started, else
+    the exit code of a failed start (0: SIGTERM or SIGINT came first). A signal
+    stops a bootstrap waiting for an unreachable primary, or a long recovery."""
     config = app.config
     try:
         os.makedirs(config.data_dir, exist_ok=True)
         if config.replication_source:
             # An empty data directory starts from the primary's newest snapshot.
-            await bootstrap(config, str(app.instance_uuid), config.replication_source)
-        server = build_server(app)
+            filled = bootstrap(config, str(app.instance_uuid), lambda: config.replication_source)
+            if not await _unless_stopped(filled, stopping):
+                log.info("stopped before the data directory was filled from the primary")
+                return 0
+        server = await build_server(app, stopping.is_set)
         built.append(server)
         await start_metrics(server)
+        if stopping.is_set():
+            log.info("stopped as soon as recovered")
+            return 0
+    except RecoveryStopped as exc:
+        log.info("stopped", why=str(exc))
+        return 0
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
@@ -182,7 +200,20 @@ async def _start_up(app: App, built: list[Server]) -> int:
     except Exception:
         log.exception("cannot start", data_dir=config.data_dir)
         return 1
-    return 0
+    return None
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, None], stopping: asyncio.Event) -> bool:
+    """Run `work` to its end (True), unless `stopping` is set first (False: cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if task.done():
+        task.result()
+        return True
+    await cancel_and_wait(task)
+    return False
 
 
 def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> None:
@@ -193,7 +224,8 @@ def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> Non
 def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     # Errors asyncio catches in callbacks go to our log, not to stdlib logging.
     exc = context.get("exception")
-    log.error("event loop error", message=context.get("message"), exc_info=exc)
+    message = context.get("message")
+    loop_error_log.error("event loop error", (message, type(exc)), message=message, exc_info=exc)
 
 
 def write_port_file(path: str, port: int) -> None:

@@ -33,20 +33,21 @@ no request and nothing in flight for that long.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any, cast
 
 from .app import App
 from .calls import Held, Reply
 from .connlog import ConnectionLog
-from .limits import RateLimitedLog
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 from .session import Session
 
 log = get_logger("queuebox.conn")
-# A flood of stalled frames logs a few lines a second, not one per connection.
-budget_full_log = RateLimitedLog(log.warning, time.monotonic, burst=5, period_s=1.0)
+# Lines a flood of sockets would repeat: a few a second, with counts.
+budget_full_log = RateLimitedLog(log, burst=5, every_s=1.0)
+refused_log = RateLimitedLog(log, burst=5, every_s=1.0)
+timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
+bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
 class ConnectionShell(asyncio.Protocol):
@@ -107,10 +108,12 @@ class ConnectionShell(asyncio.Protocol):
         if app.shutting_down or len(app.connections) >= app.config.max_connections:
             # Refused before anything is written: a client sees the socket close
             # at once instead of a half-working session.
-            log.warning(
+            reason = "shutting down" if app.shutting_down else "max_connections reached"
+            refused_log.warning(
                 f"{self.kind} refused",
+                reason,
                 peer=session.peer,
-                reason="shutting down" if app.shutting_down else "max_connections reached",
+                reason=reason,
                 max_connections=app.config.max_connections,
             )
             self._closing = True
@@ -170,7 +173,7 @@ class ConnectionShell(asyncio.Protocol):
         self._update_reading()
         if paused:
             budget = self.app.buffer_budget
-            budget_full_log(
+            budget_full_log.warning(
                 f"{self.kind} paused: buffer budget full",
                 conn_id=self.conn_id,
                 peer=self.session.peer,
@@ -205,8 +208,9 @@ class ConnectionShell(asyncio.Protocol):
             self._watchdog = self.loop.call_later(max(limit - idle, limit / 10), self._watch)
 
     def _time_out(self, reason: str, seconds: float) -> None:
-        log.info(
+        timed_out_log.info(
             f"{self.kind} timed out",
+            reason,
             conn_id=self.conn_id,
             peer=self.session.peer,
             reason=reason,

@@ -3,7 +3,9 @@
 Owns: opening the data directory (lock, recovery with progress in the log),
 group commit as the app's durability barrier, the snapshot schedule (WAL
 volume and interval, the admin call `queuebox.snapshot`, and a last one at a
-clean shutdown) and closing the engine after the last write.
+clean shutdown; a scheduled snapshot that failed is tried again after a
+growing pause, counted in `snapshot_failures`) and closing the engine after
+the last write.
 
 Must not touch: queue semantics, sockets. File work runs on threads (the WAL
 writer thread of group commit, the default executor for snapshots) so the
@@ -16,6 +18,7 @@ import asyncio
 import errno
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +33,17 @@ from .commit import GroupCommit
 from .config import ADMIN, Config
 from .dispatch import CallContext, Handler
 from .errors import CallError
-from .logs import get_logger
+from .logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.store")
+# A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
+snapshot_failed_log = RateLimitedLog(log, burst=3, every_s=60.0)
 
 SNAPSHOT_CHECK_S = 1.0
+# After a failed scheduled snapshot, wait this long before the next try,
+# doubling per failure up to the cap: a full disk is not hammered every second.
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 300.0
 
 
 class Store:
@@ -49,16 +58,19 @@ class Store:
         self.last_snapshot_time: float | None = None
         self.last_snapshot_seconds: float | None = None
         self.snapshots = 0
+        self.snapshot_failures = 0  # every failed snapshot, whatever asked for it
         self.recovery_seconds = 0.0
+        self._retry_at = 0.0  # monotonic time before which no scheduled snapshot starts
+        self._retry_s = RETRY_FIRST_S
 
     def install(self) -> None:
-        """Group commit becomes the app's durability barrier; snapshots start."""
+        """Group commit becomes the app's durability barrier; snapshots start.
+        (Again for the store that replaces this one at a re-bootstrap: build.py.)"""
         app = self.app
         app.durability_barrier = self.commit.barrier
         if app.config.wal_mode == "write":
             app.commit_now = self.commit.commit_now
-        app.registry.register("queuebox.snapshot", self._snapshot_call, "admin")
-        app.add_shutdown_hook(self.close)
+        app.registry.register("queuebox.snapshot", self._snapshot_call, "admin", replace=True)
         self._schedule_check()
 
     # -- snapshots --
@@ -67,15 +79,21 @@ class Store:
         self._check = loop.call_later(SNAPSHOT_CHECK_S, self._periodic)
 
     def _periodic(self) -> None:
-        if self._snapshot is None and self.engine.snapshot_due(time.monotonic()):
+        now = time.monotonic()
+        if self._snapshot is None and now >= self._retry_at and self.engine.snapshot_due(now):
             self._snapshot = asyncio.get_running_loop().create_task(self._scheduled())
         self._schedule_check()
 
     async def _scheduled(self) -> dict[str, Any]:
         try:
-            return await self.snapshot("scheduled")
+            info = await self.snapshot("scheduled")
         except CallError:
-            return {}  # logged; the next check tries again
+            # Logged and counted; tried again later, a little later each time.
+            self._retry_at = time.monotonic() + self._retry_s
+            self._retry_s = min(RETRY_MAX_S, self._retry_s * 2)
+            return {}
+        self._retry_s = RETRY_FIRST_S
+        return info
 
     async def snapshot(self, why: str) -> dict[str, Any]:
         """Write a snapshot from a point-in-time view, off the loop; then trim the WAL.
@@ -84,7 +102,10 @@ class Store:
         try:
             return await self._snapshot_once(why)
         except (EngineError, OSError) as exc:
-            log.error("snapshot failed", why=why, error=str(exc))
+            self.snapshot_failures += 1
+            snapshot_failed_log.error(
+                "snapshot failed", why, why=why, error=str(exc), failures=self.snapshot_failures
+            )
             raise CallError(ErrorCode.ER_PROC_LUA, f"snapshot failed: {exc}") from None
         finally:
             self._snapshot = None
@@ -120,13 +141,15 @@ class Store:
         return [await asyncio.shield(self._snapshot)]
 
     # -- shutdown --
-    async def close(self) -> None:
+    async def close(self, snapshot: bool = True) -> None:
+        """After the last change: the WAL written, a snapshot (at a clean stop; not
+        before a re-bootstrap, which sets this history aside), the files closed."""
         if self._check is not None:
             self._check.cancel()
         await self.commit.drain()
         if self._snapshot is not None:
             await asyncio.gather(self._snapshot, return_exceptions=True)
-        if self.app.config.wal_mode != "none":
+        if snapshot and self.app.config.wal_mode != "none":
             try:
                 await self.snapshot("shutdown")
             except CallError:
@@ -135,8 +158,16 @@ class Store:
         self.engine.close()
 
 
-def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, RecoveryReport]:
-    """Lock the data directory and recover it (logging the progress)."""
+class RecoveryStopped(Exception):
+    """A signal came during recovery: the start stops (nothing was written yet)."""
+
+
+def open_engine(
+    config: Config, files: FileIO | None = None, stopping: Callable[[], bool] = lambda: False
+) -> tuple[Engine, RecoveryReport]:
+    """Lock the data directory and recover it (logging the progress). May run on a
+    worker thread: `stopping()` is asked with each progress line (about once a
+    second), and a True stops the recovery (RecoveryStopped; the lock released)."""
     engine = Engine(
         Path(config.data_dir),
         files=files,
@@ -147,9 +178,12 @@ def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, Re
         snapshot_interval_s=config.snapshot_interval_s,
         snapshot_wal_bytes=config.snapshot_wal_bytes,
         checkpoint_count=config.checkpoint_count,
+        snapshot_record_size=config.snapshot_record_size,
     )
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
+        if stopping():
+            raise RecoveryStopped(f"stopped while recovering, after {records} records")
         mb = round(nbytes / 1e6, 1)
         log.info("recovering", records=records, mb=mb, seconds=round(seconds, 1))
 
@@ -173,19 +207,27 @@ def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, Re
     return engine, report
 
 
-def build_store(app: App) -> Store:
-    """The recovered engine and its group commit; with test hooks, a file layer
-    whose faults `queuebox.test.fail_io` arms."""
-    faults = InjectedFaults() if app.config.test_hooks else None
-    engine, report = open_engine(app.config, faults)
+async def build_store(
+    app: App, faults: InjectedFaults | None = None, stopping: Callable[[], bool] = lambda: False
+) -> Store:
+    """The recovered engine and its group commit, over `faults` when the test
+    hooks are on (install_fault_hooks). Recovery runs on a worker thread, so the
+    loop goes on (signals, and clients of a replica that re-bootstraps)."""
+    loop = asyncio.get_running_loop()
+    engine, report = await loop.run_in_executor(None, open_engine, app.config, faults, stopping)
     store = Store(app, engine)
     store.recovery_seconds = report.seconds
     if report.snapshot is not None:
         store.last_snapshot_time = os.path.getmtime(report.snapshot)
     store.install()
-    if faults is not None:
-        app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)
     return store
+
+
+def install_fault_hooks(app: App, faults: InjectedFaults) -> None:
+    """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory."""
+    registry = app.registry  # read_only_ok: a replica's disk can fail too
+    registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN, read_only_ok=True)
+    registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN, read_only_ok=True)
 
 
 def _fail_io(faults: InjectedFaults) -> Handler:
@@ -197,3 +239,13 @@ def _fail_io(faults: InjectedFaults) -> Handler:
         return [True]
 
     return fail_io
+
+
+def _stall_io(faults: InjectedFaults) -> Handler:
+    def stall_io(ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.test.stall_io(op, seconds[, count]): the next `count` calls of the
+        data directory's `op` take `seconds` first (on the thread that makes them)."""
+        faults.stall(str(args[0]), float(args[1]), int(args[2]) if len(args) > 2 else 1)
+        return [True]
+
+    return stall_io

@@ -62,7 +62,7 @@ from .layout import LOCK_NAME, covered_segments, sort_listing
 from .records import change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
 from .replicated import apply_record
-from .snapshot import TUPLE, SnapshotJob, Undo, capture
+from .snapshot import DEFAULT_RECORD_SIZE, TUPLE, SnapshotJob, Undo, capture
 from .space import Space, Tuple
 from .wal import WalWriter
 from .walfeed import WalCursor, first_record
@@ -81,7 +81,8 @@ class Engine:
     force_recovery: start past corrupt records and snapshots, listing what was
     skipped. clock: wall time for record timestamps (the server's). timer:
     measures recovery only. snapshot_wal_bytes / snapshot_interval_s: the
-    triggers snapshot_due() checks.
+    triggers snapshot_due() checks. snapshot_record_size: the most bytes of a
+    snapshot record (FORMAT.md §5.3.1).
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class Engine:
         snapshot_wal_bytes: int = 256 << 20,
         snapshot_interval_s: float = 3600.0,
         checkpoint_count: int = 2,
+        snapshot_record_size: int = DEFAULT_RECORD_SIZE,
     ) -> None:
         if wal_mode not in WAL_MODES:
             raise ValueError(f"wal_mode must be one of {', '.join(WAL_MODES)}, not {wal_mode!r}")
@@ -108,6 +110,7 @@ class Engine:
         self.force_recovery = force_recovery
         self.snapshot_wal_bytes = snapshot_wal_bytes
         self.snapshot_interval_s = snapshot_interval_s
+        self.snapshot_record_size = snapshot_record_size
         self._files = files or FileIO()
         self._clock = clock  # wall time for record timestamps, from the server
         self._timer = timer  # only to measure recovery
@@ -234,7 +237,10 @@ class Engine:
         return WalCursor(self._files, self.data_dir, after_lsn)
 
     def record_ts(self, lsn: int) -> float | None:
-        """The timestamp of this WAL's record at `lsn`, None if it is not on disk."""
+        """The timestamp of this WAL's record at `lsn`, None if it is not on disk
+        (the newest durable one is known without reading: a start from a snapshot)."""
+        if lsn == self._written_lsn and self._written_ts is not None:
+            return self._written_ts
         try:
             found = first_record(self.wal_cursor(lsn - 1))
         except (LsnUnavailable, CorruptLog):
@@ -459,6 +465,7 @@ class Engine:
             needed=durable != self._snapshot_lsn,
             wal_mark=self._wal.bytes_written,
             ts=self._written_ts if self._log else self.last_ts,
+            record_size=self.snapshot_record_size,
         )
         return self._job
 

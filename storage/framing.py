@@ -21,9 +21,10 @@ WAL_MAGIC = b"QBOXWAL\n"
 SNAP_MAGIC = b"QBOXSNP\n"
 KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
 MAGIC_OF_KIND = {kind: magic for magic, kind in KIND_OF_MAGIC.items()}
-# 2: a task's data is ext PACKED_EXT around the client's bytes (FORMAT.md §6).
-VERSION = 2
-KNOWN_VERSIONS = frozenset({1, 2})
+# 2: a task's data is ext PACKED_EXT around the client's bytes; 3: snapshot
+# records are bounded, a big tuple is cut into `part` records (FORMAT.md §6).
+VERSION = 3
+KNOWN_VERSIONS = frozenset({1, 2, 3})
 
 _HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
 HEADER_SIZE = _HEADER.size + 4

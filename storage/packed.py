@@ -90,7 +90,7 @@ def _container_head(n: int, fix: int, wide16: bytes) -> bytes:
     return bytes((wide16[0] + 1,)) + n.to_bytes(4, "big")
 
 
-def _array_head(n: int) -> bytes:
+def array_head(n: int) -> bytes:
     return _container_head(n, 0x90, b"\xdc")
 
 
@@ -119,7 +119,7 @@ def spliced(value: Any) -> bytes:
             return b"\x91" + spliced(last)  # the answer of put, take, ack...
         if not set(map(type, value)) & _NESTED:
             return _pack(value)  # type: ignore[no-any-return]
-        return _array_head(len(value)) + b"".join(map(spliced, value))
+        return array_head(len(value)) + b"".join(map(spliced, value))
     if kind is dict:
         if not (set(map(type, value.values())) | set(map(type, value))) & _NESTED:
             return _pack(value)  # type: ignore[no-any-return]

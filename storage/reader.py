@@ -2,8 +2,10 @@
 
 Owns: turning one file (or bytes) into its FileHeader and a stream of decoded
 records, each with its offset, and of Damage reports where bytes cannot be
-decoded (FORMAT.md section 7). Used by recovery, by `queuebox wal cat`, and
-usable by anyone: nothing here needs a running server.
+decoded (FORMAT.md section 7); in a snapshot, the `part` records of a tuple
+too big for one record come out joined, as one `rows` record of that tuple
+(FORMAT.md §5.3.1). Used by recovery, by `queuebox wal cat`, and usable by
+anyone: nothing here needs a running server.
 
 Must not touch: what damage means for recovery (recovery.py decides), the
 state of spaces. Reads go through FileIO.
@@ -27,7 +29,7 @@ from .framing import (
     HeaderError,
     decode_header,
 )
-from .records import BadBody, BodyDecoder
+from .records import BadBody, BodyDecoder, unpack
 
 CHUNK = 4 << 20
 
@@ -71,13 +73,17 @@ class LogFile:
             files.read(fd, HEADER_SIZE)
             decoder = FrameDecoder(HEADER_SIZE)
             bodies = BodyDecoder(self.header.kind)
+            parts = TupleParts() if self.header.kind == "snap" else None
             while True:
                 chunk = files.read(fd, CHUNK)
                 if chunk:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
-                yield _records(bodies, decoder.take())
+                events = _records(bodies, decoder.take())
+                if parts is not None:
+                    events = parts.join(events, eof=not chunk)
+                yield events
                 if not chunk:
                     return
         finally:
@@ -90,7 +96,10 @@ def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:
     decoder = FrameDecoder(HEADER_SIZE)
     decoder.feed(data[HEADER_SIZE:])
     decoder.feed_eof()
-    return header, iter(_records(BodyDecoder(header.kind), decoder.take()))
+    events = _records(BodyDecoder(header.kind), decoder.take())
+    if header.kind == "snap":
+        events = TupleParts().join(events, eof=True)
+    return header, iter(events)
 
 
 def _records(decoder: BodyDecoder, frames: list[Frame | Damage]) -> list[Event]:
@@ -111,6 +120,82 @@ def _records(decoder: BodyDecoder, frames: list[Frame | Damage]) -> list[Event]:
         else:
             append(_new_record(Record, (offset, end, body)))
     return out
+
+
+class TupleParts:
+    """Joins the `part` records of a snapshot into the tuples they cut (FORMAT.md
+    §5.3.1): one `rows` record of the tuple, from the first part's frame to the
+    end of the last one's. A sequence that breaks is one Damage, from its first
+    part to the record that broke it; good data resumes there."""
+
+    def __init__(self) -> None:
+        self._first: Record | None = None  # the open tuple's first part
+        self._pieces: list[bytes] = []
+        self._got = 0  # bytes gathered, = the next part's `at`
+
+    def join(self, events: list[Event], *, eof: bool) -> list[Event]:
+        if self._first is None and not any(_is_part(ev) for ev in events):
+            return events  # the common case: no big tuple
+        out: list[Event] = []
+        for ev in events:
+            if _is_part(ev):
+                assert isinstance(ev, Record)
+                self._part(ev, out)
+            else:
+                self._break(ev.offset, "a tuple's parts are cut short by another record", out)
+                out.append(ev)
+        if eof:
+            self._break(None, "a tuple's parts are cut short by the end of the file", out)
+        return out
+
+    def _part(self, ev: Record, out: list[Event]) -> None:
+        body = ev.body
+        first = self._first
+        if first is not None and body["at"] == 0:
+            self._break(ev.offset, "a tuple's parts are cut short by another tuple", out)
+            first = None
+        if first is None:
+            if body["at"] != 0:
+                out.append(Damage(ev.offset, f"a part at {body['at']} of no tuple", ev.end))
+                return
+            self._first, self._pieces, self._got = ev, [], 0
+            first = ev
+        size = first.body["size"]
+        piece = body["bytes"]
+        in_place = body["at"] == self._got and 0 < len(piece) <= size - self._got
+        if not in_place or _whose(body) != _whose(first.body):
+            self._break(ev.end, "a part out of sequence", out)
+            return
+        self._pieces.append(piece)
+        self._got += len(piece)
+        if self._got == size:
+            out.append(self._tuple(first, ev))
+
+    def _tuple(self, first: Record, last: Record) -> Event:
+        data = b"".join(self._pieces)
+        self._first, self._pieces = None, []
+        try:
+            row = unpack(data)
+        except Exception as e:  # msgpack raises several types for bad input
+            return Damage(first.offset, f"a tuple's parts are not msgpack: {e!r}", last.end)
+        if type(row) is not tuple:
+            return Damage(first.offset, "a tuple's parts are not an array", last.end)
+        body = first.body
+        joined = {"op": "rows", "sid": body["sid"], "space": body["space"], "tuples": (row,)}
+        return _new_record(Record, (first.offset, last.end, joined))
+
+    def _break(self, resume: int | None, reason: str, out: list[Event]) -> None:
+        if self._first is not None:
+            out.append(Damage(self._first.offset, reason, resume))
+            self._first, self._pieces = None, []
+
+
+def _whose(part: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return part["sid"], part["space"], part["size"]
+
+
+def _is_part(ev: Event) -> bool:
+    return type(ev) is Record and ev.body["op"] == "part"
 
 
 def iter_records(

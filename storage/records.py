@@ -96,6 +96,7 @@ REQUIRED: dict[str, dict[str, frozenset[str]]] = {
     "snap": {
         "create_space": frozenset(("sid", "space", "def")),
         "rows": frozenset(("sid", "space", "tuples")),
+        "part": frozenset(("sid", "space", "size", "at", "bytes")),
         "end": frozenset(("spaces", "count")),
     },
 }
@@ -109,6 +110,9 @@ _TYPES: dict[str, type] = {
     "key": tuple,
     "tuples": tuple,
     "def": dict,
+    "size": int,
+    "at": int,
+    "bytes": bytes,
 }
 
 

@@ -2,7 +2,10 @@
 
 Owns: capturing the state as of the last durable LSN (cheaply, on the loop
 thread), and writing it as a `.snap` file: to `.snap.inprogress`, fsync,
-rename, fsync of the directory (FORMAT.md section 5.3).
+rename, fsync of the directory (FORMAT.md section 5.3), as a stream of
+records no bigger than `record_size` (whole tuples in `rows` records, a
+tuple too big for one in `part` records: FORMAT.md §5.3.1), so a state of
+any size can be written.
 
 Must not touch: the live spaces after capture (run() only reads the copied
 lists and definitions), the WAL, threads (run() is synchronous; the server
@@ -28,10 +31,12 @@ from .errors import SnapshotError
 from .fileio import FileIO
 from .framing import encode_frame, encode_header
 from .layout import file_name
-from .records import pack
+from .packed import array_head
+from .records import pack, packer
 from .space import Key, Space, SpaceDef, Tuple
 
-ROWS_BYTES = 1 << 20  # cut `rows` records at about this size
+DEFAULT_RECORD_SIZE = 1 << 20  # the most bytes a snapshot record's body holds
+MIN_RECORD_SIZE = 4 << 10  # room for a record's keys and a part of a tuple
 _FLUSH_BYTES = 4 << 20  # write to the file in pieces of about this size
 
 # Undo entries, as the engine keeps them: (kind, space, old, new).
@@ -93,8 +98,12 @@ class SnapshotJob:
         needed: bool,
         wal_mark: int,
         ts: float | None = None,
+        record_size: int = DEFAULT_RECORD_SIZE,
     ) -> None:
+        if record_size < MIN_RECORD_SIZE:
+            raise ValueError(f"record_size must be at least {MIN_RECORD_SIZE}, not {record_size}")
         self.files = files
+        self.record_size = record_size
         self.lsn = lsn
         self.ts = ts  # of the WAL record at `lsn` (FORMAT.md §5.3), if known
         self.path = directory / file_name("snap", lsn)
@@ -134,9 +143,11 @@ class SnapshotJob:
                     _frame({"op": "create_space", "sid": d.id, "space": d.name, "def": d.to_wire()})
                 )
             count = 0
+            pack_one = packer()  # this thread's own
             for view in self.views:
                 if not view.definition.temporary:
-                    count += _write_rows(out, view)
+                    rows = RowsWriter(out, view.definition, self.record_size, pack_one)
+                    count += rows.write(_rows(view))
             end: dict[str, object] = {"op": "end", "spaces": len(self.views), "count": count}
             if self.ts is not None:
                 end["ts"] = self.ts
@@ -155,22 +166,63 @@ def _frame(body: dict[str, Any]) -> bytes:
     return encode_frame(pack(body))
 
 
-def _write_rows(out: _Appender, view: SpaceView) -> int:
-    d = view.definition
+def _rows(view: SpaceView) -> list[Tuple]:
+    """The view's tuples as of the snapshot's LSN."""
     rows = view.rows
     if view.overrides:
         key_of, overrides = view.key_of, view.overrides
         rows = [t for t in rows if key_of(t) not in overrides]
         rows.extend(t for t in overrides.values() if t is not None)
-    step = 1000  # tuples per record, adapted to land near ROWS_BYTES
-    pos = 0
-    while pos < len(rows):
-        chunk = rows[pos : pos + step]
-        frame = _frame({"op": "rows", "sid": d.id, "space": d.name, "tuples": chunk})
-        out.add(frame)
-        pos += len(chunk)
-        step = max(1, min(100_000, step * ROWS_BYTES // len(frame)))
-    return len(rows)
+    return rows
+
+
+class RowsWriter:
+    """One space's tuples as records of at most `limit` body bytes: whole tuples
+    in `rows` records, and a tuple too big for one of its own cut into `part`
+    records (FORMAT.md §5.3.1).
+
+    Tuples are packed a slice at a time (one C call), the slice's length adapted
+    to land near the limit; a slice that comes out too big is packed again
+    smaller, down to a single tuple, which then goes in parts."""
+
+    def __init__(
+        self, out: _Appender, definition: SpaceDef, limit: int, pack_one: Callable[[Any], bytes]
+    ) -> None:
+        self.out = out
+        self.sid, self.space = definition.id, definition.name
+        self.pack_one = pack_one
+        # {"op": "rows", "sid", "space", "tuples": []} without the empty array:
+        # a packed slice of tuples (an array) completes it.
+        self.head = pack({"op": "rows", "sid": self.sid, "space": self.space, "tuples": []})[:-1]
+        self.limit = limit
+
+    def write(self, rows: list[Tuple]) -> int:
+        room = self.limit - len(self.head)
+        target = room * 3 // 4
+        step, pos = 100, 0
+        while pos < len(rows):
+            chunk = rows[pos : pos + step]
+            data = self.pack_one(chunk)
+            if len(data) <= room:
+                self.out.add(encode_frame(self.head + data))
+                pos += len(chunk)
+                step = max(1, min(100_000, step * target // len(data)))
+            elif len(chunk) > 1:
+                step = max(1, min(len(chunk) // 2, len(chunk) * target // len(data)))
+            else:
+                with memoryview(data) as whole:
+                    self._parts(whole[len(array_head(1)) :])  # the one tuple's own bytes
+                pos += 1
+        return len(rows)
+
+    def _parts(self, data: memoryview) -> None:
+        size = len(data)
+        keys = {"op": "part", "sid": self.sid, "space": self.space, "size": size, "at": size}
+        # An empty bin's head is 2 bytes, the widest 5.
+        step = self.limit - len(pack({**keys, "bytes": b""})) - 3
+        for at in range(0, size, step):
+            keys["at"] = at
+            self.out.add(_frame({**keys, "bytes": data[at : at + step]}))
 
 
 class _Appender:

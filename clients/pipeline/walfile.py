@@ -1,8 +1,9 @@
-"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 and v2).
+"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v3).
 
 Owns: listing the files of a data directory, the 24-byte file header, frames
 (marker, CRC, length, msgpack body), finding the first frame at or after any byte
-offset (which is what lets Spark split one file into byte ranges), and the policy for
+offset (which is what lets Spark split one file into byte ranges), joining the `part`
+records of a big tuple (v3, FORMAT.md §5.3.1) into one `rows` body, and the policy for
 damaged bytes (FORMAT.md §7). Built from the documented format alone.
 
 Must not touch: storage/, server/, drivers/ (this module must keep working even if
@@ -30,7 +31,7 @@ FRAME_HEAD = FRAME.size  # 12
 MARKER = b"\xc1QBR"
 MAX_BODY = 1 << 30
 MAGIC_KINDS = {b"QBOXWAL\n": "wal", b"QBOXSNP\n": "snap"}
-KNOWN_VERSIONS = frozenset({1, 2})
+KNOWN_VERSIONS = frozenset({1, 2, 3})
 # Version 2: a task's data is ext 80 around the msgpack value the client sent
 # (FORMAT.md §1); read here as that value.
 PACKED_EXT = 80
@@ -49,6 +50,7 @@ REQUIRED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "snap": {
         "create_space": ("sid", "space", "def"),
         "rows": ("sid", "space", "tuples"),
+        "part": ("sid", "space", "size", "at", "bytes"),
         "end": ("spaces", "count"),
     },
 }
@@ -156,15 +158,19 @@ def _ext_value(code: int, data: bytes) -> Any:
         return Ext(code, data)
 
 
+def _unpack(raw: bytes) -> Any:
+    return msgpack.unpackb(
+        raw,
+        raw=False,
+        strict_map_key=False,
+        ext_hook=_ext_value,
+        unicode_errors="replace",  # a legacy field not UTF-8: shown, not lost
+    )
+
+
 def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
     try:
-        body = msgpack.unpackb(
-            raw,
-            raw=False,
-            strict_map_key=False,
-            ext_hook=_ext_value,
-            unicode_errors="replace",  # a legacy field not UTF-8: shown, not lost
-        )
+        body = _unpack(raw)
     except (ValueError, msgpack.UnpackException):
         return None
     if not isinstance(body, dict):
@@ -181,6 +187,9 @@ class FileReader:
     `records(start, end)` yields (offset, body) for every frame that starts in
     [start, end): the first is the first valid frame at or after `start`, the last
     may run past `end`. Adjacent ranges therefore cover each frame exactly once.
+    A tuple written in `part` records is one `rows` body at its first part's offset:
+    it belongs to the range its first part starts in, which reads on past `end`
+    for the rest; a range that starts among its later parts skips them.
     """
 
     def __init__(self, path: str | Path, *, tail_ok: bool = False, skip_damage: bool = False):
@@ -216,16 +225,40 @@ class FileReader:
         size, buf = self.size, self._buf
         end = size if end is None else min(end, size)
         pos: int | None = HEADER_SIZE if start <= HEADER_SIZE else next_frame(buf, start, size)
-        while pos is not None and pos < end:
+        parts = _Parts()
+        leading = start > HEADER_SIZE  # later parts of a tuple the range before holds
+        while pos is not None and pos < size and (pos < end or parts.first is not None):
             length = _frame_length(buf, pos, size)
             body = None
             if length is not None:
                 body = _decode(self.kind, buf[pos + FRAME_HEAD : pos + length])
             if body is None:
+                parts.drop()  # the frame's damage covers the tuple too
                 pos = self._damaged(pos, "bad frame" if length is None else "bad record body")
                 continue
-            yield pos, body
-            pos += length  # type: ignore[operator]
+            assert length is not None
+            if body["op"] != "part":
+                leading = False
+                if parts.first is not None:
+                    self._broken(parts.drop(), pos, "a tuple's parts cut short by another record")
+                yield pos, body
+            elif not (leading and body["at"] > 0):
+                leading = False
+                whole = parts.add(pos, body)
+                if isinstance(whole, str):
+                    self._broken(pos, pos + length, whole)
+                elif whole is not None:
+                    yield whole
+            pos += length
+        if parts.first is not None:
+            self._broken(parts.drop(), None, "a tuple's parts cut short by the end of the file")
+
+    def _broken(self, start: int, resume: int | None, reason: str) -> None:
+        """Damage of a tuple's parts: frames that are sound one by one."""
+        self.damage.append(Damage(self.path, start, resume, reason))
+        if not self.skip_damage:
+            where = "to the end of the file" if resume is None else f"up to byte {resume}"
+            raise FormatError(self.path, start, f"{reason}: corrupt {where}")
 
     def _damaged(self, pos: int, reason: str) -> int | None:
         """Apply FORMAT.md §7 at a failure at `pos`; the offset to resume at, or None."""
@@ -248,6 +281,47 @@ class FileReader:
                 return body if body is not None and body["op"] == "end" else None
             pos = self._buf.rfind(MARKER, low, pos)
         return None
+
+
+class _Parts:
+    """The `part` records of the tuple being joined (FORMAT.md §5.3.1)."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None  # offset of the open tuple's first part
+        self.head: tuple[Any, Any, Any] = (None, None, None)  # its sid, space, size
+        self.pieces: list[bytes] = []
+        self.got = 0
+
+    def add(self, pos: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str | None:
+        """Take one part: the whole tuple's (offset, rows body) once complete, None
+        while more parts are due, or why the part breaks the sequence."""
+        whose = (body["sid"], body["space"], body["size"])
+        piece = body["bytes"]
+        if body["at"] == 0 and self.first is None:
+            self.first, self.head, self.pieces, self.got = pos, whose, [], 0
+        fits = isinstance(piece, bytes) and 0 < len(piece) <= whose[2] - self.got
+        if self.first is None or whose != self.head or body["at"] != self.got or not fits:
+            self.drop()
+            return "a part out of sequence"
+        self.pieces.append(piece)
+        self.got += len(piece)
+        if self.got < whose[2]:
+            return None
+        data = b"".join(self.pieces)
+        first = self.drop()
+        try:
+            tup = _unpack(data)
+        except (ValueError, msgpack.UnpackException):
+            return "a tuple's parts are not msgpack"
+        if not isinstance(tup, list):
+            return "a tuple's parts are not an array"
+        return first, {"op": "rows", "sid": whose[0], "space": whose[1], "tuples": [tup]}
+
+    def drop(self) -> int:
+        """Forget the open tuple; returns where it started."""
+        first = self.first if self.first is not None else -1
+        self.first, self.pieces, self.got = None, [], 0
+        return first
 
 
 def read_all(path: str | Path, *, tail_ok: bool = False) -> Iterator[dict[str, Any]]:

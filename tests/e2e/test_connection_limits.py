@@ -3,6 +3,7 @@ budget, failed AUTHs closed and their log lines limited (docs/limits.md)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import time
@@ -147,8 +148,7 @@ def test_a_flood_of_failed_auths_logs_a_few_lines(start_server: StartServer) -> 
     lines = proc.log().count("auth failed")
     # At most 10 lines a second get through, whatever the number of guesses.
     assert 1 <= lines <= 10 * (int(seconds) + 2) < guesses
-    time.sleep(1.1)  # a new window: the next line counts what was left out
-    with RawClient(proc.port) as late:
-        assert late.auth("tester", "wrong").error is not None
-    last = [line for line in proc.log().splitlines() if "auth failed" in line][-1]
-    assert "suppressed=" in last
+    time.sleep(1.1)  # what was held back is reported once a line may go out again
+    said = [line for line in proc.log().splitlines() if "auth failed" in line]
+    counted = sum(int(n) for n in re.findall(r"suppressed=(\d+)", "\n".join(said)))
+    assert counted and len(said) + counted == guesses  # every failure: a line or counted

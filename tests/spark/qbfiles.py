@@ -81,21 +81,39 @@ class WalBuilder:
 
 
 def write_snapshot(
-    directory: Path, lsn: int, spaces: dict[tuple[int, str], list[list[Any]]], end: bool = True
+    directory: Path,
+    lsn: int,
+    spaces: dict[tuple[int, str], list[list[Any]]],
+    end: bool = True,
+    part_size: int | None = None,
+    version: int = 1,
 ) -> Path:
-    """A snapshot of `spaces` ((sid, name) -> tuples) covering `lsn`."""
+    """A snapshot of `spaces` ((sid, name) -> tuples) covering `lsn`; with
+    `part_size` (version 3), a tuple whose msgpack is longer is written as `part`
+    records of that many bytes (FORMAT.md §5.3.1)."""
     frames = [
         frame({"op": "create_space", "sid": sid, "space": sp, "def": space_def(sid, sp)})
         for sid, sp in spaces
     ]
     count = 0
     for (sid, sp), tuples in spaces.items():
-        for start in range(0, len(tuples), 3):  # several `rows` records per space
-            chunk = tuples[start : start + 3]
+        small = []
+        for tup in tuples:
+            raw = msgpack.packb(tup, use_bin_type=True)
+            if part_size is None or len(raw) <= part_size:
+                small.append(tup)
+                continue
+            for at in range(0, len(raw), part_size):
+                piece = raw[at : at + part_size]
+                part = {"sid": sid, "space": sp, "size": len(raw), "at": at, "bytes": piece}
+                frames.append(frame({"op": "part", **part}))
+            count += 1
+        for start in range(0, len(small), 3):  # several `rows` records per space
+            chunk = small[start : start + 3]
             frames.append(frame({"op": "rows", "sid": sid, "space": sp, "tuples": chunk}))
             count += len(chunk)
     if end:
         frames.append(frame({"op": "end", "spaces": len(spaces), "count": count}))
     path = directory / name(lsn, "snap")
-    path.write_bytes(header("snap", lsn) + b"".join(frames))
+    path.write_bytes(header("snap", lsn, version) + b"".join(frames))
     return path

@@ -17,9 +17,9 @@ from queuebox.clients.pipeline.classify import classify
 from queuebox.clients.pipeline.schema import RECORD_NAMES, to_json
 from tests.spark import qbfiles
 
-# The example of FORMAT.md §5.4, as printed there.
+# The example of FORMAT.md §5.4, as printed there (version 3).
 EXAMPLE = bytes.fromhex(
-    "51424f5857414c0a000200000000000000000007b77e9a22c1514252d5bb5333"
+    "51424f5857414c0a00030000000000000000000776f045e2c1514252d5bb5333"
     "0000003986a36c736e07a27473cb41d954fc40200000a26f70a6696e73657274"
     "a3736964cd0200a57370616365a171a57475706c659301a172c4026869"
 )
@@ -46,7 +46,7 @@ def _workload(directory: Path) -> Path:
 def test_format_example_decodes(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000007.wal"
     path.write_bytes(EXAMPLE)
-    assert qbfiles.header("wal", 7, version=2) == EXAMPLE[:24]  # the documented bytes
+    assert qbfiles.header("wal", 7, version=3) == EXAMPLE[:24]  # the documented bytes
     with walfile.FileReader(path) as reader:
         assert (reader.kind, reader.lsn) == ("wal", 7)
         [(offset, body)] = list(reader.records())
@@ -109,8 +109,8 @@ def test_corrupt_middle_fails_or_is_skipped(tmp_path: Path) -> None:
 
 def test_headers_unknown_version_and_bad_crc(tmp_path: Path) -> None:
     path = tmp_path / qbfiles.name(1, "wal")
-    path.write_bytes(qbfiles.header("wal", 1, version=3))
-    with pytest.raises(walfile.FormatError, match="unknown format version 3"):
+    path.write_bytes(qbfiles.header("wal", 1, version=4))
+    with pytest.raises(walfile.FormatError, match="unknown format version 4"):
         walfile.FileReader(path)
     broken = bytearray(qbfiles.header("wal", 1))
     broken[15] ^= 1
@@ -251,3 +251,58 @@ def test_a_str_that_is_not_utf8_is_shown_not_taken_for_damage(tmp_path: Path) ->
     path.write_bytes(qbfiles.header("wal", 7, version=2) + qbfiles.frame_bytes(bad))
     [(_, got)] = _bodies(path)
     assert got["tuple"] == [1, "r", "\ufffd\ufffd"]
+
+
+# -- version 3: a tuple too big for one record is written in `part` records --
+
+BIG = {(513, "jobs"): [[i, "r", {"n": i, "blob": b"\xab" * (i * 37 % 300)}] for i in range(40)]}
+
+
+def _tuples(bodies: list[tuple[int, dict]]) -> list[list]:
+    return [tup for _, body in bodies if body["op"] == "rows" for tup in body["tuples"]]
+
+
+@pytest.mark.parametrize("split", [1, 13, 64, 200, 1000, 10**9])
+def test_parts_are_joined_and_byte_ranges_hold_each_tuple_once(tmp_path: Path, split: int) -> None:
+    path = qbfiles.write_snapshot(tmp_path, 9, BIG, part_size=64, version=3)
+    whole = _bodies(path)
+    assert not any(body["op"] == "part" for _, body in whole)
+    assert _tuples(whole) == sorted(BIG[513, "jobs"], key=lambda t: len(msgpack.packb(t)) <= 64)
+    assert walfile.verify_snapshot(path)
+    with walfile.FileReader(path) as reader:
+        pieces = []
+        for start in range(0, reader.size, split):
+            pieces += list(reader.records(start, start + split))
+    assert pieces == whole  # a tuple belongs to the range its first part starts in
+
+
+def test_a_broken_sequence_of_parts_fails_or_is_skipped(tmp_path: Path) -> None:
+    raw = msgpack.packb([1, "r", "x" * 100])
+    parts = [
+        {
+            "op": "part",
+            "sid": 513,
+            "space": "jobs",
+            "size": len(raw),
+            "at": at,
+            "bytes": raw[at : at + 40],
+        }
+        for at in range(0, len(raw), 40)
+    ]
+    rows = {"op": "rows", "sid": 513, "space": "jobs", "tuples": [[2, "r", "y"]]}
+    path = tmp_path / qbfiles.name(5, "snap")
+    path.write_bytes(
+        qbfiles.header("snap", 5, 3) + b"".join(map(qbfiles.frame, [parts[0], parts[2], rows]))
+    )
+    with (
+        pytest.raises(walfile.FormatError, match="out of sequence"),
+        walfile.FileReader(path) as reader,
+    ):
+        list(reader.records())
+    with walfile.FileReader(path, skip_damage=True) as reader:
+        assert _tuples(list(reader.records())) == [[2, "r", "y"]]
+        assert [d.reason for d in reader.damage] == ["a part out of sequence"]
+    path.write_bytes(qbfiles.header("snap", 5, 3) + b"".join(map(qbfiles.frame, parts[:2])))
+    with walfile.FileReader(path, skip_damage=True) as reader:
+        assert _tuples(list(reader.records())) == []
+        assert "cut short by the end of the file" in reader.damage[0].reason

@@ -1,10 +1,8 @@
-"""BufferBudget and RateLimitedLog: pure rules, with fake connections and a fake clock."""
+"""BufferBudget and the open-file limit: pure rules, with fake connections and a fake clock."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from queuebox.server.limits import BufferBudget, RateLimitedLog
+from queuebox.server.limits import BufferBudget
 
 
 class FakeConn:
@@ -80,24 +78,6 @@ def test_no_change_no_callback() -> None:
     budget.update(a, 0)
     budget.update(FakeConn("stranger"), 50)  # not added: ignored
     assert a.changes == [] and budget.total == 0
-
-
-def test_rate_limited_log_counts_what_it_held_back() -> None:
-    lines: list[tuple[str, dict[str, Any]]] = []
-    now = [0.0]
-
-    def emit(event: str, **fields: Any) -> None:
-        lines.append((event, fields))
-
-    limited = RateLimitedLog(emit, lambda: now[0], burst=3, period_s=1.0)
-    results = [limited("auth failed", n=i) for i in range(10)]
-    assert results == [True] * 3 + [False] * 7
-    assert [f["n"] for _, f in lines] == [0, 1, 2]
-    now[0] = 1.5
-    assert limited("auth failed", n=10)
-    assert lines[-1] == ("auth failed", {"n": 10, "suppressed": 7})
-    assert limited("auth failed", n=11)
-    assert "suppressed" not in lines[-1][1]
 
 
 def test_the_open_file_limit_is_raised_to_fit_max_connections() -> None:
