@@ -68,7 +68,10 @@ class Result:
         ]
         if self.tolerated:
             kinds = Counter(f.kind for f in self.tolerated)
-            lines.append(f"  asynchronous loss: {dict(sorted(kinds.items()))}")
+            lines.append(
+                f"  asynchronous loss: {dict(sorted(kinds.items()))}  (logs: {self.workdir})"
+            )
+            verbose = True
         if self.ok:
             lines.append("  verdict: ok")
             lines += ["  timeline:", *(f"    {t}" for t in self.timeline)] if verbose else []
