@@ -3,7 +3,7 @@
 Runs N rounds (tests/fault/rounds.py), prints each round's faults, operations
 and verdict, then a summary; exits 1 if any round found a violation. A
 round's node and etcd logs stay in --workdir (a fresh temporary directory
-by default) when it found one.
+by default) when it found one, or asynchronous loss.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         result = run_round(where, args.mode, args.seed, index, args.scenario)
         results.append(result)
         print(result.show(verbose=args.verbose), flush=True)
-        if result.ok and not args.keep:
+        if result.ok and not result.tolerated and not args.keep:
             shutil.rmtree(where, ignore_errors=True)
     print(summary(results))
     return 0 if all(r.ok for r in results) else 1

@@ -68,7 +68,10 @@ class Result:
         ]
         if self.tolerated:
             kinds = Counter(f.kind for f in self.tolerated)
-            lines.append(f"  asynchronous loss: {dict(sorted(kinds.items()))}")
+            lines.append(
+                f"  asynchronous loss: {dict(sorted(kinds.items()))}  (logs: {self.workdir})"
+            )
+            verbose = True
         if self.ok:
             lines.append("  verdict: ok")
             lines += ["  timeline:", *(f"    {t}" for t in self.timeline)] if verbose else []
@@ -112,21 +115,25 @@ def run_round(workdir: Path, mode: str, seed: int, index: int, scenario: str) ->
             heal_limit=HEAL_WITHIN_S, healed_in=healed_in if healed.at else None,
         )  # fmt: skip
         if healed.primary is not None:  # healed or not, what the one primary holds
-            record.final = nemesis.attempt(
-                f"read {healed.primary}'s tasks", partial(cluster.tasks, healed.primary, TUBE)
-            )
-            for name in cluster.nodes:
-                if name != healed.primary and healed.states.get(name) is not None:
-                    tasks = nemesis.attempt(
-                        f"read {name}'s tasks", partial(cluster.tasks, name, TUBE)
-                    )
-                    if tasks is not None:
-                        record.followers[name] = tasks
+            _read_final_state(cluster, healed.primary, healed.states, nemesis, record)
         events = cluster.role_events()
         record.promotions = [(e.node, e.at - started) for e in events if e.what == "promoted"]
         return _result(index, seed, mode, plan, record, nemesis, events, started, workdir)
     finally:
         cluster.stop()
+
+
+def _read_final_state(
+    cluster: Cluster, primary: str, states: dict[str, str | None], nemesis: Nemesis, record: Round
+) -> None:
+    """The primary's tasks and every answering node's; a failed read goes on the timeline."""
+    tasks = nemesis.attempt(f"read {primary}'s tasks", partial(cluster.tasks, primary, TUBE))
+    record.final = tasks if isinstance(tasks, list) else None
+    for name in cluster.nodes:
+        if name != primary and states.get(name) is not None:
+            tasks = nemesis.attempt(f"read {name}'s tasks", partial(cluster.tasks, name, TUBE))
+            if isinstance(tasks, list):
+                record.followers[name] = tasks
 
 
 def _shifted(op: Op, origin: float) -> Op:
