@@ -17,7 +17,7 @@ import pytest
 from queuebox.storage.engine import Engine
 from queuebox.storage.space import IndexDef
 from tests.e2e.client_targets import free_port
-from tests.e2e.cluster import connect, start_primary, start_replica, wait_for
+from tests.e2e.cluster import connect, password_file, start_primary, start_replica, wait_for
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer
 
 EXIT_WITHIN_S = 15.0  # generous: a loaded 2-core machine
@@ -58,7 +58,7 @@ def test_during_a_bootstrap_from_an_unreachable_primary(tmp_path: Path, signum: 
     server = spawn(
         tmp_path / "replica",
         "--replication-source", f"127.0.0.1:{free_port()}",
-        "--replication-user", "tester", "--replication-password", "secret",
+        "--replication-user", "tester", "--replication-password-file", password_file("secret"),
     )  # fmt: skip
     wait_for(lambda: "bootstrap from the primary failed" in server.log(), what="a failed try")
     stops(server, signum)

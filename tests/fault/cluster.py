@@ -32,6 +32,7 @@ from typing import Any
 
 import tarantool
 
+from tests.e2e.cluster import password_file
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import CALL, RawClient, ServerProc
 from tests.fault.proxy import FaultProxy, Network
@@ -118,7 +119,7 @@ class Node:
             "--etcd-prefix", ETCD_PREFIX,
             "--etcd-lease-ttl", str(LEASE_TTL_S),
             "--replication-user", f"repl_{name}",
-            "--replication-password", PASSWORD,
+            "--replication-password-file", password_file(PASSWORD),
             "--replication-timeout", "0.25",
             "--log-format", "json",
             *args,
