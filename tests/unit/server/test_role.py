@@ -37,7 +37,7 @@ def call(server: Server, name: str, *args: Any) -> Any:
     app = server.app
     found = app.registry.resolve(name)
     assert found is not None, name
-    handler, access = found
+    handler, access = found[0], found[1]
     if access != "read" and app.refuses_changes() and not app.registry.works_read_only(name):
         raise CallError(ER_READONLY, "read-only")
     closed = asyncio.get_running_loop().create_future()
