@@ -17,7 +17,7 @@ import pytest
 from queuebox.storage.engine import Engine
 from queuebox.storage.space import IndexDef
 from tests.e2e.client_targets import free_port
-from tests.e2e.cluster import connect, password_file, start_primary, start_replica, wait_for
+from tests.e2e.cluster import REPLICATION, connect, start_primary, start_replica, wait_for
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer
 
 EXIT_WITHIN_S = 15.0  # generous: a loaded 2-core machine
@@ -56,12 +56,13 @@ def stops(server: ServerProc, signum: int) -> float:
 @SIGNALS
 def test_during_a_bootstrap_from_an_unreachable_primary(tmp_path: Path, signum: int) -> None:
     server = spawn(
-        tmp_path / "replica",
-        "--replication-source", f"127.0.0.1:{free_port()}",
-        "--replication-user", "tester", "--replication-password-file", password_file("secret"),
-    )  # fmt: skip
-    wait_for(lambda: "bootstrap from the primary failed" in server.log(), what="a failed try")
-    stops(server, signum)
+        tmp_path / "replica", "--replication-source", f"127.0.0.1:{free_port()}", *REPLICATION
+    )
+    try:
+        wait_for(lambda: "bootstrap from the primary failed" in server.log(), what="a try")
+        stops(server, signum)
+    finally:
+        server.stop()
     assert "stopped before the data directory was filled" in server.log()
 
 
@@ -90,8 +91,11 @@ def test_during_recovery(tmp_path: Path, long_wal: Path, signum: int) -> None:
     for segment in long_wal.glob("*.wal"):
         (workdir / "data" / segment.name).write_bytes(segment.read_bytes())
     server = spawn(workdir)
-    wait_for(lambda: "recovering" in server.log(), what="the recovery's progress")
-    stops(server, signum)
+    try:
+        wait_for(lambda: "recovering" in server.log(), what="the recovery's progress")
+        stops(server, signum)
+    finally:
+        server.stop()
     log = server.log()
     assert "stopped while recovering" in log and "listening" not in log
 
