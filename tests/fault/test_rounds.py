@@ -17,11 +17,16 @@ import pytest
 from tests.e2e.etcdproc import need_etcd
 from tests.fault.rounds import run_round
 
+# Plans that broke the cluster before issue 24's fixes: round 5, etcd killed
+# while a replica was down (a write refused yet applied, the fenced primary
+# never back); round 8, a stale replica promoted after a partition (121
+# acknowledged puts lost); round 7, an isolated primary then etcd killed
+# (async: it never healed). lag-kill lost puts in 3 of 20 rounds there.
 ROUNDS = [
-    ("sync", "random", 7, 1),
-    ("sync", "random", 7, 2),
+    ("sync", "random", 7, 5),
+    ("sync", "random", 7, 8),
     ("sync", "lag-kill", 7, 1),
-    ("async", "random", 7, 1),
+    ("async", "random", 7, 7),
 ]
 
 
