@@ -11,6 +11,7 @@ the event loop; it knows nothing about how a reply arrived.
     ├── CallTimeout (also a builtin TimeoutError)
     ├── QueueFull                                       -- limfifottl put found no room
     └── ServerError(code, message)                      -- the server answered an error
+        ├── OutcomeUnknown                  216 / 222: applied, maybe not kept; never retried
         ├── AuthError                       45 / 47
         ├── NoSuchProcedure                 33
         │   └── TubeNotFound                33 for `queue.tube.<name>:<method>`;
@@ -34,6 +35,7 @@ __all__ = [
     "NetworkError",
     "NoSuchProcedure",
     "NoWritableInstance",
+    "OutcomeUnknown",
     "QueueError",
     "QueueFull",
     "QueueboxError",
@@ -52,6 +54,8 @@ ER_PROC_LUA = 32
 ER_NO_SUCH_PROC = 33
 ER_NO_SUCH_USER = 45
 ER_PASSWORD_MISMATCH = 47
+ER_SYNC_QUORUM_TIMEOUT = 216
+ER_QUORUM_WAIT = 222
 
 
 class QueueboxError(Exception):
@@ -92,6 +96,15 @@ class ServerError(QueueboxError):
         super().__init__(f"[{code}] {message}")
         self.code = code
         self.message = message
+
+
+class OutcomeUnknown(ServerError):
+    """The change was applied on the primary, but whether it survives is unknown:
+    its replicas did not confirm it in time (216, the synchronous quorum timed out),
+    or the primary stopped being the primary while it waited for them (222). It
+    may be there after a failover, or not. The client never sends it again on its
+    own: a repeated put could be there twice; look before you repeat it (a refusal
+    before anything was applied is ER_READONLY, which the client does retry)."""
 
 
 class AuthError(ServerError):
@@ -203,7 +216,13 @@ def _auth_error(code: int, message: str) -> ServerError:
     return AuthError(code, message)
 
 
+def _outcome_unknown(code: int, message: str) -> ServerError:
+    return OutcomeUnknown(code, message)
+
+
 _BY_CODE = {
+    ER_SYNC_QUORUM_TIMEOUT: _outcome_unknown,
+    ER_QUORUM_WAIT: _outcome_unknown,
     ER_PROC_LUA: _queue_error,
     ER_NO_SUCH_PROC: _proc_error,
     ER_NO_SUCH_USER: _auth_error,

@@ -12,6 +12,8 @@ the two clients decide alike. Must not touch sockets, the event loop or the cloc
     connection broke, call in flight      retry                raise ConnectionLost: the
                                                                caller decides (it may have
                                                                been applied)
+    answered 216 / 222 (outcome unknown)  (never: a read      raise OutcomeUnknown: it was
+                                           does not wait)      applied, may not survive
 
 A retry first finds the writable instance again (connect to each address in turn, ask
 `queue.state()`), then re-joins the queue session the client had (`queue.identify(uuid)`),

@@ -46,6 +46,12 @@ def _pipeline() -> Command:
     return main
 
 
+def _status() -> Command:
+    from queuebox.clients.status import main
+
+    return main
+
+
 def _worker() -> Command:
     from queuebox.clients.worker.cli import main
 
@@ -95,6 +101,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "tube-options": (_tasks("tube_options"), "show or change a tube's retry options"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),
+    "status": (_status, "the cluster as each instance sees it: roles, lag, in-sync set"),
 }
 
 

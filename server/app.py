@@ -122,6 +122,11 @@ class App:
     def add_disconnect_listener(self, fn: ConnHook) -> None:
         self._disconnect_listeners.append(fn)
 
+    def remove_connection_listeners(self, connect: ConnHook, disconnect: ConnHook) -> None:
+        """Undo add_connect_listener / add_disconnect_listener (a queue torn down)."""
+        self._connect_listeners.remove(connect)
+        self._disconnect_listeners.remove(disconnect)
+
     def add_shutdown_hook(self, fn: ShutdownHook, *, first: bool = False) -> None:
         """first: run before the hooks added so far (stop what feeds the store)."""
         if first:

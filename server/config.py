@@ -104,10 +104,12 @@ class Config:
     replication_synchro_quorum: int = 0  # replicas that must write a change first; 0: async
     replication_synchro_timeout: float = 5.0
     replication_timeout: float = 1.0  # heartbeat period; silent 4x this long: reconnect
+    replication_lag_timeout: float = 1.0  # an in-sync replica keeping a write waiting longer leaves
     advertise: str = ""  # HOST:PORT others reach this instance at; "": listen address
     etcd_endpoints: tuple[str, ...] = ()
     etcd_prefix: str = "/queuebox"
     etcd_lease_ttl: float = 5.0
+    maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
     # operation
     loop: str = "uvloop"  # asyncio | uvloop
     log_format: str = "console"  # console | json
@@ -315,10 +317,12 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "replication_synchro_quorum": _parse_size,
     "replication_synchro_timeout": _parse_float,
     "replication_timeout": _parse_float,
+    "replication_lag_timeout": _parse_float,
     "advertise": _parse_advertise,
     "etcd_endpoints": _parse_urls,
     "etcd_prefix": _parse_str,
     "etcd_lease_ttl": _parse_float,
+    "maximum_lag_on_failover": _parse_size,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),
     "log_level": _choice("debug", "info", "warning", "error"),

@@ -52,3 +52,12 @@ READ_ONLY_TEXT = "Can't modify data because this instance is in read-only mode."
 def read_only_error() -> CallError:
     """What a change answers on a replica, or on a primary that lost its lease."""
     return CallError(ErrorCode.ER_READONLY, READ_ONLY_TEXT)
+
+
+LOADING_TEXT = "Instance bootstrap hasn't finished yet"
+
+
+def loading_error() -> CallError:
+    """What a read answers while the data directory is being loaded again (a
+    replica re-bootstrapping from its primary): Tarantool's ER_LOADING."""
+    return CallError(ErrorCode.ER_LOADING, LOADING_TEXT)

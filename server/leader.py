@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +88,7 @@ class Tenure:
 
     lease_id: int
     deadline: float
+    revision: int = 0  # the etcd revision that created our key: it is ours while that holds
     over: bool = False
     timer: asyncio.TimerHandle | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -153,7 +154,20 @@ class Leadership:
             got = await self._connected().get(self._key)
         return None if got is None else bytes(got.value)
 
-    async def try_acquire(self) -> bool:
+    @property
+    def client(self) -> Any:
+        """The connected aetcd client (None before start() or after close())."""
+        return self._client
+
+    @property
+    def transactions(self) -> Any:
+        """aetcd's builders of compares and operations, for `try_acquire` and
+        `while_holding` callers."""
+        return self._connected().transactions
+
+    async def try_acquire(self, compare: Sequence[Any] = (), also: Sequence[Any] = ()) -> bool:
+        """Create the key iff it is absent and every one of `compare` holds; `also`
+        (operations) happen in the same etcd transaction."""
         if self.holds():
             return True
         client = self._connected()
@@ -164,8 +178,8 @@ class Leadership:
             with etcd_errors("create key"):
                 txn = client.transactions
                 won, replies = await client.transaction(
-                    compare=[txn.create(self._key) == 0],
-                    success=[txn.put(self._key, self._value, lease=lease.id)],
+                    compare=[txn.create(self._key) == 0, *compare],
+                    success=[txn.put(self._key, self._value, lease=lease.id), *also],
                     failure=[],
                 )
             if not won:
@@ -178,7 +192,7 @@ class Leadership:
         except LeaderError:
             await self._revoke_quietly(lease.id)
             raise
-        tenure = Tenure(lease.id, sent + min(self._ttl, lease.ttl) - self._margin)
+        tenure = Tenure(lease.id, sent + min(self._ttl, lease.ttl) - self._margin, revision)
         self._tenure = tenure
         tenure.tasks = [
             self._spawn(self._keep_alive(tenure)),
@@ -187,6 +201,24 @@ class Leadership:
         self._arm_timer(tenure)
         log.info("etcd leadership acquired", key=self._key.decode(), lease=lease.id)
         return True
+
+    async def while_holding(self, operations: Sequence[Any], doing: str) -> None:
+        """Run `operations` in one etcd transaction that succeeds only while the key
+        is still the one our tenure created; LeaderError when it is not (or etcd
+        fails): then nothing was done."""
+        tenure = self._tenure
+        if tenure is None or not self.holds():
+            raise LeaderError(f"etcd {doing}: this instance does not hold the leader key")
+        client = self._connected()
+        with etcd_errors(doing):
+            txn = client.transactions
+            done, _ = await client.transaction(
+                compare=[txn.create(self._key) == tenure.revision],
+                success=list(operations),
+                failure=[],
+            )
+        if not done:
+            raise LeaderError(f"etcd {doing}: the leader key is no longer ours")
 
     async def wait_vacant(self) -> None:
         await self._wait_for(lambda value: value is None)
@@ -247,16 +279,43 @@ class Leadership:
             self._arm_timer(tenure)
 
     async def _watch(self, tenure: Tenure, watch: Any) -> None:
-        try:
-            with etcd_errors("watch"):
-                async for event in watch:
-                    return self._lose(tenure, f"leader key changed ({event.kind})")
-            if not tenure.over:
-                self._lose(tenure, "etcd watch ended")
-        except LeaderError as e:
-            self._lose(tenure, str(e))
-        finally:
-            await self._cancel_watch(watch)
+        """Any event on the key is its loss. A watch that breaks is not: after an
+        etcd outage gRPC drops the watch streams it had (including one made just
+        after it came back), so the key is read and watched again; whether the
+        lease lives is the keepalive's and the deadline's to say."""
+        while not tenure.over:
+            try:
+                with etcd_errors("watch"):
+                    async for event in watch:
+                        return self._lose(tenure, f"leader key changed ({event.kind})")
+                broken = "etcd watch ended"
+            except LeaderError as e:
+                broken = str(e)
+            finally:
+                await self._cancel_watch(watch)
+            found = await self._watch_again(tenure, broken)
+            if found is None:
+                return
+            watch = found
+
+    async def _watch_again(self, tenure: Tenure, broken: str) -> Any:
+        """A new watch from the revision at which the key was seen still ours; None
+        once the tenure is over (the key is another's: lost)."""
+        while not tenure.over:
+            client = self._client
+            if client is None:
+                return None
+            try:
+                with etcd_errors("read"):
+                    got = await client.get(self._key)
+                if got is None or got.create_revision != tenure.revision:
+                    self._lose(tenure, f"leader key changed while the watch was down ({broken})")
+                    return None
+                with etcd_errors("watch"):
+                    return await client.watch(self._key, start_revision=got.header.revision + 1)
+            except LeaderError:
+                await asyncio.sleep(self._refresh_every)  # etcd away: the keepalive decides
+        return None
 
     def _arm_timer(self, tenure: Tenure) -> None:
         if tenure.timer is not None:

@@ -33,6 +33,7 @@ from queuebox import __version__
 from queuebox.protocol import RequestType
 
 from .build import Server
+from .replication.cluster_metrics import cluster_metrics
 
 # Seconds. Request handling is in-memory work (tens of µs); WAL writes include
 # an fsync in fsync mode (ms to hundreds of ms on a slow disk).
@@ -138,6 +139,8 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+        yield from self._rebootstraps()
+        yield from cluster_metrics(self.server.role, self.server.cluster)
 
     def _limits(self) -> Iterator[Metric]:
         slots = self.app.slots
@@ -282,6 +285,22 @@ class QueueboxCollector:
             value=store.recovery_seconds,
         )
 
+    def _rebootstraps(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "queuebox_rebootstraps",
+            "In-process re-bootstraps from the primary (diverged, or behind its WAL)",
+            value=self.server.rebootstraps,
+        )
+        kept = GaugeMetricFamily(
+            "queuebox_set_aside_records",
+            "Records a re-bootstrap set aside, by file in the data directory (0: a snapshot)",
+            labels=["file"],
+        )
+        for each in self.server.set_aside:
+            for path in each.paths:
+                kept.add_metric([path.name], each.records if path.suffix == ".wal" else 0)
+        yield kept
+
 
 def build_registry(server: Server, requests: RequestTimes, wal: WalStats) -> CollectorRegistry:
     registry = CollectorRegistry()
@@ -296,7 +315,7 @@ def install_metrics(server: Server) -> CollectorRegistry:
     and WAL writes are counted (only when the listener is on: it costs two
     clock reads per request)."""
     requests, wal = RequestTimes(), WalStats()
-    server.store.commit.on_written = wal.written
+    server.observe_wal(wal.written)
     server.app.observe_request = requests.observe
     return build_registry(server, requests, wal)
 

@@ -9,6 +9,8 @@ both cores, and the connect/disconnect notifications.
 
 Must not touch: queue semantics (the cores own them), sockets, the WAL
 (group commit runs after every handler through the app's durability barrier).
+Its life: `install()` when the instance becomes the primary, `uninstall()`
+when it steps down (replication/role.py); an uninstalled one is dead for good.
 
 A waiting call, drawn once:
 
@@ -16,8 +18,10 @@ A waiting call, drawn once:
       │
       └──▶ Blocked ──▶ register waiter ──┬─ woken ───▶ call again with the time left
            (in the same step,            ├─ timeout ─▶ one last call with 0 ─▶ reply
-            before any other request)    └─ conn closed ─▶ [] (takes nothing; a wake
-                                                          it got goes to the next waiter)
+            before any other request)    ├─ conn closed ─▶ [] (takes nothing; a wake
+                                         │                it got goes to the next waiter)
+                                         └─ uninstalled ─▶ the refusal it was given
+                                                          (the call changed nothing)
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class QueueCalls:
         self._waiting: set[asyncio.Future[None]] = set()
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
+        # Set by uninstall(): what waiting calls answer; nothing runs any more.
+        self._refusal: Callable[[], Exception] | None = None
 
     # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
@@ -90,7 +96,7 @@ class QueueCalls:
         return first
 
     def tick(self, now_us: int) -> None:
-        if self.app.refuses_changes():
+        if self._refusal is not None or self.app.refuses_changes():
             return  # fenced: a timer's change would be refused (role.py)
         for core in self.cores:
             core.tick(now_us)
@@ -142,8 +148,23 @@ class QueueCalls:
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         self.app.add_connect_listener(self._connected)
         self.app.add_disconnect_listener(self._disconnected)
-        self.app.add_shutdown_hook(self.timer.stop)
         self.timer.rearm()
+
+    def uninstall(self, refusal: Callable[[], Exception]) -> None:
+        """Tear the queue down for good (the instance steps down, or stops): its
+        resolver and connection listeners go, its timer stops, and every call
+        waiting in it (a take on an empty tube, a put to a full one) is answered
+        with `refusal()`: such a call has changed nothing. The fixed names it
+        registered stay until the read-only view replaces them."""
+        if self._refusal is not None:
+            return
+        self._refusal = refusal
+        self.timer.stop()
+        self.app.registry.remove_resolver(self.resolve)
+        self.app.remove_connection_listeners(self._connected, self._disconnected)
+        for woken in list(self._waiting):
+            if not woken.done():
+                woken.set_result(None)
 
     def resolve(self, name: str) -> Resolved | None:
         """The one resolution of a queue name: the first core that binds it,
@@ -312,6 +333,8 @@ class QueueCalls:
                 if woken.done():
                     self._pass_wake_on(core, blocked)
                 return []  # the client left: take nothing
+            if self._refusal is not None:
+                raise self._refusal()
             if not woken.done():
                 remaining = 0.0  # time is up: one last attempt, which never blocks
             elif deadline is not None:
@@ -359,7 +382,8 @@ class QueueCalls:
 
     def _rearm(self) -> None:
         self._rearm_scheduled = False
-        self.timer.rearm()
+        if self._refusal is None:
+            self.timer.rearm()
 
     def _after_tick(self) -> None:
         # Expiries changed data outside any request: make them durable too.

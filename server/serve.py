@@ -18,7 +18,7 @@ import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from queuebox import __version__
@@ -31,9 +31,10 @@ from .build import Server, build_server
 from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import pin_malloc_mmap_threshold, raise_open_files_limit
 from .listener import Listener
-from .loop import run
+from .loop import cancel_and_wait, run
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
+from .store import RecoveryStopped
 
 log = logs.get_logger("queuebox.serve")
 loop_error_log = logs.RateLimitedLog(log, burst=5, every_s=10.0)
@@ -138,8 +139,9 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 async def serve(config: Config) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_error)
-    # Handlers go in first: a SIGTERM during a long recovery then means "stop
-    # once started", not an abrupt death with a half-written data directory.
+    # Handlers go in first: a SIGTERM during a bootstrap or a long recovery then
+    # stops it in order (the recovery runs on a thread and asks), never an abrupt
+    # death with a half-written data directory.
     stopping = asyncio.Event()
     received: list[str] = []
     for signum in SIGNALS:
@@ -188,9 +190,11 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         )
         listener.unbind()
         return 1
-    code = await _start_up(app, built)
-    if code:
+    code = await _start_up(app, built, stopping)
+    if code is not None:
         listener.unbind()
+        if built:
+            await app.on_shutdown()  # built, then a signal: close what was opened
         return code
     await listener.start()
     log.info(
@@ -214,21 +218,32 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     return 0
 
 
-async def _start_up(app: App, built: list[Server]) -> int:
-    """Recovery and the rest of the server (build.py); 0, or the exit code of a failed start."""
+async def _start_up(app: App, built: list[Server], stopping: asyncio.Event) -> int | None:
+    """Recovery and the rest of the server (build.py): None once started, else
+    the exit code of a failed start (0: SIGTERM or SIGINT came first). A signal
+    stops a bootstrap waiting for an unreachable primary, or a long recovery."""
     config = app.config
     try:
         os.makedirs(config.data_dir, exist_ok=True)
         if config.replication_source:
             # An empty data directory starts from the primary's newest snapshot.
-            await bootstrap(config, str(app.instance_uuid), config.replication_source)
-        server = build_server(app)
+            filled = bootstrap(config, str(app.instance_uuid), lambda: config.replication_source)
+            if not await _unless_stopped(filled, stopping):
+                log.info("stopped before the data directory was filled from the primary")
+                return 0
+        server = await build_server(app, stopping.is_set)
         built.append(server)
         if config.http_listen is not None:
             # Imported only here: aiohttp takes a while to load.
             from .web.listener import start_http  # noqa: PLC0415
 
             await start_http(server)
+        if stopping.is_set():
+            log.info("stopped as soon as recovered")
+            return 0
+    except RecoveryStopped as exc:
+        log.info("stopped", why=str(exc))
+        return 0
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
@@ -239,7 +254,20 @@ async def _start_up(app: App, built: list[Server]) -> int:
     except Exception:
         log.exception("cannot start", data_dir=config.data_dir)
         return 1
-    return 0
+    return None
+
+
+async def _unless_stopped(work: Coroutine[Any, Any, None], stopping: asyncio.Event) -> bool:
+    """Run `work` to its end (True), unless `stopping` is set first (False: cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if task.done():
+        task.result()
+        return True
+    await cancel_and_wait(task)
+    return False
 
 
 def _on_signal(signum: int, stopping: asyncio.Event, received: list[str]) -> None:

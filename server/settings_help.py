@@ -67,12 +67,16 @@ SETTING_HELP: dict[str, str] = {
     "replication_synchro_timeout": "seconds a change waits for its quorum before the call "
     "fails with ER_SYNC_QUORUM_TIMEOUT",
     "replication_timeout": "seconds between heartbeats; a peer silent 4 times as long is gone",
+    "replication_lag_timeout": "seconds a replica of the in-sync set may keep a write waiting "
+    "before it leaves the set (at most half of replication_synchro_timeout)",
     "advertise": "HOST:PORT other instances and clients reach this one at (etcd's leader key)",
     "etcd_endpoints": "etcd URLs (http://HOST:PORT[,...]): hold the leader key with a lease, "
     "fail over to a replica when it lapses",
     "etcd_prefix": "etcd key prefix of this cluster; the leader key is PREFIX/leader",
     "etcd_lease_ttl": "seconds the leader's lease lasts; a primary that cannot renew it "
     "stops taking changes before it lapses",
+    "maximum_lag_on_failover": "asynchronous replication: LSNs a replica may be behind the "
+    "newest known position and still take over",
     "loop": "event loop implementation",
     "log_format": "console: lines for humans; json: one object per line",
     "log_level": "least severe level that is logged",

@@ -18,6 +18,7 @@ import asyncio
 import errno
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +64,13 @@ class Store:
         self._retry_s = RETRY_FIRST_S
 
     def install(self) -> None:
-        """Group commit becomes the app's durability barrier; snapshots start."""
+        """Group commit becomes the app's durability barrier; snapshots start.
+        (Again for the store that replaces this one at a re-bootstrap: build.py.)"""
         app = self.app
         app.durability_barrier = self.commit.barrier
         if app.config.wal_mode == "write":
             app.commit_now = self.commit.commit_now
-        app.registry.register("queuebox.snapshot", self._snapshot_call, "admin")
-        app.add_shutdown_hook(self.close)
+        app.registry.register("queuebox.snapshot", self._snapshot_call, "admin", replace=True)
         self._schedule_check()
 
     # -- snapshots --
@@ -140,13 +141,15 @@ class Store:
         return [await asyncio.shield(self._snapshot)]
 
     # -- shutdown --
-    async def close(self) -> None:
+    async def close(self, snapshot: bool = True) -> None:
+        """After the last change: the WAL written, a snapshot (at a clean stop; not
+        before a re-bootstrap, which sets this history aside), the files closed."""
         if self._check is not None:
             self._check.cancel()
         await self.commit.drain()
         if self._snapshot is not None:
             await asyncio.gather(self._snapshot, return_exceptions=True)
-        if self.app.config.wal_mode != "none":
+        if snapshot and self.app.config.wal_mode != "none":
             try:
                 await self.snapshot("shutdown")
             except CallError:
@@ -155,8 +158,16 @@ class Store:
         self.engine.close()
 
 
-def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, RecoveryReport]:
-    """Lock the data directory and recover it (logging the progress)."""
+class RecoveryStopped(Exception):
+    """A signal came during recovery: the start stops (nothing was written yet)."""
+
+
+def open_engine(
+    config: Config, files: FileIO | None = None, stopping: Callable[[], bool] = lambda: False
+) -> tuple[Engine, RecoveryReport]:
+    """Lock the data directory and recover it (logging the progress). May run on a
+    worker thread: `stopping()` is asked with each progress line (about once a
+    second), and a True stops the recovery (RecoveryStopped; the lock released)."""
     engine = Engine(
         Path(config.data_dir),
         files=files,
@@ -171,6 +182,8 @@ def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, Re
     )
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
+        if stopping():
+            raise RecoveryStopped(f"stopped while recovering, after {records} records")
         mb = round(nbytes / 1e6, 1)
         log.info("recovering", records=records, mb=mb, seconds=round(seconds, 1))
 
@@ -194,19 +207,27 @@ def open_engine(config: Config, files: FileIO | None = None) -> tuple[Engine, Re
     return engine, report
 
 
-def build_store(app: App) -> Store:
-    """The recovered engine and its group commit; with test hooks, a file layer
-    whose faults `queuebox.test.fail_io` arms."""
-    faults = InjectedFaults() if app.config.test_hooks else None
-    engine, report = open_engine(app.config, faults)
+async def build_store(
+    app: App, faults: InjectedFaults | None = None, stopping: Callable[[], bool] = lambda: False
+) -> Store:
+    """The recovered engine and its group commit, over `faults` when the test
+    hooks are on (install_fault_hooks). Recovery runs on a worker thread, so the
+    loop goes on (signals, and clients of a replica that re-bootstraps)."""
+    loop = asyncio.get_running_loop()
+    engine, report = await loop.run_in_executor(None, open_engine, app.config, faults, stopping)
     store = Store(app, engine)
     store.recovery_seconds = report.seconds
     if report.snapshot is not None:
         store.last_snapshot_time = os.path.getmtime(report.snapshot)
     store.install()
-    if faults is not None:
-        app.registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN)
     return store
+
+
+def install_fault_hooks(app: App, faults: InjectedFaults) -> None:
+    """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory."""
+    registry = app.registry  # read_only_ok: a replica's disk can fail too
+    registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN, read_only_ok=True)
+    registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN, read_only_ok=True)
 
 
 def _fail_io(faults: InjectedFaults) -> Handler:
@@ -218,3 +239,13 @@ def _fail_io(faults: InjectedFaults) -> Handler:
         return [True]
 
     return fail_io
+
+
+def _stall_io(faults: InjectedFaults) -> Handler:
+    def stall_io(ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.test.stall_io(op, seconds[, count]): the next `count` calls of the
+        data directory's `op` take `seconds` first (on the thread that makes them)."""
+        faults.stall(str(args[0]), float(args[1]), int(args[2]) if len(args) > 2 else 1)
+        return [True]
+
+    return stall_io

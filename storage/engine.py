@@ -237,7 +237,10 @@ class Engine:
         return WalCursor(self._files, self.data_dir, after_lsn)
 
     def record_ts(self, lsn: int) -> float | None:
-        """The timestamp of this WAL's record at `lsn`, None if it is not on disk."""
+        """The timestamp of this WAL's record at `lsn`, None if it is not on disk
+        (the newest durable one is known without reading: a start from a snapshot)."""
+        if lsn == self._written_lsn and self._written_ts is not None:
+            return self._written_ts
         try:
             found = first_record(self.wal_cursor(lsn - 1))
         except (LsnUnavailable, CorruptLog):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from pathlib import Path
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -122,19 +123,31 @@ class FileIO:
 class InjectedFaults(FileIO):
     """A FileIO that fails on cue, for the server's test hooks (tests over real
     sockets cannot swap the class in the server process): fail(op, err, count)
-    makes the next `count` calls of `op` raise OSError(err)."""
+    makes the next `count` calls of `op` raise OSError(err); stall(op, seconds,
+    count) makes them take that long first (a disk that hangs)."""
 
     OPS = ("create", "pwrite", "fsync", "rename")
 
     def __init__(self) -> None:
         self._planned: dict[str, list[int]] = {op: [] for op in self.OPS}
+        self._stalls: dict[str, list[float]] = {op: [] for op in self.OPS}
 
     def fail(self, op: str, err: int, count: int = 1) -> None:
-        if op not in self._planned:
-            raise ValueError(f"op must be one of {', '.join(self.OPS)}, not {op!r}")
+        self._known(op)
         self._planned[op].extend([err] * count)
 
+    def stall(self, op: str, seconds: float, count: int = 1) -> None:
+        self._known(op)
+        self._stalls[op].extend([seconds] * count)
+
+    def _known(self, op: str) -> None:
+        if op not in self._planned:
+            raise ValueError(f"op must be one of {', '.join(self.OPS)}, not {op!r}")
+
     def _check(self, op: str) -> None:
+        stalls = self._stalls[op]
+        if stalls:
+            time.sleep(stalls.pop(0))
         planned = self._planned[op]
         if planned:
             err = planned.pop(0)

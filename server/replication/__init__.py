@@ -12,8 +12,11 @@
   subscribe, apply, ack, reconnect).
 - `view.py`: the queue reads a replica serves (statistics, peek) without
   running the queue.
+- `history.py`: where a refused replica's history and its primary's part
+  (before it re-bootstraps in-process: server/build.py).
 - `role.py`: the state machine (replica → STARTUP → RUNNING primary; a
-  primary that loses its lease → read-only) and etcd failover.
+  primary that loses its lease → ENDING → WAITING, following again).
+- `failover.py`: etcd decides who leads.
 
 Must not touch: queue semantics (the drivers), the WAL format (storage).
 """

@@ -10,8 +10,9 @@ LSNs and frames, written by this instance's own group commit), and calls
     connect ─▶ subscribe(last LSN) ─▶ apply frames / beats ─┐
        ▲            │ refused (read-only: not the primary)  │ silence, a
        └─ backoff ◀─┴───────────────────────────────────────┘ closed link
-    a diverged replica (LSNs that do not follow, a record that does not
-    apply, its LSN gone from the primary's WAL) stops, says so, stays read-only
+    refused otherwise (diverged, its LSN gone from the primary's WAL), or a
+    record that does not follow or apply: it stops, says so, and tells
+    `on_stopped` (the role re-bootstraps: build.py)
 
 Must not touch: the queue (a replica runs none; role.py builds it on
 promotion), the WAL format beyond frames and bodies.
@@ -37,6 +38,7 @@ from queuebox.storage.records import BadBody, BodyDecoder
 
 from ..config import Config
 from ..logs import get_logger
+from ..loop import cancel_and_wait
 from .link import Link, LinkError
 
 log = get_logger("queuebox.replication")
@@ -48,16 +50,28 @@ class Diverged(Exception):
     """This replica cannot follow its primary any more."""
 
 
-async def bootstrap(config: Config, replica: str, sources: tuple[Address, ...]) -> None:
+class Refused(Diverged):
+    """The primary refused the subscription (for another reason than being read-only)."""
+
+
+# on_stopped(host, port, why, applying): the applier stopped for good; `applying`
+# when a record did not follow or apply here, else the primary refused it.
+OnStopped = Callable[[str, int, str, bool], None]
+
+
+async def bootstrap(
+    config: Config, replica: str, sources: Callable[[], tuple[Address, ...]]
+) -> None:
     """Fill an empty data directory from the first source that answers: its newest
-    snapshot file, written whole and renamed into place. Retries until one does."""
+    snapshot file, written whole and renamed into place. Retries until one does
+    (`sources()` is asked again each round: a leader may change meanwhile)."""
     directory = Path(config.data_dir)
     listing = sort_listing(directory, FileIO().listdir(directory))
     if listing.snap or listing.wal:
         return
     delay = 0.1
     while True:
-        for host, port in sources:
+        for host, port in sources():
             try:
                 await _fetch_snapshot(config, replica, directory, host, port)
                 return
@@ -111,8 +125,10 @@ class Applier:
         barrier: Callable[[], Awaitable[Any] | None],
         replica: str,
         sources: tuple[Address, ...],
+        on_stopped: OnStopped | None = None,
     ) -> None:
         self.config = config
+        self.on_stopped = on_stopped
         self.engine = engine
         self._barrier = barrier  # the app's durability barrier: our WAL write
         self.replica = replica
@@ -128,12 +144,14 @@ class Applier:
         self._bodies = BodyDecoder("wal")
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        """Follow; again after stop() or giving up (what it knew of its primary kept)."""
+        if self._task is None or self._task.done():
+            self.diverged = None
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._link is not None:
             self._link.close()
@@ -141,9 +159,16 @@ class Applier:
 
     def follow(self, sources: tuple[Address, ...]) -> None:
         """Follow other sources (a new leader): drop the link, reconnect there."""
+        if sources == self.sources:
+            return
         self.sources = sources
         if self._link is not None:
             self._link.close()
+
+    @property
+    def stopped(self) -> bool:
+        """Following no more: stopped, or given up (on_stopped was told)."""
+        return self._task is None or self._task.done()
 
     @property
     def caught_up(self) -> bool:
@@ -162,6 +187,8 @@ class Applier:
                 except (Diverged, EngineError) as e:
                     self.diverged = str(e)
                     log.error("replica stopped following its primary", error=str(e))
+                    if self.on_stopped is not None:
+                        self.on_stopped(host, port, str(e), not isinstance(e, Refused))
                     return
                 except Exception:  # a bug must not end replication silently
                     log.exception("replication failed; reconnecting", primary=f"{host}:{port}")
@@ -199,14 +226,15 @@ class Applier:
             self.primary_lsn = max(self.primary_lsn, lsn)
             if kind == "wal":
                 self._apply(payload)
-                self._ack_when_written(link)
+            # After a beat too: a caught-up replica tells a new primary what it has.
+            self._ack_when_written(link)
 
     def _refused(self, got: Response, address: str) -> None:
         if got.error_code == ErrorCode.ER_READONLY:
             raise LinkError(f"{address} is read-only: not the primary")
         if got.ok:
             raise LinkError(f"{address}: the feed ended")
-        raise Diverged(f"{address}: {got.error_message}")
+        raise Refused(f"{address}: {got.error_message}")
 
     def _apply(self, payload: bytes) -> None:
         decoder = FrameDecoder(0)

@@ -14,7 +14,11 @@ does not include; a replica logs in as `replication_user`):
   LSN is gone from the WAL, or the replica diverged: ahead of this primary,
   or its record at `after_lsn` (timestamp `after_ts`) is not this primary's).
 - `queuebox.replication.ack(uuid, lsn)`: the replica wrote up to `lsn`
-  (for the quorum of synchronous replication).
+  (for the quorum of synchronous replication). Counted only when it comes
+  on the connection that holds that replica's subscribed feed, for an LSN
+  the feed has sent; from anywhere else (another session, any user) it is
+  refused and counts for nothing: an ack is the replica's word that the
+  records are in its WAL, and only the stream that carried them can give it.
 
     from disk ──(cursor reached the written LSN)──▶ live ──(a batch did not
         ▲                                              follow, or the replica
@@ -100,9 +104,14 @@ class Feeds:
 
     def install(self) -> None:
         registry = self.app.registry
-        registry.register("queuebox.replication.join", self._join, REPLICATION)
-        registry.register("queuebox.replication.subscribe", self._subscribe, REPLICATION)
-        registry.register("queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True)
+        # replace: the feeds of a re-bootstrapped engine take over the names (build.py).
+        registry.register("queuebox.replication.join", self._join, REPLICATION, replace=True)
+        registry.register(
+            "queuebox.replication.subscribe", self._subscribe, REPLICATION, replace=True
+        )
+        registry.register(
+            "queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True, replace=True
+        )
 
     def stop_all(self) -> None:
         for feed in list(self.feeds.values()):
@@ -114,6 +123,7 @@ class Feeds:
 
     # -- live --
     def _broadcast(self, batch: Any) -> None:
+        self.quorum.insync.written(batch.last_lsn)
         for feed in self.feeds.values():
             if not feed.live or batch.last_lsn <= feed.sent:
                 continue
@@ -136,6 +146,17 @@ class Feeds:
 
     def _ack(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         replica, lsn = arguments(args, "ack(uuid, lsn)", str, int)
+        feed = self.feeds.get(replica)
+        if feed is None or feed.session is not ctx:
+            raise CallError(
+                ErrorCode.ER_ACCESS_DENIED,
+                f"an ack of replica {replica} counts only on its subscribed replication stream",
+            )
+        if lsn > feed.sent:
+            raise CallError(
+                ErrorCode.ER_ILLEGAL_PARAMS,
+                f"ack of LSN {lsn}: replica {replica} was sent up to LSN {feed.sent}",
+            )
         self.quorum.ack(replica, lsn)
         return []
 
@@ -150,6 +171,7 @@ class Feeds:
             old.stop()
         feed = self.feeds[replica] = Feed(cast(Session, ctx), replica, after, sync)
         self.joining.pop(replica, None)
+        self.quorum.insync.connected(replica)
         log.info("replica subscribed", replica=replica, peer=feed.session.peer, after_lsn=after)
         return self._run(feed)
 
@@ -168,7 +190,7 @@ class Feeds:
         raise CallError(
             ErrorCode.ER_PROC_LUA,
             f"replica {replica} {why}: it has changes the primary never had; "
-            "start it on an empty data directory",
+            "it sets them aside and re-bootstraps",
         )
 
     async def _run(self, feed: Feed) -> list[Any]:
@@ -177,11 +199,12 @@ class Feeds:
         except EngineError as e:
             log.error("replica feed stopped", replica=feed.replica, error=str(e))
             raise CallError(
-                ErrorCode.ER_PROC_LUA, f"{e}; start the replica on an empty data directory"
+                ErrorCode.ER_PROC_LUA, f"{e}; the replica re-bootstraps from this primary"
             ) from None
         finally:
             if self.feeds.get(feed.replica) is feed:
                 del self.feeds[feed.replica]
+                self.quorum.insync.disconnected(feed.replica)
             log.info("replica left", replica=feed.replica, sent_lsn=feed.sent)
         return [feed.sent]
 
@@ -210,6 +233,9 @@ class Feeds:
                 feed.push("wal", feed.sent, data)
             elif feed.sent >= self.engine.durable_lsn:
                 feed.live = True
+                # Caught up: a beat now lets the replica acknowledge what it has,
+                # so it can join the in-sync set before the next write.
+                feed.push("beat", self.engine.durable_lsn, b"")
             else:
                 await asyncio.sleep(0.002)  # the writer thread is between write and report
 

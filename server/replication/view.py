@@ -5,7 +5,8 @@ every tube counted from the spaces' status indexes, `peek`, `queue.state()`,
 the EVAL texts that only read; every other queue name resolves to a call
 that answers ER_READONLY (so a client learns to go to the primary), never
 ER_NO_SUCH_PROC. The queue itself is built only when the instance becomes
-writable (role.py), as a restart builds it.
+writable (role.py), as a restart builds it. While no catalog is attached
+(the data directory is being loaded again) the reads answer ER_LOADING.
 
 Must not touch: data (everything here only reads the catalog), sockets.
 """
@@ -25,10 +26,11 @@ from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
 
 from ..app import App
-from ..config import READ, WRITE
+from ..config import ADMIN, READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
-from ..errors import read_only_error
+from ..errors import loading_error, read_only_error
 from ..queue_calls import (
+    EVAL_CREATE,
     EVAL_EXISTS,
     EVAL_STATE,
     EVAL_VERSION,
@@ -40,12 +42,17 @@ from ..rights import check_tube
 
 
 class ReplicaView:
-    def __init__(self, app: App, catalog: Catalog) -> None:
+    def __init__(self, app: App, catalog: Catalog | None = None) -> None:
         self.app = app
-        self.catalog = catalog
+        self.catalog = catalog  # None while the data directory is loaded again
         self._namespaces = tuple(f"{ns}." for ns in app.config.queue_namespaces)
+        self.installed = False
 
     def install(self) -> None:
+        """Serve the queue's names read-only (at a read-only start, or a step-down)."""
+        if self.installed:
+            return
+        self.installed = True
         registry = self.app.registry
         for prefix in self._namespaces:
             for name in ("statistics", "stats"):
@@ -56,10 +63,14 @@ class ReplicaView:
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
         registry.register_eval(EVAL_EXISTS, self._exists, READ, replace=True)
+        # Refused before it runs (a change, read-only); replaces a torn-down queue's.
+        registry.register_eval(EVAL_CREATE, _refuse, ADMIN, replace=True)
         registry.add_resolver(self.resolve)
 
     def uninstall(self) -> None:
-        self.app.registry.remove_resolver(self.resolve)
+        if self.installed:
+            self.installed = False
+            self.app.registry.remove_resolver(self.resolve)
 
     def resolve(self, name: str) -> Resolved | None:
         prefix = next((p for p in self._namespaces if name.startswith(p)), None)
@@ -72,15 +83,20 @@ class ReplicaView:
         return _refuse, WRITE, tube
 
     # -- the reads --
+    def _catalog(self) -> Catalog:
+        if self.catalog is None:
+            raise loading_error()
+        return self.catalog
+
     def _tubes(self) -> dict[str, tuple[str, str]]:
         """name -> (space name, driver type) of every tube."""
-        space = self.catalog.get(QUEUE_SPACE)
+        space = self._catalog().get(QUEUE_SPACE)
         if space is None:
             return {}
         return {row[0]: (row[2], row[3]) for row in space}
 
     def _report(self, space_name: str) -> dict[str, Any]:
-        space = self.catalog.get(space_name)
+        space = self._catalog().get(space_name)
         status = space.index("status") if space is not None else None
         counts = {s: status.count((s,)) if status is not None else 0 for s in STATUSES}
         return TubeStats().report(counts)
@@ -108,16 +124,17 @@ class ReplicaView:
         """queuebox.tasks read from the replicated spaces, as the primary answers it."""
         name, opts = [*args, None, None][:2]
         check_tube(ctx.grant, READ, name, TASKS, ctx.user)
-        queue = self.catalog.get(QUEUE_SPACE)
+        catalog = self._catalog()
+        queue = catalog.get(QUEUE_SPACE)
         row = queue.get((name,)) if queue is not None and isinstance(name, str) else None
         cls = DRIVERS.get(row[3]) if row is not None else None
-        space = self.catalog.get(row[2]) if row is not None else None
+        space = catalog.get(row[2]) if row is not None else None
         if row is None or cls is None or space is None:
             raise read_only_error()  # a tube the primary may know: ask it
         policy = policy_of(row[4])
 
         def row_of(task_id: int) -> Any:
-            return journal_row(self.catalog, row[0], task_id)
+            return journal_row(catalog, row[0], task_id)
 
         page = list_tasks(space, cls, row_of, policy is not None, opts)
         retries = policy_options(policy)
@@ -126,7 +143,7 @@ class ReplicaView:
     def _peek(self, tube: str) -> Handler:
         def peek(ctx: CallContext, args: list[Any]) -> list[Any]:
             found = self._tubes().get(tube)
-            space = self.catalog.get(found[0]) if found is not None else None
+            space = self._catalog().get(found[0]) if found is not None else None
             if found is None or space is None:
                 raise read_only_error()  # a tube the primary may know: ask it
             tid = task_id(args[0] if args else None)

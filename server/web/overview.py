@@ -1,9 +1,8 @@
 """What the console shows, read from the running server in the loop.
 
 Owns: the JSON of the server (version, build, role, WAL and snapshot state,
-memory), of this node's place in a cluster when the server has no
-`queuebox.status()` to ask (its primary and lag on a replica, its replicas
-and theirs on a primary, in that call's shape), of each tube (driver,
+memory), of this node's place in a cluster (what `queuebox.status()`
+answers: replication/status.py), of each tube (driver,
 options, counts by state, waiting takes, rates) and of the connections and
 queue sessions with the tasks they hold. Which tubes a user sees is decided
 by the caller (console.py asks `queue.statistics` as the user). Must not
@@ -26,6 +25,7 @@ from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.drivers.untimed import UntimedStore
 
 from ..build import Server
+from ..replication import status
 
 STARTED = time.time()
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -63,45 +63,9 @@ def server_view(server: Server) -> dict[str, Any]:
 
 
 def cluster_view(server: Server) -> dict[str, Any]:
-    """This node's place in its cluster as far as it knows it, in the shape of
-    `queuebox.status()` (the console asks that call first, when the server has it)."""
-    role, app = server.role, server.app
-    lsn = server.store.engine.last_lsn
-    if not app.read_only:
-        name = "primary"
-    else:
-        name = "replica" if role.applier is not None else "read_only"
-    applier = role.applier
-    following = None
-    if applier is not None:
-        following = {
-            "primary": applier.primary,
-            "connected": applier.connected,
-            "primary_lsn": applier.primary_lsn,
-            "lag_lsn": max(0, applier.primary_lsn - lsn),
-            "diverged": applier.diverged,
-        }
-    replicas = []
-    for replica, feed in sorted(role.feeds.feeds.items()):
-        acked = role.quorum.acked.get(replica, 0)
-        replicas.append(
-            {
-                "name": replica,
-                "connected": not feed.stopped,
-                "acked_lsn": acked,
-                "lag_lsn": max(0, server.store.engine.durable_lsn - acked),
-            }
-        )
-    return {
-        "role": "fenced" if role.fenced else name,
-        "state": app.state,
-        "lsn": lsn,
-        "primary": following["primary"] if following else None,
-        "failover": "etcd" if app.config.etcd_endpoints else "manual",
-        "quorum": role.quorum.need,
-        "replicas": replicas,
-        "following": following,
-    }
+    """This node's place in its cluster: what `queuebox.status()` answers (the
+    console asks that call as the user first; this is for when it cannot)."""
+    return status.cluster_view(server.role, server.cluster)
 
 
 def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:

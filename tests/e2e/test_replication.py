@@ -25,9 +25,10 @@ from tests.e2e.cluster import (
     wait_for,
 )
 from tests.e2e.serverproc import StartServer, clean_env, unique
+from tests.e2e.test_heal import set_aside_puts
 
 ER_READONLY = 7
-ER_SYNC_QUORUM_TIMEOUT = 194
+ER_SYNC_QUORUM_TIMEOUT = 216
 
 
 def put_many(conn: tarantool.Connection, tube: str, count: int, tag: str) -> None:
@@ -201,7 +202,9 @@ def test_synchronous_replication_waits_for_the_quorum(start_server: StartServer)
                 replica.proc.send_signal(signal.SIGCONT)
 
 
-def test_a_replica_ahead_of_its_primary_stops_and_says_so(start_server: StartServer) -> None:
+def test_a_replica_ahead_of_its_primary_sets_its_records_aside_and_rejoins(
+    start_server: StartServer,
+) -> None:
     primary = start_primary(start_server)
     other = start_primary(start_server)
     tube = unique("ahead")
@@ -215,11 +218,15 @@ def test_a_replica_ahead_of_its_primary_stops_and_says_so(start_server: StartSer
     replica.data_dir.rename(replica.data_dir.with_name("fresh"))
     other.data_dir.rename(replica.data_dir)
     replica.start()
-    wait_for(lambda: "replica stopped following its primary" in replica.log(), what="the refusal")
+    wait_for(lambda: "re-bootstrapped from the primary" in replica.log(), what="the rejoin")
     assert "ahead of this primary" in replica.log()
-    with connect(replica) as r:
+    # Every record it held is kept (none is the primary's), readable by wal cat.
+    assert [data["tag"] for data in set_aside_puts(replica)] == ["elsewhere"] * 10
+    with connect(primary) as p, connect(replica) as r:
         assert r.call("queue.state").data == ["WAITING"]
-        assert r.call("queue.statistics", [tube]).data[0]["tasks"]["ready"] == 10
+        p.call("queue.create_tube", [tube, "fifo"])
+        put_many(p, tube, 3, "here")
+        assert len(wait_equal(p, r, tube)) == 3
 
 
 def test_the_promote_command_promotes_a_replica(start_server: StartServer) -> None:
@@ -255,10 +262,14 @@ def test_bad_replication_calls_get_an_error_not_a_traceback(start_server: StartS
     assert "Traceback" not in primary.log()
 
 
-def test_an_old_primary_with_changes_nobody_got_is_refused(start_server: StartServer) -> None:
+def test_an_old_primary_with_changes_nobody_got_sets_them_aside_and_rejoins(
+    start_server: StartServer,
+) -> None:
     """Same LSNs, other records: the old primary wrote LSNs its replica never got,
     the promoted replica wrote its own at those LSNs and beyond. The old one,
-    restarted as a replica, is behind by LSN but must not be fed on top."""
+    restarted as a replica, is behind by LSN but must not be fed on top: it finds
+    where the histories part, keeps its own records after that point in a file,
+    re-bootstraps from the new primary in-process, and follows it."""
     primary = start_primary(start_server)
     replica = start_replica(start_server, primary)
     tube = unique("diverge")
@@ -282,8 +293,13 @@ def test_an_old_primary_with_changes_nobody_got_is_refused(start_server: StartSe
         *REPLICATION,
     ]  # fmt: skip
     primary.start()
-    wait_for(lambda: "replica stopped following its primary" in primary.log(), what="refusal")
+    wait_for(lambda: "re-bootstrapped from the primary" in primary.log(), what="the rejoin")
     assert "has another record at LSN" in primary.log()
-    with connect(primary) as p:
+    kept = set_aside_puts(primary)
+    assert [data["tag"] for data in kept] == ["only on the old primary"] * 5
+    with connect(replica) as r, connect(primary) as p:
         assert p.call("queue.state").data == ["WAITING"]
-        assert p.call("queue.statistics", [tube]).data[0]["tasks"]["total"] == 15
+        assert len(wait_equal(r, p, tube)) == 30
+        put_many(r, tube, 1, "followed")
+        assert len(wait_equal(r, p, tube)) == 31
+    assert primary.proc is not None and primary.proc.poll() is None  # no restart

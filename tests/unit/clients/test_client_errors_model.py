@@ -27,6 +27,12 @@ PREFIX = "/usr/share/tarantool/queue/abstract.lua:83: "
         (47, "Incorrect password supplied for user 'tester'", errors.AuthError),
         (45, "User 'nobody' is not found", errors.AuthError),
         (42, "Execute access to function 'f' is denied for user 'guest'", errors.ServerError),
+        (
+            216,
+            "Quorum collection for a synchronous transaction is timed out",
+            errors.OutcomeUnknown,
+        ),
+        (222, "Couldn't wait for quorum 1: fenced", errors.OutcomeUnknown),
     ],
 )
 def test_error_from_reply_picks_the_specific_class(code: int, message: str, cls: type) -> None:

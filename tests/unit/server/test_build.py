@@ -14,7 +14,7 @@ from queuebox.storage.errors import DataDirLocked
 
 
 async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> None:
-    server = build_server(App(Config(data_dir=str(tmp_path))))
+    server = await build_server(App(Config(data_dir=str(tmp_path))))
     try:
         app = server.app
         # Group commit is the durability barrier, and a failed write reloads the queue.
@@ -36,7 +36,7 @@ async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> No
 async def test_recovery_runs_without_the_collector_and_freezes_what_it_made(
     tmp_path: Path,
 ) -> None:
-    first = build_server(App(Config(data_dir=str(tmp_path))))
+    first = await build_server(App(Config(data_dir=str(tmp_path))))
     first.queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])
     first.queue.modern.call(1, "queue.tube.jobs:put", ["a"])
     await first.app.on_shutdown()
@@ -45,7 +45,7 @@ async def test_recovery_runs_without_the_collector_and_freezes_what_it_made(
     seen: list[bool] = []
     gc.callbacks.append(lambda phase, info: seen.append(phase == "start"))
     try:
-        server = build_server(App(Config(data_dir=str(tmp_path))))
+        server = await build_server(App(Config(data_dir=str(tmp_path))))
         # Nothing was collected while it recovered, the collector is back on,
         # and the recovered objects (its task among them) are frozen.
         assert seen == [] and gc.isenabled()
@@ -58,10 +58,10 @@ async def test_recovery_runs_without_the_collector_and_freezes_what_it_made(
 
 
 async def test_a_failed_recovery_turns_the_collector_back_on(tmp_path: Path) -> None:
-    holder = build_server(App(Config(data_dir=str(tmp_path))))
+    holder = await build_server(App(Config(data_dir=str(tmp_path))))
     try:
         with pytest.raises(DataDirLocked):  # the directory is this server's
-            build_server(App(Config(data_dir=str(tmp_path))))
+            await build_server(App(Config(data_dir=str(tmp_path))))
         assert gc.isenabled()
     finally:
         await holder.app.on_shutdown()
