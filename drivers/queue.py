@@ -34,6 +34,7 @@ from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error
+from .queue_state import RUNNING
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -184,7 +185,7 @@ class Queue(EntryPoints):
         return self.registry.get(name) is not None
 
     def state(self) -> str:
-        return "RUNNING"
+        return RUNNING
 
     # -- plumbing --
     def _advance(self, now: int) -> None:

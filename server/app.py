@@ -18,8 +18,8 @@ server plug into:
 - `read_only` / `lease_ok` / `state`: whether this instance takes changes
   (a replica, or a primary fenced off, does not; `lease_ok`, when set, is
   the leader lease's synchronous check) and the queue state it reports
-  (RUNNING, or WAITING while read-only); server/replication/role.py moves
-  them.
+  (drivers/queue_state.py: INIT until the data directory is recovered,
+  then server/replication/role.py moves it).
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
@@ -34,6 +34,8 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+from queuebox.drivers.queue_state import INIT
 
 from .config import Config, effective_guest_rights
 from .dispatch import Registry
@@ -83,7 +85,7 @@ class App:
             config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
         )
         self.lease_ok: Callable[[], bool] | None = None
-        self.state = "WAITING" if self.read_only else "RUNNING"
+        self.state = INIT  # until recovery is done: role.py moves it
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0

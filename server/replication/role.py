@@ -3,8 +3,10 @@
 Owns: starting as a primary (the queue built and served) or read-only (a
 replica's applier, or `read_only`; the queue's reads served by view.py),
 promotion, fencing, and the admin call `queuebox.promote`. The states, as
-`queue.state()` reports them (the module's own names):
+`queue.state()` reports them (the module's own names, drivers/queue_state.py):
 
+    INIT ──start, primary──▶ STARTUP ──queue built──▶ RUNNING
+    INIT ──start, read-only──▶ WAITING
     read-only (WAITING) ──promote──▶ STARTUP ──queue rebuilt──▶ RUNNING (primary)
                                      (the applier stopped, its last records
                                       written; taken tasks of sessions that
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from queuebox.drivers.queue_state import RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
 from ..app import App
@@ -65,13 +68,16 @@ class Role:
         self.app.registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
         self.app.add_shutdown_hook(self.stop, first=True)
         if self.app.read_only:
+            self.app.state = WAITING
             self.engine.writable = False
             self.view.install()
             sources = self.app.config.replication_source
             if sources:
                 self.start_applier(sources)
         else:
+            self.app.state = STARTUP
             self._build_queue()
+            self.app.state = RUNNING
 
     async def stop(self) -> None:
         """At shutdown, before the store closes: nothing more is applied or fed."""
@@ -102,7 +108,7 @@ class Role:
             )
         if not app.read_only:
             return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": False}
-        app.state = "STARTUP"
+        app.state = STARTUP
         log.info("promoting to primary", why=why, lsn=self.engine.last_lsn)
         if self.applier is not None:
             await self.applier.stop()
@@ -112,7 +118,7 @@ class Role:
         self.view.uninstall()
         self._build_queue()
         app.read_only = False
-        app.state = "RUNNING"
+        app.state = RUNNING
         log.info("promoted: RUNNING as the primary", lsn=self.engine.last_lsn)
         return {"state": app.state, "lsn": self.engine.last_lsn, "promoted": True}
 
@@ -123,7 +129,7 @@ class Role:
         self.fenced = True
         app = self.app
         app.read_only = True
-        app.state = "WAITING"
+        app.state = WAITING
         self.engine.writable = False
         self.quorum.fail_all(read_only_error())
         self.feeds.stop_all()
