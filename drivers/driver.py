@@ -5,8 +5,8 @@ Owns: the task states and their machine (drawn below), the driver contract
 when a driver class registers, like upstream's list of required methods),
 the `TaskEvents` a driver reports to the framework, and `TaskStore`'s
 writers: the one place where a driver writes its space, so that per-status
-counts, ownership release, wakeups and the "room for a waiting put" signal
-can never be forgotten by a code path.
+counts, ownership release, wakeups, the "room for a waiting put" signal and
+the change reported to listeners can never be forgotten by a code path.
 Must not touch: sessions, waiters, statistics objects, the clock (time comes
 in as `now`, epoch µs), anything outside its own space(s).
 
@@ -93,6 +93,10 @@ class TaskEvents(Protocol):
     def removed(self) -> None:
         """A task was deleted: a waiting put may now have room."""
 
+    def changed(self, old: Tuple | None, new: Tuple | None) -> None:
+        """A task changed (after it: stats, wakes and ownership are done): for the
+        tube's listeners (plugin callbacks, event subscribers; events.py)."""
+
 
 DRIVERS: dict[str, type[TaskStore]] = {}
 
@@ -173,6 +177,12 @@ class TaskStore(ABC):
     def drop_spaces(self, catalog: Catalog) -> None:
         catalog.drop_space(self.space.name)
 
+    def note(self, event: str) -> None:
+        """Name the event of the changes that follow (events.py), written with their
+        WAL records. The framework names those of tube methods and of a session's
+        end; a driver names what its own timers do (ttl.py: delay, ttr, ttl)."""
+        self.space.note = event
+
     # -- reading --
     def normalize(self, task: Tuple) -> list[Any]:
         return [task[0], task[1], task[self.F_DATA]]
@@ -213,8 +223,11 @@ class TaskStore(ABC):
         return count
 
     def truncate(self) -> None:
+        gone = list(self.space)  # in key order, as the space deletes (and logs) them
         self.space.truncate()
         self.counts = dict.fromkeys(STATUSES, 0)
+        for task in gone:
+            self.events.changed(task, None)
 
     def rebuild(self, now: int, keep: Container[int] = ()) -> None:
         """After a restart: recount, and every taken task is released (counted),
@@ -279,6 +292,7 @@ class TaskStore(ABC):
         if new is None:
             self.events.removed()
         self._status_changed(old, new)
+        self.events.changed(old, new)
 
     def _status_changed(self, old: Tuple | None, new: Tuple | None) -> None:
         """Plain queues: every arrival in r is a takeable task."""

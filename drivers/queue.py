@@ -21,7 +21,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
 from queuebox.storage.catalog import Catalog
@@ -34,6 +34,7 @@ from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error
+from .events import TaskChange
 from .queue_state import RUNNING
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
@@ -186,6 +187,40 @@ class Queue(EntryPoints):
 
     def state(self) -> str:
         return RUNNING
+
+    def listen(
+        self,
+        on_changes: Callable[[list[TaskChange]], None] | None,
+        callbacks: Container[str] = frozenset(),
+    ) -> None:
+        """Hear of every task change: `on_changes(changes)` runs once the entry
+        point that made them is done (like a wake), so a listener that calls the
+        queue never meets a half-done call. `callbacks`: the names a tube may be
+        bound to over the wire (on_task_change). None: stop listening."""
+        shared = self.registry.shared
+        shared.callbacks = callbacks
+        if on_changes is None:
+            shared.on_change = None
+            return
+        pending: list[TaskChange] = []
+        wakes = self._wakes
+
+        def flush() -> None:
+            changes = list(pending)
+            pending.clear()
+            on_changes(changes)
+
+        def collect(change: TaskChange) -> None:
+            if not pending:
+                wakes.append(flush)
+            pending.append(change)
+
+        shared.on_change = collect
+
+    def callback_of(self, tube: str) -> str | None:
+        """The named callback a tube is bound to (on_task_change), if any."""
+        found = self.registry.tubes.get(tube)
+        return None if found is None else found.callback
 
     # -- plumbing --
     def _advance(self, now: int) -> None:

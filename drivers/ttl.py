@@ -165,15 +165,18 @@ class TtlStore(TaskStore):
         return True
 
     def _delay_ended(self, task: Tuple) -> None:
+        self.note("delay")
         self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
         self.events.stat(self.DELAY_STAT)
 
     def _ttl_expired(self, task: Tuple) -> None:
+        self.note("ttl")
         self._delete(task[0])
         self.events.stat("delete")
         self.events.stat("ttl")
 
     def _ttr_expired(self, task: Tuple) -> None:
+        self.note("ttr")
         self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
         self.events.stat("ttr")
 

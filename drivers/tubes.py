@@ -21,7 +21,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import key_part_type, module_error, no_such_engine
-from .tube import Shared, Tube
+from .tube import Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
@@ -70,14 +70,15 @@ class TubeRegistry:
             raise module_error(f"Space '{name}' already exists")
         if existing is not None:
             return existing
+        callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
         cls.fill_defaults(opts)
-        opts.pop("on_task_change", None)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
         last = self._space.index("tube_id").last()
         tube_id = 0 if last is None else last[1] + 1
         tube = self._attach(name, tube_id, type_, opts, cls, space)
+        tube.callback = callback  # not stored: upstream keeps no callback either
         self._space.insert((name, tube_id, name, type_, dict(opts)))  # no aliasing
         return tube
 
@@ -148,6 +149,7 @@ class TubeRegistry:
                 space.truncate()  # its tasks were never durable
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
+            space.note = "restart"
             tube.driver.rebuild(now, held.get(name, ()))
             tube.sync_deadline()
 
