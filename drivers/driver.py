@@ -101,8 +101,11 @@ class TaskEvents(Protocol):
 DRIVERS: dict[str, type[TaskStore]] = {}
 
 
-def register_driver(name: str, cls: type[TaskStore]) -> None:
-    """Add a driver type; its class must implement the whole contract."""
+def check_driver(name: object, cls: object) -> None:
+    """Refuse, naming what is wrong, a driver that cannot be registered as `name`:
+    the check of the project's own drivers and of every plugin's alike."""
+    if not isinstance(name, str) or not name:
+        raise module_error(f"a driver's name is a non-empty string, not {name!r}")
     if name in DRIVERS:
         raise module_error(f'overriding registered driver "{name}"')
     abstract: frozenset[str] = getattr(cls, "__abstractmethods__", frozenset())
@@ -111,6 +114,23 @@ def register_driver(name: str, cls: type[TaskStore]) -> None:
             raise module_error(
                 f'The "{name}" driver does not have an implementation of method "{method}".'
             )
+    if not isinstance(cls, type) or not issubclass(cls, TaskStore):
+        # The framework needs TaskStore's writers (counts, wakes, events) too.
+        raise module_error(
+            f'The "{name}" driver must be a class deriving from '
+            f"queuebox.drivers.driver.TaskStore, not {cls!r}."
+        )
+    fields = len(cls.FORMAT)
+    if not cls.INDEXES or not cls.INDEXES[0].unique or not 0 <= cls.F_DATA < fields:
+        raise module_error(
+            f'The "{name}" driver needs a unique first index and its data field '
+            f"(F_DATA = {cls.F_DATA}) among its FORMAT's {fields} fields."
+        )
+
+
+def register_driver(name: str, cls: type[TaskStore]) -> None:
+    """Add a driver type; its class must implement the whole contract."""
+    check_driver(name, cls)
     DRIVERS[name] = cls
 
 

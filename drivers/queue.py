@@ -304,6 +304,8 @@ class Queue(EntryPoints):
         if tube_name is None:
             return self._module[module]
         tube = self.registry.get(tube_name)
+        if tube is None and tube_name in self.registry.unserved and method in TUBE_ACCESS:
+            return self._unserved(tube_name)
         if tube is None or method not in TUBE_ACCESS:
             return None
         if module == "tube.":
@@ -315,6 +317,17 @@ class Queue(EntryPoints):
         if method == "drop":
             return lambda call: self._drop(tube)
         return tube.method(method, self.registry.tubes)
+
+    def _unserved(self, name: str) -> Handler:
+        driver = self.registry.unserved[name]
+
+        def unserved(call: Call) -> Answer:
+            raise module_error(
+                f"Tube '{name}' needs the driver '{driver}', which no plugin registered at "
+                "this start; its tasks are kept until a start that loads it"
+            )
+
+        return unserved
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)

@@ -33,6 +33,9 @@ class TubeRegistry:
         self.catalog = catalog
         self.shared = shared
         self.tubes: dict[str, Tube] = {}
+        # Tubes whose driver nobody registered (a plugin not loaded): name -> type.
+        # Kept as they are, tasks and all, until a start that knows the driver.
+        self.unserved: dict[str, str] = {}
         existing = catalog.get(QUEUE_SPACE)
         # `is None`, not `or`: an empty space is falsy (it has a length).
         self._space: Space = (
@@ -140,7 +143,8 @@ class TubeRegistry:
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
             if cls is None:
-                continue  # upstream recreates tubes of registered drivers only
+                self.unserved[name] = type_  # upstream recreates registered drivers' only
+                continue
             opts = dict(opts)
             space = self.catalog.get(space_name)
             if space is None:

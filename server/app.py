@@ -15,6 +15,8 @@ server plug into:
   a connection can confirm its held replies before it flushes them.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
+- `changes`: the in-process listeners of task changes (changes.py); the
+  queue glue attaches every queue it builds.
 - `read_only` / `lease_ok` / `state`: whether this instance takes changes
   (a replica, or a primary fenced off, does not; `lease_ok`, when set, is
   the leader lease's synchronous check) and the queue state it reports
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 
 from queuebox.drivers.queue_state import INIT
 
+from .changes import ChangeHub
 from .config import Config, effective_guest_rights
 from .dispatch import Registry
 from .limits import BufferBudget
@@ -86,6 +89,8 @@ class App:
         )
         self.lease_ok: Callable[[], bool] | None = None
         self.state = INIT  # until recovery is done: role.py moves it
+        # Who in process hears of task changes (plugin callbacks, event feeds).
+        self.changes = ChangeHub()
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0

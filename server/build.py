@@ -4,6 +4,8 @@ Owns: `Server` (the app and the typed parts around it) and `build_server`,
 which makes them in the order they depend on each other:
 
     App (config, registry, users)
+      └─ PluginHost: each configured plugin loaded (its drivers must be
+         known before the queue rebuilds its tubes)
       └─ Store: the engine, recovered from the data directory, and group
          commit, which becomes the app's durability barrier
            └─ Role (replication/role.py): a primary builds QueueCalls, the
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 from . import builtins
 from .app import App
+from .plugins import PluginHost
 from .queue_calls import QueueCalls
 from .replication.role import Role
 from .store import Store, build_store
@@ -36,6 +39,7 @@ class Server:
     app: App
     store: Store
     role: Role
+    plugins: PluginHost
 
     @property
     def queue(self) -> QueueCalls | None:
@@ -45,6 +49,8 @@ class Server:
 
 def build_server(app: App) -> Server:
     """Everything on top of `app`, made before the listener starts accepting."""
+    plugins = PluginHost(app)
+    plugins.load_all()
     with _collector_paused():
         store = build_store(app)
         role = Role(app, store, str(app.instance_uuid))
@@ -57,7 +63,7 @@ def build_server(app: App) -> Server:
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
-    return Server(app, store, role)
+    return Server(app, store, role, plugins)
 
 
 @contextmanager

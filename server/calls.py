@@ -1,7 +1,8 @@
 """CALL, CALL_16 and EVAL: find the handler, check rights, run it, reply.
 
 Owns: the path of a function call through the registry (ER_NO_SUCH_PROC,
-ER_ACCESS_DENIED), the inline-or-later decision, the durability barrier
+ER_ACCESS_DENIED, ER_READONLY), the same path for a call made in process
+(`call_in_process`, a plugin's), the inline-or-later decision, the durability barrier
 before a reply, the CALL_16 shaping, and the reply bytes of anything a
 handler produced: results, errors (unexpected ones logged with their
 traceback), a failed barrier. Must not know any particular function, nor do
@@ -25,10 +26,11 @@ from queuebox.protocol import (
     call16_shape,
     encode_packed_data,
 )
+from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
-from .dispatch import Handler, TakesData
+from .dispatch import CallResult, Handler, TakesData
 from .errors import CallError, error_code_and_message, read_only_error
 from .logs import get_logger
 from .session import Session
@@ -78,14 +80,9 @@ def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
 Reply = bytes | Held | Coroutine[Any, Any, bytes]
 
 
-def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
-    # The hot path: the body is read directly, not through Request's properties.
-    body = req.body
-    name = body.get(KEY_FUNCTION_NAME)
-    if name is None:
-        raise CallError(
-            ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
-        )
+def authorized(s: Session, name: Any) -> Handler:
+    """The handler of function `name` if `s`'s user may call it now: the one
+    check of every call, over the wire or in process (a plugin's)."""
     rights = s.rights
     if not rights:
         # Like Tarantool without universal execute: denied before looking the name up.
@@ -98,8 +95,31 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
         raise _denied("function", name, s.user)
     if access != READ and s.app.refuses_changes() and not s.registry.works_read_only(name):
         raise read_only_error()
+    return found[0]
+
+
+def call_in_process(s: Session, name: str, args: list[Any]) -> CallResult:
+    """Call function `name` as `s`'s user, from server-side code (a plugin): the
+    answer, or an awaitable of it for a call that waits. A task's data goes in
+    as a Python value and is kept as its msgpack bytes, as a client's is."""
+    handler = authorized(s, name)
+    if type(handler) is TakesData:
+        handler = handler.handler
+        if args:
+            args = [Packed(pack(args[0])), *args[1:]]
+    return handler(s, list(args))
+
+
+def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
+    # The hot path: the body is read directly, not through Request's properties.
+    body = req.body
+    name = body.get(KEY_FUNCTION_NAME)
+    if name is None:
+        raise CallError(
+            ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
+        )
+    handler = authorized(s, name)
     args = body.get(KEY_TUPLE)
-    handler = found[0]
     if type(handler) is TakesData:
         handler = handler.handler
         if args:

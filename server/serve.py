@@ -35,7 +35,7 @@ from .settings_help import flag_help, flag_metavar
 
 log = logs.get_logger("queuebox.serve")
 
-BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
+BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks", "plugin_entry_points"}
 
 # Exit codes of a start the data directory stops (docs/durability.md); any
 # other failure to start exits with 1, a bad setting with 2.
@@ -68,12 +68,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             )  # fmt: skip
         else:
             parser.add_argument(flag, dest=name, metavar=flag_metavar(name), help=flag_help(name))
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="load this plugin, after those of --plugins; repeat it for more (default none)",
+    )
     return parser
 
 
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
     args = build_parser(prog).parse_args(argv)
-    flags = {key: value for key, value in vars(args).items() if key != "config"}
+    flags = {key: value for key, value in vars(args).items() if key not in ("config", "plugin")}
+    if args.plugin:
+        flags["plugins"] = ",".join(filter(None, (args.plugins, *args.plugin)))
     try:
         config = load_config(flags, os.environ, args.config)
     except ConfigError as exc:
