@@ -132,6 +132,32 @@ class QueueboxCollector:
             self.requests.by_name,
         )
         yield from self._storage()
+        yield from self._plugins()
+
+    def _plugins(self) -> Iterator[Metric]:
+        host = self.server.plugins
+        loaded = GaugeMetricFamily(
+            "queuebox_plugins",
+            "Plugins configured, by whether they loaded",
+            labels=["plugin", "state"],
+        )
+        for plugin in host.plugins:
+            loaded.add_metric([plugin.name, "failed" if plugin.error else "loaded"], 1)
+        errors = CounterMetricFamily(
+            "queuebox_plugin_errors",
+            "Failures of plugin code (at load, in a function, in a callback)",
+            labels=["plugin", "where"],
+        )
+        for (plugin, where), count in host.guard.errors.items():
+            errors.add_metric([plugin, where], count)
+        slow = CounterMetricFamily(
+            "queuebox_plugin_slow_calls",
+            "Plugin calls that held the server longer than plugin_slow_s",
+            labels=["plugin", "where"],
+        )
+        for (plugin, where), count in host.guard.slow.items():
+            slow.add_metric([plugin, where], count)
+        yield from (loaded, errors, slow)
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(
