@@ -148,15 +148,15 @@ class QueueboxCollector:
             "Failures of plugin code (at load, in a function, in a callback)",
             labels=["plugin", "where"],
         )
-        for (plugin, where), count in host.guard.errors.items():
-            errors.add_metric([plugin, where], count)
+        for (name, where), count in host.guard.errors.items():
+            errors.add_metric([name, where], count)
         slow = CounterMetricFamily(
             "queuebox_plugin_slow_calls",
             "Plugin calls that held the server longer than plugin_slow_s",
             labels=["plugin", "where"],
         )
-        for (plugin, where), count in host.guard.slow.items():
-            slow.add_metric([plugin, where], count)
+        for (name, where), count in host.guard.slow.items():
+            slow.add_metric([name, where], count)
         yield from (loaded, errors, slow)
 
     def _queue(self) -> Iterator[Metric]:
