@@ -8,6 +8,8 @@ server plug into:
   called by `on_connect` / `on_disconnect` (the queue glue tracks sessions).
 - `add_shutdown_hook(fn)`: `fn()` (sync or async), run in order by
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
+- `add_stopping_listener(fn)`: `fn()`, called by `begin_shutdown`, the
+  listener's first step: calls that would run on (event streams) end then.
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
 - `commit_now`: None, or a callable that makes every change so far durable
@@ -97,6 +99,7 @@ class App:
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []
         self._shutdown_hooks: list[ShutdownHook] = []
+        self._stopping_listeners: list[Callable[[], None]] = []
 
     def refuses_changes(self) -> bool:
         """True when a call that changes data must get ER_READONLY."""
@@ -117,7 +120,20 @@ class App:
         else:
             self._shutdown_hooks.append(fn)
 
+    def add_stopping_listener(self, fn: Callable[[], None]) -> None:
+        self._stopping_listeners.append(fn)
+
     # --- lifecycle, called by connections and the listener ---
+
+    def begin_shutdown(self) -> None:
+        """No new connections or requests from now; long calls end (their
+        answers still go out before the connections close)."""
+        self.shutting_down = True
+        for fn in self._stopping_listeners:
+            try:
+                fn()
+            except Exception:
+                log.exception("stopping listener failed")
 
     def next_conn_id(self) -> int:
         # Session ids are never reused within a run, so a late event for a

@@ -12,6 +12,8 @@ which makes them in the order they depend on each other:
               modern and legacy cores over the store's catalog (a failed WAL
               write reloads them); a read-only instance serves the queue's
               reads and follows its primary until promoted
+           └─ EventService: the task-change streams (`queue.tube.t:events`),
+              from the store's WAL and written batches, on every role
                 └─ builtins: queuebox.echo, placeholders, test hooks
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 from . import builtins
 from .app import App
+from .events import EventService
 from .plugins import PluginHost
 from .queue_calls import QueueCalls
 from .replication.role import Role
@@ -40,6 +43,7 @@ class Server:
     store: Store
     role: Role
     plugins: PluginHost
+    events: EventService
 
     @property
     def queue(self) -> QueueCalls | None:
@@ -55,6 +59,8 @@ def build_server(app: App) -> Server:
         store = build_store(app)
         role = Role(app, store, str(app.instance_uuid))
         role.start()
+        events = EventService(app, store)
+        events.install()
     if app.config.etcd_endpoints:
         # Imported only here: the etcd client brings grpc, heavy to load.
         from .replication.failover import Failover  # noqa: PLC0415
@@ -63,7 +69,7 @@ def build_server(app: App) -> Server:
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
-    return Server(app, store, role, plugins)
+    return Server(app, store, role, plugins, events)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
-from .dispatch import CallResult, Handler, TakesData
+from .dispatch import CallResult, Handler, Pushes, TakesData
 from .errors import CallError, error_code_and_message, read_only_error
 from .logs import get_logger
 from .session import Session
@@ -107,6 +107,8 @@ def call_in_process(s: Session, name: str, args: list[Any]) -> CallResult:
         handler = handler.handler
         if args:
             args = [Packed(pack(args[0])), *args[1:]]
+    elif type(handler) is Pushes:
+        raise CallError(ErrorCode.ER_UNSUPPORTED, f"{name} pushes to a client: not in process")
     return handler(s, list(args))
 
 
@@ -126,6 +128,8 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
             args = [Packed(req.raw_arg(0)), *args[1:]]
+    elif type(handler) is Pushes:
+        s.sync = req.sync  # read by the handler before it first waits
     return run_handler(s, req.sync, name, handler, [] if args is None else args, call16)
 
 

@@ -158,6 +158,12 @@ class QueueboxCollector:
         for (name, where), count in host.guard.slow.items():
             slow.add_metric([name, where], count)
         yield from (loaded, errors, slow)
+        subscribers = GaugeMetricFamily(
+            "queuebox_event_subscribers", "Open event subscriptions, by tube", labels=["tube"]
+        )
+        for tube, count in self.server.events.subscribers().items():
+            subscribers.add_metric([tube], count)
+        yield subscribers
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(

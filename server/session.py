@@ -37,6 +37,7 @@ class Session:
         "rights",
         "salt",
         "schema_version",
+        "sync",
         "user",
     )
 
@@ -58,6 +59,8 @@ class Session:
         # The connection, for a call that streams (replication): send() queues
         # bytes for this turn's write, unsent() counts what is not out yet.
         self.outlet: Outlet | None = None
+        # The sync of the request a pushing handler (dispatch.Pushes) runs for.
+        self.sync = 0
 
     def set_user(self, user: str) -> None:
         self.user = user
