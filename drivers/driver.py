@@ -44,6 +44,9 @@ from queuebox.storage.space import IndexDef, Space
 from .errors import field_missing, module_error
 
 Tuple = tuple[Any, ...]
+# An index as the module creates it in Tarantool: (name, ((field, type), ...), unique).
+ModuleIndex = tuple[str, tuple[tuple[int, str], ...], bool]
+U, S = "unsigned", "string"
 
 
 class _Missing:
@@ -154,6 +157,13 @@ class TaskStore(ABC):
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
         IndexDef("status", (1, 0), group=1),
+    )
+    # The space as the module makes it in Tarantool (what _vspace/_vindex show, and
+    # the orders SELECT reads in, drivers/schema.py): each field's type, each index.
+    FIELD_TYPES: ClassVar[tuple[str, ...]] = (U, S, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (0, U)), True),
     )
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:

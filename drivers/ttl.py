@@ -32,7 +32,7 @@ from .args import (
     to_us,
     unsigned_field,
 )
-from .driver import BURIED, DELAYED, READY, TAKEN, TaskStore, Tuple
+from .driver import BURIED, DELAYED, READY, TAKEN, ModuleIndex, S, TaskStore, Tuple, U
 from .errors import integer_overflow
 
 F_NEXT, F_TTL, F_TTR, F_PRI, F_CREATED = 2, 3, 4, 5, 6
@@ -62,6 +62,12 @@ class TtlStore(TaskStore):
         IndexDef("task_id", (0,)),
         IndexDef("status", (1, F_PRI, 0), group=1),
         IndexDef("watch", (F_NEXT,), unique=False),
+    )
+    FIELD_TYPES: ClassVar[tuple[str, ...]] = (U, S, U, U, U, U, U, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (F_PRI, U), (0, U)), True),
+        ("watch", ((1, S), (F_NEXT, U)), False),
     )
     # The statistics key of a delay ending (utubettl counts it as "delayed").
     DELAY_STAT: ClassVar[str] = "delay"

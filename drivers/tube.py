@@ -244,7 +244,7 @@ class Tube:
         task = self.driver.take(call.now)
         if task is not None:
             session = self.shared.sessions.session_of(call.conn_id)
-            self.shared.owners.take(self.name, task[0], session)
+            self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
             return self._answer(task)
         if wait_us <= 0:
             return []
@@ -281,6 +281,8 @@ class Tube:
 
     def bury(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
+        # Upstream asks whether the caller holds it: that gives the connection a session.
+        self.shared.sessions.session_of(call.conn_id)
         if task[1] == BURIED:
             return self._answer(task)
         return self._answer(self.driver.bury(task[0]))

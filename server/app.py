@@ -54,6 +54,17 @@ ConnHook = Callable[[int], None]
 ShutdownHook = Callable[[], Awaitable[Any] | None]
 
 
+class Readable(Protocol):
+    """The queue's spaces as SELECT reads them (spaces.py)."""
+
+    def select(
+        self, rights: frozenset[str], user: str, space_id: int, index_id: int,
+        key: list[Any], iterator: int, offset: int, limit: int,
+    ) -> list[tuple[Any, ...]]: ...  # fmt: skip
+
+    def refuse_write(self, space_id: int | None, user: str) -> Exception: ...
+
+
 class LiveConnection(Protocol):
     """What the app and the listener's shutdown need of an open connection."""
 
@@ -93,6 +104,10 @@ class App:
         self.state = INIT  # until recovery is done: role.py moves it
         # Who in process hears of task changes (plugin callbacks, event feeds).
         self.changes = ChangeHub()
+        # In every reply header; moves when a space is created or dropped, as
+        # Tarantool's does, so connectors that cache the schema fetch it again.
+        self.schema_version = config.schema_version
+        self.spaces: Readable | None = None  # SELECT on the queue's spaces (spaces.py)
         # What all connections buffer together (limits.py).
         self.buffer_budget = BufferBudget(config.buffer_budget)
         self._last_conn_id = 0
@@ -119,6 +134,14 @@ class App:
             self._shutdown_hooks.insert(0, fn)
         else:
             self._shutdown_hooks.append(fn)
+
+    def schema_changed(self, *_: object) -> None:
+        """A space was created or dropped: a new schema version, for every session."""
+        self.schema_version += 1
+        for conn in self.connections.values():
+            session = getattr(conn, "session", None)
+            if session is not None:
+                session.schema_version = self.schema_version
 
     def add_stopping_listener(self, fn: Callable[[], None]) -> None:
         self._stopping_listeners.append(fn)

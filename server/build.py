@@ -14,6 +14,8 @@ which makes them in the order they depend on each other:
               reads and follows its primary until promoted
            └─ EventService: the task-change streams (`queue.tube.t:events`),
               from the store's WAL and written batches, on every role
+           └─ Spaces: SELECT on the queue's spaces; the schema version moves
+              with every space created or dropped
                 └─ builtins: queuebox.echo, placeholders, test hooks
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
@@ -34,6 +36,7 @@ from .events import EventService
 from .plugins import PluginHost
 from .queue_calls import QueueCalls
 from .replication.role import Role
+from .spaces import Spaces
 from .store import Store, build_store
 
 
@@ -61,6 +64,8 @@ def build_server(app: App) -> Server:
         role.start()
         events = EventService(app, store)
         events.install()
+        app.spaces = Spaces(app, store.engine.catalog)
+        store.engine.catalog.ddl_listeners.append(app.schema_changed)
     if app.config.etcd_endpoints:
         # Imported only here: the etcd client brings grpc, heavy to load.
         from .replication.failover import Failover  # noqa: PLC0415

@@ -49,7 +49,7 @@ class Session:
         self.conn_id = conn_id
         self.peer = peer
         self.closed = closed
-        self.schema_version = app.config.schema_version
+        self.schema_version = app.schema_version
         self.user = GUEST
         self.rights = app.users.rights(GUEST)
         self.salt = protocol.new_salt()
