@@ -103,6 +103,8 @@ class Feeds:
         registry.register("queuebox.replication.join", self._join, ADMIN)
         registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN)
         registry.register("queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True)
+        # At a shutdown the feeds end first, so they do not hold it for its grace.
+        self.app.add_stopping_listener(self.stop_all)
 
     def stop_all(self) -> None:
         for feed in list(self.feeds.values()):

@@ -306,3 +306,31 @@ def test_reading_events_needs_the_read_right_only(server: ServerProc) -> None:
     guest.close()
     conn.close()
     assert msgpack  # the raw client decodes with msgpack itself
+
+
+def test_a_replica_streams_the_changes_it_replicates(start_server: StartServer) -> None:
+    primary = start_server()
+    tube = unique("ev")
+    conn = login_tester(primary.port)
+    conn.call("queue.create_tube", tube, "fifo")
+    replica = start_server(
+        "--replication-source", f"127.0.0.1:{primary.port}", "--replication-user", "tester",
+        "--replication-password", "secret", "--events-heartbeat-s", "0.2",
+    )  # fmt: skip
+    wait_for(lambda: _has_tube(replica.port, tube))
+    subscriber = Subscriber(replica.port, tube, 0, timeout=30).started()
+    conn.call(f"queue.tube.{tube}:put", "x")
+    conn.call(f"queue.tube.{tube}:take", 0)
+    wait_for(lambda: len(changes(subscriber.pushes)) == 2)
+    assert changes(subscriber.pushes) == [("put", 0, "r"), ("take", 0, "t")]
+    conn.close()
+
+
+def _has_tube(port: int, tube: str) -> bool:
+    probe = login_tester(port)
+    try:
+        return tube in probe.call("queue.statistics").data[0]
+    except tarantool.DatabaseError:
+        return False
+    finally:
+        probe.close()
