@@ -12,8 +12,9 @@ import pytest
 from queuebox.clients import aio, blocking
 
 # Methods only one flavour can have: `closed` reports an asyncio reconnect that gave up;
-# `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls).
-ONLY_AIO = {"Connection": {"closed"}, "Tube": set(), "LegacyQueue": set()}
+# `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls);
+# a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far.
+ONLY_AIO = {"Connection": {"closed", "call_pushing"}, "Tube": {"events"}, "LegacyQueue": set()}
 ONLY_BLOCKING = {"Connection": {"run_many"}, "Tube": set(), "LegacyQueue": set()}
 
 
