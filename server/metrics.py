@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -108,6 +108,13 @@ def _histogram(
     return family
 
 
+def _per_place(name: str, doc: str, counts: Mapping[tuple[str, str], int]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=["plugin", "where"])
+    for (plugin, where), count in counts.items():
+        family.add_metric([plugin, where], count)
+    return family
+
+
 class QueueboxCollector:
     """Reads everything at scrape time: the request path pays nothing for gauges."""
 
@@ -143,20 +150,16 @@ class QueueboxCollector:
         )
         for plugin in host.plugins:
             loaded.add_metric([plugin.name, "failed" if plugin.error else "loaded"], 1)
-        errors = CounterMetricFamily(
+        errors = _per_place(
             "queuebox_plugin_errors",
             "Failures of plugin code (at load, in a function, in a callback)",
-            labels=["plugin", "where"],
+            host.guard.errors,
         )
-        for (name, where), count in host.guard.errors.items():
-            errors.add_metric([name, where], count)
-        slow = CounterMetricFamily(
+        slow = _per_place(
             "queuebox_plugin_slow_calls",
             "Plugin calls that held the server longer than plugin_slow_s",
-            labels=["plugin", "where"],
+            host.guard.slow,
         )
-        for (name, where), count in host.guard.slow.items():
-            slow.add_metric([name, where], count)
         yield from (loaded, errors, slow)
         subscribers = GaugeMetricFamily(
             "queuebox_event_subscribers", "Open event subscriptions, by tube", labels=["tube"]
