@@ -34,7 +34,7 @@ from queuebox.drivers.events import TaskChange
 from queuebox.storage.packed import Packed
 
 from ..calls import call_in_process
-from ..config import ALL_RIGHTS, READ, WRITE
+from ..config import ALL_RIGHTS, WRITE
 from ..errors import CallError
 from ..logs import get_logger
 from ..session import Session
@@ -240,6 +240,3 @@ class PluginAPI:
             session.user, session.rights = f"plugin:{self.name}", ALL_RIGHTS
             self._server = Caller(session, self._host.namespace)
         return self._server
-
-
-ACCESS = (READ, WRITE, "admin")
