@@ -304,7 +304,7 @@ class EventService:
         tube, sep, method = name[len(prefix) :].partition(":")
         if not sep or method != METHOD or not tube or "." in tube:
             return None
-        return Pushes(self._handler(name, tube)), READ
+        return Pushes(self._handler(name, tube)), READ, tube
 
     def _tube(self, tube: str) -> tuple[str, str, bool] | None:
         """(space name, driver type, temporary) of a tube, from the stored registry."""

@@ -23,7 +23,15 @@ from itertools import dropwhile, islice, takewhile
 from typing import Any
 
 from queuebox.drivers.driver import DRIVERS
-from queuebox.drivers.schema import BOOKKEEPING, QUEUE, SpaceSchema, bookkeeping_rows, task_space
+from queuebox.drivers.schema import (
+    BOOKKEEPING,
+    CONSUMERS,
+    QUEUE,
+    TAKEN,
+    SpaceSchema,
+    bookkeeping_rows,
+    task_space,
+)
 from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Space
@@ -31,6 +39,7 @@ from queuebox.storage.space import Space
 from .app import App
 from .config import READ
 from .errors import CallError
+from .rights import Grant
 
 Row = tuple[Any, ...]
 ADMIN_ID = 1  # the owner Tarantool shows for spaces the module made
@@ -87,11 +96,22 @@ KEY_TYPES: dict[str, Callable[[Any], bool]] = {
 class Visible:
     """One space a client may read: its id, what Tarantool shows of it, its rows."""
 
-    def __init__(self, sid: int, schema: SpaceSchema, source: Space | None, engine: str) -> None:
+    def __init__(
+        self,
+        sid: int,
+        schema: SpaceSchema,
+        source: Space | None,
+        engine: str,
+        tube: str | None = None,
+    ) -> None:
         self.id = sid
         self.schema = schema
         self.source = source  # the catalog space; None: a bookkeeping one
         self.engine = engine
+        self.tube = tube  # a tube's space: reading it needs the read right on the tube
+
+    def readable(self, grant: Grant) -> bool:
+        return grant.allows(READ, self.tube)
 
 
 class Spaces:
@@ -114,13 +134,17 @@ class Spaces:
                 continue
             opts = tube[4] if isinstance(tube[4], dict) else {}
             schema = task_space(tube[2], DRIVERS.get(tube[3]), space.temporary)
-            out.append(Visible(space.id, schema, space, str(opts.get("engine") or "memtx")))
+            engine = str(opts.get("engine") or "memtx")
+            out.append(Visible(space.id, schema, space, engine, tube[0]))
         return out
 
     # -- the views --
-    def view_rows(self, view: int) -> list[Row]:
+    def view_rows(self, view: int, grant: Grant) -> list[Row]:
+        """The rows of a view: the spaces `grant` may read, as Tarantool filters them."""
         rows: list[Row] = []
         for v in self.visible():
+            if not v.readable(grant):
+                continue
             s = v.schema
             if view == VSPACE:
                 flags = {"temporary": True} if s.temporary else {}
@@ -134,27 +158,41 @@ class Spaces:
 
     # -- SELECT --
     def select(
-        self, rights: frozenset[str], user: str, space_id: int, index_id: int,
+        self, grant: Grant, user: str, space_id: int, index_id: int,
         key: list[Any], iterator: int, offset: int, limit: int,
     ) -> list[Row]:  # fmt: skip
         if space_id in EMPTY_VIEWS:
             return []
-        readable = READ in rights
         if space_id in VIEW_SCHEMAS:
             view = Visible(space_id, VIEW_SCHEMAS[space_id], None, "sysview")
-            rows = self.view_rows(space_id) if readable else []
+            rows = self.view_rows(space_id, grant)
             return _select(view, rows, None, index_id, key, iterator, offset, limit)
         found = next((v for v in self.visible() if v.id == space_id), None)
         if found is None:
             raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{space_id}' does not exist")
-        if not readable:
+        if not found.readable(grant):
             raise denied("Read", found.schema.name, user)
-        kept = (
-            None
-            if found.source is not None
-            else bookkeeping_rows(self.app.changes.queue, found.schema)
-        )
-        return _select(found, kept, found.source, index_id, key, iterator, offset, limit)
+        source = found.source
+        kept = bookkeeping_rows(self.app.changes.queue, found.schema) if source is None else None
+        if found.tube is None and grant.limited(READ):
+            # Rows about tubes the user may not read are left out, as statistics() does.
+            every: Iterable[Row] = kept if kept is not None else (source or ())
+            kept = [row for row in every if self._shown(row, found, grant)]
+            source = None
+        return _select(found, kept, source, index_id, key, iterator, offset, limit)
+
+    def _shown(self, row: Row, found: Visible, grant: Grant) -> bool:
+        name = found.schema.name
+        if name == QUEUE.name:
+            return grant.allows(READ, row[0])
+        if name in (CONSUMERS.name, TAKEN.name):
+            column = 2 if name == CONSUMERS.name else 0
+            return grant.allows(READ, self._tube_names().get(row[column], ""))
+        return True  # sessions: no tube's data
+
+    def _tube_names(self) -> dict[int, str]:
+        registry = self._catalog_space(QUEUE.name)
+        return {} if registry is None else {row[1]: row[0] for row in registry}
 
     def refuse_write(self, space_id: int | None, user: str) -> CallError:
         """What a write into one of these spaces answers: queue data changes only

@@ -7,7 +7,7 @@ and the queue as that user), `TubeCalls` (one tube's methods, in process)
 and `Task` (what a callback is told about a changed task). Everything a
 plugin registers goes to the host (host.py), which runs it isolated. Must
 not touch sockets, the wire, or the queue's internals: every call goes
-through `calls.call_in_process`, the path and the rights checks a client's
+through `callas.call_now`, the path and the rights checks a client's
 call takes.
 
     def queuebox_plugin(api):
@@ -33,10 +33,11 @@ from queuebox.drivers.driver import TaskStore
 from queuebox.drivers.events import TaskChange
 from queuebox.storage.packed import Packed
 
-from ..calls import call_in_process
+from ..callas import call_now
 from ..config import ALL_RIGHTS, WRITE
 from ..errors import CallError
 from ..logs import get_logger
+from ..rights import Grant
 from ..session import Session
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class Caller:
 
     def call(self, name: str, *args: Any) -> Any:
         """The call's answer (a list of values), or an awaitable of it if it waits."""
-        return call_in_process(self._session, name, list(args))
+        return call_now(self._session, name, args)
 
     def tube(self, name: str) -> TubeCalls:
         return TubeCalls(self, name)
@@ -237,6 +238,6 @@ class PluginAPI:
     def _as_server(self) -> Caller:
         if self._server is None:
             session = Session(self._host.app, 0, self._host.never_closed())
-            session.user, session.rights = f"plugin:{self.name}", ALL_RIGHTS
+            session.user, session.grant = f"plugin:{self.name}", Grant(ALL_RIGHTS)
             self._server = Caller(session, self._host.namespace)
         return self._server

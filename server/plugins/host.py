@@ -8,7 +8,7 @@ the task-change callbacks, called after each change in order (a callback's
 own changes are heard after it returns, never inside it). Failures and
 stalls are the guard's (guard.py) to report; a plugin function's failure
 answers its caller an error, a callback's ends with its report. Must not
-touch sockets, nor the queue but through `calls.call_in_process`.
+touch sockets, nor the queue but through `callas.call_now`.
 
     start ─▶ load each plugin ─┬─ entry returned ─▶ its drivers, functions,
                                │                    callbacks take effect

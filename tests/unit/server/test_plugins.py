@@ -19,7 +19,7 @@ import pytest
 from queuebox.drivers.driver import DRIVERS
 from queuebox.protocol import password_hash2
 from queuebox.server.app import App
-from queuebox.server.calls import call_in_process
+from queuebox.server.callas import call_now
 from queuebox.server.config import Config, UserSpec
 from queuebox.server.errors import CallError
 from queuebox.server.plugins import PluginAPI, PluginHost, unpack
@@ -47,7 +47,7 @@ class Server:
         """A call as `user`, on the path (rights and all) of a call over the wire."""
         session = Session(self.app, conn_id, self.closed)
         session.set_user(user)
-        return call_in_process(session, name, list(args))
+        return call_now(session, name, args)
 
     def errors(self) -> dict[tuple[str, str], int]:
         return dict(self.host.guard.errors)
@@ -185,18 +185,24 @@ async def test_a_failing_function_answers_an_error_and_keeps_what_it_did(
 async def test_plugin_functions_call_the_queue_with_the_callers_rights(
     servers: list[Server],
 ) -> None:
-    reader = UserSpec("reader", password_hash2("pw"), frozenset({"read"}))
-    s = await start(servers, SAMPLE, users={"reader": reader})
-    s.run("queue.create_tube", "t", "fifo")
-    assert s.run("sample.try_put", "t", "x")[0][:2] == [0, "r"]
+    hash2 = password_hash2("pw")
+    users = {
+        "ops": UserSpec("ops", hash2, frozenset({"read", "write", "admin"})),
+        "reader": UserSpec("reader", hash2, frozenset({"read"}), {"write": ("mine",)}),
+    }
+    s = await start(servers, SAMPLE, users=users)
+    s.run("queue.create_tube", "t", "fifo", user="ops")
+    s.run("queue.create_tube", "mine", "fifo", user="ops")
+    assert s.run("sample.try_put", "t", "x", user="ops")[0][:2] == [0, "r"]
     with pytest.raises(CallError) as caught:
-        s.run("sample.try_put", "t", "y", user="reader")  # read may call it, not put
+        s.run("sample.try_put", "t", "y", user="reader")  # read may call it, not put in t
     assert (caught.value.code, caught.value.message) == (
         42,
         "Execute access to function 'queue.tube.t:put' is denied for user 'reader'",
     )
+    assert s.run("sample.try_put", "mine", "y", user="reader")[0][:2] == [0, "r"]
     with pytest.raises(CallError) as outer:
-        s.run("sample.put_many", "t", ["z"], user="reader")
+        s.run("sample.put_many", "t", ["z"], user="guest")  # guest may do nothing here
     assert outer.value.code == 42
     assert s.errors() == {}
 
