@@ -24,6 +24,7 @@ import tarantool
 
 from queuebox.clients import EventsLost, aio
 from tests.e2e.client_targets import free_port, unique
+from tests.e2e.cluster import start_replica
 from tests.e2e.serverproc import CALL, RawClient, ServerProc, StartServer, frame, login_tester
 
 
@@ -313,10 +314,7 @@ def test_a_replica_streams_the_changes_it_replicates(start_server: StartServer) 
     tube = unique("ev")
     conn = login_tester(primary.port)
     conn.call("queue.create_tube", tube, "fifo")
-    replica = start_server(
-        "--replication-source", f"127.0.0.1:{primary.port}", "--replication-user", "tester",
-        "--replication-password", "secret", "--events-heartbeat-s", "0.2",
-    )  # fmt: skip
+    replica = start_replica(start_server, primary, "--events-heartbeat-s", "0.2")
     wait_for(lambda: _has_tube(replica.port, tube))
     subscriber = Subscriber(replica.port, tube, 0, timeout=30).started()
     conn.call(f"queue.tube.{tube}:put", "x")

@@ -22,6 +22,7 @@ import pytest
 import tarantool
 
 from tests.e2e import select_script
+from tests.e2e.cluster import start_replica
 from tests.e2e.serverproc import SELECT, RawClient, ServerProc, StartServer, login_tester
 
 EXPECTED = Path(__file__).with_name("select_expected.json")
@@ -63,22 +64,30 @@ def test_writes_into_the_queues_spaces_are_refused_as_tarantool_refuses_them(
     conn.close()
 
 
-def test_reading_needs_the_read_right(start_server: StartServer) -> None:
+def test_reading_needs_the_read_right_on_the_tube(start_server: StartServer) -> None:
     toml = (
         '[users.tester]\npassword = "secret"\nrights = "all"\n'
-        '[users.writer]\npassword = "w"\nrights = ["write"]\n'
+        '[users.watcher]\npassword = "w"\nrights = "none"\nread = ["jobs*"]\n'
+        '[users.nobody]\npassword = "n"\nrights = ["admin"]\n'
     )
-    server = start_server("--guest-rights", "none", toml=toml)
+    server = start_server(toml=toml)
     conn = login_tester(server.port)
-    conn.call("queue.create_tube", "jobs", "fifo")
-    queue_id = conn.select(281, ["_queue"], index=2).data[0][0]
-    writer = login_tester(server.port, user="writer", password="w")
-    assert writer.select(281, []).data == []  # the views show what a user may read
+    for tube in ("jobs", "secret"):
+        conn.call("queue.create_tube", tube, "fifo")
+        conn.call(f"queue.tube.{tube}:put", tube)
+    watcher = login_tester(server.port, user="watcher", password="w")
+    names = {row[2] for row in watcher.select(281, []).data}
+    assert "jobs" in names and "_queue" in names and "secret" not in names
+    assert [row[0] for row in watcher.select("_queue").data] == ["jobs"]  # rows it may read
+    assert watcher.select("jobs").data == [[0, "r", "jobs"]]
+    secret = conn.select(281, ["secret"], index=2).data[0][0]
     with pytest.raises(tarantool.DatabaseError) as caught:
-        writer.select(queue_id, [])
-    assert caught.value.args == (42, "Read access to space '_queue' is denied for user 'writer'")
-    writer.close()
-    conn.close()
+        watcher.select(secret, [])
+    assert caught.value.args == (42, "Read access to space 'secret' is denied for user 'watcher'")
+    nobody = login_tester(server.port, user="nobody", password="n")
+    assert nobody.select(281, []).data == []  # the views show what a user may read
+    for c in (watcher, nobody, conn):
+        c.close()
 
 
 async def test_asynctnt_finds_a_tube_created_after_it_connected(start_server: StartServer) -> None:
@@ -142,11 +151,7 @@ def test_a_replica_answers_selects_from_what_it_replicated(start_server: StartSe
     conn = login_tester(primary.port)
     conn.call("queue.create_tube", "jobs", "utube")
     conn.call("queue.tube.jobs:put", "x", {"utube": "u"})
-    source = f"127.0.0.1:{primary.port}"
-    replica = start_server(
-        "--replication-source", source, "--replication-user", "tester",
-        "--replication-password", "secret",
-    )  # fmt: skip
+    replica = start_replica(start_server, primary)
     on_replica = login_tester(replica.port)
     deadline = time.monotonic() + 15
     rows: list[Any] = []
