@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 import asynctnt
-import msgpack
 import pytest
 import tarantool
 
@@ -292,21 +291,32 @@ def test_a_position_the_wal_no_longer_holds_is_an_error_not_a_gap(
     conn.close()
 
 
-def test_reading_events_needs_the_read_right_only(server: ServerProc) -> None:
-    tube = unique("ev")
+def test_reading_events_needs_the_read_right_on_the_tube(start_server: StartServer) -> None:
+    toml = (
+        '[users.tester]\npassword = "secret"\nrights = "all"\n'
+        '[users.watcher]\npassword = "w"\nrights = "none"\nread = ["jobs*"]\n'
+    )
+    server = start_server(toml=toml)
     conn = login_tester(server.port)
-    conn.call("queue.create_tube", tube, "fifo")
-    reader = login_tester(server.port, user="reader", password="readpw")
-    answer = reader.call(f"queue.tube.{tube}:events", None, {"timeout": 0.1}).data
+    for tube in ("jobs1", "secret"):
+        conn.call("queue.create_tube", tube, "fifo")
+    watcher = login_tester(server.port, user="watcher", password="w")
+    answer = watcher.call("queue.tube.jobs1:events", None, {"timeout": 0.1}).data
     assert isinstance(answer[0], int)
-    reader.close()
-    guest = RawClient(server.port)
-    guest.send(frame(CALL, 1, {0x22: f"queue.tube.{tube}:events", 0x21: [None, {"timeout": 0}]}))
-    replies = [guest.recv(), guest.recv()]
+    with pytest.raises(tarantool.DatabaseError) as caught:
+        watcher.call("queue.tube.secret:events", None, {"timeout": 0.1})
+    assert caught.value.args == (
+        42,
+        "Execute access to function 'queue.tube.secret:events' is denied for user 'watcher'",
+    )
+    raw = RawClient(server.port)
+    raw.auth("watcher", "w")
+    raw.send(frame(CALL, 1, {0x22: "queue.tube.jobs1:events", 0x21: [None, {"timeout": 0}]}))
+    replies = [raw.recv(), raw.recv()]
     assert replies[0].code == 0x80 and replies[1].data == [replies[0].data[0]["lsn"]]
-    guest.close()
+    raw.close()
+    watcher.close()
     conn.close()
-    assert msgpack  # the raw client decodes with msgpack itself
 
 
 def test_a_replica_streams_the_changes_it_replicates(start_server: StartServer) -> None:
