@@ -1,7 +1,7 @@
 # queuebox server image.
 #
 #   docker build -t queuebox .
-#   docker run -d --name queuebox -p 3301:3301 -v queuebox-data:/var/lib/queuebox \
+#   docker run -d --name queuebox -p 3301:3301 -p 8080:8080 -v queuebox-data:/var/lib/queuebox \
 #       -e QUEUEBOX_USER=app -e QUEUEBOX_PASSWORD=change-me queuebox
 #
 # Plain Dockerfile syntax only (no `# syntax=` line, no RUN --mount), so it
@@ -22,6 +22,9 @@ FROM ${PYTHON_IMAGE} AS builder
 # (docker/README.md, "Offline build") and pip looks nowhere else.
 ARG PIP_INDEX_URL
 ARG WHEELHOUSE=
+# Optional parts to install with it, e.g. EXTRAS=etcd for failover with etcd
+# (aetcd and grpcio, some 19 MB); none by default: a single server needs none.
+ARG EXTRAS=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 # .dockerignore lets in only the packaging metadata, setup.py, the six package
@@ -47,6 +50,7 @@ RUN set -e; \
         rm -rf /var/lib/apt/lists/*; \
     fi; \
     python3 -m venv /opt/queuebox; \
+    target="$target${EXTRAS:+[$EXTRAS]}"; \
     /opt/queuebox/bin/pip install ${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"} "$target"; \
     /opt/queuebox/bin/pip uninstall --yes pip setuptools; \
     /opt/queuebox/bin/queuebox --version | grep '(compiled: '
@@ -68,12 +72,15 @@ COPY --from=builder /opt/queuebox /opt/queuebox
 # the server listens on; on 0.0.0.0 the server then refuses to start without
 # QUEUEBOX_USER + QUEUEBOX_PASSWORD. An open server takes two explicit
 # settings: QUEUEBOX_GUEST_RIGHTS=all and QUEUEBOX_ALLOW_OPEN_GUEST=1.
+# The HTTP listener (web console, /metrics, /healthz) is on at 8080: with the
+# guest given nothing, the console asks for QUEUEBOX_USER's login.
 ENV QUEUEBOX_LISTEN=0.0.0.0:3301 \
+    QUEUEBOX_HTTP_LISTEN=0.0.0.0:8080 \
     QUEUEBOX_DATA_DIR=/var/lib/queuebox \
     QUEUEBOX_GUEST_RIGHTS=none \
     QUEUEBOX_LOG_FORMAT=json
 VOLUME ["/var/lib/queuebox"]
-EXPOSE 3301
+EXPOSE 3301 8080
 WORKDIR /var/lib/queuebox
 USER 10001:10001
 

@@ -145,8 +145,26 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def release(tube: str, task_id: int, delay: float | None) -> Call[Task]:
-        args = (task_id, {"delay": delay}) if delay else (task_id,)
+        """delay None: none asked (a tube's backoff applies); 0: ready at once."""
+        args = (task_id, {"delay": delay}) if delay is not None else (task_id,)
         return Call(modern.method(tube, "release"), args, _task)
+
+    @staticmethod
+    def bury(tube: str, task_id: int, reason: str | None) -> Call[Task]:
+        """bury(id), or queuebox's bury(id, {reason=...}) that keeps why (QUEUE.md §14)."""
+        args = (task_id, {"reason": reason}) if reason is not None else (task_id,)
+        return Call(modern.method(tube, "bury"), args, _task)
+
+    @staticmethod
+    def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
+        """queuebox.tasks: a page of a tube's tasks (queuebox only, QUEUE.md §14)."""
+        options = {key: value for key, value in opts.items() if value is not None}
+        return Call("queuebox.tasks", (tube, options), _map_or_empty, repeatable=True)
+
+    @staticmethod
+    def tube_options(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
+        """queuebox.tube_options: a tube's retry options; answers the policy in force."""
+        return Call("queuebox.tube_options", (tube, dict(opts)), _map_or_empty)
 
     @staticmethod
     def by_id(tube: str, name: str, task_id: int) -> Call[Task]:

@@ -22,37 +22,15 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping
+from itertools import islice
 from typing import Any
 
-from queuebox.clients import blocking, cliargs
-from queuebox.clients.errors import (
-    AuthError,
-    NetworkError,
-    QueueboxError,
-    QueueError,
-    ServerError,
-    TaskNotFound,
-    TubeNotFound,
-)
-from queuebox.clients.model import Task
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
+from queuebox.clients import blocking, cliargs, cliout
+from queuebox.clients.cliout import Empty, NotFound, UsageError, print_task, to_json
 
 __all__ = [
     "create_tube", "drop_tube", "peek", "ping", "promote", "put", "stats", "take", "tubes"
 ]  # fmt: skip
-
-
-class NotFound(QueueboxError):
-    """A tube or task named on the command line does not exist."""
-
-
-class UsageError(QueueboxError):
-    """The command line asks for something no server would do (found before any call)."""
-
-
-class Empty(QueueboxError):
-    """take found no task before its timeout."""
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -93,62 +71,12 @@ def _value(text: str) -> Any:
         return text
 
 
-def _to_json(value: Any) -> str:
-    def fallback(obj: Any) -> Any:
-        if isinstance(obj, bytes):
-            return obj.decode("utf-8", "backslashreplace")
-        return str(obj)
-
-    return json.dumps(value, ensure_ascii=False, default=fallback)
+Body = Callable[[blocking.Connection, argparse.Namespace], None]
 
 
-def _task_json(task: Task) -> dict[str, Any]:
-    return {"id": task.id, "status": task.status.name.lower(), "data": task.data}
-
-
-def _print_task(task: Task, as_json: bool) -> None:
-    if as_json:
-        print(_to_json(_task_json(task)))
-    else:
-        print(f"{task.id}\t{task.status.name.lower()}\t{_to_json(task.data)}")
-
-
-def _run(
-    prog: str,
-    parser: argparse.ArgumentParser,
-    argv: list[str],
-    body: Callable[[blocking.Connection, argparse.Namespace], None],
-) -> int:
-    """Parse, connect, run `body`; turn every error into a message and an exit code."""
-    args = parser.parse_args(argv)
-    try:
-        with _connect(args) as conn:
-            body(conn, args)
-    except AuthError as exc:
-        return _fail(prog, f"authentication failed: {exc.message}", EXIT_UNREACHABLE)
-    except NetworkError as exc:
-        return _fail(prog, f"server unreachable: {exc}", EXIT_UNREACHABLE)
-    except TubeNotFound as exc:
-        return _fail(prog, f"tube {exc.tube!r} does not exist", EXIT_NOT_FOUND)
-    except (NotFound, TaskNotFound) as exc:
-        text = exc.text if isinstance(exc, TaskNotFound) else str(exc)
-        return _fail(prog, text, EXIT_NOT_FOUND)
-    except Empty as exc:
-        return _fail(prog, str(exc), EXIT_EMPTY)
-    except UsageError as exc:
-        return _fail(prog, str(exc), EXIT_USAGE)
-    except QueueError as exc:
-        return _fail(prog, exc.text, EXIT_ERROR)
-    except ServerError as exc:
-        return _fail(prog, f"server error {exc.code}: {exc.message}", EXIT_ERROR)
-    except QueueboxError as exc:
-        return _fail(prog, str(exc), EXIT_ERROR)
-    return EXIT_OK
-
-
-def _fail(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: {message}", file=sys.stderr)
-    return code
+def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str], body: Body) -> int:
+    """Parse, connect, run `body`; every error a message and an exit code (cliout)."""
+    return cliout.run(prog, parser, argv, _connect, body)
 
 
 def _require_tube(conn: blocking.Connection, name: str) -> None:
@@ -170,7 +98,7 @@ def ping(argv: list[str], prog: str = "queuebox ping") -> int:
         version = conn.greeting.version_text if conn.greeting else "?"
         where = f"{conn.host}:{conn.port}"
         if args.json:
-            print(_to_json({"ok": True, "address": where, "version": version, "ms": millis}))
+            print(to_json({"ok": True, "address": where, "version": version, "ms": millis}))
         else:
             print(f"PONG from {where} (Tarantool {version} protocol) in {millis:.2f} ms")
 
@@ -189,7 +117,7 @@ def promote(argv: list[str], prog: str = "queuebox promote") -> int:
         answer = conn.call("queuebox.promote")[0]
         where = f"{conn.host}:{conn.port}"
         if args.json:
-            print(_to_json({"address": where, **answer}))
+            print(to_json({"address": where, **answer}))
         elif answer["promoted"]:
             print(f"{where} promoted: {answer['state']} from LSN {answer['lsn']}")
         else:
@@ -205,7 +133,7 @@ def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         names = conn.tubes()
         if args.json:
-            print(_to_json(names))
+            print(to_json(names))
         elif names:
             print("\n".join(names))
         else:  # stdout stays empty, so `queuebox tubes | wc -l` still counts 0
@@ -214,16 +142,18 @@ def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
     return _run(prog, parser, argv, body)
 
 
+STDIN_BATCH = 1000  # lines of stdin put (pipelined) before their tasks are printed
 TASK_COLUMNS = ("ready", "taken", "delayed", "buried", "done", "total")
 CALL_COLUMNS = (
     "put", "take", "ack", "release", "bury", "kick", "delete", "touch", "ttr", "ttl", "delay"
 )  # fmt: skip
 
 
-def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
-    """Statistics of several tubes as an aligned text table, one row per tube."""
+def stats_table(stats: Mapping[str, Mapping[str, Any]], width: int | None = None) -> str:
+    """Statistics of several tubes as an aligned text table, one row per tube; the call
+    counters a `width` has no room for are left out (--json has them all)."""
     header = ["tube", *TASK_COLUMNS, *CALL_COLUMNS]
-    rows = [header]
+    rows = []
     for name in sorted(stats):
         tasks = stats[name].get("tasks", {})
         calls = stats[name].get("calls", {})
@@ -232,14 +162,7 @@ def stats_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
             + [str(tasks.get(key, 0)) for key in TASK_COLUMNS]
             + [str(calls.get(key, 0)) for key in CALL_COLUMNS]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return cliout.table(header, rows, width)
 
 
 def stats(argv: list[str], prog: str = "queuebox stats") -> int:
@@ -254,9 +177,9 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
         else:
             result = conn.statistics()
         if args.json:
-            print(_to_json(result[args.tube] if args.tube else result))
+            print(to_json(result[args.tube] if args.tube else result))
         elif result:
-            print(stats_table(result))
+            print(stats_table(result, cliout.terminal_width()))
         else:
             print("no tubes")
 
@@ -264,10 +187,18 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
 
 
 def put(argv: list[str], prog: str = "queuebox put") -> int:
-    """Put one task; DATA is JSON when it parses, else a string."""
-    parser = _parser(prog, "Put a task into TUBE. DATA is JSON when it parses, else a string.")
+    """Put one task; DATA is JSON when it parses, else a string; `-`: a task per line
+    of stdin."""
+    parser = _parser(
+        prog,
+        "Put a task into TUBE. DATA is JSON when it parses, else a string; - reads stdin: "
+        "one task per line (blank lines skipped), e.g. `jq -c .[] jobs.json | queuebox put "
+        "jobs -`.",
+    )
     parser.add_argument("tube", help="tube name")
-    parser.add_argument("data", help="the task's data: JSON when it parses, else the text")
+    parser.add_argument(
+        "data", help="the task's data: JSON when it parses, else the text; - for stdin"
+    )
     parser.add_argument(
         "--pri", type=int, help="priority, smaller first (ttl drivers; default: the tube's)"
     )
@@ -286,8 +217,15 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         opts = {"pri": args.pri, "ttl": args.ttl, "ttr": args.ttr, "delay": args.delay}
-        task = conn.tube(args.tube).put(_value(args.data), utube=args.utube, **opts)
-        _print_task(task, args.json)
+        tube = conn.tube(args.tube)
+        if args.data != "-":
+            print_task(tube.put(_value(args.data), utube=args.utube, **opts), args.json)
+            return
+        lines = (line.rstrip("\r\n") for line in sys.stdin)
+        values = (_value(line) for line in lines if line.strip())
+        while batch := list(islice(values, STDIN_BATCH)):
+            for task in tube.put_many(batch, window=64, utube=args.utube, **opts):
+                print_task(task, args.json)
 
     return _run(prog, parser, argv, body)
 
@@ -317,7 +255,7 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
         if task is None:
             raise Empty(f"no task in tube {args.tube!r} within {args.timeout:g} s")
         settled = tube.release(task) if args.release else tube.ack(task)
-        _print_task(settled, args.json)
+        print_task(settled, args.json)
 
     return _run(prog, parser, argv, body)
 
@@ -329,7 +267,7 @@ def peek(argv: list[str], prog: str = "queuebox peek") -> int:
     parser.add_argument("id", type=int, help="task id")
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
-        _print_task(conn.tube(args.tube).peek(args.id), args.json)
+        print_task(conn.tube(args.tube).peek(args.id), args.json)
 
     return _run(prog, parser, argv, body)
 
@@ -341,8 +279,11 @@ def _option(text: str) -> tuple[str, Any]:
     return key, _value(value)
 
 
-# Tube options each driver reads (QUEUE.md §2-§5); the server, like upstream, ignores others.
-_COMMON_OPTIONS = frozenset({"temporary", "if_not_exists", "engine"})
+# Tube options each driver reads (QUEUE.md §2-§5, §14); the server, like upstream,
+# ignores others.
+_COMMON_OPTIONS = frozenset(
+    {"temporary", "if_not_exists", "engine", "max_attempts", "backoff", "backoff_max"}
+)
 _TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
 TUBE_OPTIONS: dict[str, frozenset[str]] = {
     "fifo": _COMMON_OPTIONS,
@@ -379,7 +320,7 @@ def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
             )
         conn.create_tube(args.name, args.type, **dict(args.opt))
         if args.json:
-            print(_to_json({"created": args.name, "type": args.type, "opts": dict(args.opt)}))
+            print(to_json({"created": args.name, "type": args.type, "opts": dict(args.opt)}))
         else:
             print(f"created tube {args.name!r} ({args.type})")
 
@@ -393,6 +334,6 @@ def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         conn.tube(args.name).drop()
-        print(_to_json({"dropped": args.name}) if args.json else f"dropped tube {args.name!r}")
+        print(to_json({"dropped": args.name}) if args.json else f"dropped tube {args.name!r}")
 
     return _run(prog, parser, argv, body)

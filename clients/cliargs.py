@@ -15,6 +15,7 @@ parsers that say what they expected. Must not connect anywhere or import server/
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -43,15 +44,23 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with `HelpFormatter` and one-line errors."""
+    """argparse with `HelpFormatter` and one-line errors (a JSON object with --json)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._json = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        given = sys.argv[1:] if args is None else list(args)
+        self._json = "--json" in given
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         # "argument --port: invalid ..." -> "--port: invalid ..."
         message = message.removeprefix("argument ")
+        if self._json:
+            self.exit(EXIT_USAGE, json.dumps({"error": message, "exit": EXIT_USAGE}) + "\n")
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -223,8 +232,3 @@ def add_failover_arguments(
         metavar="SECONDS",
         help="with --address: give up finding the writable instance after this long",
     )
-
-
-def fail(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: {message}", file=sys.stderr)
-    return code

@@ -13,7 +13,8 @@ the event loop; it knows nothing about how a reply arrived.
     └── ServerError(code, message)                      -- the server answered an error
         ├── AuthError                       45 / 47
         ├── NoSuchProcedure                 33
-        │   └── TubeNotFound                33 for `queue.tube.<name>:<method>`
+        │   └── TubeNotFound                33 for `queue.tube.<name>:<method>`;
+        │                                   32 `Tube '<name>' not found` (queuebox.tasks...)
         └── QueueError                      32 (module errors; `.text` without file:line)
             ├── TaskNotTaken
             ├── TaskNotFound
@@ -45,6 +46,7 @@ __all__ = [
     "TubeExists",
     "TubeNotFound",
     "UnknownSession",
+    "describe_error",
     "error_from_reply",
 ]
 
@@ -155,6 +157,8 @@ class UnknownSession(QueueError):
 
 _POSITION = re.compile(r"^\S+?\.lua:\d+: ")
 _TUBE_PROC = re.compile(r"^Procedure '[^']*\.tube\.([^':]+):[^']*' is not defined$")
+# queuebox's own calls on a tube (queuebox.tasks, ...) name a missing tube so.
+_TUBE_TEXT = re.compile(r"^Tube '(.*)' not found$")
 
 # Queue module texts (modern and legacy API) -> the class to raise. First match wins.
 _QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
@@ -170,6 +174,18 @@ _QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
 )
 
 
+MAX_ERROR_TEXT = 300  # characters of an error message kept in a log line or a reason
+
+
+def describe_error(error: BaseException) -> str:
+    """Any exception as `ValueError: bad input`, on one line and not too long: what a
+    worker logs per failure instead of a traceback."""
+    text = " ".join(str(error).split())
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT - 3] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 def _strip_position(message: str) -> str:
     return _POSITION.sub("", message, count=1)
 
@@ -183,6 +199,9 @@ def _proc_error(code: int, message: str) -> ServerError:
 
 def _queue_error(code: int, message: str) -> ServerError:
     text = _strip_position(message)
+    missing = _TUBE_TEXT.match(text)
+    if missing:
+        return TubeNotFound(code, message, missing.group(1))
     for pattern, cls in _QUEUE_TEXTS:
         if pattern.match(text):
             return cls(code, message)

@@ -44,6 +44,9 @@ class Options:
         failover_timeout: with several addresses (clients.failover), give up looking
             for the writable instance after this many seconds (`NoWritableInstance`);
             it replaces reconnect_timeout there.
+        wait_for_server: keep trying the first connection to one address for this
+            many seconds, with the same jittered backoff, while nothing answers (a
+            worker started before its server); 0 fails at once.
     """
 
     connect_timeout: float = 5.0
@@ -54,6 +57,7 @@ class Options:
     backoff_factor: float = 2.0
     reconnect_timeout: float | None = None
     failover_timeout: float = 30.0
+    wait_for_server: float = 0.0
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up

@@ -107,6 +107,14 @@ def event_time(seconds: float | int | None, now: int) -> int:
     return add_u64(now, int(seconds * US))
 
 
+def delay_option(opts: dict[Any, Any]) -> float | int:
+    """opts.delay as a number (0 when absent); Lua compares it as `delay > 0`."""
+    delay = opts.get("delay")
+    if delay is None:
+        return 0
+    return number(delay, number_first=True)
+
+
 def add_u64(a: int, b: int) -> int:
     """uint64 sum of two stored times, saturated so tuples stay msgpack-able."""
     return min(a + b, U64_MAX)

@@ -21,15 +21,18 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
          └─────┘                         └─────┘                 └─────┘
           │   ▲                        take │ ▲                     ▲ ▲
           │   │                             ▼ │ release, ttr,       │ │
-          │   │  release{delay>0}       ┌─────┐ session end,        │ │
-          │   └──── (ttl drivers) ───── │  t  │ release_all,        │ │
+          │   │  release{delay>0},      ┌─────┐ session end,        │ │
+          │   └──── a tube's backoff ── │  t  │ release_all,        │ │
           │                             └─────┘ restart             │ │
           │                                │                        │ │
-          │                                └──────── bury ──────────┘ │
+          │                                └─ bury; a comeback ─────┘ │
+          │                                   with attempts spent     │
           └───────────────────────────── bury ────────────────────────┘
 
     gone ("-"): ack (t) · delete (any state) · ttl expiry (r, !)
     Every arrival in r can make a task takeable: one waiting take is woken.
+    A comeback (t back without an ack) goes where retries.py's `comeback` says;
+    without retry options and without a delay, that is r, as in the module.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef, Space
 
 from .errors import field_missing, module_error
+from .retries import Retries
 
 Tuple = tuple[Any, ...]
 # An index as the module creates it in Tarantool: (name, ((field, type), ...), unique).
@@ -60,6 +64,13 @@ MISSING: Any = _Missing()
 
 READY, TAKEN, BURIED, DELAYED, DONE = "r", "t", "!", "~", "-"
 STATUSES = (READY, TAKEN, BURIED, DELAYED)
+
+# How a taken task came back, the end of a burial reason ("3 attempts, the last one ...").
+RELEASED = "was released"
+TTR_PASSED = "ran out of its ttr"
+SESSION_ENDED = "lost its consumer (session ended)"
+RELEASED_ALL = "was released by release_all"
+RESTARTED = "was cut short by a server restart"
 
 # Upstream's driver API (gh-126), in our names: a driver class must have all of these.
 REQUIRED_METHODS = (
@@ -214,11 +225,21 @@ class TaskStore(ABC):
         self.space.note = event
 
     # -- reading --
+    @classmethod
+    def describe(cls, task: Tuple) -> dict[str, Any]:
+        """The driver's own fields of a task for an operator (listing.py): none here."""
+        return {}
+
     def normalize(self, task: Tuple) -> list[Any]:
         return [task[0], task[1], task[self.F_DATA]]
 
     def peek(self, task_id: int) -> Tuple | None:
         return self.space.get((task_id,))
+
+    def oldest_ready_put(self) -> int | None:
+        """When the ready task put first was put (epoch µs), for /metrics; None when
+        none is ready, or the driver cannot say."""
+        return None
 
     def taken_ids(self) -> list[int]:
         return [t[0] for t in self.by_status.iterate((TAKEN,))]
@@ -249,6 +270,7 @@ class TaskStore(ABC):
             if task is None:
                 return kicked
             self._update(task[0], {1: READY})
+            self.retries.kicked(task[0])
             self.events.stat("kick")
         return count
 
@@ -256,6 +278,7 @@ class TaskStore(ABC):
         gone = list(self.space)  # in key order, as the space deletes (and logs) them
         self.space.truncate()
         self.counts = dict.fromkeys(STATUSES, 0)
+        self.retries.clear()
         for task in gone:
             self.events.changed(task, None)
 
@@ -267,9 +290,20 @@ class TaskStore(ABC):
             self.counts[task[1]] += 1
         for task_id in self.taken_ids():
             if task_id not in keep:
-                self.release(task_id, {}, now)
+                self.release(task_id, {}, now, RESTARTED)
+
+    def _bury_spent(self, task_id: int, reason: str) -> Tuple:
+        """A task whose attempts ran out goes to the buried ones, saying why."""
+        self.note("bury")  # whatever brought it back (a release, its ttr): an event bury
+        task = self.bury(task_id)
+        self.retries.buried(task_id, reason)
+        return task
 
     # -- what each driver decides for itself --
+    # Set by the tube right after construction: attempts, burial reasons, and
+    # the delays of drivers without timers (retries.py).
+    retries: Retries
+
     @abstractmethod
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         """Add a task; None means "no room" (limfifottl)."""
@@ -283,8 +317,9 @@ class TaskStore(ABC):
         """Extend a taken task's ttr and ttl by `delta_us`."""
 
     @abstractmethod
-    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
-        """Give a taken task back (ready, or delayed with a delay)."""
+    def release(self, task_id: int, opts: dict[Any, Any], now: int, why: str = RELEASED) -> Tuple:
+        """Give a taken task back: ready, delayed (a delay, or the tube's backoff), or
+        buried when its attempts ran out (`why` ends the reason, retries.py)."""
 
     @abstractmethod
     def bury(self, task_id: int) -> Tuple:
@@ -321,6 +356,8 @@ class TaskStore(ABC):
             self.events.untaken((old or new)[0])  # type: ignore[index]
         if new is None:
             self.events.removed()
+            if self.retries.rows:
+                self.retries.forget(old[0])  # type: ignore[index]
         self._status_changed(old, new)
         self.events.changed(old, new)
 

@@ -51,6 +51,11 @@ def task_not_found(task_id: object) -> QueueError:
     return module_error(f"Task {task_id} not found")
 
 
+def tube_not_found(name: object) -> QueueError:
+    """queuebox's own calls on a tube (QUEUE.md §14) name a tube that does not exist."""
+    return module_error(f"Tube '{name}' not found")
+
+
 def no_such_proc(name: str) -> QueueError:
     return QueueError("ER_NO_SUCH_PROC", f"Procedure '{name}' is not defined")
 

@@ -18,6 +18,7 @@ class Fifo(UntimedStore):
 
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         task = self._insert((self.next_id(), READY, data))
+        self._note_put(task[0], now)
         self.events.stat("put")
         return task
 

@@ -88,6 +88,10 @@ class UtubeRules(TaskStore):
         raise NotImplementedError
 
     @classmethod
+    def describe(cls, task: Tuple) -> dict[str, Any]:
+        return {**super().describe(task), "utube": task[cls.F_UTUBE]}
+
+    @classmethod
     def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
         if opts.get("storage_mode") != READY_BUFFER:
             return

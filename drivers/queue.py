@@ -28,14 +28,19 @@ from queuebox.storage.catalog import Catalog
 
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
-from .args import is_number, lua_tostring, lua_truthy, lua_type
+from .args import is_number, lua_tostring, lua_truthy, lua_type, options
+from .args import task_id as task_id_arg
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
-from .errors import QueueError, module_error
+from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
 from .events import TaskChange
+from .listing import list_tasks
 from .queue_state import RUNNING
+from .retries import OPTIONS as RETRY_OPTIONS
+from .retries import Journal, policy_options
+from .retries import check_options as check_retry_options
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -96,7 +101,8 @@ class Queue(EntryPoints):
         self.in_replicaset = False
         self.journal: SessionJournal | None = None
         self.registry = TubeRegistry(
-            catalog, Shared(self.waiters, self.owners, self.sessions, self.deadlines)
+            catalog,
+            Shared(self.waiters, self.owners, self.sessions, self.deadlines, Journal(catalog)),
         )
         self._module: dict[str, Handler] = {
             "create_tube": self._create_tube,
@@ -226,6 +232,57 @@ class Queue(EntryPoints):
         """The named callback a tube is bound to (on_task_change), if any."""
         found = self.registry.tubes.get(tube)
         return None if found is None else found.callback
+
+    # -- queuebox's own calls on a tube (QUEUE.md §14) --
+    def list_tasks(self, name: Any, raw: Any) -> dict[str, Any]:
+        """`queuebox.tasks(tube, opts)`: a page of the tube's tasks (listing.py)."""
+        with self._entry():
+            tube = self._named(name)
+            counting = tube.retries.policy is not None
+            driver, owners = tube.driver, self.owners
+
+            def owner_of(task_id: int) -> bytes | None:
+                return owners.owner(tube.name, task_id)
+
+            page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
+            retries = policy_options(tube.retries.policy)
+            return {"tube": tube.name, "type": tube.type, "retries": retries, **page}
+
+    def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
+        """`queuebox.tube_options(tube, opts)`: change a tube's retry options; the
+        answer is the policy now in force ({} for none)."""
+        with self._entry():
+            tube = self._named(name)
+            changes = options(raw)
+            for key in changes:
+                if key not in RETRY_OPTIONS:
+                    raise module_error(f"Unknown option {lua_tostring(key)}")
+            check_retry_options({**tube.opts, **changes})
+            self.registry.update_options(tube, changes)
+            tube.retries.set_policy(tube.opts)
+            return policy_options(tube.retries.policy)
+
+    def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
+        """An operator's release (`queuebox.release`): a taken task back to
+        ready whichever session holds it, as if that session had ended."""
+        with self._entry():
+            tube = self._named(tube_name)
+            tid = task_id_arg(raw_id)
+            task = tube.driver.peek(tid)
+            if task is None:
+                raise task_not_found(tid)
+            if task[1] != TAKEN:
+                raise not_taken()
+            tube.release_owned(tid, self._clock())
+            released = tube.driver.peek(tid)
+            assert released is not None
+            return [tube.driver.normalize(released)]
+
+    def _named(self, name: Any) -> Tube:
+        tube = self.registry.get(name)
+        if tube is None:
+            raise tube_not_found(name)
+        return tube
 
     # -- plumbing --
     def _advance(self, now: int) -> None:

@@ -149,6 +149,10 @@ class Sessions:
     def known(self, session: SessionId) -> bool:
         return session in self._conns or session in self._pending
 
+    def pending(self) -> list[SessionId]:
+        """Sessions no connection is in, kept for their ttr (a console lists them)."""
+        return list(self._pending)
+
     def identify(self, conn_id: int, value: object, now: int) -> SessionId:
         session = self._claim(conn_id, value, now)
         self.identified.add(session)

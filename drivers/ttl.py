@@ -25,25 +25,33 @@ from queuebox.storage.space import IndexDef
 from .args import (
     MAX_TIMEOUT_S,
     U64_MAX,
+    US,
     add_u64,
+    delay_option,
     event_time,
     lua_or,
     number,
     to_us,
     unsigned_field,
 )
-from .driver import BURIED, DELAYED, READY, TAKEN, ModuleIndex, S, TaskStore, Tuple, U
+from .driver import (
+    BURIED,
+    DELAYED,
+    READY,
+    RELEASED,
+    TAKEN,
+    TTR_PASSED,
+    ModuleIndex,
+    S,
+    TaskStore,
+    Tuple,
+    U,
+)
 from .errors import integer_overflow
 
 F_NEXT, F_TTL, F_TTR, F_PRI, F_CREATED = 2, 3, 4, 5, 6
-
-
-def _delay(opts: dict[Any, Any]) -> float | int:
-    """opts.delay as a number (0 when absent); Lua compares it as `delay > 0`."""
-    delay = opts.get("delay")
-    if delay is None:
-        return 0
-    return number(delay, number_first=True)
+# Priorities looked at for the oldest ready task: a tube with more is measured on these.
+OLDEST_PRIORITIES = 64
 
 
 class TtlStore(TaskStore):
@@ -98,7 +106,7 @@ class TtlStore(TaskStore):
         ttl = lua_or(opts.get("ttl"), self.opts.get("ttl"))
         ttr = lua_or(opts.get("ttr"), self.opts.get("ttr"))
         pri = lua_or(opts.get("pri"), lua_or(self.opts.get("pri"), 0))
-        delay = _delay(opts)
+        delay = delay_option(opts)
         ttl = number(ttl)
         if delay > 0:
             status, ttl = DELAYED, ttl + delay
@@ -107,6 +115,35 @@ class TtlStore(TaskStore):
             status, next_event = READY, event_time(ttl, now)
         ttl_us, ttr_us = self._shared(to_us(ttl)), self._shared(to_us(number(ttr)))
         return status, next_event, ttl_us, ttr_us, unsigned_field(pri, 6), now
+
+    @classmethod
+    def describe(cls, task: Tuple) -> dict[str, Any]:
+        """Seconds: epoch times, and the ttl and ttr a task has; its next event by status."""
+        info = {
+            "pri": task[F_PRI],
+            "created": _seconds(task[F_CREATED]),
+            "ttl": _seconds(task[F_TTL]),
+            "ttr": _seconds(task[F_TTR]),
+            "expires_at": _seconds(add_u64(task[F_CREATED], task[F_TTL])),
+        }
+        event = _EVENT_NAMES.get(task[1])
+        if event is not None:
+            info[event] = _seconds(task[F_NEXT])
+        return {**super().describe(task), **info}
+
+    def oldest_ready_put(self) -> int | None:
+        """`created` of the ready task with the smallest id (ids grow with put time):
+        the first of each priority, found by bisection, for OLDEST_PRIORITIES at most."""
+        task = self.by_status.first((READY,))
+        oldest = task
+        for _ in range(OLDEST_PRIORITIES):
+            if task is None:
+                break
+            if task[0] < oldest[0]:  # type: ignore[index]
+                oldest = task
+            after = (READY, task[F_PRI], U64_MAX)  # past every id of this priority
+            task = next(self.by_status.iterate_after((READY,), after), None)
+        return None if oldest is None else oldest[F_CREATED]  # type: ignore[no-any-return]
 
     def expiry(self, task: Tuple) -> int:
         return add_u64(task[F_CREATED], task[F_TTL])
@@ -133,10 +170,15 @@ class TtlStore(TaskStore):
         self.events.stat("touch")
         return task
 
-    def release(self, task_id: int, opts: dict[Any, Any], now: int) -> Tuple:
-        delay = _delay(opts)
+    def release(self, task_id: int, opts: dict[Any, Any], now: int, why: str = RELEASED) -> Tuple:
+        delay = delay_option(opts)
         task = self.space.get((task_id,))
         assert task is not None, "release is only called for a taken task"
+        asked = to_us(delay) if "delay" in opts else None
+        backoff_us, spent = self.retries.comeback(task_id, asked, why)
+        if spent is not None:
+            self.events.stat("release")
+            return self._bury_spent(task_id, spent)
         if delay > 0:
             changes = {
                 1: DELAYED,
@@ -144,11 +186,18 @@ class TtlStore(TaskStore):
                 F_TTL: add_u64(task[F_TTL], to_us(delay)),
             }
         else:
-            # Correct expiry even if ttl passed while taken (QUEUE.md §10 #3: utubettl fix).
-            changes = {1: READY, F_NEXT: self.expiry(task)}
+            changes = self._back(task, backoff_us, now)
         task = self._update(task_id, changes)
         self.events.stat("release")
         return task
+
+    def _back(self, task: Tuple, backoff_us: int, now: int) -> dict[int, Any]:
+        """A task back without an asked delay: ready, or waiting out the tube's
+        backoff (retries.py), which, unlike release{delay}, leaves the ttl as it is."""
+        if backoff_us > 0:
+            return {1: DELAYED, F_NEXT: min(add_u64(now, backoff_us), self.expiry(task))}
+        # Correct expiry even if ttl passed while taken (QUEUE.md §10 #3: utubettl fix).
+        return {1: READY, F_NEXT: self.expiry(task)}
 
     def bury(self, task_id: int) -> Tuple:
         # next_event becomes the ttl again: a buried task is not "released at ttr".
@@ -167,27 +216,38 @@ class TtlStore(TaskStore):
         task = self.watch.first()
         if task is None or task[F_NEXT] > now:
             return False
-        _FIRE[task[1]](self, task)
+        _FIRE[task[1]](self, task, now)
         return True
 
-    def _delay_ended(self, task: Tuple) -> None:
+    def _delay_ended(self, task: Tuple, now: int) -> None:
         self.note("delay")
         self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
         self.events.stat(self.DELAY_STAT)
 
-    def _ttl_expired(self, task: Tuple) -> None:
+    def _ttl_expired(self, task: Tuple, now: int) -> None:
         self.note("ttl")
         self._delete(task[0])
         self.events.stat("delete")
         self.events.stat("ttl")
 
-    def _ttr_expired(self, task: Tuple) -> None:
+    def _ttr_expired(self, task: Tuple, now: int) -> None:
         self.note("ttr")
-        self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
+        backoff_us, spent = self.retries.comeback(task[0], None, TTR_PASSED)
+        if spent is not None:
+            self._bury_spent(task[0], spent)
+        else:
+            self._update(task[0], self._back(task, backoff_us, now))
         self.events.stat("ttr")
 
 
-_FIRE: dict[str, Callable[[TtlStore, Tuple], None]] = {
+def _seconds(us: int) -> float:
+    return round(us / US, 6)
+
+
+# What a task's next_event means in each status, for describe().
+_EVENT_NAMES = {DELAYED: "ready_at", TAKEN: "deadline"}
+
+_FIRE: dict[str, Callable[[TtlStore, Tuple, int], None]] = {
     DELAYED: TtlStore._delay_ended,
     READY: TtlStore._ttl_expired,
     BURIED: TtlStore._ttl_expired,

@@ -26,6 +26,7 @@ from .args import (
     US,
     is_number,
     lua_or,
+    lua_tostring,
     lua_type,
     number,
     options,
@@ -33,9 +34,10 @@ from .args import (
     to_us,
 )
 from .deadlines import Deadlines
-from .driver import BURIED, MISSING, TaskStore, done
+from .driver import BURIED, DELAYED, MISSING, RELEASED_ALL, SESSION_ENDED, TaskStore, done
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, live_change
+from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .waiters import Waiters
@@ -81,6 +83,7 @@ class Shared:
     owners: Ownership
     sessions: Sessions
     deadlines: Deadlines
+    journal: Journal
     # Set while anyone listens to task changes (plugin callbacks, subscribers of
     # a temporary tube): called with each change, right after it (Queue.listen).
     on_change: Callable[[TaskChange], None] | None = None
@@ -122,6 +125,7 @@ class Call:
 
 
 Answer = list[Any] | Blocked
+MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
 
 
 def _wait_seconds(timeout: float | int) -> float | None:
@@ -145,7 +149,10 @@ class Tube:
         self.opts = opts
         self.shared = shared
         self.stats = TubeStats()
+        self.retries = Retries(shared.journal, name, opts)
         self.driver = driver_cls(space, self, opts)
+        self.driver.retries = self.retries
+        self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
 
@@ -170,7 +177,7 @@ class Tube:
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self.driver.TIMED:
+        if self.driver.TIMED or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
@@ -181,7 +188,7 @@ class Tube:
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
         self.driver.space.note = "session"
-        self.driver.release(task_id, {}, now)
+        self.driver.release(task_id, {}, now, SESSION_ENDED)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
@@ -243,6 +250,8 @@ class Tube:
         wait_us = U64_MAX if timeout is None else to_us(number(timeout))
         task = self.driver.take(call.now)
         if task is not None:
+            if self.retries.policy is not None:
+                self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
             self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
             return self._answer(task)
@@ -265,6 +274,8 @@ class Tube:
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
+        if self.retries.policy is not None:
+            self.retries.acked(tid)
         task = self.driver.delete(tid)
         assert task is not None, "a task with an owner exists"
         self.stats.inc("ack")
@@ -283,9 +294,15 @@ class Tube:
         task = self._existing(call.arg(0))
         # Upstream asks whether the caller holds it: that gives the connection a session.
         self.shared.sessions.session_of(call.conn_id)
-        if task[1] == BURIED:
-            return self._answer(task)
-        return self._answer(self.driver.bury(task[0]))
+        # queuebox's extension: bury(id, {reason=TEXT}) keeps why (retries.py).
+        reason = options(call.arg(1)).get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise module_error(f"Invalid value of reason: {lua_tostring(reason)}")
+        if task[1] != BURIED:
+            task = self.driver.bury(task[0])
+        if reason is not None:
+            self.retries.buried(task[0], reason[:MAX_REASON])
+        return self._answer(task)
 
     def kick(self, call: Call) -> Answer:
         count = lua_or(call.arg(0), 1)
@@ -312,7 +329,7 @@ class Tube:
 
     def release_all(self, call: Call) -> Answer:
         for tid in self.driver.taken_ids():
-            self.driver.release(tid, {}, call.now)
+            self.driver.release(tid, {}, call.now, RELEASED_ALL)
         return []
 
     def on_task_change(self, call: Call) -> Answer:

@@ -21,6 +21,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import key_part_type, module_error, no_such_engine
+from .retries import check_options as check_retry_options
 from .tube import Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
@@ -75,6 +76,7 @@ class TubeRegistry:
             return existing
         callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
+        check_retry_options(opts)
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
@@ -113,6 +115,13 @@ class TubeRegistry:
         self.tubes[name] = tube
         return tube
 
+    def update_options(self, tube: Tube, changes: Mapping[str, Any]) -> None:
+        """Change a tube's options in memory and in its `_queue` row (durable)."""
+        tube.opts.update(changes)
+        row = self._space.get((tube.name,))
+        if row is not None:
+            self._space.replace((*row[:4], dict(tube.opts)))
+
     def drop(self, tube: Tube) -> None:
         if self.shared.waiters.has(tube.name, "take"):
             raise module_error("There are consumers connected the tube")
@@ -120,6 +129,7 @@ class TubeRegistry:
             raise module_error("There are taken tasks in the tube")
         if self._space.get((tube.name,)) is None:
             raise module_error("Tube not found")
+        tube.retries.clear()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]

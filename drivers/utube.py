@@ -46,6 +46,7 @@ class Utube(UtubeRules, UntimedStore):
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         utube = lua_tostring(opts.get("utube"))
         task = self._insert((self.next_id(), READY, utube, data))
+        self._note_put(task[0], now)
         self.events.stat("put")
         return task
 

@@ -11,6 +11,8 @@ and parses its own arguments. Must not hold any command's logic.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Callable
 
@@ -44,6 +46,12 @@ def _pipeline() -> Command:
     return main
 
 
+def _worker() -> Command:
+    from queuebox.clients.worker.cli import main
+
+    return main
+
+
 def _client(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients import cli
@@ -54,18 +62,37 @@ def _client(name: str) -> Callable[[], Command]:
     return load
 
 
+def _tasks(name: str) -> Callable[[], Command]:
+    def load() -> Command:
+        from queuebox.clients import clitasks
+
+        command: Command = getattr(clitasks, name)
+        return command
+
+    return load
+
+
 COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "serve": (_serve, "run the queue server"),
     "wal": (_wal, "wal cat PATH...: print WAL/snapshot records as JSON lines"),
     "bench": (_bench, "load generator: put, take-ack, mixed, utube scenarios"),
     "pipeline": (_pipeline, "Spark: load files into a tube, lifecycle reports"),
+    "worker": (_worker, "run MODULE:FUNCTION for each task of a tube"),
     "ping": (_client("ping"), "check that a server answers"),
     "tubes": (_client("tubes"), "list the tubes"),
     "stats": (_client("stats"), "statistics of every tube, or of one"),
     "put": (_client("put"), "put a task into a tube"),
     "take": (_client("take"), "take a task from a tube, print it and ack it"),
     "peek": (_client("peek"), "show a task"),
+    "tasks": (_tasks("tasks"), "list a tube's tasks by state"),
+    "ack": (_tasks("ack"), "ack a taken task, for whoever holds it"),
+    "release": (_tasks("release"), "give a taken task back, for whoever holds it"),
+    "bury": (_tasks("bury"), "bury a task, with a reason"),
+    "kick": (_tasks("kick"), "make buried tasks ready again"),
+    "delete": (_tasks("delete"), "delete a task"),
+    "truncate": (_tasks("truncate"), "delete every task of a tube"),
     "create-tube": (_client("create_tube"), "create a tube"),
+    "tube-options": (_tasks("tube_options"), "show or change a tube's retry options"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),
 }
@@ -81,6 +108,9 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    as_json = argv[:1] == ["--json"]
+    if as_json:  # `queuebox --json stats` is `queuebox stats --json`
+        argv = [*argv[1:2], "--json", *argv[2:]]
     if argv[:1] in (["--version"], ["-V"]):
         print(f"queuebox {__version__} ({build_label()})")
         return 0
@@ -89,7 +119,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"queuebox: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        if as_json:
+            print(json.dumps({"error": f"unknown command {name!r}", "exit": 2}), file=sys.stderr)
+        else:
+            print(f"queuebox: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    command = COMMANDS[name][0]()
-    return int(command(rest, prog=f"queuebox {name}") or 0)
+    return quietly(lambda: int(COMMANDS[name][0]()(rest, prog=f"queuebox {name}") or 0))
+
+
+def quietly(command: Callable[[], int]) -> int:
+    """Run a command so that a reader who left (`queuebox stats | head -1`) or a Ctrl-C
+    ends it quietly: no traceback, exit status 0 or 130."""
+    try:
+        return command()
+    except BrokenPipeError:
+        # What is still buffered for stdout would fail again at exit: send it nowhere.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # the shell's ^C stays on a line of its own
+        return 130

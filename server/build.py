@@ -17,6 +17,7 @@ which makes them in the order they depend on each other:
            └─ Spaces: SELECT on the queue's spaces; the schema version moves
               with every space created or dropped
                 └─ builtins: queuebox.echo, placeholders, test hooks
+                └─ operator_calls: queuebox.release
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
 one with this `Server`'s app and queue) nor signals (serve.py's). Runs
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from . import builtins
+from . import builtins, operator_calls
 from .app import App
 from .events import EventService
 from .plugins import PluginHost
@@ -74,6 +75,7 @@ def build_server(app: App) -> Server:
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
     builtins.install(app)
+    operator_calls.install(app, lambda: role.queue)
     return Server(app, store, role, plugins, events)
 
 

@@ -70,7 +70,8 @@ class Config:
     auth_attempts: int = 5  # failed AUTHs on one connection before it is closed
     auth_delay_s: float = 0.05  # after a failed AUTH, the next from that address waits; 0: off
     auth_delay_max_s: float = 10.0  # the wait doubles with each failure up to this
-    metrics_listen: tuple[str, int] | None = None  # None: no metrics endpoint
+    # The HTTP listener: console, /metrics, /healthz (server/web/); None: off.
+    http_listen: tuple[str, int] | None = None
     greeting_version: str = "2.6.0"
     schema_version: int = 81
     instance_uuid: str | None = None  # None: a fresh uuid at every start
@@ -260,6 +261,9 @@ def _parse_uuid(value: Any) -> str:
         raise ValueError(f"expected a UUID, got {value!r}") from None
 
 
+# Old names that still work: the setting they set.
+ALIASES = {"metrics_listen": "http_listen"}
+
 # Settings with no command-line flag: anyone on the machine can read a
 # process's arguments (`ps`), so a password is given in the file or the environment.
 NO_FLAG = frozenset({"replication_password"})
@@ -268,7 +272,8 @@ NO_FLAG = frozenset({"replication_password"})
 # (QUEUEBOX_ + upper case) and, with dashes, the flag.
 SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "port_file": _parse_str,
-    "metrics_listen": _parse_optional_listen,
+    "http_listen": _parse_optional_listen,
+    "metrics_listen": _parse_optional_listen,  # the old name of http_listen
     "legacy_listen": parse_listen,
     "max_frame": _parse_size,
     "max_connections": _parse_size,
@@ -325,7 +330,7 @@ def _apply(where: str, key: str, raw: Any, into: dict[str, Any]) -> None:
         if key == "listen":
             into["listen_host"], into["listen_port"] = parse_listen(raw)
         elif key in SCALAR_FIELDS:
-            into[key] = SCALAR_FIELDS[key](raw)
+            into[ALIASES.get(key, key)] = SCALAR_FIELDS[key](raw)
         else:
             raise ValueError("unknown setting")
     except ValueError as exc:

@@ -1,7 +1,7 @@
-"""Prometheus metrics: what is collected, and the HTTP endpoint that serves it.
+"""Prometheus metrics: what is collected, and the exposition /metrics serves.
 
-Owns: the `metrics_listen` endpoint (GET /metrics on the server's own event
-loop, text or OpenMetrics format by the scraper's Accept header), the
+Owns: the registry and its exposition (text or OpenMetrics by the
+scraper's Accept header; the HTTP listener, server/web/, serves it), the
 collector that reads the queue's statistics, the connection table and the
 storage at scrape time, and the few counters that cannot be read later:
 request handling time per request type (fed by the connection's dispatch
@@ -16,7 +16,6 @@ clients, the WAL itself.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
@@ -34,18 +33,12 @@ from queuebox import __version__
 from queuebox.protocol import RequestType
 
 from .build import Server
-from .config import is_loopback
-from .logs import get_logger
-
-log = get_logger("queuebox.metrics")
 
 # Seconds. Request handling is in-memory work (tens of µs); WAL writes include
 # an fsync in fsync mode (ms to hundreds of ms on a slow disk).
 REQUEST_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1, 1.0)
+ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20)  # takes an acked task needed
 WAL_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0)
-
-READ_TIMEOUT_S = 5.0  # a scraper that sends no complete request head in time is dropped
-HEAD_LIMIT = 16 * 1024  # bytes of request line + headers
 
 
 class Histogram:
@@ -97,6 +90,16 @@ class WalStats:
         self.bytes += nbytes
         self.batches += 1
         self.write_seconds.observe(seconds)
+
+
+def _attempt_buckets(counts: dict[int, int]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative buckets of ATTEMPT_BUCKETS and the sum, from {attempts: tasks}."""
+    buckets = [
+        (str(float(bound)), float(sum(n for a, n in counts.items() if a <= bound)))
+        for bound in ATTEMPT_BUCKETS
+    ]
+    buckets.append(("+Inf", float(sum(counts.values()))))
+    return buckets, float(sum(a * n for a, n in counts.items()))
 
 
 def _histogram(
@@ -183,8 +186,24 @@ class QueueboxCollector:
         waiting = GaugeMetricFamily(
             "queuebox_waiting_takes", "Takes waiting for a task, by tube", labels=["tube"]
         )
+        oldest = GaugeMetricFamily(
+            "queuebox_oldest_ready_task_age_seconds",
+            "Seconds since the ready task put first was put (0: none ready), by tube",
+            labels=["tube"],
+        )
+        attempts = HistogramMetricFamily(
+            "queuebox_task_attempts",
+            "Takes an acked task needed, by tube (tubes with a retry policy)",
+            labels=["tube"],
+        )
+        exhausted = CounterMetricFamily(
+            "queuebox_tasks_exhausted",
+            "Tasks buried because their attempts ran out, by tube",
+            labels=["tube"],
+        )
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.modern.registry.tubes.items() if queue is not None else ()
+        now = queue.clock_us() if queue is not None else 0
         for name, tube in tubes:
             report = tube.report()
             for state in ("ready", "taken", "buried", "delayed"):
@@ -193,7 +212,14 @@ class QueueboxCollector:
             for call, count in report["calls"].items():
                 calls.add_metric([name, call], count)
             waiting.add_metric([name], queue.modern.waiters.count(name, "take"))  # type: ignore[union-attr]
-        yield from (tasks, done, calls, waiting)
+            put = tube.driver.oldest_ready_put()
+            oldest.add_metric([name], 0.0 if put is None else max(now - put, 0) / 1e6)
+            retries = tube.retries
+            if retries.policy is not None or retries.acked_after or retries.exhausted:
+                buckets, total = _attempt_buckets(retries.acked_after)
+                attempts.add_metric([name], buckets, total)
+                exhausted.add_metric([name], retries.exhausted)
+        yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
 
     def _auth(self) -> Iterator[Metric]:
         counts = self.app.auth_guard.counts
@@ -248,63 +274,6 @@ class QueueboxCollector:
         )
 
 
-def respond(method: str, path: str, accept: str, registry: CollectorRegistry) -> bytes:
-    """The whole HTTP/1.1 response to one request (the connection closes after it)."""
-    if path.split("?", 1)[0] != "/metrics":
-        return _response("404 Not Found", "text/plain; charset=utf-8", b"try /metrics\n", method)
-    if method not in ("GET", "HEAD"):
-        extra = "Allow: GET, HEAD\r\n"
-        return _response("405 Method Not Allowed", "text/plain", b"", method, extra)
-    encoder, content_type = choose_encoder(accept)
-    return _response("200 OK", content_type, encoder(registry), method)
-
-
-def _response(status: str, ctype: str, body: bytes, method: str, extra: str = "") -> bytes:
-    head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-        f"{extra}Connection: close\r\n\r\n"
-    )
-    return head.encode("latin-1") + (b"" if method == "HEAD" else body)
-
-
-class MetricsServer:
-    """A minimal HTTP/1.1 endpoint on the running loop: one request per connection."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self._server: asyncio.Server | None = None
-
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        self._server = await asyncio.start_server(self._handle, host, port, limit=HEAD_LIMIT)
-        sockname = self._server.sockets[0].getsockname()
-        return str(sockname[0]), int(sockname[1])
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            lines = head.decode("latin-1").split("\r\n")
-            parts = lines[0].split()
-            if len(parts) != 3:
-                writer.write(_response("400 Bad Request", "text/plain", b"", "GET"))
-            else:
-                accept = ""
-                for line in lines[1:]:
-                    key, _, value = line.partition(":")
-                    if key.strip().lower() == "accept":
-                        accept = value.strip()
-                writer.write(respond(parts[0], parts[1], accept, self.registry))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
-            pass  # a scraper that went away or sent garbage: nothing to answer
-        finally:
-            writer.close()
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-
 def build_registry(server: Server, requests: RequestTimes, wal: WalStats) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(QueueboxCollector(server, requests, wal))
@@ -313,19 +282,17 @@ def build_registry(server: Server, requests: RequestTimes, wal: WalStats) -> Col
     return registry
 
 
-async def start_metrics(server: Server) -> MetricsServer | None:
-    """Start the endpoint when `metrics_listen` is set (after build_server)."""
-    app = server.app
-    where = app.config.metrics_listen
-    if where is None:
-        return None
+def install_metrics(server: Server) -> CollectorRegistry:
+    """The registry the HTTP listener serves at /metrics; from now on requests
+    and WAL writes are counted (only when the listener is on: it costs two
+    clock reads per request)."""
     requests, wal = RequestTimes(), WalStats()
     server.store.commit.on_written = wal.written
-    app.observe_request = requests.observe
-    endpoint = MetricsServer(build_registry(server, requests, wal))
-    host, port = await endpoint.start(*where)
-    app.add_shutdown_hook(endpoint.close)
-    if not is_loopback(host):
-        log.warning("metrics are readable by anyone who can reach this address", host=host)
-    log.info("metrics listening", address=f"{host}:{port}", path="/metrics")
-    return endpoint
+    server.app.observe_request = requests.observe
+    return build_registry(server, requests, wal)
+
+
+def exposition(registry: CollectorRegistry, accept: str) -> tuple[bytes, str]:
+    """The scrape's body and Content-Type: OpenMetrics when the Accept header asks."""
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type

@@ -44,6 +44,9 @@ from .timers import DeadlineTimer, wall_clock_us
 log = get_logger("queuebox.queue")
 
 LEGACY_STATISTICS = "queue.statistics"
+# queuebox's own calls on a tube (QUEUE.md §14): its first argument is the tube.
+TASKS = "queuebox.tasks"
+TUBE_OPTIONS = "queuebox.tube_options"
 
 # EVAL texts sent by real clients (go-tarantool and friends), QUEUE.md §1.
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
@@ -136,6 +139,8 @@ class QueueCalls:
                 registry.register(full, self._statistics_handler(full), READ, replace=True)
             # Registered as fixed names so no placeholder can shadow the real ones.
             registry.register(f"{namespace}.state", self._state, READ, replace=True)
+        registry.register(TASKS, self._tasks, READ, replace=True)
+        registry.register(TUBE_OPTIONS, self._tube_options, ADMIN, replace=True)
         registry.register_eval(EVAL_CREATE, self._eval_create, ADMIN, replace=True)
         registry.register_eval(EVAL_EXISTS, self._eval_exists, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [Queue.VERSION], READ, replace=True)
@@ -250,6 +255,22 @@ class QueueCalls:
         finally:
             self._after_call("create_tube")
         return []
+
+    def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks."""
+        tube, opts = _two(args)
+        check_tube(ctx.grant, READ, tube, TASKS, ctx.user)  # a task's data is a read
+        try:
+            return [self.modern.list_tasks(tube, opts)]
+        finally:
+            self._after_call(TASKS)
+
+    def _tube_options(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tube_options(tube, {max_attempts=, backoff=, backoff_max=})."""
+        try:
+            return [self.modern.tube_options(*_two(args))]
+        finally:
+            self._after_call(TUBE_OPTIONS)
 
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
@@ -381,3 +402,9 @@ def visible_statistics(grant: Grant, answer: Any) -> list[Any]:
         return answer
     shown = grant.visible(by_tube)
     return [shown if shown else []]
+
+
+def _two(args: list[Any]) -> tuple[Any, Any]:
+    """(tube, opts) of a call that may leave either out."""
+    padded = [*args, None, None]
+    return padded[0], padded[1]

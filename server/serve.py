@@ -3,7 +3,8 @@
 Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
 the startup lines with the bound addresses, starting the listener on the
-main port and on the 1.5 port (`legacy_listen`), the port file, and turning
+main port, on the 1.5 port (`legacy_listen`) and the HTTP listener
+(`http_listen`, server/web/), the port file, and turning
 SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
 requests or functions.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from queuebox import __version__
@@ -29,7 +32,6 @@ from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, loa
 from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import run
-from .metrics import start_metrics
 from .replication.applier import bootstrap
 from .settings_help import flag_help, flag_metavar
 
@@ -102,6 +104,23 @@ class _NoSecretInArgv(argparse.Action):
         )
 
 
+# A setting that needs an optional part of queuebox: (setting, module, extra).
+EXTRAS = (("etcd_endpoints", "aetcd", "etcd"),)
+
+
+def missing_extra(
+    config: Config, find: Callable[[str], object | None] = importlib.util.find_spec
+) -> str | None:
+    """What to install for a setting whose optional dependency is missing, if any."""
+    for setting, module, extra in EXTRAS:
+        if getattr(config, setting) and find(module) is None:
+            return (
+                f"{setting} needs the {module} package, which is not installed: "
+                f"pip install 'queuebox[{extra}]'"
+            )
+    return None
+
+
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
     args = build_parser(prog).parse_args(argv)
     flags = {key: value for key, value in vars(args).items() if key not in ("config", "plugin")}
@@ -111,6 +130,10 @@ def main(argv: list[str], prog: str = "queuebox serve") -> int:
         config = load_config(flags, os.environ, args.config)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    missing = missing_extra(config)
+    if missing is not None:
+        print(f"{prog}: {missing}", file=sys.stderr)
         return 2
     logs.configure(config.log_format, config.log_level)
     return run(serve(config), config.loop)
@@ -204,7 +227,11 @@ async def _start_up(app: App, built: list[Server]) -> int:
             await bootstrap(config, str(app.instance_uuid), config.replication_source)
         server = build_server(app)
         built.append(server)
-        await start_metrics(server)
+        if config.http_listen is not None:
+            # Imported only here: aiohttp takes a while to load.
+            from .web.listener import start_http  # noqa: PLC0415
+
+            await start_http(server)
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1

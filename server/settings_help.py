@@ -19,7 +19,9 @@ SETTING_HELP: dict[str, str] = {
     "port_file": "write the bound port to FILE once listening",
     "legacy_listen": "serve the Tarantool 1.5 binary protocol (legacy queue API, as guest) "
     "on HOST:PORT (:PORT = loopback)",
-    "metrics_listen": "serve Prometheus metrics at http://HOST:PORT/metrics (:PORT = loopback)",
+    "http_listen": "serve the web console at http://HOST:PORT/, Prometheus metrics at "
+    "/metrics and /healthz (:PORT = loopback)",
+    "metrics_listen": "the old name of --http-listen",
     "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
     "max_connections": "connections served at once; more are closed at once",
     "max_in_flight_per_conn": "waiting requests per connection before it stops being read",
@@ -118,6 +120,7 @@ def _shown(name: str, value: Any) -> str:
 
 
 METAVARS = {
+    "http_listen": "HOST:PORT",
     "metrics_listen": "HOST:PORT",
     "port_file": "FILE",
     "replication_password_file": "FILE",

@@ -9,6 +9,7 @@ logged in as.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 
 from queuebox import protocol
@@ -31,6 +32,13 @@ class Users:
 
     def exists(self, user: str) -> bool:
         return user in self._hash2
+
+    def password_ok(self, user: str, password: str) -> bool:
+        """A configured user's password given in clear (the console's login form)."""
+        hash2 = self._hash2.get(user)
+        if hash2 is None or user == GUEST:
+            return False
+        return hmac.compare_digest(hash2, password_hash2(password))
 
     def authenticate(self, user: str, salt: bytes, scramble: bytes | None) -> None:
         """Raise CallError unless `scramble` proves the password of `user`.

@@ -180,6 +180,23 @@ class Index:
         for key in sorted((k for k in keys if k[:n] == prefix), reverse=reverse):
             yield from self._in_group(groups[key[0] if gw == 1 else key], (), reverse)
 
+    def iterate_after(self, group: Key, after: Key) -> Iterator[Tuple]:
+        """Tuples of one group (its whole group key; () for an index without
+        groups) whose key is greater than `after`, a whole key of that group,
+        in key order: a page that starts where the last one ended, found by
+        bisection rather than by walking the pages before it."""
+        gw = self._gw
+        if len(group) != gw or len(after) != self._width or tuple(after[:gw]) != tuple(group):
+            raise ValueError("iterate_after takes a whole group key and a whole key in it")
+        found = self._groups.get(self._group_key(group))
+        if found is None:
+            return
+        low = after[gw] if self._single else tuple(after[gw:])
+        get = found.get
+        for key in found.keys(low):
+            if key != low:
+                yield get(key)
+
     def count(self, prefix: Key) -> int:
         """How many tuples' keys start with `prefix`: a group's size when the
         prefix is a group key or part of one, else by walking."""

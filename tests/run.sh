@@ -80,6 +80,12 @@ if ! perl -MMR::Tarantool::Box -e 1 2>/dev/null; then
     apt_install libmr-tarantool-perl
 fi
 
+# --- Chromium: the web console's tests drive Debian's build through Playwright ---
+# (tests/e2e/test_console_browser.py; Playwright's own browser download is never used)
+if [ ! -x /usr/bin/chromium ]; then
+    apt_install chromium
+fi
+
 # --- Spark part (clients/pipeline, tests/spark) -------------------------------
 # The pipeline tests need the `.[spark]` extra (PySpark 4) and a Java 17+ runtime;
 # Spark binds to the loopback interface only.

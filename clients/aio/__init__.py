@@ -57,6 +57,7 @@ def connect(
     backoff_initial: float = 0.05,
     backoff_max: float = 2.0,
     reconnect_timeout: float | None = None,
+    wait_for_server: float = 0.0,
 ) -> _Connecting:
     """Connect to a queuebox (or Tarantool + queue) server.
 
@@ -70,6 +71,10 @@ def connect(
     refused as read-only or the connection breaks (see `clients.failover` for which
     calls are retried). No writable instance within `failover_timeout` seconds raises
     `NoWritableInstance`. Use `identify()` for a queue session that follows it too.
+
+    `wait_for_server` (seconds): with one address, keep trying the first connection
+    that long, with the reconnect backoff, while nothing answers (a worker started
+    before its server); 0 raises `NetworkError` at once.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -79,6 +84,7 @@ def connect(
         backoff_max=backoff_max,
         reconnect_timeout=reconnect_timeout,
         failover_timeout=failover_timeout,
+        wait_for_server=wait_for_server,
     )
     several = () if addresses is None else failover.parse_addresses(addresses)
     return _Connecting(Connection(host, port, user, password, options, several))

@@ -101,6 +101,12 @@ class Connection:
         """Open the first connection (what awaiting `clients.aio.connect()` does)."""
         if self._dial.addresses:
             self._attach(await self._dial.retrying(self._opts.failover_timeout, self._rejoin))
+        elif self._opts.wait_for_server > 0:
+            started = time.monotonic()
+            wait = self._opts.wait_for_server
+            self._attach(await self._dial.retrying(wait, self._rejoin, first=True))
+            if time.monotonic() - started > 1:
+                log.info("connected to %s:%s", self.host, self.port)
         else:
             self._attach(await self._dial.open())
         return self
@@ -368,6 +374,11 @@ class Connection:
     async def statistics(self, tube: str | None = None) -> dict[str, Any]:
         """`{tube: stats}` for every tube, or one tube's stats (QUEUE.md §7)."""
         return await self.run(modern.statistics(tube))
+
+    async def tube_options(self, name: str, **opts: Any) -> dict[str, Any]:
+        """Set a tube's retry options (`max_attempts`, `backoff`, `backoff_max`;
+        queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
+        return await self.run(modern.tube_options(name, opts))
 
     async def cfg(self, **opts: Any) -> None:
         """Set queue options: `ttr` (session grace seconds), `in_replicaset`."""

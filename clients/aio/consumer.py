@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from queuebox.clients.aio.tube import Tube
-from queuebox.clients.errors import CallTimeout, NetworkError, QueueboxError
+from queuebox.clients.errors import CallTimeout, NetworkError, QueueboxError, describe_error
 from queuebox.clients.model import OnError, Task
 
 __all__ = ["Consumer"]
@@ -134,7 +134,11 @@ class Consumer:
             await self.handler(task)
         except Exception as exc:
             self.failed += 1
-            log.exception("handler failed on task %s of %s", task.id, self.tube.name)
+            # One line per failure: a task failing again and again must not flood the log.
+            log.warning(
+                "handler failed on task %s of %s: %s", task.id, self.tube.name, describe_error(exc)
+            )
+            log.debug("the failure's traceback", exc_info=exc)
             await self.tube._settle(task, exc, self.on_error, self.release_delay)
             return
         except BaseException as exc:

@@ -123,14 +123,18 @@ class Dialer:
         return iproto.result(call, await wire.send(sync, iproto.encode(sync, call)))
 
     async def retrying(
-        self, limit: float | None, prepare: Callable[[Wire], Awaitable[None]]
+        self,
+        limit: float | None,
+        prepare: Callable[[Wire], Awaitable[None]],
+        first: bool = False,
     ) -> Wire:
         """`open()` then `prepare(wire)` until both work, with backoff, for `limit` s
         (None: forever). AuthError is raised at once; giving up raises NetworkError
-        (NoWritableInstance with several addresses)."""
+        (NoWritableInstance with several addresses). `first`: the first connection
+        of a client waiting for its server (said once in the log, not per attempt)."""
         started = time.monotonic()
         last: Exception = NetworkError("not connected")
-        for delay in self._opts.backoff():
+        for attempt, delay in enumerate(self._opts.backoff()):
             try:
                 wire = await self.open()
                 try:
@@ -145,11 +149,14 @@ class Dialer:
             except (NetworkError, ServerError, OSError, TimeoutError) as exc:
                 log.debug("connecting to %s failed: %s", self._where(), exc)
                 last = exc
-            if limit is not None and time.monotonic() - started + delay > limit:
+            spent = time.monotonic() - started
+            if limit is not None and spent + delay > limit:
                 if self.addresses:
-                    spent = time.monotonic() - started
                     raise NoWritableInstance(f"{last} (gave up after {spent:.1f} s)")
-                raise NetworkError("cannot reconnect to {}:{}".format(*self.at))
+                what = "connect" if first else "reconnect"
+                raise NetworkError(f"cannot {what} to {self._where()} in {spent:.1f} s: {last}")
+            if first and attempt == 0:
+                log.warning("%s: %s; trying again for %g s", self._where(), last, limit)
             await asyncio.sleep(delay)
         raise AssertionError("backoff never ends")
 

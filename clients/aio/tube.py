@@ -139,9 +139,12 @@ class Tube:
         """Look at a task without changing it."""
         return await self._by_id("peek", task)
 
-    async def bury(self, task: Task | int) -> Task:
-        """Bury a task (any state); returns it with status BURIED."""
-        return self._settled(await self._by_id("bury", task))
+    async def bury(self, task: Task | int, *, reason: str | None = None) -> Task:
+        """Bury a task (any state); returns it with status BURIED. `reason` is kept
+        with it (queuebox; shown by `tasks()`)."""
+        return self._settled(
+            await self.connection.run(modern.bury(self.name, task_id(task), reason))
+        )
 
     async def kick(self, count: int = 1) -> int:
         """Make up to `count` buried tasks ready again; returns how many."""
@@ -175,6 +178,21 @@ class Tube:
     async def statistics(self) -> dict[str, Any]:
         """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (QUEUE.md §7)."""
         return await self.connection.run(modern.statistics(self.name))
+
+    async def tasks(
+        self, state: str | None = None, *, limit: int | None = None, after: Any = None
+    ) -> dict[str, Any]:
+        """A page of the tube's tasks (queuebox): ``{"tasks": [...], "next": cursor}``,
+        each task a dict with its state, data, times and attempts; pass `next` back
+        as `after` for the following page (QUEUE.md §14)."""
+        opts = {"state": state, "limit": limit, "after": after}
+        return await self.connection.run(modern.tasks(self.name, opts))
+
+    async def task_info(self, task: Task | int) -> dict[str, Any] | None:
+        """One task as `tasks()` lists it (attempts, times, burial reason), or None."""
+        page = await self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
+        found = page.get("tasks") or [None]
+        return found[0]  # type: ignore[no-any-return]
 
     async def _by_id(self, method: str, task: Task | int) -> Task:
         return await self.connection.run(modern.by_id(self.name, method, task_id(task)))

@@ -11,6 +11,7 @@ Must not loop, time or count anything.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from .frames import (
 
 MODERN = "modern"
 LEGACY = "legacy"
+ABANDON_TRIES = 30  # 0.1 s apart: the killed workers' connections close meanwhile
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,20 @@ class ApiSpec:
             return dict(zip(items[::2], items[1::2], strict=False))
         stats = await _call(conn, f"{self.namespace}.statistics", [self.tube])
         return stats[0] if stats else None
+
+    async def abandon(self, conn: BenchConnection) -> None:
+        """An interrupted run: give back what killed workers held, then clean up. Their
+        connections may still be closing, so the taken tasks are released first."""
+        for _ in range(ABANDON_TRIES):
+            try:
+                if not self.legacy:
+                    await _call(conn, self._method("release_all"), [])
+                    await _call(conn, self._method("truncate"), [])
+                await self.cleanup(conn)
+                return
+            except BenchError:  # a worker's waiting take not closed yet: a moment more
+                await asyncio.sleep(0.1)
+        await self.cleanup(conn)
 
     async def cleanup(self, conn: BenchConnection) -> None:
         if self.legacy:

@@ -20,6 +20,15 @@ from .runner import run_phase
 from .scenarios import SCENARIOS, Options, Target, effective_options
 
 
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C during a run, after the run's tube was dropped (unless kept)."""
+
+    def __init__(self, tube: str, dropped: bool) -> None:
+        super().__init__(tube)
+        self.tube = tube
+        self.dropped = dropped
+
+
 async def _with_control(target: Target, work: Any) -> Any:
     conn = await open_connection(target.host, target.port, target.user, target.password)
     try:
@@ -56,15 +65,22 @@ def run_scenario(
     where = environment()  # before the run: its load average is the machine's, not ours
     _prepare(target, api)
     phase_docs = []
-    for phase in phases:
-        if progress is not None:
-            progress.start(phase.name, phase.goal)
-        result = run_phase(
-            phase.name, phase.specs(target, api, opts.max_time), target.server_pid, progress
-        )
+    try:
+        for phase in phases:
+            if progress is not None:
+                progress.start(phase.name, phase.goal)
+            result = run_phase(
+                phase.name, phase.specs(target, api, opts.max_time), target.server_pid, progress
+            )
+            if progress is not None:
+                progress.finish()
+            phase_docs.append(phase_doc(result))
+    except KeyboardInterrupt:
         if progress is not None:
             progress.finish()
-        phase_docs.append(phase_doc(result))
+        if not keep:
+            asyncio.run(_with_control(target, api.abandon))
+        raise Interrupted(api.tube, dropped=not keep) from None
     server_stats = _finish(target, api, keep)
     counts = {key: sum(p["counts"][key] for p in phase_docs) for key in phase_docs[0]["counts"]}
     return {

@@ -128,7 +128,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
+        help="progress bar on stderr (needs tqdm: pip install 'queuebox[bench]'; default: "
+        "when stderr is a terminal and tqdm is installed)",
     )
     out.add_argument(
         "--label", help="free text stored in the JSON, e.g. the server's wal_mode (default: none)"
@@ -193,6 +194,11 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
     opts = options_from(args)
     target = Target(args.host, args.port, args.user, args.password, args.server_pid)
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
+    if show_progress and not report.progress_available():
+        if args.progress:
+            print(f"{prog}: --progress needs tqdm: pip install 'queuebox[bench]'", file=sys.stderr)
+            return 2
+        show_progress = False  # a terminal, but no tqdm: the table at the end says it all
     progress = report.Progress() if show_progress else None
     try:
         if args.compare:
@@ -218,6 +224,10 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
     except BenchError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    except bench.Interrupted as stop:
+        done = f"tube {stop.tube!r} dropped" if stop.dropped else f"tube {stop.tube!r} kept"
+        print(f"\n{prog}: interrupted; {done}", file=sys.stderr)
+        return 130
     return _write_outputs(doc, args, prog)
 
 

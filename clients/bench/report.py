@@ -2,18 +2,18 @@
 
 Owns: the shape of the JSON result (`phase_doc`, `environment`), the human
 tables (`render`), the comparison table (`render_ratios`) and `Progress`, the
-bar on stderr (tqdm: rate, time left, terminal width, for free). Must not
-run anything or talk to a server.
+bar on stderr (tqdm, the `bench` extra: rate, time left, terminal width, for
+free; `progress_available` says whether it is installed). Must not run
+anything or talk to a server.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
 from typing import Any, TextIO
-
-from tqdm import tqdm
 
 from .cpu import percent
 from .histogram import PERCENTILES
@@ -213,6 +213,11 @@ def render_ratios(a: str, b: str, ratios: dict[str, dict[str, float | None]]) ->
     return "\n".join(lines)
 
 
+def progress_available() -> bool:
+    """Whether the progress bars can be drawn: tqdm comes with `queuebox[bench]`."""
+    return importlib.util.find_spec("tqdm") is not None
+
+
 class Progress:
     """One tqdm bar per phase on stderr: count, percentage and time left when the
     phase has a goal (tasks to put or to ack), a running count and rate otherwise."""
@@ -220,9 +225,11 @@ class Progress:
     def __init__(self, stream: TextIO = sys.stderr) -> None:
         self.stream = stream
         self.goal: tuple[str, int] | None = None
-        self._bar: tqdm[Any] | None = None
+        self._bar: Any = None
 
     def start(self, phase: str, goal: tuple[str, int] | None) -> None:
+        from tqdm import tqdm  # the bench extra; main() checked it is there
+
         self.finish()
         self.goal = goal
         self._bar = tqdm(

@@ -125,6 +125,10 @@ def run_phase(
         rss_start = _rss(server_pid)
         results = _collect(procs, shared, cpu, start, max(s.max_time for s in specs), progress)
         rss_end = _rss(server_pid)
+    except BaseException:  # a Ctrl-C: the workers stop now, not at the end of their phase
+        for proc in procs:
+            proc.kill()
+        raise
     finally:
         for proc in procs:
             proc.join(timeout=5)

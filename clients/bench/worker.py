@@ -11,6 +11,7 @@ time is load only. Must not merge results or print: the runner does that.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import traceback
 from dataclasses import dataclass
@@ -222,6 +223,9 @@ async def _drive(
 
 def worker_process(spec: WorkerSpec, index: int, shared: Shared) -> None:
     """Entry point of a worker process: run the phase share, send back the result."""
+    # A Ctrl-C reaches every process of the terminal's group: the runner, which ends
+    # the workers itself and cleans up, answers it; a worker ignores it (no traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import uvloop
 

@@ -32,12 +32,20 @@ def connect(
     backoff_initial: float = 0.05,
     backoff_max: float = 2.0,
     reconnect_timeout: float | None = None,
+    wait_for_server: float = 0.0,
+    pool_size: int = 16,
 ) -> Connection:
     """Connect to a queuebox (or Tarantool + queue) server; same options as `clients.aio`.
 
     Raises `NetworkError` when the server cannot be reached and `AuthError` when the
     credentials are refused. Use the connection as a context manager, or `close()` it.
     `addresses` and `failover_timeout`: follow the writable instance, as in `clients.aio`.
+    `wait_for_server`: keep trying the first connection that many seconds (jittered
+    backoff) while nothing answers at host:port.
+
+    The connection is safe to share between threads: a thread's call gets a socket no
+    other thread uses meanwhile, opening another (up to `pool_size`) while the others
+    are busy, all in one queue session, so any thread may ack a task another took.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -47,6 +55,7 @@ def connect(
         backoff_max=backoff_max,
         reconnect_timeout=reconnect_timeout,
         failover_timeout=failover_timeout,
+        wait_for_server=wait_for_server,
     )
     several = () if addresses is None else failover.parse_addresses(addresses)
-    return Connection(host, port, user, password, options, several).start()
+    return Connection(host, port, user, password, options, several, pool_size).start()

@@ -1,64 +1,44 @@
-"""The blocking client's connection: the asyncio client's API for scripts and threads.
+"""The blocking client's connection, safe to share between threads.
 
-Owns: `Connection` over a plain socket (one call at a time, except `put_many`, which
-pipelines), call timeouts, reconnect with backoff on the next call, and re-joining the
-queue session through `queue.identify` after a reconnect. Its tubes and legacy API live
-in the sibling modules `tube` and `legacy`, `connect()` in `clients.blocking`; the calls
-themselves are the shared descriptions of `clients.calls`. Built on `protocol/` only;
-must not import server/, drivers/ or storage/. A Connection is not thread-safe: use one
-per thread.
+Owns: `Connection`, which lends each call a `Channel` (one socket, `channel.py`) that no
+other thread uses meanwhile: the first call opens one, a call made while every channel
+is busy (another thread waits in a take) opens another, up to `pool_size`, then waits
+for one to come free. Every channel is in the same queue session (`queue.identify`), so
+a task taken through one can be acked, released or touched through any other. The
+queue's API (tubes, statistics, cfg, ...) is here; its tubes and legacy API live in
+the sibling modules `tube` and `legacy`, `connect()` in `clients.blocking`. Built on
+`protocol/` only; must not import server/, drivers/ or storage/.
 
-Connection states (the reconnect happens inside the next call, within its timeout):
-
-    connect() ──▶ CONNECTED ──socket error──▶ DISCONNECTED ──next call: connect, auth,
-                    │  ▲                          │            identify (backoff)──┐
-                    │  └──────────────────────────┼────────────────────────────────┘
-                 close()                  reconnect=False: every call NetworkError
-                    ▼
-                  CLOSED
-
-Given several addresses (`clients.failover`), connecting means finding the writable
-instance (each address in turn until one's `queue.state()` says RUNNING, with backoff,
-for at most `failover_timeout`, else `NoWritableInstance`); a reply ER_READONLY drops
-the socket, and calls are retried on the instance found next as `failover.verdict` says.
+One thread alone only ever uses one socket. A channel that breaks reconnects inside
+its next call, as before (`channel.py` draws its states).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Iterable, Iterator
-from itertools import chain, islice
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
 
 from queuebox import protocol
 from queuebox.clients import failover, iproto
+from queuebox.clients.blocking.channel import Channel
 from queuebox.clients.blocking.legacy import LegacyQueue
-from queuebox.clients.blocking.link import Link, open_writable
 from queuebox.clients.blocking.tube import Tube
 from queuebox.clients.calls import Call, modern
-from queuebox.clients.errors import (
-    AuthError,
-    CallTimeout,
-    ConnectionLost,
-    NetworkError,
-    NoWritableInstance,
-    QueueboxError,
-    ServerError,
-)
+from queuebox.clients.errors import NetworkError, UnknownSession
 
 T = TypeVar("T")
-LOST = failover.Event.LOST_IN_FLIGHT
-log = logging.getLogger("queuebox.client")
 
 __all__ = ["Connection"]
 
-_Payload = Callable[[int], bytes]
+DEFAULT_POOL_SIZE = 16
 
 
 class Connection:
-    """A blocking connection to queuebox (or Tarantool + queue). Create it with `connect()`."""
+    """A blocking connection to queuebox (or Tarantool + queue), safe to share between
+    threads. Create it with `connect()`; use it as a context manager, or `close()` it."""
 
     def __init__(
         self,
@@ -68,121 +48,43 @@ class Connection:
         password: str | None,
         options: iproto.Options,
         addresses: tuple[failover.Address, ...] = (),
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
+        self._make = lambda: Channel(host, port, user, password, options, addresses)
         self.host, self.port = addresses[0] if addresses else (host, port)
-        # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._addresses = addresses
-        self._user, self._password = user, password
-        self._opts = options
-        self._syncs = iproto.Syncs()
-        self._link: Link | None = None
-        self._replies: dict[int, protocol.Response] = {}
-        # Replies nobody waits for any more -> the call whose effect they must undo.
-        self._abandoned: dict[int, Call[Any] | None] = {}
-        self._undo: list[Call[Any]] = []
+        self.pool_size = pool_size
+        self._lock = threading.Lock()
+        self._free = threading.Condition(self._lock)
+        self._channels: list[Channel] = []
+        self._idle: list[Channel] = []
+        self._opening = 0
         self._closed = False
         self._session: bytes | None = None
+        self._session_lock = threading.Lock()
         self.greeting: protocol.Greeting | None = None
-        self.reconnects = 0
 
     # -- life cycle --------------------------------------------------------------------
 
-    def _open(self, timeout: float) -> Link:
-        """A link to host:port, or to the writable instance (one round over the addresses)."""
-        login = (self._syncs, self._user, self._password)
-        if self._addresses:
-            link = open_writable(self._addresses, timeout, login)
-        else:
-            link = Link.open(self.host, self.port, timeout, login)
-        self.host, self.port = link.address
-        self.greeting = link.greeting
-        return link
-
-    def _use(self, link: Link) -> Link:
-        self._link = link
-        self._replies.clear()
-        self._abandoned.clear()
-        return link
-
     def start(self) -> Connection:
-        """Open the first connection (what `clients.blocking.connect()` does)."""
-        if self._addresses:
-            self._use(self._connect(None, first=True))
-        else:
-            self._use(self._open(self._opts.connect_timeout))
+        """Open the first socket (what `clients.blocking.connect()` does)."""
+        channel = self._make().start()
+        with self._lock:
+            self._channels.append(channel)
+            self._idle.append(channel)
+        self._seen(channel)
         return self
 
-    def _reconnect(self, deadline: float | None) -> Link:
-        if not self._opts.reconnect:
-            raise NetworkError(f"connection to {self.host}:{self.port} lost")
-        return self._use(self._connect(deadline, first=False))
-
-    def _connect(self, deadline: float | None, first: bool) -> Link:
-        """Open (and re-join the session) with backoff until `deadline` or the limit."""
-        limit = self._opts.failover_timeout if self._addresses else self._opts.reconnect_timeout
-        if limit is not None:
-            limit_at = time.monotonic() + limit
-            deadline = limit_at if deadline is None else min(deadline, limit_at)
-        last: Exception = NetworkError("not connected")
-        started = time.monotonic()
-        for delay in self._opts.backoff():
-            timeout = self._opts.connect_timeout
-            if deadline is not None:
-                timeout = min(timeout, max(deadline - time.monotonic(), 0.001))
-            try:
-                link = self._open(timeout)
-            except AuthError as exc:
-                if first:
-                    raise
-                raise NetworkError(f"reconnect refused: {exc}") from exc
-            except (NetworkError, ServerError) as exc:  # ServerError: e.g. still loading
-                last = exc
-            else:
-                try:
-                    self._rejoin(link, timeout)
-                except (NetworkError, TimeoutError) as exc:
-                    link.close()
-                    last = exc
-                else:
-                    if not first:
-                        self.reconnects += 1
-                        log.info(
-                            "reconnected to %s:%s after %.1f s", self.host, self.port,
-                            time.monotonic() - started,
-                        )  # fmt: skip
-                    return link
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                if self._addresses:
-                    spent = time.monotonic() - started
-                    raise NoWritableInstance(f"{last} (gave up after {spent:.1f} s)")
-                raise NetworkError(f"cannot reconnect to {self.host}:{self.port}: {last}")
-            time.sleep(delay)
-        raise AssertionError("backoff never ends")
-
-    def _rejoin(self, link: Link, timeout: float) -> None:
-        """Re-join the queue session we had, so the tasks we took stay ours."""
-        if self._session is None:
-            return
-        try:
-            self._session = link.ask(self._syncs, modern.identify(self._session), timeout)
-        except ServerError as exc:
-            log.warning("could not re-join queue session: %s", exc)
-            self._session = None
-
-    def _leave_read_only(self) -> None:
-        """The instance refused a change as read-only: the next call finds the writable one."""
-        log.warning("%s:%s is read-only, reconnecting", self.host, self.port)
-        self._drop_link()
-
-    def _drop_link(self) -> None:
-        if self._link is not None:
-            self._link.close()
-            self._link = None
-
     def close(self) -> None:
-        """Close the connection (the server then releases the tasks this session took)."""
-        self._closed = True
-        self._drop_link()
+        """Close every socket (the server then releases the tasks this session took);
+        calls still running in other threads fail with NetworkError."""
+        with self._free:
+            self._closed = True
+            channels, self._channels, self._idle = self._channels, [], []
+            self._free.notify_all()
+        for channel in channels:
+            channel.close()
 
     def __enter__(self) -> Connection:
         return self
@@ -198,162 +100,112 @@ class Connection:
     @property
     def connected(self) -> bool:
         """True while a socket is open."""
-        return self._link is not None and not self._link.closed
+        return any(channel.connected for channel in list(self._channels))
 
-    # -- the exchange ------------------------------------------------------------------
+    @property
+    def reconnects(self) -> int:
+        """How often a socket of this connection reconnected."""
+        return sum(channel.reconnects for channel in list(self._channels))
 
-    def _linked(self, deadline: float | None) -> Link:
-        if self._closed:
-            raise NetworkError("connection closed")
-        if self._link is not None and not self._link.peer_closed():
-            return self._link
-        self._drop_link()
-        return self._reconnect(deadline)
+    @property
+    def sockets(self) -> int:
+        """How many sockets are open (at most `pool_size`)."""
+        return len(self._channels)
 
-    def _send(self, payload: _Payload, deadline: float | None) -> int:
-        return self._send_all([payload], deadline)[0]
+    # -- lending channels --------------------------------------------------------------
 
-    def _send_all(self, payloads: list[_Payload], deadline: float | None) -> list[int]:
-        """Write requests in one go; returns their syncs."""
-        link = self._linked(deadline)
-        syncs = [self._syncs.next() for _ in payloads]
-        link.send(b"".join(payload(sync) for payload, sync in zip(payloads, syncs, strict=True)))
-        return syncs
-
-    def _wait(self, sync: int, deadline: float | None) -> protocol.Response:
-        """Read replies until the one for `sync` (others are stored or undone)."""
-        while sync not in self._replies:
-            link = self._link
-            if link is None or link.closed:
-                raise ConnectionLost("not connected")
-            for response in link.read(deadline):
-                self._arrived(response)
-        return self._replies.pop(sync)
-
-    def _arrived(self, response: protocol.Response) -> None:
-        if response.sync not in self._abandoned:
-            self._replies[response.sync] = response
-            return
-        call = self._abandoned.pop(response.sync)
-        if call is not None and call.undo is not None and response.ok:
-            follow_up = call.undo(list(response.data or []))
-            if follow_up is not None:
-                self._undo.append(follow_up)
-
-    def _exchange(self, payload: _Payload, wait: float | None, call: Call[Any] | None) -> Any:
-        timeout = self._opts.deadline_for(wait)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        sync = self._send(payload, deadline)
+    @contextmanager
+    def _channel(self) -> Iterator[Channel]:
+        channel = self._borrow()
         try:
-            response = self._wait(sync, deadline)
-        except TimeoutError:
-            self._abandoned[sync] = call
-            raise CallTimeout(f"no reply within {timeout} s") from None
+            self._join(channel)
+            yield channel
+        finally:
+            self._give_back(channel)
+
+    def _borrow(self) -> Channel:
+        with self._free:
+            while True:
+                if self._closed:
+                    raise NetworkError("connection closed")
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._channels) + self._opening < self.pool_size:
+                    self._opening += 1
+                    break
+                self._free.wait()
+        try:
+            channel = self._make().start(self._session)
         except BaseException:
-            self._abandoned[sync] = call
+            with self._free:
+                self._opening -= 1
+                self._free.notify()
             raise
-        self._run_undo()
-        return response
+        with self._free:
+            self._opening -= 1
+            if self._closed:
+                channel.close()
+                raise NetworkError("connection closed")
+            self._channels.append(channel)
+        return channel
 
-    def _run_undo(self) -> None:
-        undo, self._undo = self._undo, []
-        for call in undo:
-            try:
-                self.run(call)
-            except QueueboxError as exc:
-                log.warning("could not undo an abandoned %s: %s", call.function, exc)
+    def _give_back(self, channel: Channel) -> None:
+        self._seen(channel)
+        with self._free:
+            if channel in self._channels:
+                self._idle.append(channel)
+                self._free.notify()
 
-    def _request(
-        self, payload: _Payload, wait: float | None, call: Call[Any] | None, repeatable: bool
-    ) -> protocol.Response:
-        """`_exchange`; following the writable instance, a reply ER_READONLY or a
-        connection broken mid-call sends it again there, as `failover.verdict` says."""
-        attempts = failover.MAX_ATTEMPTS if self._addresses and self._opts.reconnect else 1
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
-            try:
-                response = self._exchange(payload, wait, call)
-            except ConnectionLost:
-                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
-                    raise
-                continue
-            if last or not failover.refused_read_only(response.error_code):
-                return response
-            self._leave_read_only()
-        raise AssertionError("the last attempt returns or raises")
+    def _seen(self, channel: Channel) -> None:
+        # With several addresses, where the last call went: the writable instance.
+        self.host, self.port = channel.host, channel.port
+        self.greeting = channel.greeting or self.greeting
+
+    def _join(self, channel: Channel) -> None:
+        """Put a channel into the connection's queue session before it is used."""
+        wanted = self._session
+        if wanted is None or channel.session == wanted:
+            return
+        try:
+            channel.identify(wanted)
+        except UnknownSession:
+            # The server forgot it (a restart): the connection starts a new one.
+            with self._lock:
+                if self._session == wanted:
+                    self._session = channel.identify()
+                    return
+            channel.identify(self._session)
+
+    # -- calls -------------------------------------------------------------------------
 
     def run(self, call: Call[T]) -> T:
         """Run a described queue call (see `clients.calls`) and return its result."""
-        payload = _payload_of(call)
-        return iproto.result(call, self._request(payload, call.wait, call, call.repeatable))
+        with self._channel() as channel:
+            return channel.run(call)
 
     def run_many(self, calls: Iterable[Call[T]], window: int) -> list[T]:
-        """Run calls pipelined, at most `window` in flight; results in order.
-
-        The first error stops sending; replies in flight are still read, then it is raised.
-        Following the writable instance, calls refused as read-only (and the ones not
-        sent yet) are sent again to the instance found next.
-        """
-        following = bool(self._addresses and self._opts.reconnect)
-        return self._run_many(iter(calls), window, failover.MAX_ATTEMPTS if following else 1)
-
-    def _run_many(self, calls: Iterator[Call[T]], window: int, attempts: int) -> list[T]:
-        timeout = self._opts.deadline_for(0.0)
-        results: list[Any] = []
-        in_flight: dict[int, tuple[int, Call[T]]] = {}
-        error: Exception | None = None
-        refused: list[tuple[int, Call[T]]] = []
-        while True:
-            stop = error is not None or refused
-            batch = [] if stop else list(islice(calls, window - len(in_flight)))
-            if batch:
-                deadline = None if timeout is None else time.monotonic() + timeout
-                syncs = self._send_all([_payload_of(call) for call in batch], deadline)
-                for sync, call in zip(syncs, batch, strict=True):
-                    in_flight[sync] = (len(results), call)
-                    results.append(None)
-            if not in_flight:
-                break
-            sync = next(iter(in_flight))
-            index, call = in_flight.pop(sync)
-            deadline = None if timeout is None else time.monotonic() + timeout
-            try:
-                results[index] = iproto.result(call, self._wait(sync, deadline))
-            except ServerError as exc:
-                if attempts > 1 and failover.refused_read_only(exc.code) and error is None:
-                    refused.append((index, call))
-                else:
-                    error = error or exc
-            except TimeoutError:
-                self._abandoned.update({s: c for s, (_, c) in in_flight.items()})
-                self._abandoned[sync] = call
-                raise CallTimeout(f"no reply within {timeout} s") from None
-        if error is not None:
-            raise error
-        if refused:  # not applied: again, with the rest, on the instance found next
-            self._leave_read_only()
-            again = self._run_many(chain((c for _, c in refused), calls), window, attempts - 1)
-            for (index, _), result in zip(refused, again, strict=False):
-                results[index] = result
-            results += again[len(refused) :]
-        return results
+        """Run calls pipelined on one socket, at most `window` in flight; results in
+        order. The first error stops sending and is raised once the replies are in."""
+        with self._channel() as channel:
+            return channel.run_many(calls, window)
 
     def ping(self) -> None:
         """Send an IPROTO PING and wait for its answer."""
-        iproto.raise_for(self._request(protocol.encode_ping, 0.0, None, repeatable=True))
+        with self._channel() as channel:
+            channel.ping()
 
     def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
         """Call a server function by name; return its list of return values.
 
         `timeout` is how long the server may hold the call, on top of the call timeout.
         """
-        payload = lambda sync: protocol.encode_call(sync, function, list(args))  # noqa: E731
-        return iproto.raise_for(self._request(payload, timeout, None, repeatable=False))
+        with self._channel() as channel:
+            return channel.call(function, *args, timeout=timeout)
 
     def eval(self, expr: str, *args: Any) -> list[Any]:
         """Evaluate a Lua expression (Tarantool; queuebox knows a few fixed texts)."""
-        payload = lambda sync: protocol.encode_eval(sync, expr, list(args))  # noqa: E731
-        return iproto.raise_for(self._request(payload, 0.0, None, repeatable=False))
+        with self._channel() as channel:
+            return channel.eval(expr, *args)
 
     # -- the queue ---------------------------------------------------------------------
 
@@ -382,6 +234,11 @@ class Connection:
         """`{tube: stats}` for every tube, or one tube's stats (QUEUE.md §7)."""
         return self.run(modern.statistics(tube))
 
+    def tube_options(self, name: str, **opts: Any) -> dict[str, Any]:
+        """Set a tube's retry options (`max_attempts`, `backoff`, `backoff_max`;
+        queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
+        return self.run(modern.tube_options(name, opts))
+
     def cfg(self, **opts: Any) -> None:
         """Set queue options: `ttr` (session grace seconds), `in_replicaset`."""
         self.run(modern.cfg(opts))
@@ -391,20 +248,23 @@ class Connection:
         return self.run(modern.state())
 
     def identify(self, uuid: bytes | None = None) -> bytes:
-        """Return this connection's queue session uuid (16 bytes), or join `uuid`'s."""
-        self._session = self.run(modern.identify(uuid))
-        return self._session
+        """The queue session uuid (16 bytes) every socket of this connection is in,
+        or join `uuid`'s session instead."""
+        with self._channel() as channel:
+            session = channel.identify(uuid)
+        self._session = session
+        return session
 
     def ensure_session(self) -> None:
-        """Learn the queue session uuid once, so a reconnect can re-join it."""
-        if self._session is None:
-            self.identify()
+        """Have one queue session for every socket (taken tasks are the session's)."""
+        if self._session is not None:
+            return
+        with self._session_lock:  # two threads at once must not make two sessions
+            if self._session is None:
+                with self._channel() as channel:
+                    self._session = channel.identify()
 
     @property
     def session(self) -> bytes | None:
-        """The queue session uuid this connection re-joins after a reconnect."""
+        """The queue session uuid this connection's sockets are in (and re-join)."""
         return self._session
-
-
-def _payload_of(call: Call[Any]) -> _Payload:
-    return lambda sync: iproto.encode(sync, call)

@@ -125,9 +125,9 @@ class Tube:
         """Look at a task without changing it."""
         return self._by_id("peek", task)
 
-    def bury(self, task: Task | int) -> Task:
-        """Bury a task (any state); returns it with status BURIED."""
-        return self._settled(self._by_id("bury", task))
+    def bury(self, task: Task | int, *, reason: str | None = None) -> Task:
+        """Bury a task (any state); returns it with status BURIED and `reason` kept."""
+        return self._settled(self.connection.run(modern.bury(self.name, task_id(task), reason)))
 
     def kick(self, count: int = 1) -> int:
         """Make up to `count` buried tasks ready again; returns how many."""
@@ -152,3 +152,16 @@ class Tube:
     def statistics(self) -> dict[str, Any]:
         """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (QUEUE.md §7)."""
         return self.connection.run(modern.statistics(self.name))
+
+    def tasks(
+        self, state: str | None = None, *, limit: int | None = None, after: Any = None
+    ) -> dict[str, Any]:
+        """A page of the tube's tasks (queuebox); see `clients.aio.tube.Tube.tasks`."""
+        opts = {"state": state, "limit": limit, "after": after}
+        return self.connection.run(modern.tasks(self.name, opts))
+
+    def task_info(self, task: Task | int) -> dict[str, Any] | None:
+        """One task as `tasks()` lists it, or None."""
+        page = self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
+        found = page.get("tasks") or [None]
+        return found[0]  # type: ignore[no-any-return]

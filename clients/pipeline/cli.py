@@ -1,10 +1,12 @@
 """`queuebox pipeline load|report`: the pipeline's command line.
 
-Owns: argument parsing, starting the SparkSession (`--master`, default local[*]),
-the progress line around each job, and turning Spark's long Java/Python error
-chains into one readable line. Plugged into the `queuebox` command through the
-table in queuebox/cli.py, which imports `main` only when the command runs. Must
-not touch server/, drivers/, storage/; imports pyspark only once a subcommand runs.
+Owns: argument parsing, checking the server and the tube of a load before Spark
+starts (a missing tube is one line naming --create-tube, not a minute of start-up),
+starting the SparkSession (`--master`, default local[*]), the progress line around
+each job, and turning Spark's long Java/Python error chains into one readable line.
+Plugged into the `queuebox` command through the table in queuebox/cli.py, which
+imports `main` only when the command runs. Must not touch server/, drivers/,
+storage/; imports pyspark only once a subcommand runs.
 
     queuebox pipeline load --input PATH --format parquet|csv|json --tube NAME
         [--host H --port P --user U --password W (or QUEUEBOX_HOST, ...)]
@@ -148,8 +150,38 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
+def check_tube(args: argparse.Namespace, prog: str) -> int | None:
+    """Before a minute of Spark start-up: is the server there, and the tube? An exit
+    status and one line when not (the tube may be missing with --create-tube)."""
+    from queuebox.clients import blocking
+    from queuebox.clients.errors import AuthError, NetworkError
+
+    where = f"{args.host}:{args.port}"
+    try:
+        with blocking.connect(args.host, args.port, args.user, args.password) as conn:
+            if args.create_tube or conn.tube_exists(args.tube):
+                return None
+    except AuthError as exc:
+        print(f"{prog}: authentication failed: {exc.message}", file=sys.stderr)
+        return 3
+    except NetworkError as exc:
+        print(f"{prog}: server unreachable: {exc}", file=sys.stderr)
+        return 3
+    print(
+        f"{prog}: tube {args.tube!r} does not exist on {where}: create it "
+        f"(queuebox create-tube {args.tube} fifo) or add --create-tube TYPE "
+        f"(one of {', '.join(TUBE_TYPES)})",
+        file=sys.stderr,
+    )
+    return 4
+
+
 def main(argv: list[str], prog: str = "queuebox pipeline") -> int:
     args = _parser(prog).parse_args(argv)
+    if args.command == "load":
+        failed = check_tube(args, f"{prog} load")
+        if failed is not None:
+            return failed
     try:
         from queuebox.clients.pipeline.sparkenv import build_session
     except ImportError as exc:

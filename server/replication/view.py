@@ -17,7 +17,9 @@ from typing import Any
 from queuebox.drivers.args import task_id
 from queuebox.drivers.driver import DRIVERS, STATUSES
 from queuebox.drivers.errors import module_error, task_not_found
+from queuebox.drivers.listing import list_tasks
 from queuebox.drivers.queue import VERSION
+from queuebox.drivers.retries import journal_row, policy_of, policy_options
 from queuebox.drivers.stats import TubeStats
 from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
@@ -26,7 +28,14 @@ from ..app import App
 from ..config import READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
 from ..errors import read_only_error
-from ..queue_calls import EVAL_EXISTS, EVAL_STATE, EVAL_VERSION, visible_statistics
+from ..queue_calls import (
+    EVAL_EXISTS,
+    EVAL_STATE,
+    EVAL_VERSION,
+    TASKS,
+    TUBE_OPTIONS,
+    visible_statistics,
+)
 from ..rights import check_tube
 
 
@@ -42,6 +51,8 @@ class ReplicaView:
             for name in ("statistics", "stats"):
                 registry.register(prefix + name, self._statistics, READ, replace=True)
             registry.register(prefix + "state", self._state, READ, replace=True)
+        registry.register(TASKS, self._tasks, READ, replace=True)
+        registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
         registry.register_eval(EVAL_EXISTS, self._exists, READ, replace=True)
@@ -92,6 +103,25 @@ class ReplicaView:
 
     def _exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [bool(args) and args[0] in self._tubes()]
+
+    def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.tasks read from the replicated spaces, as the primary answers it."""
+        name, opts = [*args, None, None][:2]
+        check_tube(ctx.grant, READ, name, TASKS, ctx.user)
+        queue = self.catalog.get(QUEUE_SPACE)
+        row = queue.get((name,)) if queue is not None and isinstance(name, str) else None
+        cls = DRIVERS.get(row[3]) if row is not None else None
+        space = self.catalog.get(row[2]) if row is not None else None
+        if row is None or cls is None or space is None:
+            raise read_only_error()  # a tube the primary may know: ask it
+        policy = policy_of(row[4])
+
+        def row_of(task_id: int) -> Any:
+            return journal_row(self.catalog, row[0], task_id)
+
+        page = list_tasks(space, cls, row_of, policy is not None, opts)
+        retries = policy_options(policy)
+        return [{"tube": name, "type": row[3], "retries": retries, **page}]
 
     def _peek(self, tube: str) -> Handler:
         def peek(ctx: CallContext, args: list[Any]) -> list[Any]:

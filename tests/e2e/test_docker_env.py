@@ -1,7 +1,8 @@
 """The server as the Docker image runs it, without Docker: same environment, a subprocess.
 
-The environment comes from the Dockerfile's ENV lines, with one change:
-QUEUEBOX_LISTEN is 127.0.0.1 on a free port where the image says 0.0.0.0:3301.
+The environment comes from the Dockerfile's ENV lines, with two changes:
+QUEUEBOX_LISTEN and QUEUEBOX_HTTP_LISTEN are 127.0.0.1 on a free port where
+the image says 0.0.0.0:3301 and 0.0.0.0:8080.
 The one test that does ask for 0.0.0.0 expects a refusal, and holds that port
 itself so that no server could ever listen there. Every server is stopped.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.serverproc import REPO, RawClient, ServerProc, clean_env
+from tests.e2e.webclient import Web, http_port
 
 USER, PASSWORD = "app", "s3cret-for-tests"
 PING = 64
@@ -61,6 +63,7 @@ def start_image_server(workdir: Path, **extra: str) -> ImageServer:
     env = image_env()
     env.update(
         QUEUEBOX_LISTEN="127.0.0.1:0",
+        QUEUEBOX_HTTP_LISTEN="127.0.0.1:0",
         QUEUEBOX_DATA_DIR=str(workdir / "data"),
         QUEUEBOX_PORT_FILE=str(workdir / "port"),
     )
@@ -121,6 +124,15 @@ def test_with_a_user_only_authenticated_calls_are_served(image_server: ImageServ
     with RawClient(image_server.port) as app:
         assert app.auth(USER, PASSWORD).error is None
         assert app.call("queuebox.echo", 1, "two").data == [1, "two"]
+
+
+def test_the_console_asks_for_the_images_user(image_server: ImageServer) -> None:
+    web = Web(http_port(image_server))
+    assert web.get("/api/overview").status == 401
+    assert web.get("/healthz").text == "RUNNING\n"
+    assert web.login("guest", "").status == 401
+    assert web.login(USER, PASSWORD).status == 303
+    assert web.get("/api/overview").json()["user"] == USER
 
 
 def test_logs_are_json_and_sigterm_stops_gracefully(image_server: ImageServer) -> None:

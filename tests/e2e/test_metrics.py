@@ -1,5 +1,6 @@
-"""The Prometheus endpoint of a real server: scraped over HTTP after a small load, parsed
-with prometheus_client's own parser, and compared with what the load did."""
+"""The Prometheus endpoint and /healthz of a real server's HTTP listener: scraped
+after a small load, parsed with prometheus_client's own parser, and compared
+with what the load did; the old flag --metrics-listen still turns it on."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_openmetrics_and_other_paths(metrics_server: tuple[ServerProc, int]) -> 
         conn.close()
     assert reply.getheader("Content-Type", "").startswith("application/openmetrics-text")
     assert body.rstrip().endswith("# EOF")
-    assert scrape(port, "/")[0] == 404
+    assert scrape(port, "/static/nothing.js")[0] == 404
     assert scrape(port, "/metrics", method="POST")[0] == 405
 
 
@@ -140,9 +141,10 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     server = start_server("--metrics-listen", f"127.0.0.1:{port}", "--plugin", flaky)
     conn = login_tester(server.port)
     stream = RawClient(server.port)
-    try:  # a tube, tasks, a snapshot, plugin reports, a subscriber: every family has a sample
+    try:  # a tube with retries, tasks, a snapshot, plugin reports, a subscriber
         tube = unique("names")
-        conn.call("queue.create_tube", tube, "fifo", {})
+        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3})
+        stream.auth("tester", "secret")
         stream.send(frame(CALL, 1, {0x22: f"queue.tube.{tube}:events", 0x21: []}))
         assert stream.recv().code == 0x80  # subscribed
         conn.call(f"queue.tube.{tube}:put", "x")
@@ -166,10 +168,62 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
 
 def test_off_by_default(start_server: StartServer) -> None:
     server = start_server()
-    assert "metrics listening" not in server.log()
+    assert "http listening" not in server.log()
 
 
-def test_a_bad_metrics_address_is_one_line(start_server: StartServer) -> None:
-    with pytest.raises(RuntimeError) as failed:
-        start_server("--metrics-listen", "nowhere")
-    assert "--metrics-listen: expected HOST:PORT, got 'nowhere'" in str(failed.value)
+def test_a_bad_http_address_is_one_line(start_server: StartServer) -> None:
+    for flag in ("--http-listen", "--metrics-listen"):
+        with pytest.raises(RuntimeError) as failed:
+            start_server(flag, "nowhere")
+        assert f"{flag}: expected HOST:PORT, got 'nowhere'" in str(failed.value)
+
+
+def test_http_listen_serves_metrics_too(start_server: StartServer) -> None:
+    port = free_port()
+    start_server("--http-listen", f"127.0.0.1:{port}")
+    status, _, text = scrape(port)
+    assert status == 200 and value(samples(text), "queuebox_connections") == 0
+
+
+def test_healthz_is_200_while_running_and_503_with_the_state_otherwise(
+    metrics_server: tuple[ServerProc, int],
+) -> None:
+    server, port = metrics_server
+    assert scrape(port, "/healthz")[::2] == (200, "RUNNING\n")
+    server.stop()
+    server.args += ["--read-only", "true"]
+    server.start()
+    assert scrape(port, "/healthz")[::2] == (503, "WAITING\n")
+
+
+def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -> None:
+    server, port = metrics_server
+    plain, retried = unique("aged"), unique("retried")
+    conn = login_tester(server.port)
+    try:
+        conn.call("queue.create_tube", plain, "fifo", {})
+        conn.call("queue.create_tube", retried, "fifottl", {"max_attempts": 2, "backoff": 0})
+        conn.call(f"queue.tube.{plain}:put", "old")
+        time.sleep(1.2)
+        conn.call(f"queue.tube.{plain}:put", "new")
+        for data in ("once", "twice", "never"):
+            conn.call(f"queue.tube.{retried}:put", data)
+        # A released task is first in line again (no backoff): "once" acked at its first
+        # attempt, "twice" at its second, "never" released twice, then buried.
+        for settle in ("ack", "release", "ack", "release", "release"):
+            (task,) = conn.call(f"queue.tube.{retried}:take", 0).data
+            conn.call(f"queue.tube.{retried}:{settle}", task[0])
+        found = samples(scrape(port)[2])
+    finally:
+        conn.close()
+    # The task put first sets the age, however many came after it.
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=plain) >= 1.0
+    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=retried) == pytest.approx(
+        0, abs=60
+    )
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="1.0") == 1
+    assert value(found, "queuebox_task_attempts_bucket", tube=retried, le="2.0") == 2
+    assert value(found, "queuebox_task_attempts_count", tube=retried) == 2
+    assert value(found, "queuebox_task_attempts_sum", tube=retried) == 3
+    assert value(found, "queuebox_tasks_exhausted_total", tube=retried) == 1
+    assert ("queuebox_task_attempts_count", (("tube", plain),)) not in found

@@ -1,7 +1,7 @@
 """What `pip install` of a checkout gives a user: one top-level package, `queuebox`,
-typed, with the notes the code cites, importable from any directory; its hot
-modules compiled (mypyc) where a compiler is at hand, pure Python with
-QUEUEBOX_PURE=1, and `queuebox --version` saying which."""
+typed, with the notes the code cites and the web console's assets, importable
+from any directory; its hot modules compiled (mypyc) where a compiler is at
+hand, pure Python with QUEUEBOX_PURE=1, and `queuebox --version` saying which."""
 
 from __future__ import annotations
 
@@ -76,6 +76,11 @@ def test_the_wheel_holds_one_package_typed_with_its_notes(wheel: Path) -> None:
         "queuebox/server/serve.py",
         "queuebox/clients/aio/__init__.py",
         "queuebox/cli.py",
+        # The console's assets: the wheel serves it with no network at all.
+        "queuebox/server/web/static/console.html",
+        "queuebox/server/web/static/console.js",
+        "queuebox/server/web/static/console.css",
+        "queuebox/server/web/static/login.html",
     ):
         assert needed in names, needed
 

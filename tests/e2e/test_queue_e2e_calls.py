@@ -384,11 +384,14 @@ def test_priority_order(conn: tarantool.Connection) -> None:
     assert [t.take(0)[0][0] for _ in range(5)] == [2, 1, 3, 0, 4]
 
 
-def test_plain_drivers_ignore_delay(conn: tarantool.Connection) -> None:
+def test_fifo_put_ignores_delay_and_release_honours_it(conn: tarantool.Connection) -> None:
     t = new_tube(conn, "fifo")
-    assert t.put("x", {"delay": 60}) == [[0, "r", "x"]]
+    assert t.put("x", {"delay": 60}) == [[0, "r", "x"]]  # as the module: put takes no options
     assert t.take(0) == [[0, "t", "x"]]
-    assert t.release(0, {"delay": 60}) == [[0, "r", "x"]]
+    # The module ignores it (a failing consumer spins); queuebox delays (QUEUE.md §10 #6).
+    assert t.release(0, {"delay": 0.2}) == [[0, "~", "x"]]
+    assert t.take(0) == []
+    assert t.take(5) == [[0, "t", "x"]]
 
 
 def test_limfifottl_put_into_a_full_tube_answers_nil(

@@ -225,8 +225,6 @@ def test_a_utube_gives_one_task_at_a_time_and_its_end_serves_a_waiter(
         method, *args = make(tube, 0)
         reply = worker.call(f"queue.tube.{tube}:{method}", *args)
         assert reply.error is None
-        if type_ == "utube" and how == "release_delay":
-            expected = 0  # utube ignores the delay: a1 is ready again at once
         if expected is None:
             expected = 1  # a1 is delayed, which does not block the utube
         assert answered([waiter], 0.2) == [0]

@@ -207,6 +207,11 @@ class IndexMachine(RuleBasedStateMachine):
                 assert idx.get(key) == (exact[0] if exact else None)
             else:
                 assert idx.get(key) == (pref[0] if pref else None)
+            width = len(entries[0][0]) if entries else None
+            if width is not None and n == width:  # a whole key: the page after it
+                gw = max(0, min(idef.group, width - 1))
+                after = [t for k, t in entries if k[:gw] == key[:gw] and k > key]
+                assert list(idx.iterate_after(key[:gw], key)) == after
 
     @invariant()
     def same_contents(self) -> None:

@@ -124,6 +124,9 @@ def test_dockerfile_installs_in_the_builder_and_copies_the_venv() -> None:
     # Offline: a WHEELHOUSE build argument turns the index off.
     assert '${WHEELHOUSE:+--no-index --find-links="/src/$WHEELHOUSE"}' in install
     assert dockerfile_args()["WHEELHOUSE"] == ""
+    # Extras only when asked for: the default image has no etcd client.
+    assert 'target="$target${EXTRAS:+[$EXTRAS]}"' in install
+    assert dockerfile_args()["EXTRAS"] == ""
     # The image ships the compiled build or is not built (README, Performance).
     assert install.endswith("/opt/queuebox/bin/queuebox --version | grep '(compiled: '")
     runtime = runtime_stage()
@@ -166,6 +169,29 @@ def test_dockerfile_exposes_3301_with_a_data_volume() -> None:
     env = env_of(stage)
     assert env["QUEUEBOX_LISTEN"] == "0.0.0.0:3301"
     assert env["QUEUEBOX_DATA_DIR"] == DATA_DIR
+
+
+def test_the_image_turns_the_http_listener_on_behind_a_login() -> None:
+    # The console, /metrics and /healthz on 8080; with the image's settings and
+    # the one user of .env, the console asks for that user's login.
+    stage = runtime_stage()
+    assert "8080" in " ".join(args for word, args in stage if word == "EXPOSE").split()
+    env = {k: v for k, v in env_of(stage).items() if k.startswith("QUEUEBOX_")}
+    config = load_config({}, {**env, "QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "pw"})
+    assert config.http_listen == ("0.0.0.0", 8080)
+    assert list(config.users) == ["app"] and config.guest_rights == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("name", "host_side"),
+    [("queuebox", "127.0.0.1:8080"), ("primary", "127.0.0.1:8081"), ("replica", "127.0.0.1:8082")],
+)
+def test_compose_publishes_each_console_on_host_loopback(name: str, host_side: str) -> None:
+    service = compose()["services"][name]
+    assert service["environment"]["QUEUEBOX_HTTP_LISTEN"] == "0.0.0.0:8080"
+    (http,) = [str(p) for p in service["ports"] if str(p).endswith(":8080")]
+    assert re.fullmatch(r"\$\{QUEUEBOX_\w*HTTP_PUBLISH:-(.+)\}:8080", http).group(1) == host_side  # type: ignore[union-attr]
+    assert service["env_file"] == ".env"  # the user the console logs in with
 
 
 def test_dockerfile_never_opens_the_guest_nor_bakes_a_password() -> None:
@@ -232,7 +258,14 @@ def test_compose_builds_every_service_from_the_dockerfile() -> None:
         context = (DOCKER / service["build"]["context"]).resolve()
         assert context == ROOT, name
         assert (context / service["build"]["dockerfile"]).is_file(), name
-        assert service["image"] == "queuebox:local", name
+        # The ha servers' image has the etcd extra; every other service's has none.
+        extras = service["build"]["args"].get("EXTRAS", "")
+        wanted = (
+            ("queuebox-ha:local", "etcd")
+            if "ha" in service.get("profiles", ())
+            else ("queuebox:local", "")
+        )
+        assert (service["image"], extras) == wanted, name
 
 
 def test_compose_server_has_volume_port_restart_and_env_file() -> None:

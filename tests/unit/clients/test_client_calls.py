@@ -43,6 +43,21 @@ def test_a_late_take_is_undone_by_releasing_its_task() -> None:
 def test_release_with_delay_sends_opts() -> None:
     assert modern.release("t", 1, 2.0).args == (1, {"delay": 2.0})
     assert modern.release("t", 1, None).args == (1,)
+    assert modern.release("t", 1, 0).args == (1, {"delay": 0})  # asked: no backoff
+
+
+def test_queuebox_calls_on_a_tube() -> None:
+    assert modern.bury("t", 1, None).args == (1,)
+    assert modern.bury("t", 1, "bad").args == (1, {"reason": "bad"})
+    tasks = modern.tasks("t", {"state": "ready", "limit": None})
+    assert (tasks.function, tasks.args, tasks.repeatable) == (
+        "queuebox.tasks",
+        ("t", {"state": "ready"}),
+        True,
+    )
+    assert tasks.parse([{"tasks": [], "next": None}]) == {"tasks": [], "next": None}
+    options = modern.tube_options("t", {"max_attempts": 3})
+    assert (options.function, options.args) == ("queuebox.tube_options", ("t", {"max_attempts": 3}))
 
 
 def test_create_tube_tolerates_tarantools_unserializable_answer() -> None:

@@ -236,14 +236,21 @@ def test_next_deadline_follows_the_earliest_task() -> None:
     assert h.q.next_deadline() is None
 
 
-def test_plain_drivers_have_no_deadlines() -> None:
+def test_plain_drivers_have_no_deadlines_but_a_release_delay() -> None:
     h = Q()
     for type_ in ("fifo", "utube"):
         make_tube(h, type_, type_)
-        h.put(type_, "a", delay=1, ttl=1)
+        h.put(type_, "a", delay=1, ttl=1)  # put ignores both, as in the module
+        h.take(type_)
+        h.tcall(type_, "release", 0)
+    assert h.q.next_deadline() is None
+    for type_ in ("fifo", "utube"):
         h.take(type_)
         h.tcall(type_, "release", 0, {"delay": 1})
+    assert h.q.next_deadline() == T0 + SEC
+    h.advance(1)
     assert h.q.next_deadline() is None
+    assert [h.status(t, 0) for t in ("fifo", "utube")] == ["r", "r"]
 
 
 @pytest.mark.parametrize("type_", TTL_DRIVERS)

@@ -49,9 +49,8 @@ def test_ending_the_taken_task_unblocks_the_utube_and_wakes_a_waiter(h: Q, how: 
     }
     h.tcall("t", *args[how], conn=1)
     assert h.woken == ["take:2"]
-    # utube ignores delay: its release{delay} is a plain release
-    plain_release = how == "release" or (how == "release_delay" and h.type == "utube")  # type: ignore[attr-defined]
-    expected = "a1" if plain_release else "a2"
+    # release{delay} delays a1 on both utube drivers (QUEUE.md §10 #6): a2 is next
+    expected = "a1" if how == "release" else "a2"
     assert h.take("t", conn=2)[2] == expected
 
 

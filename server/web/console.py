@@ -1,0 +1,194 @@
+"""The console's JSON API: what the page shows, and what it lets an operator do.
+
+Owns: the overview (the server, the tubes the user may read with counts and
+rates, connections and sessions), a tube's tasks by state a page at a time,
+and the actions: put, kick (one, N, all), bury, release, delete, truncate,
+create a tube. Every read of the queue that depends on rights and every
+action is a registry function called as the logged-in user (calls.py):
+`queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
+so the console can never do what that user could not do over IPROTO; a
+refusal comes back with its IPROTO code and text. Must not change queue
+state itself, nor decide rights.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from queuebox.protocol import ErrorCode
+
+from ..build import Server
+from ..callas import LocalSession, call_as
+from ..config import ADMIN, READ, WRITE
+from ..errors import CallError
+from .auth import Login
+from .overview import cluster_view, connections_view, server_view, tube_rows
+from .rates import Rates
+from .render import data_view, task_view
+
+STATUS_CALL = "queuebox.status"  # the cluster as this node sees it (issue 24)
+KICK_ALL = 2**53  # "all": more than a tube can hold; kick answers how many it kicked
+PAGE = 50
+# HTTP status of a refused call, by IPROTO error code; anything else is 400.
+STATUS: dict[int, int] = {ErrorCode.ER_ACCESS_DENIED: 403, ErrorCode.ER_READONLY: 503}
+
+Action = Callable[[str, str, dict[str, Any]], tuple[str, list[Any]]]
+
+
+def _opts(body: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    opts = body.get("opts") or {}
+    if not isinstance(opts, dict):
+        raise web.HTTPBadRequest(text="opts must be an object")
+    return {k: v for k, v in opts.items() if k in names and v not in (None, "")}
+
+
+def _task_id(body: dict[str, Any]) -> int:
+    value = body.get("task_id")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise web.HTTPBadRequest(text="task_id must be a number")
+    return value
+
+
+def _kick_count(body: dict[str, Any]) -> int:
+    count = body.get("count", 1)
+    if count == "all":
+        return KICK_ALL
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise web.HTTPBadRequest(text='count must be a number >= 1 or "all"')
+    return count
+
+
+PUT_OPTS = ("delay", "ttl", "ttr", "pri", "utube")
+# action -> (namespace, tube, request body) -> (function name, arguments)
+ACTIONS: dict[str, Action] = {
+    "put": lambda ns, t, b: (f"{ns}.tube.{t}:put", [b.get("data"), _opts(b, PUT_OPTS)]),
+    "kick": lambda ns, t, b: (f"{ns}.tube.{t}:kick", [_kick_count(b)]),
+    "bury": lambda ns, t, b: (f"{ns}.tube.{t}:bury", [_task_id(b)]),
+    "delete": lambda ns, t, b: (f"{ns}.tube.{t}:delete", [_task_id(b)]),
+    "release": lambda ns, t, b: ("queuebox.release", [t, _task_id(b)]),
+    "truncate": lambda ns, t, b: (f"{ns}.tube.{t}:truncate", []),
+}
+CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "storage_mode")
+
+
+class Console:
+    def __init__(self, server: Server, rates: Rates) -> None:
+        self.server = server
+        self.rates = rates
+        self.namespace = server.app.config.queue_namespaces[0]
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/api/overview", self.overview),
+            web.get("/api/tubes/{tube}/tasks", self.tasks),
+            web.post("/api/tubes", self.create_tube),
+            web.post("/api/tubes/{tube}/{action}", self.act),
+        ]
+
+    async def overview(self, request: web.Request) -> web.Response:
+        login: Login = request["login"]
+        grant = self.server.app.rights.grant(login.user)
+        view: dict[str, Any] = {
+            "user": login.user,
+            "can": {right: grant.allows(right) for right in (READ, WRITE, ADMIN)},
+            "time": time.time(),
+            "tubes": [],
+        }
+        try:
+            (stats,) = await self._as(request, f"{self.namespace}.statistics", [])
+        except CallError as exc:
+            view["refused"] = {"code": exc.code, "message": exc.message}
+            return web.json_response(view)
+        rows = tube_rows(self.server, stats if isinstance(stats, dict) else {})
+        series = self.rates.all_series()
+        for row in rows:
+            row["rates"] = series.get(row["name"])
+        view["tubes"] = rows
+        view["server"] = server_view(self.server)
+        view["cluster"] = await self._cluster(request)
+        view.update(connections_view(self.server))
+        return web.json_response(view)
+
+    async def _cluster(self, request: web.Request) -> dict[str, Any]:
+        """queuebox.status() as the user, where the server has it; else what this
+        node knows of its peers (overview.cluster_view, the same shape)."""
+        try:
+            (status,) = await self._as(request, STATUS_CALL, [])
+        except CallError as exc:
+            if exc.code != ErrorCode.ER_NO_SUCH_PROC:
+                return {"refused": {"code": exc.code, "message": exc.message}}
+            return cluster_view(self.server)
+        return status if isinstance(status, dict) else {}
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        query = request.query
+        opts: dict[str, Any] = {"limit": PAGE}
+        if query.get("state"):
+            opts["state"] = query["state"]
+        if query.get("after"):
+            opts["after"] = [_int(part) for part in query["after"].split(",")]
+        try:
+            (page,) = await self._as(request, "queuebox.tasks", [request.match_info["tube"], opts])
+        except CallError as exc:
+            return _refused(exc)
+        page["tasks"] = [task_view(task) for task in page["tasks"]]
+        return web.json_response(page)
+
+    async def act(self, request: web.Request) -> web.Response:
+        action = ACTIONS.get(request.match_info["action"])
+        if action is None:
+            raise web.HTTPNotFound(text="no such action")
+        name, args = action(self.namespace, request.match_info["tube"], await _body(request))
+        return await self._call(request, name, args)
+
+    async def create_tube(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        args = [body.get("name"), body.get("type"), _opts(body, CREATE_OPTS)]
+        return await self._call(request, f"{self.namespace}.create_tube", args)
+
+    async def _call(self, request: web.Request, name: str, args: list[Any]) -> web.Response:
+        try:
+            result = await self._as(request, name, args)
+        except CallError as exc:
+            return _refused(exc)
+        return web.json_response({"ok": True, "result": [_shown(value) for value in result]})
+
+    async def _as(self, request: web.Request, name: str, args: list[Any]) -> list[Any]:
+        """Call `name` as the logged-in user, with every check an IPROTO CALL gets."""
+        login: Login = request["login"]
+        peer = f"console {request.remote}"
+        async with LocalSession(self.server.app, login.user, peer) as session:
+            return await call_as(session, name, args)
+
+
+def _shown(value: Any) -> Any:
+    """A call's answer for the page: a task as [id, state, data view]."""
+    if isinstance(value, list | tuple) and len(value) == 3 and isinstance(value[0], int):
+        return [value[0], value[1], data_view(value[2])]
+    return value
+
+
+def _refused(exc: CallError) -> web.Response:
+    error = {"code": exc.code, "message": exc.message}
+    return web.json_response({"error": error}, status=STATUS.get(exc.code, 400))
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(text="the body must be JSON") from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(text="the body must be a JSON object")
+    return body
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"not a number: {text}") from None

@@ -1,0 +1,180 @@
+"""What the console shows, read from the running server in the loop.
+
+Owns: the JSON of the server (version, build, role, WAL and snapshot state,
+memory), of this node's place in a cluster when the server has no
+`queuebox.status()` to ask (its primary and lag on a replica, its replicas
+and theirs on a primary, in that call's shape), of each tube (driver,
+options, counts by state, waiting takes, rates) and of the connections and
+queue sessions with the tasks they hold. Which tubes a user sees is decided
+by the caller (console.py asks `queue.statistics` as the user). Must not
+change anything: every read here is of state the loop owns, taken between
+two requests, so it is consistent.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import Any
+
+from queuebox import __version__
+from queuebox.compiled import build_label
+from queuebox.drivers.driver import TaskStore
+from queuebox.drivers.sessions import session_text
+from queuebox.drivers.tubes import QUEUE_SPACE
+from queuebox.drivers.untimed import UntimedStore
+
+from ..build import Server
+
+STARTED = time.time()
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def server_view(server: Server) -> dict[str, Any]:
+    app, store = server.app, server.store
+    engine = store.engine
+    snapshot_age = (
+        None
+        if store.last_snapshot_time is None
+        else max(0.0, time.time() - store.last_snapshot_time)
+    )
+    return {
+        "version": __version__,
+        "build": build_label(),
+        "state": app.state,
+        "read_only": app.read_only,
+        "uptime_s": round(time.time() - STARTED, 1),
+        "connections": len(app.connections),
+        "wal": {
+            "mode": app.config.wal_mode,
+            "last_lsn": engine.last_lsn,
+            "durable_lsn": engine.durable_lsn,
+            "bytes_since_snapshot": engine.wal_bytes_since_snapshot,
+        },
+        "snapshot": {
+            "lsn": engine.snapshot_lsn,
+            "age_s": snapshot_age,
+            "written": store.snapshots,
+            "last_seconds": store.last_snapshot_seconds,
+        },
+        "memory": {"rss_bytes": _rss(), "peak_rss_bytes": _peak_rss()},
+    }
+
+
+def cluster_view(server: Server) -> dict[str, Any]:
+    """This node's place in its cluster as far as it knows it, in the shape of
+    `queuebox.status()` (the console asks that call first, when the server has it)."""
+    role, app = server.role, server.app
+    lsn = server.store.engine.last_lsn
+    if not app.read_only:
+        name = "primary"
+    else:
+        name = "replica" if role.applier is not None else "read_only"
+    applier = role.applier
+    following = None
+    if applier is not None:
+        following = {
+            "primary": applier.primary,
+            "connected": applier.connected,
+            "primary_lsn": applier.primary_lsn,
+            "lag_lsn": max(0, applier.primary_lsn - lsn),
+            "diverged": applier.diverged,
+        }
+    replicas = []
+    for replica, feed in sorted(role.feeds.feeds.items()):
+        acked = role.quorum.acked.get(replica, 0)
+        replicas.append(
+            {
+                "name": replica,
+                "connected": not feed.stopped,
+                "acked_lsn": acked,
+                "lag_lsn": max(0, server.store.engine.durable_lsn - acked),
+            }
+        )
+    return {
+        "role": "fenced" if role.fenced else name,
+        "state": app.state,
+        "lsn": lsn,
+        "primary": following["primary"] if following else None,
+        "failover": "etcd" if app.config.etcd_endpoints else "manual",
+        "quorum": role.quorum.need,
+        "replicas": replicas,
+        "following": following,
+    }
+
+
+def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
+    registered = server.store.engine.catalog.get(QUEUE_SPACE)
+    rows_of = {row[0]: row for row in registered} if registered is not None else {}
+    queue = server.queue
+    live = queue.modern.registry.tubes if queue is not None else {}
+    now = queue.clock_us() if queue is not None else 0
+    rows = []
+    for name in sorted(stats):
+        report, row, tube = stats[name], rows_of.get(name), live.get(name)
+        opts = dict(row[4]) if row is not None else {}
+        rows.append(
+            {
+                "name": name,
+                "type": row[3] if row is not None else "?",
+                "opts": {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)},
+                "tasks": report.get("tasks", {}),
+                "calls": report.get("calls", {}),
+                "waiting_takes": queue.modern.waiters.count(name, "take") if queue else 0,
+                "oldest_ready": None if tube is None else _oldest(tube.driver, now),
+            }
+        )
+    return rows
+
+
+def _oldest(driver: TaskStore, now: int) -> dict[str, Any] | None:
+    """How long the ready task put first has waited: exact on the ttl drivers,
+    estimated from put times noted once a second on fifo and utube (the driver's)."""
+    put = driver.oldest_ready_put()
+    if put is None:
+        return None
+    estimated = isinstance(driver, UntimedStore)
+    return {"seconds": round(max(0, now - put) / 1e6, 3), "estimated": estimated}
+
+
+def connections_view(server: Server) -> dict[str, Any]:
+    """Open connections and queue sessions, with the tasks each session holds."""
+    queue = server.queue
+    sessions = queue.modern.sessions if queue is not None else None
+    owners = queue.modern.owners if queue is not None else None
+    rows = []
+    for conn_id, conn in sorted(server.app.connections.items()):
+        session = getattr(conn, "session", None)
+        row: dict[str, Any] = {
+            "id": conn_id,
+            "port": "1.5" if getattr(conn, "kind", "") == "legacy connection" else "iproto",
+            "peer": getattr(session, "peer", ""),
+            "user": getattr(session, "user", ""),
+            "in_flight": conn.in_flight,
+            "session": None,
+            "holds": [],
+        }
+        current = sessions.current(conn_id) if sessions is not None else None
+        if current is not None and owners is not None:
+            row["session"] = session_text(current)
+            row["holds"] = sorted(owners.held_by(current))
+        rows.append(row)
+    pending = []
+    if sessions is not None and owners is not None:
+        for sid in sessions.pending():
+            pending.append({"session": session_text(sid), "holds": sorted(owners.held_by(sid))})
+    return {"connections": rows, "pending_sessions": pending}
+
+
+def _rss() -> int | None:
+    try:
+        with open("/proc/self/statm") as stream:
+            return int(stream.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
