@@ -122,3 +122,23 @@ def normalizer(driver: type[TaskStore] | None) -> Normalize:
         return lambda t: [t[0], t[1], t[-1]]
     f_data = driver.F_DATA
     return lambda t: [t[0], t[1], t[f_data]]
+
+
+def deferred(
+    on_changes: Callable[[list[TaskChange]], None], wakes: list[Callable[[], None]]
+) -> Callable[[TaskChange], None]:
+    """A tube's on_change that gathers the changes of one entry point and hands
+    them over at its end, with the wakes (drivers/core.py): never mid-call."""
+    pending: list[TaskChange] = []
+
+    def flush() -> None:
+        changes = list(pending)
+        pending.clear()
+        on_changes(changes)
+
+    def collect(change: TaskChange) -> None:
+        if not pending:
+            wakes.append(flush)
+        pending.append(change)
+
+    return collect

@@ -35,7 +35,7 @@ from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
-from .events import TaskChange
+from .events import TaskChange, deferred
 from .listing import list_tasks
 from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
@@ -210,23 +210,7 @@ class Queue(EntryPoints):
         bound to over the wire (on_task_change). None: stop listening."""
         shared = self.registry.shared
         shared.callbacks = callbacks
-        if on_changes is None:
-            shared.on_change = None
-            return
-        pending: list[TaskChange] = []
-        wakes = self._wakes
-
-        def flush() -> None:
-            changes = list(pending)
-            pending.clear()
-            on_changes(changes)
-
-        def collect(change: TaskChange) -> None:
-            if not pending:
-                wakes.append(flush)
-            pending.append(change)
-
-        shared.on_change = collect
+        shared.on_change = None if on_changes is None else deferred(on_changes, self._wakes)
 
     def callback_of(self, tube: str) -> str | None:
         """The named callback a tube is bound to (on_task_change), if any."""
