@@ -22,6 +22,7 @@ from queuebox.clients.errors import (
     AuthError,
     CallTimeout,
     ConnectionLost,
+    EventsLost,
     NetworkError,
     NoSuchProcedure,
     NoWritableInstance,
@@ -37,12 +38,14 @@ from queuebox.clients.errors import (
     TubeNotFound,
     UnknownSession,
 )
-from queuebox.clients.model import LegacyTask, Status, Task
+from queuebox.clients.model import Event, LegacyTask, Status, Task
 
 __all__ = [
     "AuthError",
     "CallTimeout",
     "ConnectionLost",
+    "Event",
+    "EventsLost",
     "LegacyTask",
     "NetworkError",
     "NoSuchProcedure",

@@ -21,6 +21,7 @@ the event loop; it knows nothing about how a reply arrived.
             ├── TaskNotFound
             ├── TubeExists
             ├── TubeBusy
+            ├── EventsLost
             └── UnknownSession
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "AuthError",
     "CallTimeout",
     "ConnectionLost",
+    "EventsLost",
     "NetworkError",
     "NoSuchProcedure",
     "NoWritableInstance",
@@ -156,6 +158,12 @@ class TubeBusy(QueueError):
     """drop of a tube that has waiting consumers or taken tasks."""
 
 
+class EventsLost(QueueError):
+    """An event stream cannot go on without a gap: its position is no longer in the
+    server's WAL, or the tube's changes are never written (a temporary tube) and the
+    connection broke. Read the tube's state again and subscribe anew."""
+
+
 class UnknownSession(QueueError):
     """identify(uuid) of a session the server has forgotten (or a malformed uuid)."""
 
@@ -175,6 +183,7 @@ _QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
     (re.compile(r"^There are (consumers connected the tube|taken tasks in the tube)$"), TubeBusy),
     (re.compile(r"^The UUID \S+ is unknown\.$"), UnknownSession),
     (re.compile(r"^Invalid UUID format\.$"), UnknownSession),
+    (re.compile(r"^events lost: "), EventsLost),
 )
 
 

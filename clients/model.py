@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["LegacyTask", "OnError", "Status", "Task", "task_id"]
+__all__ = ["Event", "LegacyTask", "OnError", "Status", "Task", "task_id"]
 
 # What the take context manager does with a task when its block raises.
 OnError = Literal["release", "bury"]
@@ -54,6 +54,28 @@ class Task:
         """Build a task from the server's `[id, status, data]` tuple."""
         task_id, status, data = row
         return cls(task_id, Status(status), data)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change of a task of `tube`, as `Tube.events()` yields it.
+
+    `event` names the change (put, take, touch, ack, release, bury, kick, delete,
+    truncate, delay, ttr, ttl); `task` is the task after it (status DONE once gone).
+    `lsn` is the change's position in the server's WAL (None for a temporary tube),
+    `ts` its time (seconds since the epoch)."""
+
+    event: str
+    tube: str
+    task: Task
+    lsn: int | None
+    ts: float | None
+
+    @classmethod
+    def from_push(cls, push: dict[str, Any]) -> Event:
+        return cls(
+            push["event"], push["tube"], Task.from_tuple(push["task"]), push["lsn"], push["ts"]
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,8 @@ Owns: the task states and their machine (drawn below), the driver contract
 when a driver class registers, like upstream's list of required methods),
 the `TaskEvents` a driver reports to the framework, and `TaskStore`'s
 writers: the one place where a driver writes its space, so that per-status
-counts, ownership release, wakeups and the "room for a waiting put" signal
-can never be forgotten by a code path.
+counts, ownership release, wakeups, the "room for a waiting put" signal and
+the change reported to listeners can never be forgotten by a code path.
 Must not touch: sessions, waiters, statistics objects, the clock (time comes
 in as `now`, epoch µs), anything outside its own space(s).
 
@@ -48,6 +48,9 @@ from .errors import field_missing, module_error
 from .retries import Retries
 
 Tuple = tuple[Any, ...]
+# An index as the module creates it in Tarantool: (name, ((field, type), ...), unique).
+ModuleIndex = tuple[str, tuple[tuple[int, str], ...], bool]
+U, S = "unsigned", "string"
 
 
 class _Missing:
@@ -104,12 +107,19 @@ class TaskEvents(Protocol):
     def removed(self) -> None:
         """A task was deleted: a waiting put may now have room."""
 
+    def changed(self, old: Tuple | None, new: Tuple | None) -> None:
+        """A task changed (after it: stats, wakes and ownership are done): for the
+        tube's listeners (plugin callbacks, event subscribers; events.py)."""
+
 
 DRIVERS: dict[str, type[TaskStore]] = {}
 
 
-def register_driver(name: str, cls: type[TaskStore]) -> None:
-    """Add a driver type; its class must implement the whole contract."""
+def check_driver(name: object, cls: object) -> None:
+    """Refuse, naming what is wrong, a driver that cannot be registered as `name`:
+    the check of the project's own drivers and of every plugin's alike."""
+    if not isinstance(name, str) or not name:
+        raise module_error(f"a driver's name is a non-empty string, not {name!r}")
     if name in DRIVERS:
         raise module_error(f'overriding registered driver "{name}"')
     abstract: frozenset[str] = getattr(cls, "__abstractmethods__", frozenset())
@@ -118,6 +128,23 @@ def register_driver(name: str, cls: type[TaskStore]) -> None:
             raise module_error(
                 f'The "{name}" driver does not have an implementation of method "{method}".'
             )
+    if not isinstance(cls, type) or not issubclass(cls, TaskStore):
+        # The framework needs TaskStore's writers (counts, wakes, events) too.
+        raise module_error(
+            f'The "{name}" driver must be a class deriving from '
+            f"queuebox.drivers.driver.TaskStore, not {cls!r}."
+        )
+    fields = len(cls.FORMAT)
+    if not cls.INDEXES or not cls.INDEXES[0].unique or not 0 <= cls.F_DATA < fields:
+        raise module_error(
+            f'The "{name}" driver needs a unique first index and its data field '
+            f"(F_DATA = {cls.F_DATA}) among its FORMAT's {fields} fields."
+        )
+
+
+def register_driver(name: str, cls: type[TaskStore]) -> None:
+    """Add a driver type; its class must implement the whole contract."""
+    check_driver(name, cls)
     DRIVERS[name] = cls
 
 
@@ -141,6 +168,13 @@ class TaskStore(ABC):
     INDEXES: ClassVar[tuple[IndexDef, ...]] = (
         IndexDef("task_id", (0,)),
         IndexDef("status", (1, 0), group=1),
+    )
+    # The space as the module makes it in Tarantool (what _vspace/_vindex show, and
+    # the orders SELECT reads in, drivers/schema.py): each field's type, each index.
+    FIELD_TYPES: ClassVar[tuple[str, ...]] = (U, S, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (0, U)), True),
     )
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
@@ -183,6 +217,12 @@ class TaskStore(ABC):
 
     def drop_spaces(self, catalog: Catalog) -> None:
         catalog.drop_space(self.space.name)
+
+    def note(self, event: str) -> None:
+        """Name the event of the changes that follow (events.py), written with their
+        WAL records. The framework names those of tube methods and of a session's
+        end; a driver names what its own timers do (ttl.py: delay, ttr, ttl)."""
+        self.space.note = event
 
     # -- reading --
     @classmethod
@@ -235,9 +275,12 @@ class TaskStore(ABC):
         return count
 
     def truncate(self) -> None:
+        gone = list(self.space)  # in key order, as the space deletes (and logs) them
         self.space.truncate()
         self.counts = dict.fromkeys(STATUSES, 0)
         self.retries.clear()
+        for task in gone:
+            self.events.changed(task, None)
 
     def rebuild(self, now: int, keep: Container[int] = ()) -> None:
         """After a restart: recount, and every taken task is released (counted),
@@ -251,6 +294,7 @@ class TaskStore(ABC):
 
     def _bury_spent(self, task_id: int, reason: str) -> Tuple:
         """A task whose attempts ran out goes to the buried ones, saying why."""
+        self.note("bury")  # whatever brought it back (a release, its ttr): an event bury
         task = self.bury(task_id)
         self.retries.buried(task_id, reason)
         return task
@@ -315,6 +359,7 @@ class TaskStore(ABC):
             if self.retries.rows:
                 self.retries.forget(old[0])  # type: ignore[index]
         self._status_changed(old, new)
+        self.events.changed(old, new)
 
     def _status_changed(self, old: Tuple | None, new: Tuple | None) -> None:
         """Plain queues: every arrival in r is a takeable task."""

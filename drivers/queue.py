@@ -21,7 +21,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, ClassVar
 
 from queuebox.storage.catalog import Catalog
@@ -35,7 +35,9 @@ from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
+from .events import TaskChange, deferred
 from .listing import list_tasks
+from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
@@ -195,7 +197,25 @@ class Queue(EntryPoints):
         return self.registry.get(name) is not None
 
     def state(self) -> str:
-        return "RUNNING"
+        return RUNNING
+
+    def listen(
+        self,
+        on_changes: Callable[[list[TaskChange]], None] | None,
+        callbacks: Container[str] = frozenset(),
+    ) -> None:
+        """Hear of every task change: `on_changes(changes)` runs once the entry
+        point that made them is done (like a wake), so a listener that calls the
+        queue never meets a half-done call. `callbacks`: the names a tube may be
+        bound to over the wire (on_task_change). None: stop listening."""
+        shared = self.registry.shared
+        shared.callbacks = callbacks
+        shared.on_change = None if on_changes is None else deferred(on_changes, self._wakes)
+
+    def callback_of(self, tube: str) -> str | None:
+        """The named callback a tube is bound to (on_task_change), if any."""
+        found = self.registry.tubes.get(tube)
+        return None if found is None else found.callback
 
     # -- queuebox's own calls on a tube (QUEUE.md §14) --
     def list_tasks(self, name: Any, raw: Any) -> dict[str, Any]:
@@ -330,6 +350,8 @@ class Queue(EntryPoints):
         if tube_name is None:
             return self._module[module]
         tube = self.registry.get(tube_name)
+        if tube is None and tube_name in self.registry.unserved and method in TUBE_ACCESS:
+            return self._unserved(tube_name)
         if tube is None or method not in TUBE_ACCESS:
             return None
         if module == "tube.":
@@ -341,6 +363,17 @@ class Queue(EntryPoints):
         if method == "drop":
             return lambda call: self._drop(tube)
         return tube.method(method, self.registry.tubes)
+
+    def _unserved(self, name: str) -> Handler:
+        driver = self.registry.unserved[name]
+
+        def unserved(call: Call) -> Answer:
+            raise module_error(
+                f"Tube '{name}' needs the driver '{driver}', which no plugin registered at "
+                "this start; its tasks are kept until a start that loads it"
+            )
+
+        return unserved
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)

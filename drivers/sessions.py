@@ -65,13 +65,18 @@ class Ownership:
     def __init__(self) -> None:
         self._owner: dict[str, dict[int, SessionId]] = {}
         self._held: dict[SessionId, set[tuple[str, int]]] = {}
+        # (tube, task) -> (connection that took it, when): the module's _queue_taken_2.
+        self._taken_by: dict[tuple[str, int], tuple[int, int]] = {}
         # None unless in_replicaset is on: then the one extra step of take and clear.
         self.journal: TakenJournal | None = None
 
-    def take(self, tube: str, task_id: int, session: SessionId) -> None:
+    def take(
+        self, tube: str, task_id: int, session: SessionId, conn_id: int = 0, now: int = 0
+    ) -> None:
         self.clear(tube, task_id)
         self._owner.setdefault(tube, {})[task_id] = session
         self._held.setdefault(session, set()).add((tube, task_id))
+        self._taken_by[(tube, task_id)] = (conn_id, now)
         if self.journal is not None:
             self.journal.took(tube, task_id, session)
 
@@ -85,6 +90,7 @@ class Ownership:
         session = owners.pop(task_id, None)
         if session is None:
             return
+        self._taken_by.pop((tube, task_id), None)
         if not owners:
             del self._owner[tube]
         held = self._held[session]
@@ -103,6 +109,14 @@ class Ownership:
 
     def held_by(self, session: SessionId) -> list[tuple[str, int]]:
         return list(self._held.get(session, ()))
+
+    def rows(self) -> list[tuple[str, int, SessionId, int, int]]:
+        """(tube, task id, session, connection that took it, when) of every taken task."""
+        return [
+            (tube, task_id, session, *self._taken_by.get((tube, task_id), (0, 0)))
+            for tube, owners in self._owner.items()
+            for task_id, session in owners.items()
+        ]
 
 
 class Sessions:
@@ -173,6 +187,18 @@ class Sessions:
             self._deadlines.set(("session", session), event_time(self.ttr, now))
         else:
             self._end(session, now)
+
+    def connections(self) -> list[tuple[int, SessionId]]:
+        """(connection, session) of every connection that has a session."""
+        return list(self._of_conn.items())
+
+    def shared(self) -> list[tuple[SessionId, int, bool]]:
+        """(session, expiry µs, active) of every live or pending session, as the
+        module's _queue_shared_sessions: a live one expires 0, a pending one at its end."""
+        rows = [(session, 0, True) for session in self._conns]
+        for session in self._pending:
+            rows.append((session, self._deadlines.get(("session", session)) or 0, False))
+        return rows
 
     def restore_pending(self, session: SessionId, now: int) -> None:
         """An identified session found after a rebuild: as if its last connection just left."""

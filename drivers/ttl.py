@@ -34,7 +34,19 @@ from .args import (
     to_us,
     unsigned_field,
 )
-from .driver import BURIED, DELAYED, READY, RELEASED, TAKEN, TTR_PASSED, TaskStore, Tuple
+from .driver import (
+    BURIED,
+    DELAYED,
+    READY,
+    RELEASED,
+    TAKEN,
+    TTR_PASSED,
+    ModuleIndex,
+    S,
+    TaskStore,
+    Tuple,
+    U,
+)
 from .errors import integer_overflow
 
 F_NEXT, F_TTL, F_TTR, F_PRI, F_CREATED = 2, 3, 4, 5, 6
@@ -58,6 +70,12 @@ class TtlStore(TaskStore):
         IndexDef("task_id", (0,)),
         IndexDef("status", (1, F_PRI, 0), group=1),
         IndexDef("watch", (F_NEXT,), unique=False),
+    )
+    FIELD_TYPES: ClassVar[tuple[str, ...]] = (U, S, U, U, U, U, U, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (F_PRI, U), (0, U)), True),
+        ("watch", ((1, S), (F_NEXT, U)), False),
     )
     # The statistics key of a delay ending (utubettl counts it as "delayed").
     DELAY_STAT: ClassVar[str] = "delay"
@@ -202,15 +220,18 @@ class TtlStore(TaskStore):
         return True
 
     def _delay_ended(self, task: Tuple, now: int) -> None:
+        self.note("delay")
         self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
         self.events.stat(self.DELAY_STAT)
 
     def _ttl_expired(self, task: Tuple, now: int) -> None:
+        self.note("ttl")
         self._delete(task[0])
         self.events.stat("delete")
         self.events.stat("ttl")
 
     def _ttr_expired(self, task: Tuple, now: int) -> None:
+        self.note("ttr")
         backoff_us, spent = self.retries.comeback(task[0], None, TTR_PASSED)
         if spent is not None:
             self._bury_spent(task[0], spent)

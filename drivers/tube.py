@@ -5,14 +5,16 @@ acked, released or touched only by the session that took it), the counting
 rules that are not the driver's (touch +1 before the driver's +1, ack = +ack
 −delete), the answer shapes, and `Blocked`, the answer of a take (or a
 limfifottl put) that found nothing and may wait. It also is the driver's
-TaskEvents: wakeups, ownership release and statistics land here.
+TaskEvents: wakeups, ownership release, statistics and the changes
+listeners hear of land here; and the note on the tube's space that names the
+event of each change (events.py): the method it runs, or "timer".
 Must not touch: other tubes, the registry (create/drop live in tubes.py),
 the clock (`now` comes in with each call).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ from .args import (
     is_number,
     lua_or,
     lua_tostring,
+    lua_type,
     number,
     options,
     task_id,
@@ -33,6 +36,7 @@ from .args import (
 from .deadlines import Deadlines
 from .driver import BURIED, DELAYED, MISSING, RELEASED_ALL, SESSION_ENDED, TaskStore, done
 from .errors import module_error, no_such_proc, not_taken, task_not_found
+from .events import TaskChange, live_change
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -80,6 +84,26 @@ class Shared:
     sessions: Sessions
     deadlines: Deadlines
     journal: Journal
+    # Set while anyone listens to task changes (plugin callbacks, subscribers of
+    # a temporary tube): called with each change, right after it (Queue.listen).
+    on_change: Callable[[TaskChange], None] | None = None
+    # The callbacks plugins named: what on_task_change binds a tube to over the wire.
+    callbacks: Container[str] = frozenset()
+
+
+def callback_name(value: Any, known: Container[str]) -> str | None:
+    """on_task_change over the wire: the name of a callback a plugin registered
+    (a Lua function cannot come over the wire), or nil to unbind."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise module_error(
+            "on_task_change over the wire takes the name of a callback a plugin "
+            f"registered, not a {lua_type(value)} value"
+        )
+    if value not in known:
+        raise module_error(f"on_task_change: no callback named '{value}' (plugins name them)")
+    return value
 
 
 class Call:
@@ -130,6 +154,7 @@ class Tube:
         self.driver.retries = self.retries
         self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)
+        self.callback: str | None = None  # the named callback on_task_change bound
 
     # -- TaskEvents: what the driver reports --
     def stat(self, name: str) -> None:
@@ -144,17 +169,25 @@ class Tube:
     def removed(self) -> None:
         self.shared.waiters.wake_one(self.name, "put")
 
+    def changed(self, old: Any, new: Any) -> None:
+        emit = self.shared.on_change
+        if emit is not None:
+            driver = self.driver
+            emit(live_change(self.name, driver.space.note, old, new, driver.normalize))
+
     # -- framework hooks --
     def sync_deadline(self) -> None:
         if self.driver.TIMED or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
+        self.driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
         self.driver.fire(now)
         self.sync_deadline()
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
+        self.driver.space.note = "session"
         self.driver.release(task_id, {}, now, SESSION_ENDED)
         self.sync_deadline()
 
@@ -168,10 +201,12 @@ class Tube:
         have changed its earliest event)."""
         run = METHODS[name]
         sync = self.sync_deadline
+        space = self.driver.space
 
         def call(call: Call) -> Answer:
             if live.get(self.name) is not self:
                 raise no_such_proc(call.name)
+            space.note = name  # the event of the changes it makes (events.py)
             try:
                 return run(self, call)
             finally:
@@ -218,7 +253,7 @@ class Tube:
             if self.retries.policy is not None:
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
-            self.shared.owners.take(self.name, task[0], session)
+            self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
             return self._answer(task)
         if wait_us <= 0:
             return []
@@ -257,6 +292,8 @@ class Tube:
 
     def bury(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
+        # Upstream asks whether the caller holds it: that gives the connection a session.
+        self.shared.sessions.session_of(call.conn_id)
         # queuebox's extension: bury(id, {reason=TEXT}) keeps why (retries.py).
         reason = options(call.arg(1)).get("reason")
         if reason is not None and not isinstance(reason, str):
@@ -296,7 +333,10 @@ class Tube:
         return []
 
     def on_task_change(self, call: Call) -> Answer:
-        return []  # server-side callbacks cannot come over the wire: a no-op
+        """Bind the tube to a plugin's named callback (nil unbinds); answers the
+        name bound before, as upstream answers the previous callback."""
+        old, self.callback = self.callback, callback_name(call.arg(0), self.shared.callbacks)
+        return [old]
 
 
 METHODS: dict[str, Callable[[Tube, Call], Answer]] = {

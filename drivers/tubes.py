@@ -22,7 +22,7 @@ from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import key_part_type, module_error, no_such_engine
 from .retries import check_options as check_retry_options
-from .tube import Shared, Tube
+from .tube import Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
@@ -34,6 +34,9 @@ class TubeRegistry:
         self.catalog = catalog
         self.shared = shared
         self.tubes: dict[str, Tube] = {}
+        # Tubes whose driver nobody registered (a plugin not loaded): name -> type.
+        # Kept as they are, tasks and all, until a start that knows the driver.
+        self.unserved: dict[str, str] = {}
         existing = catalog.get(QUEUE_SPACE)
         # `is None`, not `or`: an empty space is falsy (it has a length).
         self._space: Space = (
@@ -71,15 +74,16 @@ class TubeRegistry:
             raise module_error(f"Space '{name}' already exists")
         if existing is not None:
             return existing
+        callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
         check_retry_options(opts)
         cls.fill_defaults(opts)
-        opts.pop("on_task_change", None)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
         last = self._space.index("tube_id").last()
         tube_id = 0 if last is None else last[1] + 1
         tube = self._attach(name, tube_id, type_, opts, cls, space)
+        tube.callback = callback  # not stored: upstream keeps no callback either
         self._space.insert((name, tube_id, name, type_, dict(opts)))  # no aliasing
         return tube
 
@@ -149,7 +153,8 @@ class TubeRegistry:
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
             if cls is None:
-                continue  # upstream recreates tubes of registered drivers only
+                self.unserved[name] = type_  # upstream recreates registered drivers' only
+                continue
             opts = dict(opts)
             space = self.catalog.get(space_name)
             if space is None:
@@ -158,6 +163,7 @@ class TubeRegistry:
                 space.truncate()  # its tasks were never durable
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
+            space.note = "restart"
             tube.driver.rebuild(now, held.get(name, ()))
             tube.sync_deadline()
 

@@ -78,6 +78,7 @@ class UntimedStore(TaskStore):
         self.retries.undelayed(task_id)
         task = self.space.get((task_id,))
         if task is not None and task[1] == DELAYED:
+            self.note("delay")
             self._update(task_id, {1: READY})
             self.events.stat("delay")
         return True

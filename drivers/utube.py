@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from queuebox.storage.space import IndexDef
 
 from .args import lua_tostring
-from .driver import READY, Tuple, register_driver
+from .driver import READY, ModuleIndex, S, Tuple, U, register_driver
 from .heads import HeadKey, UtubeRules
 from .untimed import UntimedStore
 
@@ -32,6 +32,12 @@ class Utube(UtubeRules, UntimedStore):
         IndexDef("task_id", (0,)),
         IndexDef("status", (1, 0), group=1),
         IndexDef("utube", (1, F_UTUBE, 0), group=2),
+    )
+    FIELD_TYPES = (U, S, S, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (0, U)), True),
+        ("utube", ((1, S), (F_UTUBE, S), (0, U)), True),
     )
 
     def head_key(self, task: Tuple) -> HeadKey:

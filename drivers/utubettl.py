@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from queuebox.storage.space import IndexDef
 
 from .args import add_u64, lua_tostring
-from .driver import Tuple, register_driver
+from .driver import ModuleIndex, S, Tuple, U, register_driver
 from .heads import HeadKey, UtubeRules
 from .ttl import F_NEXT, F_PRI, F_TTR, TtlStore
 
@@ -37,6 +37,14 @@ class UtubeTtl(UtubeRules, TtlStore):
         IndexDef("status", (1, F_PRI, 0), group=1),
         IndexDef("watch", (F_NEXT,), unique=False),
         IndexDef("utube_pri", (1, F_UTUBE, F_PRI, 0), group=2),
+    )
+    FIELD_TYPES = (U, S, U, U, U, U, U, S, "*")
+    MODULE_INDEXES: ClassVar[tuple[ModuleIndex, ...]] = (
+        ("task_id", ((0, U),), True),
+        ("status", ((1, S), (F_PRI, U), (0, U)), True),
+        ("watch", ((1, S), (F_NEXT, U)), False),
+        ("utube", ((1, S), (F_UTUBE, S), (0, U)), True),
+        ("utube_pri", ((1, S), (F_UTUBE, S), (F_PRI, U), (0, U)), True),
     )
     DELAY_STAT = "delayed"
 

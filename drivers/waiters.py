@@ -45,6 +45,7 @@ class Waiter:
     key: WaitKey
     wake: Callable[[], None] = field(repr=False)
     active: bool = True
+    start_us: int = 0  # when it began waiting (the module's _queue_consumers keeps it)
 
 
 def wait_key(timeout_s: float | None, start_us: int, conn_id: int, seq: int) -> WaitKey:
@@ -71,7 +72,7 @@ class Waiters:
         wake: Callable[[], None],
     ) -> Waiter:
         key = wait_key(timeout_s, now_us, conn_id, next(self._seq))
-        waiter = Waiter(tube, kind, conn_id, key, wake)
+        waiter = Waiter(tube, kind, conn_id, key, wake, True, now_us)
         self._lists.setdefault((tube, kind), SortedDict())[key] = waiter
         self._by_conn.setdefault(conn_id, set()).add(waiter)
         return waiter
@@ -104,6 +105,10 @@ class Waiters:
 
     def has(self, tube: Hashable, kind: Kind) -> bool:
         return bool(self._lists.get((tube, kind)))
+
+    def waiting(self, kind: Kind) -> list[Waiter]:
+        """Every waiter of `kind`, per tube in wake order."""
+        return [w for (_, k), ws in self._lists.items() if k == kind for w in ws.values()]
 
     def count(self, tube: Hashable, kind: Kind) -> int:
         return len(self._lists.get((tube, kind), ()))

@@ -62,6 +62,7 @@ from .response import (
     encode_error,
     encode_id_reply,
     encode_ok,
+    encode_packed_chunk,
     encode_packed_data,
     encode_reply,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "encode_auth",
     "encode_call",
     "encode_data",
+    "encode_packed_chunk",
     "encode_packed_data",
     "encode_error",
     "encode_eval",

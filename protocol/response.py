@@ -49,6 +49,7 @@ _OK_EMPTY_START = b"\xce\x00\x00\x00\x18\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
 # Success reply with a DATA body: head, then `81 30 dd <count u32>`.
 _DATA_HEAD = struct.Struct(">BI9sQ2sI3sI")
 _DATA_OK_MIDDLE = b"\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
+_DATA_CHUNK_MIDDLE = b"\x83\x00\xce\x00\x00\x00\x80\x01\xcf"  # code 0x80: a push
 _DATA_BODY_SIZE = 7  # 81 30 dd + u32
 
 
@@ -83,7 +84,9 @@ def encode_data(sync: int, schema_version: int, data: Sequence[Any]) -> bytes:
     return encode_packed_data(sync, schema_version, len(data), pack(data))
 
 
-def encode_packed_data(sync: int, schema_version: int, count: int, packed: bytes) -> bytes:
+def encode_packed_data(
+    sync: int, schema_version: int, count: int, packed: bytes, middle: bytes = _DATA_OK_MIDDLE
+) -> bytes:
     """encode_data of a DATA array the caller encoded (`count` items, any
     msgpack array header), e.g. with pieces a client sent spliced in."""
     # Swap msgpack's shortest array header for Tarantool's fixed `dd`; the
@@ -93,7 +96,7 @@ def encode_packed_data(sync: int, schema_version: int, count: int, packed: bytes
         _DATA_HEAD.pack(
             0xCE,
             HEADER_SIZE + _DATA_BODY_SIZE + len(packed) - skip,
-            _DATA_OK_MIDDLE,
+            middle,
             sync,
             b"\x05\xce",
             schema_version,
@@ -102,6 +105,12 @@ def encode_packed_data(sync: int, schema_version: int, count: int, packed: bytes
         )
         + packed[skip:]
     )
+
+
+def encode_packed_chunk(sync: int, schema_version: int, count: int, packed: bytes) -> bytes:
+    """A push (box.session.push): code 0x80 CHUNK, the request's sync, DATA as
+    encode_packed_data; the request's final reply follows later (PROTOCOL.md §7)."""
+    return encode_packed_data(sync, schema_version, count, packed, _DATA_CHUNK_MIDDLE)
 
 
 def encode_error(

@@ -10,6 +10,8 @@ server plug into:
   called by `on_connect` / `on_disconnect` (the queue glue tracks sessions).
 - `add_shutdown_hook(fn)`: `fn()` (sync or async), run in order by
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
+- `add_stopping_listener(fn)`: `fn()`, called by `begin_shutdown`, the
+  listener's first step: calls that would run on (event streams) end then.
 - `durability_barrier`: a callable returning an awaitable the reply to a call
   must wait for, or None; replaced by group commit.
 - `commit_now`: None, or a callable that makes every change so far durable
@@ -17,11 +19,13 @@ server plug into:
   a connection can confirm its held replies before it flushes them.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
+- `changes`: the in-process listeners of task changes (changes.py); the
+  queue glue attaches every queue it builds.
 - `read_only` / `lease_ok` / `state`: whether this instance takes changes
   (a replica, or a primary fenced off, does not; `lease_ok`, when set, is
   the leader lease's synchronous check) and the queue state it reports
-  (RUNNING, or WAITING while read-only); server/replication/role.py moves
-  them.
+  (drivers/queue_state.py: INIT until the data directory is recovered,
+  then server/replication/role.py moves it).
 
 The parts around it (the store, the queue glue, the builtins) are built in
 order in `build.py`. Must not touch sockets or the wire: connections live in
@@ -38,7 +42,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from queuebox.drivers.queue_state import INIT
+
 from .authguard import AuthGuard
+from .changes import ChangeHub
 from .config import Config
 from .dispatch import Registry
 from .limits import HANDLING_COPIES, BufferBudget
@@ -51,6 +58,17 @@ log = get_logger("queuebox.app")
 
 ConnHook = Callable[[int], None]
 ShutdownHook = Callable[[], Awaitable[Any] | None]
+
+
+class Readable(Protocol):
+    """The queue's spaces as SELECT reads them (spaces.py)."""
+
+    def select(
+        self, grant: Any, user: str, space_id: int, index_id: int,
+        key: list[Any], iterator: int, offset: int, limit: int,
+    ) -> list[tuple[Any, ...]]: ...  # fmt: skip
+
+    def refuse_write(self, space_id: int | None, user: str) -> Exception: ...
 
 
 class LiveConnection(Protocol):
@@ -93,7 +111,13 @@ class App:
             config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
         )
         self.lease_ok: Callable[[], bool] | None = None
-        self.state = "WAITING" if self.read_only else "RUNNING"
+        self.state = INIT  # until recovery is done: role.py moves it
+        # Who in process hears of task changes (plugin callbacks, event feeds).
+        self.changes = ChangeHub()
+        # In every reply header; moves when a space is created or dropped, as
+        # Tarantool's does, so connectors that cache the schema fetch it again.
+        self.schema_version = config.schema_version
+        self.spaces: Readable | None = None  # SELECT on the queue's spaces (spaces.py)
         # What all connections buffer together (limits.py); it looks again
         # later (on the running loop) when a held frame becomes evictable.
         self.buffer_budget = BufferBudget(
@@ -109,6 +133,7 @@ class App:
         self._connect_listeners: list[ConnHook] = []
         self._disconnect_listeners: list[ConnHook] = []
         self._shutdown_hooks: list[ShutdownHook] = []
+        self._stopping_listeners: list[Callable[[], None]] = []
 
     def refuses_changes(self) -> bool:
         """True when a call that changes data must get ER_READONLY."""
@@ -134,7 +159,28 @@ class App:
         else:
             self._shutdown_hooks.append(fn)
 
+    def schema_changed(self, *_: object) -> None:
+        """A space was created or dropped: a new schema version, for every session."""
+        self.schema_version += 1
+        for conn in self.connections.values():
+            session = getattr(conn, "session", None)
+            if session is not None:
+                session.schema_version = self.schema_version
+
+    def add_stopping_listener(self, fn: Callable[[], None]) -> None:
+        self._stopping_listeners.append(fn)
+
     # --- lifecycle, called by connections and the listener ---
+
+    def begin_shutdown(self) -> None:
+        """No new connections or requests from now; long calls end (their
+        answers still go out before the connections close)."""
+        self.shutting_down = True
+        for fn in self._stopping_listeners:
+            try:
+                fn()
+            except Exception:
+                log.exception("stopping listener failed")
 
     def next_conn_id(self) -> int:
         # Session ids are never reused within a run, so a late event for a

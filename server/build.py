@@ -5,13 +5,19 @@ Owns: `Server` (the app and the typed parts around it), `build_server`, and
 the one place that opens and closes the parts over the data directory:
 
     App (config, registry, users)
+      └─ PluginHost: each configured plugin loaded (its drivers must be
+         known before the queue rebuilds its tubes)
       └─ Role (replication/role.py): which role this instance plays; lives as
          long as the process
            └─ Store: the engine, recovered from the data directory, and   ┐ open_data /
               group commit, which becomes the app's durability barrier    │ close_data:
                 └─ the role's parts over it (role.attach): the quorum,    │ at start and
                    the feeds, the view's catalog; a primary's QueueCalls  │ shutdown, and
-                   (the modern and legacy cores), or a replica's applier  ┘ at a rejoin
+                   (the modern and legacy cores), or a replica's applier  │ at a rejoin
+                └─ EventService: the task-change streams, from the        │
+                   store's WAL and written batches, on every role         │
+                └─ Spaces: SELECT on the queue's spaces; the schema       │
+                   version moves with every space created or dropped      ┘
       └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
@@ -48,8 +54,10 @@ from queuebox.storage.setaside import SetAside, empty, set_aside
 
 from . import builtins, operator_calls
 from .app import App
+from .events import EventService
 from .logs import get_logger
 from .loop import cancel_and_wait
+from .plugins import PluginHost
 from .queue_calls import QueueCalls
 from .replication import status
 from .replication.applier import bootstrap
@@ -57,6 +65,7 @@ from .replication.history import AGREE, DIVERGED, Verdict, compare_with
 from .replication.link import LinkError
 from .replication.role import Role
 from .replication.status import ClusterState, instance_name
+from .spaces import Spaces
 from .store import Store, build_store, install_fault_hooks
 
 log = get_logger("queuebox.replication")
@@ -73,6 +82,8 @@ class Server:
         self.role = Role(app, name)
         self.cluster = ClusterState(name)  # what failover learns, for status and /metrics
         self.role.on_stopped = self._applier_stopped
+        self.plugins = PluginHost(app)
+        self.events = EventService(app)
         self.on_wal_written: Callable[[int, int, float], None] | None = None  # metrics
         self.rebootstraps = 0
         self.set_aside: list[SetAside] = []  # what each re-bootstrap kept (for /metrics)
@@ -101,10 +112,15 @@ class Server:
             store = await build_store(self.app, self.faults, stop)
         store.commit.on_written = self.on_wal_written
         self.role.attach(store)
+        self.events.attach(store)
+        self.app.spaces = Spaces(self.app, store.engine.catalog)
+        store.engine.catalog.ddl_listeners.append(self.app.schema_changed)
         self._open = True
 
     async def close_data(self, snapshot: bool) -> None:
         self._open = False
+        self.events.detach()
+        self.app.spaces = None
         await self.role.detach()
         await self.role.store.close(snapshot)
 
@@ -217,8 +233,10 @@ async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> 
     """Everything on top of `app`, made before the listener starts accepting;
     `stopping()` True (a signal) stops a long recovery (RecoveryStopped)."""
     server = Server(app)
+    server.plugins.load_all()  # before the queue rebuilds the tubes of their drivers
     await server.open_data(stopping)
     server.role.start()
+    server.events.install()
     status.install(server.role, server.cluster)
     app.add_shutdown_hook(server.close)
     if server.faults is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from queuebox.drivers.queue_state import RUNNING
+
 from .app import App
 from .config import ADMIN, READ, WRITE
 from .dispatch import CallContext, Handler
@@ -24,7 +26,7 @@ def echo(ctx: CallContext, args: list[Any]) -> list[Any]:
 
 
 def state_placeholder(ctx: CallContext, args: list[Any]) -> list[Any]:
-    return ["RUNNING"]
+    return [RUNNING]
 
 
 async def sleep(ctx: CallContext, args: list[Any]) -> list[Any]:

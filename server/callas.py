@@ -7,6 +7,8 @@ and `call_as`, which runs one call through exactly the path of an IPROTO
 CALL: the same checks (`calls.admit`: the rights, the name, read-only), the
 same handler, the same durability barrier before it returns. Task data goes
 in as Python values, packed as a client packs them, and comes back decoded.
+`call_now` is the same in one synchronous step, for code that runs inside a
+request (a plugin's function or callback): no barrier of its own.
 
 Must not touch sockets or the wire, nor check passwords: whoever makes a
 LocalSession has already established who the user is (the console's login,
@@ -30,7 +32,7 @@ from queuebox.storage.packed import Packed
 
 from .app import App
 from .calls import admit
-from .dispatch import TakesData
+from .dispatch import Pushes, TakesData
 from .errors import CallError, error_code_and_message
 from .logs import get_logger
 from .session import Session
@@ -86,6 +88,25 @@ async def call_as(s: Session, name: str, args: Sequence[Any] = ()) -> list[Any]:
     finally:
         if local is not None:
             local.in_flight -= 1
+
+
+def call_now(s: Session, name: str, args: Sequence[Any] = ()) -> Any:
+    """Call `name` as the session's user in this very step, for code that runs
+    inside a request (a plugin's function or callback): the same checks and
+    handler as call_as, no wait for the WAL of its own (the request's reply
+    waits for it, with the call's changes in the same write), so calls made
+    one after another run with nothing in between. Answers the result as a
+    client gets it (task data as the client's bytes: plugins/api.py's
+    `unpack`), or an awaitable of it for a call that waits."""
+    handler = admit(s, name)[0]
+    args = list(args)
+    if type(handler) is TakesData:
+        handler = handler.handler
+        if args:
+            args[0] = Packed(_pack(args[0]))
+    elif type(handler) is Pushes:
+        raise CallError(ErrorCode.ER_UNSUPPORTED, f"{name} pushes to a client: not in process")
+    return handler(s, args)
 
 
 async def _call(s: Session, name: str, args: list[Any]) -> list[Any]:

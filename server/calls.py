@@ -29,7 +29,7 @@ from queuebox.protocol import (
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
-from .dispatch import Handler, Resolved, TakesData
+from .dispatch import Handler, Pushes, Resolved, TakesData
 from .errors import CallError, error_code_and_message, read_only_error
 from .logs import RateLimitedLog, get_logger
 from .rights import access_denied
@@ -132,6 +132,8 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
             args = [Packed(req.raw_arg(0)), *args[1:]]
+    elif type(handler) is Pushes:
+        s.sync = req.sync  # read by the handler before it first waits
     return run_handler(s, req.sync, name, handler, [] if args is None else args, call16)
 
 

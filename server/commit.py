@@ -73,6 +73,8 @@ class GroupCommit:
         self.on_written: Callable[[int, int, float], None] | None = None
         # on_batch(batch) after each successful write (the replication feed).
         self.on_batch: Callable[[Any], None] | None = None
+        # More that want each written batch, in order (event streams, server/events.py).
+        self.batch_listeners: list[Callable[[Any], None]] = []
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         # Kept, not looked up: get_running_loop() costs a getpid() syscall.
         self._loop = asyncio.get_running_loop()
@@ -141,6 +143,8 @@ class GroupCommit:
             self.on_written(batch.count, len(batch.data), seconds)
         if self.on_batch is not None:
             self.on_batch(batch)
+        for listener in self.batch_listeners:
+            listener(batch)
         if not done.done():
             done.set_result(None)
 

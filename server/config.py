@@ -110,6 +110,12 @@ class Config:
     etcd_prefix: str = "/queuebox"
     etcd_lease_ttl: float = 5.0
     maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
+    # plugins and task-change events (server/plugins/, server/events.py)
+    plugins: tuple[str, ...] = ()  # modules or entry-point names, loaded in this order
+    plugin_entry_points: bool = False  # also load every installed queuebox.plugins entry point
+    plugin_slow_s: float = 0.01  # a plugin call blocking the loop longer is reported
+    plugin_task_timeout_s: float = 10.0  # an async callback running longer is cancelled
+    events_heartbeat_s: float = 1.0  # a quiet subscription's position report
     # operation
     loop: str = "uvloop"  # asyncio | uvloop
     log_format: str = "console"  # console | json
@@ -323,6 +329,11 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "etcd_prefix": _parse_str,
     "etcd_lease_ttl": _parse_float,
     "maximum_lag_on_failover": _parse_size,
+    "plugins": _parse_names,
+    "plugin_entry_points": _parse_bool,
+    "plugin_slow_s": _parse_float,
+    "plugin_task_timeout_s": _parse_float,
+    "events_heartbeat_s": _parse_float,
     "loop": _choice("asyncio", "uvloop"),
     "log_format": _choice("console", "json"),
     "log_level": _choice("debug", "info", "warning", "error"),

@@ -64,6 +64,19 @@ class TakesData:
         return self.handler(ctx, args)
 
 
+class Pushes:
+    """A handler that pushes to its caller before it answers (IPROTO chunks with
+    the request's sync, as box.session.push): the call path sets `ctx.sync`."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+
+    def __call__(self, ctx: CallContext, args: list[Any]) -> CallResult:
+        return self.handler(ctx, args)
+
+
 # (handler, the right it needs, the tube it acts on: None when the call is not
 # about one tube, or its tube comes from the arguments and the handler checks it)
 Resolved = tuple[Handler, str, str | None]
@@ -139,9 +152,14 @@ class Registry:
             raise ValueError(f"{name!r} is not a function name a client can call")
         self._fixed[name] = self._resolved[name] = (handler, _check_access(access), None)
 
-    def add_resolver(self, resolver: Resolver) -> None:
-        """Asked, in order of adding, for names that are not registered as fixed."""
-        self._resolvers.append(resolver)
+    def add_resolver(self, resolver: Resolver, *, first: bool = False) -> None:
+        """Asked, in order of adding (first: before the others), for names that
+        are not registered as fixed."""
+        if first:
+            self._resolvers.insert(0, resolver)
+        else:
+            self._resolvers.append(resolver)
+        self.forget()
 
     def remove_resolver(self, resolver: Resolver) -> None:
         self._resolvers.remove(resolver)

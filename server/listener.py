@@ -67,7 +67,7 @@ class Listener:
 
     async def shutdown(self, grace: float) -> None:
         app = self.app
-        app.shutting_down = True
+        app.begin_shutdown()
         for server in self._servers:
             server.close()
         connections = list(app.connections.values())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -113,6 +113,13 @@ def _histogram(
     return family
 
 
+def _per_place(name: str, doc: str, counts: Mapping[tuple[str, str], int]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=["plugin", "where"])
+    for (plugin, where), count in counts.items():
+        family.add_metric([plugin, where], count)
+    return family
+
+
 class QueueboxCollector:
     """Reads everything at scrape time: the request path pays nothing for gauges."""
 
@@ -141,6 +148,7 @@ class QueueboxCollector:
         yield from self._storage()
         yield from self._rebootstraps()
         yield from cluster_metrics(self.server.role, self.server.cluster)
+        yield from self._plugins()
 
     def _limits(self) -> Iterator[Metric]:
         slots = self.app.slots
@@ -179,6 +187,33 @@ class QueueboxCollector:
             "Frames dropped, or connections closed, to make room in the budget",
             value=budget.evictions,
         )
+
+    def _plugins(self) -> Iterator[Metric]:
+        host = self.server.plugins
+        loaded = GaugeMetricFamily(
+            "queuebox_plugins",
+            "Plugins configured, by whether they loaded",
+            labels=["plugin", "state"],
+        )
+        for plugin in host.plugins:
+            loaded.add_metric([plugin.name, "failed" if plugin.error else "loaded"], 1)
+        errors = _per_place(
+            "queuebox_plugin_errors",
+            "Failures of plugin code (at load, in a function, in a callback)",
+            host.guard.errors,
+        )
+        slow = _per_place(
+            "queuebox_plugin_slow_calls",
+            "Plugin calls that held the server longer than plugin_slow_s",
+            host.guard.slow,
+        )
+        yield from (loaded, errors, slow)
+        subscribers = GaugeMetricFamily(
+            "queuebox_event_subscribers", "Open event subscriptions, by tube", labels=["tube"]
+        )
+        for tube, count in self.server.events.subscribers().items():
+            subscribers.add_metric([tube], count)
+        yield subscribers
 
     def _queue(self) -> Iterator[Metric]:
         tasks = GaugeMetricFamily(

@@ -74,6 +74,7 @@ class QueueCalls:
         self.catalog = catalog
         self.clock_us = clock_us
         self.modern = Queue(catalog, clock_us, namespaces=app.config.queue_namespaces)
+        app.changes.attach(self.modern)
         self.legacy = LegacyQueue(catalog, clock_us)
         self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
@@ -112,12 +113,18 @@ class QueueCalls:
         """
         self.reloads += 1
         reload_log.error("reloading the queue from storage after a failed WAL write")
+        bound = {n: t.callback for n, t in self.modern.registry.tubes.items() if t.callback}
         self.modern = Queue(
             self.catalog,
             self.clock_us,
             namespaces=self.app.config.queue_namespaces,
             keep_temporary=True,
         )
+        for name, callback in bound.items():  # on_task_change bindings live in memory
+            tube = self.modern.registry.tubes.get(name)
+            if tube is not None:
+                tube.callback = callback
+        self.app.changes.attach(self.modern)
         self.legacy = LegacyQueue(self.catalog, self.clock_us)
         self.cores = (self.legacy, self.modern)
         self.app.registry.forget()  # every name bound to the old cores
@@ -149,6 +156,13 @@ class QueueCalls:
         self.app.add_connect_listener(self._connected)
         self.app.add_disconnect_listener(self._disconnected)
         self.timer.rearm()
+        for name, driver in self.modern.registry.unserved.items():
+            log.warning(
+                "tube not served: its driver is not registered (load the plugin that "
+                "registers it); its tasks are kept",
+                tube=name,
+                driver=driver,
+            )
 
     def uninstall(self, refusal: Callable[[], Exception]) -> None:
         """Tear the queue down for good (the instance steps down, or stops): its

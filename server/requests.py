@@ -1,11 +1,12 @@
 """The request-type table: what the server answers to each IPROTO request type.
 
-Owns: PING, AUTH, ID, SELECT on the system spaces connectors read when they
-connect, the refusals of DML and SQL, and ER_UNKNOWN_REQUEST_TYPE for the
-rest; CALL, CALL_16 and EVAL are delegated to `calls.py`. Must not do I/O
-nor see the connection: a handler gets the decoded request and the `Session`
-and returns the reply bytes, a `Held` reply, or a coroutine that produces
-the reply (see `calls.Reply`).
+Owns: PING, AUTH, ID, SELECT (the queue's spaces and the schema views
+connectors read when they connect: spaces.py), the refusals of writes into
+them and of SQL, and ER_UNKNOWN_REQUEST_TYPE for the rest; CALL, CALL_16
+and EVAL are delegated to `calls.py`. Must not do I/O nor see the
+connection: a handler gets the decoded request and the `Session` and returns
+the reply bytes, a `Held` reply, or a coroutine that produces the reply (see
+`calls.Reply`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from queuebox import protocol
 from queuebox.protocol import ErrorCode, RequestType
+from queuebox.storage.packed import spliced
 
 from .calls import Deferred, Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
@@ -29,8 +31,8 @@ FAILURES = {int(ErrorCode.ER_PASSWORD_MISMATCH): "password", int(ErrorCode.ER_NO
 
 RequestHandler = Callable[[Any, Session], Reply]
 
-# System spaces (views) connectors select from on connect. Answered with no
-# rows: all three connectors accept that, and it never lies about a space.
+# System spaces (views) connectors select from on connect; before the server
+# is built (connection tests) they answer with no rows.
 SYSTEM_SPACES = {277: "_vcollation", 281: "_vspace", 289: "_vindex", 341: "_vspace_sequence"}
 
 # Tarantool's names of body keys, for "Missing mandatory field '<name>' in request".
@@ -104,9 +106,25 @@ def handle_id(req: Any, s: Session) -> bytes:
 def handle_select(req: Any, s: Session) -> bytes:
     require(req, SPACE_ID_FIELD, LIMIT_FIELD, KEY_FIELD)
     space_id = req.space_id
-    if space_id not in SYSTEM_SPACES:
-        raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{space_id}' does not exist")
-    return protocol.encode_data(req.sync, s.schema_version, [])
+    spaces = s.app.spaces
+    if spaces is None:  # before the server is built (unit tests of connections)
+        if space_id not in SYSTEM_SPACES:
+            raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{space_id}' does not exist")
+        return protocol.encode_data(req.sync, s.schema_version, [])
+    rows = spaces.select(
+        s.grant, s.user, space_id, req.index_id, req.key, req.iterator, req.offset, req.limit
+    )
+    return protocol.encode_packed_data(req.sync, s.schema_version, len(rows), spliced(rows))
+
+
+def _refuse_write(req: Any, s: Session) -> bytes:
+    """Queue data changes only through queue calls: a write into one of the queue's
+    spaces is refused as Tarantool refuses a user without the write right."""
+    require(req, SPACE_ID_FIELD)
+    spaces = s.app.spaces
+    if spaces is None:
+        raise CallError(ErrorCode.ER_NO_SUCH_SPACE, f"Space '{req.space_id}' does not exist")
+    raise spaces.refuse_write(req.space_id, s.user)
 
 
 def _refuse(what: str) -> RequestHandler:
@@ -122,8 +140,6 @@ def handle_unknown(req: Any, s: Session) -> bytes:
     raise CallError(ErrorCode.ER_UNKNOWN_REQUEST_TYPE, f"Unknown request type {req.type}")
 
 
-_DML = "{} requests: queue data changes only through queue calls"
-
 _TABLE: dict[int, RequestHandler] = {
     RequestType.PING: handle_ping,
     RequestType.AUTH: handle_auth,
@@ -132,11 +148,11 @@ _TABLE: dict[int, RequestHandler] = {
     RequestType.CALL: handle_call,
     RequestType.CALL_16: handle_call16,
     RequestType.EVAL: handle_eval,
-    RequestType.INSERT: _refuse(_DML.format("INSERT")),
-    RequestType.REPLACE: _refuse(_DML.format("REPLACE")),
-    RequestType.UPDATE: _refuse(_DML.format("UPDATE")),
-    RequestType.UPSERT: _refuse(_DML.format("UPSERT")),
-    RequestType.DELETE: _refuse(_DML.format("DELETE")),
+    RequestType.INSERT: _refuse_write,
+    RequestType.REPLACE: _refuse_write,
+    RequestType.UPDATE: _refuse_write,
+    RequestType.UPSERT: _refuse_write,
+    RequestType.DELETE: _refuse_write,
     RequestType.EXECUTE: _refuse("SQL"),
 }
 

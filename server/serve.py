@@ -39,7 +39,7 @@ from .store import RecoveryStopped
 log = logs.get_logger("queuebox.serve")
 loop_error_log = logs.RateLimitedLog(log, burst=5, every_s=10.0)
 
-BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks"}
+BOOLEAN_FLAGS = {"allow_open_guest", "force_recovery", "test_hooks", "plugin_entry_points"}
 
 # Exit codes of a start the data directory stops (docs/durability.md); any
 # other failure to start exits with 1, a bad setting with 2.
@@ -83,6 +83,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             )  # fmt: skip
         else:
             parser.add_argument(flag, dest=name, metavar=flag_metavar(name), help=flag_help(name))
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="load this plugin, after those of --plugins; repeat it for more (default none)",
+    )
     return parser
 
 
@@ -119,7 +125,9 @@ def missing_extra(
 
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
     args = build_parser(prog).parse_args(argv)
-    flags = {key: value for key, value in vars(args).items() if key != "config"}
+    flags = {key: value for key, value in vars(args).items() if key not in ("config", "plugin")}
+    if args.plugin:
+        flags["plugins"] = ",".join(filter(None, (args.plugins, *args.plugin)))
     try:
         config = load_config(flags, os.environ, args.config)
     except ConfigError as exc:

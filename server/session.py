@@ -38,6 +38,7 @@ class Session:
         "registry",
         "salt",
         "schema_version",
+        "sync",
         "user",
     )
 
@@ -49,7 +50,7 @@ class Session:
         self.conn_id = conn_id
         self.peer = peer  # "host:port"; `address` is the host the guard counts by
         self.closed = closed
-        self.schema_version = app.config.schema_version
+        self.schema_version = app.schema_version
         self.user = GUEST
         self.grant = app.rights.grant(GUEST)  # what this user may do (rights.py)
         self.salt = protocol.new_salt()
@@ -61,6 +62,8 @@ class Session:
         # The connection, for a call that streams (replication): send() queues
         # bytes for this turn's write, unsent() counts what is not out yet.
         self.outlet: Outlet | None = None
+        # The sync of the request a pushing handler (dispatch.Pushes) runs for.
+        self.sync = 0
 
     @property
     def address(self) -> str:

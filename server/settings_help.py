@@ -77,6 +77,14 @@ SETTING_HELP: dict[str, str] = {
     "stops taking changes before it lapses",
     "maximum_lag_on_failover": "asynchronous replication: LSNs a replica may be behind the "
     "newest known position and still take over",
+    "plugins": "plugins to load at start, comma-separated: modules (pkg.mod or "
+    "pkg.mod:function) or entry-point names of group queuebox.plugins; --plugin adds one",
+    "plugin_entry_points": "also load every installed plugin of entry-point group queuebox.plugins",
+    "plugin_slow_s": "seconds a plugin function or callback may block the server before it "
+    "is reported as slow",
+    "plugin_task_timeout_s": "seconds an async task-change callback may run before it is "
+    "cancelled and reported",
+    "events_heartbeat_s": "seconds between position reports on a quiet event subscription",
     "loop": "event loop implementation",
     "log_format": "console: lines for humans; json: one object per line",
     "log_level": "least severe level that is logged",
@@ -135,6 +143,7 @@ METAVARS = {
     "max_connections": "N",
     "max_connections_per_address": "N",
     "max_in_flight_per_conn": "N",
+    "plugins": "MODULES",
 }
 
 

@@ -46,6 +46,9 @@ class Catalog:
         self.on_change = on_change
         self.on_ddl = on_ddl
         self.on_space = on_space
+        # More that want to know a space was created or dropped (op, space), after
+        # the hooks above: a server's schema version moves with them.
+        self.ddl_listeners: list[SpaceHook] = []
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -113,3 +116,5 @@ class Catalog:
             self.on_ddl(op, space.definition)
         if self.on_space is not None:
             self.on_space(op, space)
+        for listener in self.ddl_listeners:
+            listener(op, space)

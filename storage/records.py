@@ -68,6 +68,8 @@ def change_body(
 ) -> Body:
     body: Body = {"lsn": lsn, "ts": ts, "op": op, "sid": space.id, "space": space.name}
     body.update(_CHANGE_FIELDS[op](space, old, new))
+    if space.note is not None:
+        body["why"] = space.note  # FORMAT.md §5.2: what the owner says made the change
     return body
 
 

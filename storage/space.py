@@ -3,7 +3,8 @@
 Owns: the tuples of one space, its unique primary index and any secondary
 indexes (unique or not) over one or more fields, and the change hook through
 which every modification of a persistent space is reported (the engine turns
-those reports into WAL records and undo entries).
+those reports into WAL records and undo entries, with the space's `note`: its
+owner's word for why it changes).
 
 Must not touch: files, the clock, asyncio. A space knows nothing about queues.
 
@@ -106,6 +107,9 @@ class Space:
         self._all = list(self.indexes.values())
         self._secondary = self._all[1:]
         self.on_change = on_change
+        # The owner's word for why its next changes are made (a queue: the event,
+        # "take", "ttl"...); the engine writes it with each change's WAL record.
+        self.note: str | None = None
 
     def index(self, name: str) -> Index:
         return self.indexes[name]

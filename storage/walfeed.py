@@ -105,6 +105,25 @@ class WalCursor:
                 return out
 
 
+def records_of(data: bytes) -> list[dict[str, Any]]:
+    """The record bodies of whole WAL frames (what a cursor reads, or a written
+    batch's data), in order; CorruptLog on a frame or body that is damaged."""
+    decoder = FrameDecoder(0)
+    decoder.feed(data)
+    frames = decoder.take()
+    bodies: list[bytes] = []
+    for frame in frames:
+        if isinstance(frame, Damage):
+            raise CorruptLog("WAL frames", frame.offset, frame.reason)
+        bodies.append(frame[1])
+    out = []
+    for body in BodyDecoder("wal").decode_many(bodies):
+        if isinstance(body, BadBody):
+            raise CorruptLog("WAL frames", 0, str(body))
+        out.append(body)
+    return out
+
+
 def first_record(cursor: WalCursor) -> dict[str, Any] | None:
     """The body of the next record the cursor holds, None if there is none yet."""
     data = cursor.read(limit=1)

@@ -41,7 +41,7 @@ from queuebox.clients import failover, iproto
 from queuebox.clients.aio.dial import Dialer
 from queuebox.clients.aio.legacy import LegacyQueue
 from queuebox.clients.aio.tube import Tube
-from queuebox.clients.aio.wire import Orphan, Wire
+from queuebox.clients.aio.wire import Orphan, PushHandler, Wire
 from queuebox.clients.calls import Call, modern
 from queuebox.clients.errors import (
     AuthError,
@@ -222,6 +222,7 @@ class Connection:
         wait: float | None,
         orphan: Orphan | None,
         repeatable: bool = False,
+        on_push: PushHandler | None = None,
     ) -> protocol.Response:
         """Send one request (payload(sync) -> bytes) and wait for its reply.
 
@@ -232,7 +233,7 @@ class Connection:
         for attempt in range(1, attempts + 1):
             last = attempt == attempts
             try:
-                wire, response = await self._send_once(payload, wait, orphan)
+                wire, response = await self._send_once(payload, wait, orphan, on_push)
             except ConnectionLost:
                 if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
                     raise
@@ -243,7 +244,11 @@ class Connection:
         raise AssertionError("the last attempt returns or raises")
 
     async def _send_once(
-        self, payload: Callable[[int], bytes], wait: float | None, orphan: Orphan | None
+        self,
+        payload: Callable[[int], bytes],
+        wait: float | None,
+        orphan: Orphan | None,
+        on_push: PushHandler | None = None,
     ) -> tuple[Wire, protocol.Response]:
         """Send one request on the current wire (waiting for one) and wait for its reply.
 
@@ -262,7 +267,7 @@ class Connection:
             if timeout is not None:
                 timeout = max(timeout - (loop.time() - started), 0.0)
         sync = self._syncs.next()
-        waiter = wire.send(sync, payload(sync))
+        waiter = wire.send(sync, payload(sync), on_push)
         timer = None
         if timeout is not None:
             timer = asyncio.get_running_loop().call_later(
@@ -324,6 +329,15 @@ class Connection:
         """
         payload = partial(_encode_call, function=function, args=args)
         return iproto.raise_for(await self._roundtrip(payload, timeout, None))
+
+    async def call_pushing(
+        self, function: str, args: tuple[Any, ...], on_push: PushHandler
+    ) -> list[Any]:
+        """Call a function that pushes before it answers (box.session.push, queuebox's
+        event streams): `on_push(response)` gets each push, in order, then this returns
+        the answer. No call timeout: such a call lasts as long as the server holds it."""
+        payload = partial(_encode_call, function=function, args=args)
+        return iproto.raise_for(await self._roundtrip(payload, None, None, on_push=on_push))
 
     async def eval(self, expr: str, *args: Any) -> list[Any]:
         """Evaluate a Lua expression (Tarantool; queuebox knows a few fixed texts)."""

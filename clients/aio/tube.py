@@ -1,6 +1,7 @@
 """Tubes of the asyncio client: put/take/ack/..., the take context manager, put_many.
 
-Owns: `Tube` (one method per `queue.tube.<name>:<method>` call) and `Taking`, what
+Owns: `Tube` (one method per `queue.tube.<name>:<method>` call, and `events()`,
+its task changes as an async iterator: events.py) and `Taking`, what
 `Tube.taking()` returns: an async context manager that takes a task and settles it when
 the block ends (ack on success; release or bury on an exception). Talks to the server
 only through `clients.aio.connection.Connection.run`; must not touch sockets.
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, task_id
@@ -163,6 +165,15 @@ class Tube:
     async def release_all(self) -> None:
         """Return every taken task of the tube to READY, whoever took it."""
         await self.connection.run(modern.no_result(self.name, "release_all"))
+
+    def events(self, since: int | None = None) -> Events:
+        """The tube's task changes as they happen: ``async for event in tube.events()``.
+
+        `since` is a position (an `Event.lsn`, or `Events.position`) to go on after;
+        None starts now. The stream survives reconnects and server restarts without a
+        gap; `EventsLost` if the server no longer has the position (or, for a
+        temporary tube, once the connection broke). queuebox only."""
+        return Events(self, since)
 
     async def statistics(self) -> dict[str, Any]:
         """The tube's statistics: ``{"tasks": {...}, "calls": {...}}`` (QUEUE.md §7)."""

@@ -2,7 +2,8 @@
 
 Owns: `Wire`, the `asyncio.Protocol` that reads the greeting, frames replies with
 `protocol.ResponseDecoder`, hands each reply to the future waiting for its sync (or to
-the orphan handler a call that gave up left behind) and batches writes. Knows nothing
+the orphan handler a call that gave up left behind), each push (an IPROTO chunk, code
+0x80) to the push handler of its sync, and batches writes. Knows nothing
 of reconnects, timeouts or the queue; must not import server/, drivers/ or storage/.
 """
 
@@ -19,6 +20,7 @@ from queuebox.clients.errors import ConnectionLost
 __all__ = ["Orphan", "Wire"]
 
 Orphan = Callable[[protocol.Response], None]
+PushHandler = Callable[[protocol.Response], None]
 
 
 class Wire(asyncio.Protocol):
@@ -36,6 +38,7 @@ class Wire(asyncio.Protocol):
         self._decoder = protocol.ResponseDecoder()
         self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
         self._orphans: dict[int, Orphan] = {}
+        self._pushes: dict[int, PushHandler] = {}
         self._out: list[bytes] = []
         self._transport: asyncio.Transport | None = None
         self._on_lost = on_lost
@@ -61,8 +64,13 @@ class Wire(asyncio.Protocol):
             self.abort(ConnectionLost(f"bad reply from the server: {exc}"))
             return
         for response in responses:
-            if response.is_chunk:
-                continue  # a box.session.push; the final reply follows
+            if response.is_chunk:  # a box.session.push; the final reply follows
+                pushed = self._pushes.get(response.sync)
+                if pushed is not None:
+                    pushed(response)
+                continue
+            if self._pushes:
+                self._pushes.pop(response.sync, None)
             waiter = self._waiters.pop(response.sync, None)
             if waiter is not None:
                 if not waiter.done():
@@ -81,17 +89,23 @@ class Wire(asyncio.Protocol):
             self.greeting.set_exception(reason)
         waiters, self._waiters = self._waiters, {}
         self._orphans.clear()
+        self._pushes.clear()
         for waiter in waiters.values():
             if not waiter.done():
                 waiter.set_exception(reason)
         self._on_lost(self)
 
-    def send(self, sync: int, payload: bytes) -> asyncio.Future[protocol.Response]:
-        """Queue a request for writing; the future gets its reply (or ConnectionLost)."""
+    def send(
+        self, sync: int, payload: bytes, on_push: PushHandler | None = None
+    ) -> asyncio.Future[protocol.Response]:
+        """Queue a request for writing; the future gets its reply (or ConnectionLost),
+        `on_push` each push that comes before it."""
         if self.lost is not None or self._transport is None:
             raise ConnectionLost(str(self.lost or "not connected"))
         waiter = self._loop.create_future()
         self._waiters[sync] = waiter
+        if on_push is not None:
+            self._pushes[sync] = on_push
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.append(payload)
@@ -105,6 +119,7 @@ class Wire(asyncio.Protocol):
     def abandon(self, sync: int, orphan: Orphan | None) -> None:
         """Stop waiting for `sync`; its late reply goes to `orphan`, if given."""
         self._waiters.pop(sync, None)
+        self._pushes.pop(sync, None)
         if orphan is not None and self.lost is None:
             self._orphans[sync] = orphan
 

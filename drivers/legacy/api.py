@@ -358,6 +358,17 @@ class LegacyQueue(EntryPoints):
         ls, task = self._existing(args)
         return self._counted(ls, task, "peek")
 
+    def statistic(self, conn_id: int, args: list[Any]) -> Reply:
+        """`queue.statistic`: the spelling of the 1.5 module's Russian document."""
+        return [self.statistics(args)]
+
+    def restart_check(self, conn_id: int, args: list[Any]) -> Reply:
+        """1.5 started a tube's timer fiber on first use ('starting') and said
+        'already started' after; queuebox's timers run from the start."""
+        space_no(arg(args, 0))
+        tube_name(arg(args, 1))
+        return ["already started"]
+
     def meta(self, conn_id: int, args: list[Any]) -> Reply:
         ls, task = self._existing(args)
         self.store.inc(ls.number, task[F_TUBE], "meta")
@@ -400,6 +411,8 @@ FUNCTIONS: dict[str, tuple[Function, str]] = {
     "queue.truncate": (LegacyQueue.truncate, ADMIN),
     "queue.peek": (LegacyQueue.peek, READ),
     "queue.meta": (LegacyQueue.meta, READ),
+    "queue.statistic": (LegacyQueue.statistic, READ),
+    "queue.restart_check": (LegacyQueue.restart_check, READ),
 }
 # The functions whose arguments start (space, tube); the others take (space, task id).
 BY_TUBE = frozenset(

@@ -112,6 +112,8 @@ class Feeds:
         registry.register(
             "queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True, replace=True
         )
+        # At a shutdown the feeds end first, so they do not hold it for its grace.
+        self.app.add_stopping_listener(self.stop_all)
 
     def stop_all(self) -> None:
         for feed in list(self.feeds.values()):

@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from queuebox.drivers.queue_state import ENDING
+
 from ..config import READ, Config
 from ..dispatch import CallContext
-from ..states import ENDING
 from .election import SyncRecord
 from .role import Role
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
+from queuebox.drivers.queue_state import RUNNING
+
 from ..build import Server
 from ..config import is_loopback
 from ..logs import get_logger
@@ -150,7 +152,7 @@ class HttpListener:
     async def healthz(self, request: web.Request) -> web.Response:
         app = self.server.app
         state = "stopping" if app.shutting_down else app.state
-        return web.Response(text=state + "\n", status=200 if state == "RUNNING" else 503)
+        return web.Response(text=state + "\n", status=200 if state == RUNNING else 503)
 
 
 NO_STORE = {"Cache-Control": "no-store"}

@@ -231,3 +231,17 @@ def test_a_busy_legacy_port_is_a_clear_failure(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert "cannot listen" in out and str(port) in out
     assert "Traceback" not in out
+
+
+def test_restart_check_and_statistic_of_the_1_5_suites(
+    client: Box15Client, modern: tarantool.Connection
+) -> None:
+    t = tube()
+    # The 1.5-era suites ask restart_check; its timers always run here.
+    assert client.call("queue.restart_check", SPACE, t).tuples == [[b"already started"]]
+    assert modern.call("queue.restart_check", int(SPACE), t).data == ["already started"]
+    client.call("queue.put", SPACE, t, "0", "0", "0", "0", b"x")
+    spelled = modern.call("queue.statistic", int(SPACE), t).data[0]
+    assert spelled == modern.call("queue.statistics", int(SPACE), t).data[0]
+    counters = dict(zip(spelled[::2], spelled[1::2], strict=True))
+    assert counters[f"space{SPACE}.{t}.put"] == "1"

@@ -21,6 +21,7 @@ from tests.e2e.serverproc import (
     RawClient,
     ServerProc,
     StartServer,
+    frame,
     login_tester,
     unique,
 )
@@ -134,16 +135,25 @@ def test_snapshot_metrics_after_a_snapshot(metrics_server: tuple[ServerProc, int
     assert value(found, "queuebox_snapshot_duration_seconds") >= 0
 
 
-def test_readme_and_dashboard_use_the_names_served(
-    metrics_server: tuple[ServerProc, int],
-) -> None:
-    server, port = metrics_server
+def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) -> None:
+    port = free_port()
+    flaky = "tests.e2e.plugins.faulty:flaky"  # a callback fails on take, one is slow on ack
+    server = start_server("--metrics-listen", f"127.0.0.1:{port}", "--plugin", flaky)
     conn = login_tester(server.port)
-    try:  # a tube, a task and a snapshot: every queuebox_ family has a sample
-        conn.call("queue.create_tube", unique("names"), "fifo", {"max_attempts": 3})
+    stream = RawClient(server.port)
+    try:  # a tube with retries, tasks, a snapshot, plugin reports, a subscriber
+        tube = unique("names")
+        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3})
+        stream.auth("tester", "secret")
+        stream.send(frame(CALL, 1, {0x22: f"queue.tube.{tube}:events", 0x21: []}))
+        assert stream.recv().code == 0x80  # subscribed
+        conn.call(f"queue.tube.{tube}:put", "x")
+        conn.call(f"queue.tube.{tube}:take", 0)
+        conn.call(f"queue.tube.{tube}:ack", 0)
         conn.call("queuebox.snapshot")
         served = {sample[0][0] for sample in samples(scrape(port)[2]).items()}
     finally:
+        stream.close()
         conn.close()
     served |= {re.sub(r"_(bucket|count|sum)$", "", name) for name in served}
     dashboard = (REPO / "docker/grafana/queuebox-dashboard.json").read_text()

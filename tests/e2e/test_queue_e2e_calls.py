@@ -325,10 +325,16 @@ def test_task_errors(conn: tarantool.Connection, type_: str) -> None:
         assert conn.call("queue.statistics", t.name).data[0]["calls"]["touch"] == 1
 
 
-def test_on_task_change_is_an_admin_no_op(conn: tarantool.Connection) -> None:
-    # Server-side callbacks cannot come over the wire; upstream answers an error here.
+def test_on_task_change_over_the_wire_is_never_a_silent_no_op(conn: tarantool.Connection) -> None:
+    # A Lua function cannot come over the wire: a plugin's callback by name, or an error.
     t = new_tube(conn, "fifo")
-    assert t.on_task_change() == []
+    assert t.on_task_change() == [None]  # nothing was bound, nothing is
+    assert t.error("on_task_change", "nosuch") == (
+        32,
+        "on_task_change: no callback named 'nosuch' (plugins name them)",
+    )
+    code, message = t.error("on_task_change", {"fn": "function() end"})
+    assert code == 32 and "takes the name of a callback a plugin registered" in message
     assert t.put("x") == [[0, "r", "x"]]
 
 

@@ -14,8 +14,9 @@ from queuebox.clients import aio, blocking
 # Methods only one flavour can have: `closed` reports an asyncio reconnect that gave up;
 # `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls);
 # `sockets` counts the blocking connection's sockets (one per thread calling at once;
-# asyncio multiplexes one), whose `reconnects` it adds up (an attribute in asyncio).
-ONLY_AIO = {"Connection": {"closed"}, "Tube": set(), "LegacyQueue": set()}
+# asyncio multiplexes one), whose `reconnects` it adds up (an attribute in asyncio);
+# a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far.
+ONLY_AIO = {"Connection": {"closed", "call_pushing"}, "Tube": {"events"}, "LegacyQueue": set()}
 ONLY_BLOCKING = {
     "Connection": {"run_many", "sockets", "reconnects"},
     "Tube": set(),

@@ -139,3 +139,21 @@ def test_names_and_access_classes() -> None:
         "write"
     }
     assert isinstance(lq, LegacyQueue)
+
+
+def test_restart_check_answers_already_started(lq: Legacy) -> None:
+    # 1.5 started a tube's timer fiber on first use; queuebox's timers always run.
+    assert lq.call("restart_check", 0, "t") == ["already started"]
+    assert lq.call("restart_check", "7", "never_used") == ["already started"]
+    assert lq.error("restart_check", "x", "t") == "Invalid value of space: 'x'"
+    assert lq.error("restart_check", 0, 5) == "Invalid value of tube: 5"
+    assert lq.q.access_of("queue.restart_check") == "read"
+
+
+def test_statistic_is_the_statistics_of_the_russian_document(lq: Legacy) -> None:
+    lq.put("a")
+    lq.take_id()
+    flat = lq.call("statistic", 0, "t")
+    assert flat == [lq.q.statistics([0, "t"])]
+    assert dict(zip(flat[0][::2], flat[0][1::2], strict=True))["space0.t.put"] == "1"
+    assert lq.q.access_of("queue.statistic") == "read"

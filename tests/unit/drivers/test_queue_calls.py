@@ -113,9 +113,37 @@ def test_tube_lists_and_checks() -> None:
         assert error_of(h.call, "queue.tube", bad) == (32, "argument #1 should be string or nil")
 
 
-def test_on_task_change_is_a_no_op(h: Q) -> None:
-    assert h.tcall("t", "on_task_change", None) == []
-    assert h.tcall("t", "on_task_change") == []
+def test_on_task_change_binds_a_named_callback_and_answers_the_old_one(h: Q) -> None:
+    h.q.listen(lambda changes: None, {"audit", "mirror"})
+    assert h.tcall("t", "on_task_change", "audit") == [None]
+    assert h.q.callback_of("t") == "audit"
+    assert h.tcall("t", "on_task_change", "mirror") == ["audit"]
+    assert h.tcall("t", "on_task_change") == ["mirror"]  # nil unbinds
+    assert h.q.callback_of("t") is None
+
+
+def test_on_task_change_over_the_wire_is_never_a_silent_no_op(h: Q) -> None:
+    assert error_of(h.tcall, "t", "on_task_change", "nosuch") == (
+        32,
+        "on_task_change: no callback named 'nosuch' (plugins name them)",
+    )
+    assert error_of(h.tcall, "t", "on_task_change", {"fn": 1}) == (
+        32,
+        "on_task_change over the wire takes the name of a callback a plugin "
+        "registered, not a table value",
+    )
+    assert h.tcall("t", "on_task_change", None) == [None]
+
+
+def test_create_tube_binds_on_task_change_by_name_and_does_not_store_it() -> None:
+    h = Q()
+    h.q.listen(lambda changes: None, {"audit"})
+    error = error_of(h.call, "queue.create_tube", "x", "fifo", {"on_task_change": "nosuch"})
+    assert error[1] == "on_task_change: no callback named 'nosuch' (plugins name them)"
+    assert h.call("queue.tube", "x") == [False]  # refused before anything was made
+    assert h.create("x", "fifo", on_task_change="audit") == []
+    assert h.q.callback_of("x") == "audit"
+    assert "on_task_change" not in h.catalog.space("_queue").get(("x",))[4]
 
 
 # -- create_tube --
