@@ -5,7 +5,7 @@ Owns: each command's arguments, its output (text or ``--json``) and its exit cod
 commands runs; each function here is `(argv, prog) -> exit code`. Talks to the server
 through `clients.blocking` only; must not import server/, drivers/ or storage/.
 
-Where to connect: --host/--port/--user/--password (clients/cliargs.py, shared by every
+Where to connect: --host/--port/--user/--password-file (clients/cliargs.py, shared by every
 client-side command), else QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER,
 QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301. For a
 primary + replicas set: --address HOST:PORT, repeatable (else QUEUEBOX_ADDRESSES,

@@ -1,13 +1,15 @@
 """What every client-side command line shares: where to connect, how help and errors look.
 
-Owns: `add_connection_arguments` (one convention for every command that connects:
---host/--port/--user/--password, defaulting to QUEUEBOX_HOST, QUEUEBOX_PORT,
-QUEUEBOX_USER, QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else
-127.0.0.1:3301; `add_failover_arguments` adds --address, repeatable, defaulting to
-QUEUEBOX_ADDRESSES, for a primary + replicas set), `ArgumentParser` (help shows each
-option's default; a bad value is one line `PROG: --flag: what was expected` and exit
-status 2), and the value parsers that say what they expected. Must not connect anywhere
-or import server/.
+Owns: `add_connection_arguments` (one convention for every command that
+connects: --host/--port/--user/--password-file, defaulting to QUEUEBOX_HOST,
+QUEUEBOX_PORT, QUEUEBOX_USER, QUEUEBOX_PASSWORD (or QUEUEBOX_PASSWORD_FILE), else
+the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301), `add_password_arguments`
+(a password from a file or the environment; --password still works but warns
+that `ps` shows it to every user of the machine), `add_failover_arguments`
+(--address, repeatable, defaulting to QUEUEBOX_ADDRESSES, for a primary +
+replicas set), `ArgumentParser` (help shows each option's default; a bad value
+is one line `PROG: --flag: what was expected` and exit status 2), and the value
+parsers that say what they expected. Must not connect anywhere or import server/.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from queuebox.clients.iproto import parse_address
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
 EXIT_USAGE = 2
-# Never echoed by --help: their default may come from the environment.
+# Never echoed by --help: their default may come from the environment or a file.
 SECRET_DESTS = frozenset({"password", "compare_password"})
 
 
@@ -99,26 +101,89 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def password_file(text: str) -> str:
+    """The password in file `text`: its first line."""
+    try:
+        with open(text, encoding="utf-8") as stream:
+            return stream.read().split("\n", 1)[0].removesuffix("\r")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"cannot read {text}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+
+
+class _PasswordInArgv(argparse.Action):
+    """A password given as a flag: kept working, with a warning each time, since
+    `ps` shows it to every user of the machine while the command runs."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        print(
+            f"{parser.prog}: warning: {option} shows the password to every user of this "
+            f"machine (ps); use {option}-file FILE or QUEUEBOX_PASSWORD instead",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_password_arguments(
+    group: Any, flag: str, dest: str, default: str | None, help_text: str
+) -> None:
+    """`FLAG-file FILE` (the way to give it) and `FLAG VALUE` (warns), both into `dest`."""
+    # The plain flag first, holding the default: argparse would pass a string
+    # default of the file flag through its type, reading a file named so.
+    group.add_argument(
+        flag,
+        dest=dest,
+        action=_PasswordInArgv,
+        metavar="PASSWORD",
+        default=default,
+        help=f"{help_text}; visible to every user of the machine (ps): use {flag}-file",
+    )
+    group.add_argument(
+        flag + "-file",
+        dest=dest,
+        type=password_file,
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help=f"{help_text}, read from the first line of FILE",
+    )
+
+
 def add_connection_arguments(
     parser: argparse.ArgumentParser | Any, env: Mapping[str, str] | None = None
 ) -> Any:
-    """Add --host/--port/--user/--password in a group of `parser`; returns the group."""
+    """Add --host/--port/--user/--password-file in a group of `parser`; returns the group."""
     env = os.environ if env is None else env
     host, port_text = default_address(env)
     group = parser.add_argument_group(
-        "connection", "defaults: QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER, QUEUEBOX_PASSWORD"
+        "connection",
+        "defaults: QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER, QUEUEBOX_PASSWORD "
+        "(or QUEUEBOX_PASSWORD_FILE)",
     )
     group.add_argument("--host", default=host, help="server host name or address")
     group.add_argument("--port", type=port, default=port_text, help="server port")
     group.add_argument(
         "--user", default=env.get("QUEUEBOX_USER") or None, help="log in as USER (default: guest)"
     )
-    group.add_argument(
+    add_password_arguments(
+        group,
         "--password",
-        default=env.get("QUEUEBOX_PASSWORD") or None,
-        help="password of USER (default: $QUEUEBOX_PASSWORD)",
+        "password",
+        _env_password(parser, env),
+        "password of USER (default: $QUEUEBOX_PASSWORD, or $QUEUEBOX_PASSWORD_FILE's)",
     )
     return group
+
+
+def _env_password(parser: Any, env: Mapping[str, str]) -> str | None:
+    if env.get("QUEUEBOX_PASSWORD"):
+        return env["QUEUEBOX_PASSWORD"]
+    if env.get("QUEUEBOX_PASSWORD_FILE"):
+        try:
+            return password_file(env["QUEUEBOX_PASSWORD_FILE"])
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"QUEUEBOX_PASSWORD_FILE: {exc}")
+    return None
 
 
 def address(text: str) -> str:

@@ -162,6 +162,11 @@ class Queue(EntryPoints):
             return MODULE_ACCESS.get(module, ADMIN)
         return TUBE_ACCESS.get(method or "", ADMIN)
 
+    def tube_of(self, name: str) -> str | None:
+        """The tube a tube method's name acts on; None for a module function."""
+        parsed = self._parse(name)
+        return None if parsed is None else parsed[1]
+
     def connected(self, conn_id: int) -> None:
         """A connection opened. Sessions are made lazily, so nothing happens yet."""
 

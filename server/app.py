@@ -1,6 +1,8 @@
 """The application object every connection and handler shares.
 
-Owns: the config, the function `Registry`, the user table, the session-id
+Owns: the config, the function `Registry`, the user table and their
+rights (`rights`: the one check every port asks, rights.py), the guard
+that slows password guessing (`auth_guard`, authguard.py), the session-id
 counter, the set of live connections, and the seams other parts of the
 server plug into:
 
@@ -31,14 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from .config import Config, effective_guest_rights
+from .authguard import AuthGuard
+from .config import Config
 from .dispatch import Registry
 from .limits import BufferBudget
 from .logs import get_logger
+from .rights import Rights
 from .users import Users
 
 log = get_logger("queuebox.app")
@@ -66,7 +71,11 @@ class App:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.registry = Registry()
-        self.users = Users(config.users, effective_guest_rights(config))
+        self.users = Users(config.users)
+        self.rights = Rights.from_config(config)
+        self.auth_guard = AuthGuard(
+            config.auth_delay_s, config.auth_delay_max_s, time.monotonic, self.users.exists
+        )
         self.instance_uuid = (
             uuid.UUID(config.instance_uuid) if config.instance_uuid else uuid.uuid4()
         )

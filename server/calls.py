@@ -1,7 +1,8 @@
 """CALL, CALL_16 and EVAL: find the handler, check rights, run it, reply.
 
-Owns: the path of a function call through the registry (ER_NO_SUCH_PROC,
-ER_ACCESS_DENIED), the inline-or-later decision, the durability barrier
+Owns: the path of a function call through the registry and the rights
+check (`admit`: ER_NO_SUCH_PROC, ER_ACCESS_DENIED, ER_READONLY; callas.py
+runs the same for in-process callers), the inline-or-later decision, the durability barrier
 before a reply, the CALL_16 shaping, and the reply bytes of anything a
 handler produced: results, errors (unexpected ones logged with their
 traceback), a failed barrier. Must not know any particular function, nor do
@@ -28,9 +29,10 @@ from queuebox.protocol import (
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
-from .dispatch import Handler, TakesData
+from .dispatch import Handler, Resolved, TakesData
 from .errors import CallError, error_code_and_message, read_only_error
 from .logs import get_logger
+from .rights import access_denied
 from .session import Session
 
 log = get_logger("queuebox.calls")
@@ -75,7 +77,37 @@ def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
     return protocol.encode_error(sync, s.schema_version, code, message)
 
 
-Reply = bytes | Held | Coroutine[Any, Any, bytes]
+class Deferred:
+    """Run this request again at `at` (the guard's clock), and the requests after
+    it only then: a throttled AUTH (authguard.py). The connection stops reading
+    meanwhile, so a later request never runs as the user from before it."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
+Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes]
+
+
+def admit(s: Session, name: str) -> Resolved:
+    """The checks of a call, for every caller (a connection, callas.py), in
+    Tarantool's order: some right at all (denied before the name is looked
+    up), the name, the right on the call's tube, then read-only."""
+    grant = s.grant
+    if not grant.somewhere:
+        # Like Tarantool without universal execute: denied before looking the name up.
+        raise access_denied(name, s.user)
+    found = s.registry.resolve(name)
+    if found is None:
+        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
+    access = found[1]
+    if not grant.allows(access, found[2]):
+        raise access_denied(name, s.user)
+    if access != READ and s.app.refuses_changes() and not s.registry.works_read_only(name):
+        raise read_only_error()
+    return found
 
 
 def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
@@ -86,20 +118,8 @@ def handle_call(req: Any, s: Session, call16: bool = False) -> Reply:
         raise CallError(
             ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
         )
-    rights = s.rights
-    if not rights:
-        # Like Tarantool without universal execute: denied before looking the name up.
-        raise _denied("function", name, s.user)
-    found = s.registry.resolve(name)
-    if found is None:
-        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
-    access = found[1]
-    if access not in rights:
-        raise _denied("function", name, s.user)
-    if access != READ and s.app.refuses_changes() and not s.registry.works_read_only(name):
-        raise read_only_error()
+    handler = admit(s, name)[0]
     args = body.get(KEY_TUPLE)
-    handler = found[0]
     if type(handler) is TakesData:
         handler = handler.handler
         if args:
@@ -125,19 +145,12 @@ def handle_eval(req: Any, s: Session) -> Reply:
         raise CallError(
             ErrorCode.ER_PROC_LUA, f"queuebox does not run Lua: EVAL of {shown!r} is not supported"
         )
-    handler, access = found
-    if access not in s.rights:
-        raise _denied("universe", "", s.user)
+    handler, access, _ = found
+    if not s.grant.allows(access):
+        raise access_denied("", s.user, "universe")
     if access != READ and s.app.refuses_changes():
         raise read_only_error()
     return run_handler(s, req.sync, expr, handler, req.args, call16=False)
-
-
-def _denied(object_type: str, object_name: str, user: str) -> CallError:
-    return CallError(
-        ErrorCode.ER_ACCESS_DENIED,
-        f"Execute access to {object_type} '{object_name}' is denied for user '{user}'",
-    )
 
 
 def run_handler(

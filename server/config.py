@@ -3,9 +3,10 @@
 Owns: the one `Config` dataclass (network, storage, queue and operational
 settings alike, so other parts read it and never edit it) and `load_config`,
 which layers defaults < TOML file < QUEUEBOX_* environment < command-line
-flags. Also owns the rule that decides what the guest user may do. Must not
-open sockets, start a loop or touch the data directory: it only reads the
-config file it is pointed at.
+flags. Also owns the rule that decides what the guest user may do, and
+reading the secrets given as files (`password_file`,
+`replication_password_file`). Must not open sockets, start a loop or touch
+the data directory: it only reads the files it is pointed at.
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ from queuebox.protocol import password_hash2
 READ = "read"
 WRITE = "write"
 ADMIN = "admin"
-ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN})
+REPLICATION = "replication"
+ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN, REPLICATION})
 NO_RIGHTS: frozenset[str] = frozenset()
+# Rights that may be granted on some tubes only (docs/rights.md).
+TUBE_RIGHTS = (READ, WRITE)
+NO_TUBES: Mapping[str, tuple[str, ...]] = {}
 
 ENV_PREFIX = "QUEUEBOX_"
 
@@ -42,7 +47,9 @@ class UserSpec:
 
     name: str
     hash2: bytes
-    rights: frozenset[str]
+    rights: frozenset[str]  # on every tube
+    # right ("read", "write") -> tube name patterns it is granted on
+    tubes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,13 +68,16 @@ class Config:
     handshake_timeout_s: float = 30.0  # until the first whole request; 0: none
     idle_timeout_s: float = 0.0  # no request, nothing in flight; 0: none
     auth_attempts: int = 5  # failed AUTHs on one connection before it is closed
+    auth_delay_s: float = 0.05  # after a failed AUTH, the next from that address waits; 0: off
+    auth_delay_max_s: float = 10.0  # the wait doubles with each failure up to this
     metrics_listen: tuple[str, int] | None = None  # None: no metrics endpoint
     greeting_version: str = "2.6.0"
     schema_version: int = 81
     instance_uuid: str | None = None  # None: a fresh uuid at every start
     # users and rights
     users: Mapping[str, UserSpec] = field(default_factory=dict)
-    guest_rights: frozenset[str] | None = None  # None: decided by the listen address
+    guest_rights: frozenset[str] | None = None  # None: decided by the guest rule
+    guest_tubes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [users.guest]
     allow_open_guest: bool = False
     # storage (read by the storage/commit glue)
     data_dir: str = "./queuebox-data"
@@ -83,7 +93,8 @@ class Config:
     read_only: bool = False
     replication_source: tuple[tuple[str, int], ...] = ()  # a replica of the first writable one
     replication_user: str = ""  # "" : guest
-    replication_password: str = ""
+    replication_password: str = ""  # never a flag: `ps` shows flags
+    replication_password_file: str = ""  # read into replication_password at load
     replication_synchro_quorum: int = 0  # replicas that must write a change first; 0: async
     replication_synchro_timeout: float = 5.0
     replication_timeout: float = 1.0  # heartbeat period; silent 4x this long: reconnect
@@ -193,7 +204,9 @@ def parse_rights(value: Any) -> frozenset[str]:
         return ALL_RIGHTS
     unknown = rights - ALL_RIGHTS
     if unknown:
-        raise ValueError(f"unknown rights {sorted(unknown)}; use read, write, admin or all")
+        raise ValueError(
+            f"unknown rights {sorted(unknown)}; use read, write, admin, replication or all"
+        )
     return rights
 
 
@@ -241,6 +254,10 @@ def _parse_uuid(value: Any) -> str:
         raise ValueError(f"expected a UUID, got {value!r}") from None
 
 
+# Settings with no command-line flag: anyone on the machine can read a
+# process's arguments (`ps`), so a password is given in the file or the environment.
+NO_FLAG = frozenset({"replication_password"})
+
 # Settings that take one value; the same name is the TOML key, the env var
 # (QUEUEBOX_ + upper case) and, with dashes, the flag.
 SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
@@ -255,6 +272,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handshake_timeout_s": _parse_float,
     "idle_timeout_s": _parse_float,
     "auth_attempts": _parse_count,
+    "auth_delay_s": _parse_float,
+    "auth_delay_max_s": _parse_float,
     "greeting_version": _parse_str,
     "schema_version": _parse_size,
     "instance_uuid": _parse_uuid,
@@ -272,6 +291,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "replication_source": _parse_addresses,
     "replication_user": _parse_str,
     "replication_password": _parse_str,
+    "replication_password_file": _parse_str,
     "replication_synchro_quorum": _parse_size,
     "replication_synchro_timeout": _parse_float,
     "replication_timeout": _parse_float,
@@ -301,28 +321,80 @@ def _apply(where: str, key: str, raw: Any, into: dict[str, Any]) -> None:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+USER_KEYS = frozenset({"password", "password_hash2", "password_file", "rights", *TUBE_RIGHTS})
+
+
+def read_secret(path: Any, where: str) -> str:
+    """The first line of a password file (a trailing newline is not part of it)."""
+    try:
+        with open(_parse_str(path), encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: {path} is not UTF-8 text") from None
+    return text.split("\n", 1)[0].removesuffix("\r")
+
+
+def parse_tube_patterns(value: Any) -> tuple[str, ...]:
+    """ "jobs*,mail" or ["jobs*", "mail"] -> tube name patterns (globs)."""
+    patterns = _parse_names(value)
+    if not patterns and value not in ([], ""):
+        raise ValueError(f"expected tube name patterns, got {value!r}")
+    return patterns
+
+
+def _parse_grants(table: Mapping[str, Any]) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    """`rights` (on every tube) and `read`/`write` (tube patterns) of a user table.
+    Without any of them a user has every right, as before tube grants existed."""
+    tubes = {right: parse_tube_patterns(table[right]) for right in TUBE_RIGHTS if right in table}
+    rights = parse_rights(table.get("rights", "none" if tubes else "all"))
+    return rights, {right: patterns for right, patterns in tubes.items() if patterns}
+
+
 def _parse_user(name: str, table: Any) -> UserSpec:
     where = f"users.{name}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table with password and rights")
-    if name == "guest":
-        raise ConfigError(f"{where}: guest has no password; set guest_rights instead")
-    unknown = set(table) - {"password", "password_hash2", "rights"}
+    unknown = set(table) - USER_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
+    secrets = [key for key in ("password", "password_hash2", "password_file") if key in table]
+    if len(secrets) > 1:
+        raise ConfigError(f"{where}: give one of {', '.join(secrets)}")
     try:
         if "password_hash2" in table:
             hash2 = base64.b64decode(_parse_str(table["password_hash2"]), validate=True)
             if len(hash2) != 20:
                 raise ValueError("password_hash2 must be base64 of 20 bytes")
+        elif "password_file" in table:
+            hash2 = password_hash2(read_secret(table["password_file"], where))
         elif "password" in table:
             hash2 = password_hash2(_parse_str(table["password"]))
         else:
-            raise ValueError("needs password or password_hash2")
-        rights = parse_rights(table.get("rights", "all"))
+            raise ValueError("needs password, password_file or password_hash2")
+        rights, tubes = _parse_grants(table)
     except (ValueError, binascii.Error) as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return UserSpec(name, hash2, rights)
+    return UserSpec(name, hash2, rights, tubes)
+
+
+def _parse_guest(table: Any, into: dict[str, Any]) -> None:
+    """[users.guest]: what the guest is granted (no password: guest has none)."""
+    where = "users.guest"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table with rights, read or write")
+    unknown = set(table) - {"rights", *TUBE_RIGHTS}
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown keys {sorted(unknown)} (guest has no password; "
+            "give it rights, read or write)"
+        )
+    try:
+        rights, tubes = _parse_grants({"rights": "none", **table})
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    into["guest_rights"], into["guest_tubes"] = rights, tubes
 
 
 def toml_layer(path: str) -> tuple[dict[str, Any], dict[str, UserSpec]]:
@@ -340,9 +412,15 @@ def toml_layer(path: str) -> tuple[dict[str, Any], dict[str, UserSpec]]:
         if key == "users":
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: users must be a table of [users.NAME] tables")
-            users.update((name, _parse_user(name, spec)) for name, spec in value.items())
+            for name, spec in value.items():
+                if name == "guest":
+                    _parse_guest(spec, settings)
+                else:
+                    users[name] = _parse_user(name, spec)
         else:
             _apply(f"{path}: {key}", key, value, settings)
+    if "guest_tubes" in settings and "guest_rights" in doc:
+        raise ConfigError(f"{path}: give the guest's rights in guest_rights or [users.guest]")
     return settings, users
 
 
@@ -356,9 +434,14 @@ def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, UserSpe
     users: dict[str, UserSpec] = {}
     user = env.get(ENV_PREFIX + "USER")
     if user:
-        if ENV_PREFIX + "PASSWORD" not in env:
-            raise ConfigError("QUEUEBOX_USER is set but QUEUEBOX_PASSWORD is not")
-        table = {"password": env[ENV_PREFIX + "PASSWORD"]}
+        if ENV_PREFIX + "PASSWORD_FILE" in env:
+            table = {"password_file": env[ENV_PREFIX + "PASSWORD_FILE"]}
+        elif ENV_PREFIX + "PASSWORD" in env:
+            table = {"password": env[ENV_PREFIX + "PASSWORD"]}
+        else:
+            raise ConfigError(
+                "QUEUEBOX_USER is set but neither QUEUEBOX_PASSWORD nor QUEUEBOX_PASSWORD_FILE is"
+            )
         table["rights"] = env.get(ENV_PREFIX + "USER_RIGHTS", "all")
         users[user] = _parse_user(user, table)
     return settings, users
@@ -385,9 +468,19 @@ def load_config(
     for key, value in (flags or {}).items():
         if value is not None:
             _apply(f"--{key.replace('_', '-')}", key, value, settings)
+    _read_secret_files(settings)
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
     return config
+
+
+def _read_secret_files(settings: dict[str, Any]) -> None:
+    path = settings.get("replication_password_file")
+    if not path:
+        return
+    if settings.get("replication_password"):
+        raise ConfigError("give one of replication_password and replication_password_file")
+    settings["replication_password"] = read_secret(path, "replication_password_file")
 
 
 # --- who may do what when nobody logged in ---
@@ -403,14 +496,38 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def guest_rule_applies(config: Config) -> bool:
+    """The easy default ends once the server is more than one developer's: with
+    users configured, replication or etcd, guest has only what it is granted."""
+    return bool(
+        config.users
+        or config.replication_source
+        or config.replication_synchro_quorum
+        or config.etcd_endpoints
+    )
+
+
 def effective_guest_rights(config: Config) -> frozenset[str]:
-    """Guest rights as configured, else everything on loopback (or if open guest is
-    allowed) and nothing on an address others can reach."""
+    """Guest's rights on every tube: as granted (guest_rights, [users.guest]); else
+    nothing under the guest rule; else everything on loopback (or with
+    allow_open_guest) and nothing on an address others can reach."""
     if config.guest_rights is not None:
         return config.guest_rights
+    if config.guest_tubes or guest_rule_applies(config):
+        return NO_RIGHTS
     if is_loopback(config.listen_host) or config.allow_open_guest:
         return ALL_RIGHTS
     return NO_RIGHTS
+
+
+def guest_may_do_anything(config: Config) -> bool:
+    return bool(effective_guest_rights(config) or config.guest_tubes)
+
+
+def _guest_rights_shown(config: Config) -> str:
+    shown = sorted(effective_guest_rights(config))
+    tubes = [f"{right} on {', '.join(p)}" for right, p in sorted(config.guest_tubes.items())]
+    return ", ".join([*shown, *tubes])
 
 
 def check_exposure(config: Config) -> None:
@@ -419,13 +536,13 @@ def check_exposure(config: Config) -> None:
     if is_loopback(config.listen_host):
         return
     where = f"listening on {config.listen_host}:{config.listen_port} (not loopback)"
-    if effective_guest_rights(config) and not config.allow_open_guest:
+    if guest_may_do_anything(config) and not config.allow_open_guest:
         raise ConfigError(
-            f"{where} with guest rights {sorted(effective_guest_rights(config))} would let "
+            f"{where} with guest rights [{_guest_rights_shown(config)}] would let "
             "anyone on the network in; set allow_open_guest = true "
             "(QUEUEBOX_ALLOW_OPEN_GUEST=1) if that is what you want"
         )
-    if not config.users and not effective_guest_rights(config):
+    if not config.users and not guest_may_do_anything(config):
         raise ConfigError(
             f"{where} with no user configured: nobody could do anything; add a user "
             "(QUEUEBOX_USER + QUEUEBOX_PASSWORD, or [users.NAME] in the config file) or "
@@ -435,20 +552,23 @@ def check_exposure(config: Config) -> None:
 
 
 def check_legacy_exposure(config: Config) -> None:
-    """The 1.5 port has no login, so whoever reaches it is guest: the same rule as
-    the main port's guest, and a refusal when guest may do nothing there."""
-    if config.legacy_listen is None or is_loopback(config.legacy_listen[0]):
+    """The 1.5 port has no login, so whoever reaches it is guest: refused when
+    guest may do nothing there, and off loopback the main port's open-guest rule."""
+    if config.legacy_listen is None:
         return
     host, port = config.legacy_listen
-    where = f"legacy_listen on {host}:{port} (not loopback; 1.5 clients cannot log in)"
-    rights = effective_guest_rights(config)
-    if not rights:
+    loopback = is_loopback(host)
+    where = f"legacy_listen on {host}:{port} (1.5 clients cannot log in: they are guest)"
+    if not guest_may_do_anything(config):
         raise ConfigError(
-            f"{where} with no guest rights: nobody could do anything there; set "
-            'guest_rights (e.g. "read,write") together with allow_open_guest = true'
+            f"{where} with no guest rights: nobody could do anything there; grant the "
+            'guest what 1.5 clients need: guest_rights = "read,write", or [users.guest] '
+            'write = ["space0.*"] for legacy tubes only'
+            + ("" if loopback else ", together with allow_open_guest = true")
         )
-    if not config.allow_open_guest:
+    if not loopback and not config.allow_open_guest:
         raise ConfigError(
-            f"{where} would let anyone on the network in with guest rights {sorted(rights)}; "
-            "set allow_open_guest = true (QUEUEBOX_ALLOW_OPEN_GUEST=1) if that is what you want"
+            f"{where} is not loopback: it would let anyone on the network in with guest "
+            f"rights [{_guest_rights_shown(config)}]; set allow_open_guest = true "
+            "(QUEUEBOX_ALLOW_OPEN_GUEST=1) if that is what you want"
         )

@@ -2,8 +2,9 @@
 
 Owns: the greeting, feeding received bytes to the decoder, running each
 request through the request-type table (`requests.py`) with the connection's
-`Session`, the IPROTO error reply of a bad frame (closing on a fatal one) and
-of a failed durability barrier. Must not know what a request does: handlers
+`Session`, deferring a throttled AUTH and what follows it (authguard.py), the
+IPROTO error reply of a bad frame (closing on a fatal one) and of a failed
+durability barrier. Must not know what a request does: handlers
 get the request and the session, never the connection, and return what to
 send (`calls.Reply`); batching, held replies, waiting tasks and back-pressure
 are the shell's.
@@ -20,7 +21,7 @@ from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request
 
 from .app import App
-from .calls import Held, barrier_failed, error_reply
+from .calls import Deferred, Held, barrier_failed, error_reply
 from .connlog import HANDSHAKE_TYPES
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
@@ -59,13 +60,19 @@ class Connection(ConnectionShell):
             log.exception("decoder failed", conn_id=self.conn_id)
             self.close()
             return
+        if self._deferred is not None:  # read before the pause took effect: wait too
+            self._deferred.extend(items)
+            return
+        self._handle(items)
+
+    def _handle(self, items: list[Request | ProtocolError]) -> None:
         # The hot path: the shell's answer() inlined, bytes being the common case.
         out = self._out
         table = REQUEST_TABLE
         session = self.session
         observe = self.app.observe_request  # metrics: None when off
         connlog = self.connlog
-        for item in items:
+        for index, item in enumerate(items):
             if type(item) is Request:
                 if not connlog.loud and item.type not in HANDSHAKE_TYPES:
                     connlog.promote()  # more than a health check: worth an info line
@@ -80,6 +87,9 @@ class Connection(ConnectionShell):
                     out.append(reply)
                 elif type(reply) is Held:
                     self._hold(reply)
+                elif type(reply) is Deferred:
+                    self._defer(items[index:], reply.at)
+                    break
                 else:
                     self._spawn(cast(Coroutine[Any, Any, bytes], reply))
             else:
@@ -87,6 +97,30 @@ class Connection(ConnectionShell):
                 if self._closing:
                     break
         self.done_reading(bool(items))
+
+    def _defer(self, items: list[Request | ProtocolError], at: float) -> None:
+        """Run `items` (a throttled AUTH first) at the guard's time `at`; read
+        nothing meanwhile, so what follows the AUTH runs after it, as it would."""
+        self._deferred = items
+        self._update_reading()
+        wait = max(0.0, at - self.app.auth_guard.clock())
+        self.loop.call_later(wait, self._run_deferred)
+
+    def _run_deferred(self) -> None:
+        items = self._deferred
+        if items is None or self._closing or self._stopped:
+            return  # connection_lost gives the AUTH's reserved time back
+        self._deferred = None
+        self._handle(items)
+        self._update_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deferred is not None:
+            self._deferred = None
+            if self.session.auth_reserved:
+                self.session.auth_reserved = False
+                self.app.auth_guard.withdrawn(self.session.address)
+        super().connection_lost(exc)
 
     def _protocol_error(self, error: ProtocolError) -> None:
         self._out.append(

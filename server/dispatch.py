@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .config import ALL_RIGHTS
+from .rights import Grant
 
 CallResult = list[Any] | Awaitable[list[Any]]
 RESOLVED_CACHE_SIZE = 10_000  # resolved dynamic names kept at most
@@ -33,13 +34,16 @@ class CallContext(Protocol):
     """What a handler knows about its caller (a connection's `Session` is one).
 
     `closed` completes when the connection goes away, so a handler that waits
-    (a take) can stop waiting for a client that left.
+    (a take) can stop waiting for a client that left. `grant` is what the
+    user may do: a handler whose tube comes from its arguments checks it.
     """
 
     @property
     def conn_id(self) -> int: ...
     @property
     def user(self) -> str: ...
+    @property
+    def grant(self) -> Grant: ...
     @property
     def closed(self) -> asyncio.Future[None]: ...
 
@@ -60,7 +64,9 @@ class TakesData:
         return self.handler(ctx, args)
 
 
-Resolved = tuple[Handler, str]  # (handler, access class)
+# (handler, the right it needs, the tube it acts on: None when the call is not
+# about one tube, or its tube comes from the arguments and the handler checks it)
+Resolved = tuple[Handler, str, str | None]
 Resolver = Callable[[str], Resolved | None]
 
 
@@ -102,7 +108,7 @@ def _check_access(access: str) -> str:
 
 
 class Registry:
-    """Function names and EVAL texts -> (handler, access class)."""
+    """Function names and EVAL texts -> (handler, right, tube)."""
 
     def __init__(self) -> None:
         self._fixed: dict[str, Resolved] = {}
@@ -131,7 +137,7 @@ class Registry:
             raise ValueError(f"function {name!r} is already registered")
         if parse_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
-        self._fixed[name] = self._resolved[name] = (handler, _check_access(access))
+        self._fixed[name] = self._resolved[name] = (handler, _check_access(access), None)
 
     def add_resolver(self, resolver: Resolver) -> None:
         """Asked, in order of adding, for names that are not registered as fixed."""
@@ -147,7 +153,7 @@ class Registry:
         key = normalize_eval(expr)
         if key in self._evals and not replace:
             raise ValueError(f"EVAL {key!r} is already registered")
-        self._evals[key] = (handler, _check_access(access))
+        self._evals[key] = (handler, _check_access(access), None)
 
     def works_read_only(self, name: str) -> bool:
         return name in self._read_only_ok

@@ -16,7 +16,9 @@ and a disconnect gives back what the connection took. Must not touch the main
 port: the listener's shutdown stops and closes these connections too, since
 they sit in `app.connections`.
 
-1.5 had no login: every connection here is guest, with guest's rights.
+1.5 had no login: every connection here is guest, with guest's rights, checked
+by the same Grant and handlers as on the IPROTO port (legacy tubes are named
+`space<N>.<tube>` in grants: rights.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .config import READ
 from .errors import error_code_and_message
 from .logs import get_logger
 from .queue_calls import QueueCalls
+from .rights import access_denied
 from .session import Session
 from .shell import ConnectionShell
 
@@ -112,9 +115,9 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
     found = queue.resolve_legacy(name)
     if found is None:
         raise Box15Error(box15.ER_NO_SUCH_PROC, box15.NO_SUCH_PROC.format(name))
-    handler, access = found
-    if access not in s.rights:
-        denied = f"Execute access to function '{name}' is denied for user '{s.user}'"
+    handler, access, tube = found
+    if not s.grant.allows(access, tube):  # the tube itself: the handler checks it
+        denied = access_denied(name, s.user).message
         raise Box15Error(box15.ER_PROC_LUA, box15.LUA_ERROR.format(denied))
     if access != READ and s.app.refuses_changes():
         raise Box15Error(box15.ER_NONMASTER, box15.NONMASTER)

@@ -5,9 +5,10 @@ loop, text or OpenMetrics format by the scraper's Accept header), the
 collector that reads the queue's statistics, the connection table and the
 storage at scrape time, and the few counters that cannot be read later:
 request handling time per request type (fed by the connection's dispatch
-through `app.observe_request`) and WAL writes (fed by group commit through
-`GroupCommit.on_written`). Everything runs on the loop thread, so the
-counters are plain ints without locks.
+through `app.observe_request`), failed AUTHs (counted by the auth guard) and
+WAL writes (fed by group commit through `GroupCommit.on_written`).
+Everything runs on the loop thread, so the counters are plain ints without
+locks.
 
 Must not touch: queue state (it only reads statistics), sockets of IPROTO
 clients, the WAL itself.
@@ -136,6 +137,7 @@ class QueueboxCollector:
             "queuebox_connections", "Open client connections", value=len(self.app.connections)
         )
         yield from self._queue()
+        yield from self._auth()
         yield _histogram(
             "queuebox_request_duration_seconds",
             "Time to handle a request, by request type (not counting waits for a task or the WAL)",
@@ -191,6 +193,22 @@ class QueueboxCollector:
                 attempts.add_metric([name], buckets, total)
                 exhausted.add_metric([name], retries.exhausted)
         yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
+
+    def _auth(self) -> Iterator[Metric]:
+        counts = self.app.auth_guard.counts
+        failures = CounterMetricFamily(
+            "queuebox_auth_failures",
+            "Failed AUTHs since start: a wrong password, or a user that does not exist",
+            labels=["reason"],
+        )
+        for reason, count in counts.failures.items():
+            failures.add_metric([reason], count)
+        yield failures
+        yield CounterMetricFamily(
+            "queuebox_auth_delayed",
+            "AUTHs made to wait after failures from the same address (or for the same user)",
+            value=counts.delayed,
+        )
 
     def _storage(self) -> Iterator[Metric]:
         wal = self.wal

@@ -34,14 +34,15 @@ from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 
 from .app import App
+from .config import ADMIN, READ
 from .dispatch import CallContext, Handler, Resolved, TakesData
 from .errors import CallError
 from .logs import get_logger
+from .rights import Grant, access_denied, check_tube, legacy_tube
 from .timers import DeadlineTimer, wall_clock_us
 
 log = get_logger("queuebox.queue")
 
-READ, ADMIN = "read", "admin"
 LEGACY_STATISTICS = "queue.statistics"
 # queuebox's own calls on a tube (QUEUE.md §14): its first argument is the tube.
 TASKS = "queuebox.tasks"
@@ -143,16 +144,20 @@ class QueueCalls:
         self.timer.rearm()
 
     def resolve(self, name: str) -> Resolved | None:
-        """The one resolution of a queue name: the first core that binds it.
+        """The one resolution of a queue name: the first core that binds it,
+        with the right it needs and the tube it acts on (rights.py).
 
         The registry keeps the answer; reload() and a drop make it forget."""
         for core in self.cores:
             bound = core.bind(name)
             if bound is not None:
+                access = core.access_of(name)
                 handler = self._handler(core, bound, name)
+                if core is self.legacy:
+                    handler = self._legacy_checked(handler, name, access)
                 if core.takes_data(name):
                     handler = TakesData(handler)
-                return (handler, core.access_of(name))
+                return (handler, access, core.tube_of(name))
         return None
 
     def resolve_legacy(self, name: str) -> Resolved | None:
@@ -166,13 +171,14 @@ class QueueCalls:
             bound = self.legacy.bind(name)
             if bound is None:
                 return None
-            handler = self._handler(self.legacy, bound, name)
-            found = self._legacy_names[name] = (handler, self.legacy.access_of(name))
+            access = self.legacy.access_of(name)
+            handler = self._legacy_checked(self._handler(self.legacy, bound, name), name, access)
+            found = self._legacy_names[name] = (handler, access, None)
         return found
 
     def _legacy_port_table(self) -> dict[str, Resolved]:
         # Only names the legacy core binds are added: a fixed set, never unbounded.
-        return {LEGACY_STATISTICS: (self._legacy_statistics, READ)}
+        return {LEGACY_STATISTICS: (self._legacy_statistics, READ, None)}
 
     # -- handlers --
     def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:
@@ -187,20 +193,42 @@ class QueueCalls:
 
         return handler
 
+    def _legacy_checked(self, handler: Handler, name: str, access: str) -> Handler:
+        """A legacy call names its tube in its arguments: checked per call, on
+        both ports, unless the right is held on every tube."""
+        target = self.legacy.target
+
+        def checked(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
+            grant = ctx.grant
+            if grant.limited(access):
+                found = target(name, args)
+                if found is not None and not grant.allows(access, legacy_tube(*found)):
+                    raise access_denied(name, ctx.user)
+            return handler(ctx, args)
+
+        return checked
+
     def _statistics_handler(self, name: str) -> Handler:
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
             # A numeric first argument means the legacy form, unless it names a
             # modern tube: a tube may be called "42".
             if is_legacy_statistics(args) and not self.modern.tube_exists(args[0]):
-                return [self.legacy.statistics(args)]
+                return self._legacy_statistics(ctx, args)
+            tube = args[0] if args else None
+            if tube is not None:
+                check_tube(ctx.grant, READ, tube, name, ctx.user)
             bound = self.modern.bind(name)
             assert bound is not None  # a module function of every namespace
-            return self._handler(self.modern, bound, name)(ctx, args)
+            answer = self._handler(self.modern, bound, name)(ctx, args)
+            return answer if tube is not None else visible_statistics(ctx.grant, answer)
 
         return handler
 
     def _legacy_statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        return [self.legacy.statistics(args)]
+        grant = ctx.grant
+        if not grant.limited(READ):
+            return [self.legacy.statistics(args)]
+        return [self.legacy.statistics(args, lambda n, t: grant.allows(READ, legacy_tube(n, t)))]
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         # The module's RUNNING, or the replication role's WAITING / STARTUP.
@@ -215,9 +243,12 @@ class QueueCalls:
         return []
 
     def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks."""
+        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks; it
+        shows their data, so it needs read on that tube."""
+        tube, opts = _two(args)
+        check_tube(ctx.grant, READ, tube, TASKS, ctx.user)
         try:
-            return [self.modern.list_tasks(*_two(args))]
+            return [self.modern.list_tasks(tube, opts)]
         finally:
             self._after_call(TASKS)
 
@@ -353,3 +384,14 @@ def _two(args: list[Any]) -> tuple[Any, Any]:
     """(tube, opts) of a call that may leave either out."""
     padded = [*args, None, None]
     return padded[0], padded[1]
+
+
+def visible_statistics(grant: Grant, answer: Any) -> list[Any]:
+    """`statistics()` of every tube, cut to the tubes `grant` may read."""
+    if not grant.limited(READ) or not isinstance(answer, list) or not answer:
+        return answer  # type: ignore[no-any-return]
+    by_tube = answer[0]
+    if not isinstance(by_tube, dict):
+        return answer
+    shown = grant.visible(by_tube)
+    return [shown if shown else []]

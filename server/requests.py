@@ -17,15 +17,17 @@ from typing import Any
 from queuebox import protocol
 from queuebox.protocol import ErrorCode, RequestType
 
-from .calls import Reply, handle_call, handle_call16, handle_eval
+from .calls import Deferred, Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
 from .limits import RateLimitedLog
 from .logs import get_logger
 from .session import Session
 
 log = get_logger("queuebox.requests")
-# Guessing passwords on many connections must not flood the log as well.
-auth_failed_log = RateLimitedLog(log.info, time.monotonic, burst=10, period_s=1.0)
+# The audit line of a failed AUTH. Guessing passwords on many connections must
+# not flood the log as well: what is held back is counted in the next line.
+auth_failed_log = RateLimitedLog(log.warning, time.monotonic, burst=10, period_s=1.0)
+FAILURES = {int(ErrorCode.ER_PASSWORD_MISMATCH): "password", int(ErrorCode.ER_NO_SUCH_USER): "user"}
 
 RequestHandler = Callable[[Any, Session], Reply]
 
@@ -53,21 +55,46 @@ def handle_ping(req: Any, s: Session) -> bytes:
     return protocol.encode_ok(req.sync, s.schema_version)
 
 
-def handle_auth(req: Any, s: Session) -> bytes:
+def handle_auth(req: Any, s: Session) -> bytes | Deferred:
     require(req, USER_NAME_FIELD, TUPLE_FIELD)
     user = req.user_name
+    scramble = req.scramble()
+    guard, address = s.app.auth_guard, s.address
+    reserved, s.auth_reserved = s.auth_reserved, False
+    if scramble and not reserved:  # going back to guest (no scramble) guesses nothing
+        at = guard.admit(address, user)
+        if at:
+            s.auth_reserved = True  # the connection runs this AUTH again at `at`
+            return Deferred(at)
     try:
-        s.app.users.authenticate(user, s.salt, req.scramble())
-    except CallError:
-        # A failed AUTH leaves the previous user logged in (Tarantool 2.6); a
-        # connection that keeps guessing is closed once its answer is out.
-        s.auth_failures += 1
-        closing = s.auth_failures >= s.app.config.auth_attempts
-        s.close_requested = s.close_requested or closing
-        auth_failed_log("auth failed", conn_id=s.conn_id, peer=s.peer, user=user, closing=closing)
+        s.app.users.authenticate(user, s.salt, scramble)
+    except CallError as exc:
+        reason = FAILURES.get(exc.code)
+        if reason is not None:
+            _failed(s, user, reason, guard.failed(address, user, reason, reserved))
         raise
+    if scramble:
+        guard.succeeded(address, user, reserved)
     s.set_user(user)
     return protocol.encode_ok(req.sync, s.schema_version)
+
+
+def _failed(s: Session, user: str, reason: str, next_delay: float) -> None:
+    # A failed AUTH leaves the previous user logged in (Tarantool 2.6); a
+    # connection that keeps guessing is closed once its answer is out.
+    s.auth_failures += 1
+    closing = s.auth_failures >= s.app.config.auth_attempts
+    s.close_requested = s.close_requested or closing
+    auth_failed_log(
+        "auth failed",
+        user=user,
+        address=s.address,
+        peer=s.peer,
+        reason="wrong password" if reason == "password" else "no such user",
+        conn_id=s.conn_id,
+        next_delay_s=round(next_delay, 3),
+        closing=closing,
+    )
 
 
 def handle_id(req: Any, s: Session) -> bytes:

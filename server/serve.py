@@ -27,7 +27,7 @@ from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverab
 from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
-from .config import SCALAR_FIELDS, Config, ConfigError, load_config
+from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
 from .limits import raise_open_files_limit
 from .listener import Listener
 from .loop import run
@@ -61,7 +61,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="TOML config file (default none; env QUEUEBOX_CONFIG)"
     )
     parser.add_argument("--listen", metavar="HOST:PORT", help=flag_help("listen"))
+    for name in NO_FLAG:
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag,
+            action=_NoSecretInArgv,
+            metavar="REFUSED",
+            help=f"not accepted (ps would show it to everyone): use {flag}-file FILE, "
+            f"env {ENV_PREFIX}{name.upper()} or the config file (default none)",
+        )
     for name in SCALAR_FIELDS:
+        if name in NO_FLAG:
+            continue
         flag = "--" + name.replace("_", "-")
         if name in BOOLEAN_FLAGS:
             parser.add_argument(
@@ -88,6 +99,20 @@ def missing_extra(
                 f"pip install 'queuebox[{extra}]'"
             )
     return None
+
+
+class _NoSecretInArgv(argparse.Action):
+    """A password flag that is gone: `ps` would show the password to every user
+    of the machine for as long as the server runs. Refused at once, saying what
+    to use, rather than warned about in a log line nobody reads."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        name = self.dest
+        parser.error(
+            f"{option} is not accepted: every user of this machine could read the password "
+            f"with ps; use --{name.replace('_', '-')}-file FILE, "
+            f"{ENV_PREFIX}{name.upper()} or {name} in the config file"
+        )
 
 
 def main(argv: list[str], prog: str = "queuebox serve") -> int:
@@ -173,7 +198,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         loop=config.loop,
         build=build_label(),
         users=sorted(config.users),
-        guest_rights=sorted(app.users.rights("guest")),
+        guest_rights=app.rights.grant("guest").describe(),
     )
     if config.port_file:
         write_port_file(config.port_file, port)

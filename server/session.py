@@ -1,6 +1,6 @@
 """One connection's session: what a request handler needs to know, and no more.
 
-Owns: `Session` (conn_id, peer, logged-in user and rights, salt, schema
+Owns: `Session` (conn_id, peer, logged-in user and their `Grant`, salt, schema
 version, the `closed` future, and the app's services: registry, users,
 durability barrier), which request handlers (`requests.py`, `calls.py`,
 `legacy15.py`) and function handlers receive instead of the connection. Must
@@ -28,13 +28,14 @@ class Session:
     __slots__ = (
         "app",
         "auth_failures",
+        "auth_reserved",
         "close_requested",
         "closed",
         "conn_id",
         "outlet",
         "peer",
+        "grant",
         "registry",
-        "rights",
         "salt",
         "schema_version",
         "user",
@@ -46,22 +47,28 @@ class Session:
         self.app = app
         self.registry = app.registry  # kept: read on every call
         self.conn_id = conn_id
-        self.peer = peer
+        self.peer = peer  # "host:port"; `address` is the host the guard counts by
         self.closed = closed
         self.schema_version = app.config.schema_version
         self.user = GUEST
-        self.rights = app.users.rights(GUEST)
+        self.grant = app.rights.grant(GUEST)  # what this user may do (rights.py)
         self.salt = protocol.new_salt()
         self.auth_failures = 0
+        # The next AUTH holds a time the guard reserved for it (authguard.py).
+        self.auth_reserved = False
         # Set by a handler that wants the connection closed once its reply is out.
         self.close_requested = False
         # The connection, for a call that streams (replication): send() queues
         # bytes for this turn's write, unsent() counts what is not out yet.
         self.outlet: Outlet | None = None
 
+    @property
+    def address(self) -> str:
+        return self.peer.rpartition(":")[0] or self.peer
+
     def set_user(self, user: str) -> None:
         self.user = user
-        self.rights = self.app.users.rights(user)
+        self.grant = self.app.rights.grant(user)
 
     def __repr__(self) -> str:
         return f"Session(conn_id={self.conn_id}, user={self.user!r}, peer={self.peer!r})"

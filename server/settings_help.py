@@ -31,10 +31,15 @@ SETTING_HELP: dict[str, str] = {
     "idle_timeout_s": "seconds without a request or a waiting call before a connection is "
     "closed; 0 turns it off",
     "auth_attempts": "failed AUTHs on one connection before the server closes it",
+    "auth_delay_s": "after a failed AUTH, the next AUTH from that address (or for that user "
+    "from an address it never logged in from) waits this long, doubling with each failure; "
+    "0 turns it off",
+    "auth_delay_max_s": "the longest such wait",
     "greeting_version": "Tarantool version the greeting claims (connectors adapt to it)",
     "schema_version": "schema version sent in every reply header",
     "instance_uuid": "UUID in the greeting",
-    "guest_rights": "rights of the guest user: all, none, or a list of read, write, admin",
+    "guest_rights": "rights of the guest user on every tube: all, none, or a list of read, "
+    "write, admin, replication",
     "allow_open_guest": "allow guest rights on an address other than loopback",
     "data_dir": "directory of the WAL and snapshots (created if missing)",
     "wal_mode": "none: memory only; write: to the OS; fsync: to the disk before each reply",
@@ -46,8 +51,10 @@ SETTING_HELP: dict[str, str] = {
     "queue_namespaces": "comma-separated names the queue API is served under",
     "read_only": "refuse every change (ER_READONLY); queue.state() says WAITING",
     "replication_source": "be a read-only replica of the primary among HOST:PORT[,HOST:PORT...]",
-    "replication_user": "user a replica logs in to its primary as (needs admin rights)",
-    "replication_password": "that user's password",
+    "replication_user": "user a replica logs in to its primary as (needs the replication "
+    "right there)",
+    "replication_password": "that user's password (config file or environment only)",
+    "replication_password_file": "read that user's password from FILE (its first line)",
     "replication_synchro_quorum": "replicas that must have written a change before the primary "
     "answers it; 0: asynchronous replication",
     "replication_synchro_timeout": "seconds a change waits for its quorum before the call "
@@ -69,7 +76,7 @@ SETTING_HELP: dict[str, str] = {
 # Defaults that are not a plain value of Config.
 SHOWN_DEFAULTS = {
     "listen": "127.0.0.1:3301",
-    "guest_rights": "all on loopback, none elsewhere",
+    "guest_rights": "all on loopback until users, replication or etcd are configured; else none",
     "instance_uuid": "a new one at every start",
     "replication_source": "none: a primary",
     "advertise": "the listen address",
@@ -105,6 +112,7 @@ def _shown(name: str, value: Any) -> str:
 METAVARS = {
     "metrics_listen": "HOST:PORT",
     "port_file": "FILE",
+    "replication_password_file": "FILE",
     "data_dir": "DIR",
     "greeting_version": "VERSION",
     "schema_version": "N",

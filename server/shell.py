@@ -23,6 +23,7 @@ without bound:
     reading ──(transport above write_high_water: pause_writing)──▶ paused
     reading ──(max_in_flight_per_conn requests waiting)──────────▶ paused
     reading ──(over its share of buffer_budget: limits.py)───────▶ paused
+    reading ──(a throttled AUTH waits its turn: authguard.py)────▶ paused
     paused ──(every reason above cleared)────────────────────────▶ reading
 
 The watchdog closes a connection that sends no whole request within
@@ -76,6 +77,8 @@ class ConnectionShell(asyncio.Protocol):
         self._closing = False
         self._stopped = False  # shutdown: no more requests, replies still go out
         self._budget_paused = False
+        # Requests waiting for a throttled AUTH to run first (connection.py).
+        self._deferred: list[Any] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._spoken = False  # a whole request arrived: the handshake is over
         self._last_request = 0.0
@@ -366,6 +369,7 @@ class ConnectionShell(asyncio.Protocol):
             self._write_paused
             or self._stopped
             or self._budget_paused
+            or self._deferred is not None
             or self.in_flight >= self._max_in_flight
         )
         if should_pause and not self._reading_paused:

@@ -1,9 +1,10 @@
 """Users, their rights, and the chap-sha1 check of an AUTH request.
 
-Owns: who exists (configured users plus `guest`), what each may do (a set of
-access classes: read, write, admin) and the exact Tarantool 2.6 errors of a
-failed AUTH. Must not touch sockets or keep per-connection state: the
-connection remembers who it is logged in as.
+Owns: who exists (configured users plus `guest`), their password hashes and
+the exact Tarantool 2.6 errors of a failed AUTH. What each may do is
+rights.py's; how fast a source may guess is authguard.py's. Must not touch
+sockets or keep per-connection state: the connection remembers who it is
+logged in as.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from queuebox import protocol
 from queuebox.protocol import ErrorCode, password_hash2
 
-from .config import NO_RIGHTS, UserSpec
+from .config import UserSpec
 from .errors import CallError
 
 GUEST = "guest"
@@ -23,15 +24,13 @@ SCRAMBLE_SIZE = 20
 
 
 class Users:
-    def __init__(self, users: Mapping[str, UserSpec], guest_rights: frozenset[str]) -> None:
+    def __init__(self, users: Mapping[str, UserSpec]) -> None:
         self._hash2 = {name: spec.hash2 for name, spec in users.items()}
         # Tarantool's guest has the empty password, so a scramble of "" logs in as guest too.
         self._hash2[GUEST] = password_hash2("")
-        self._rights = {name: spec.rights for name, spec in users.items()}
-        self._rights[GUEST] = guest_rights
 
-    def rights(self, user: str) -> frozenset[str]:
-        return self._rights.get(user, NO_RIGHTS)
+    def exists(self, user: str) -> bool:
+        return user in self._hash2
 
     def authenticate(self, user: str, salt: bytes, scramble: bytes | None) -> None:
         """Raise CallError unless `scramble` proves the password of `user`.

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # THE test command: on a fresh Debian machine (root, CI=true, no stdin) it
 # installs what the tests need, checks lint, format and types (ruff, mypy),
-# then runs the whole suite twice: on the pure-Python package, then on the
-# hot modules compiled in place with mypyc (setup.py; README, Performance).
-# Arguments are passed to pytest, both times; a failing check or the first
-# failing pytest run's exit code is ours.
+# then runs the suite on both builds: the pure-Python package runs the unit
+# and property tests and the end-to-end tests of the wire and the queue calls
+# (PURE_SUBSET below: the compiled modules' behaviour over real sockets); the
+# hot modules compiled in place with mypyc (setup.py; docs/performance.md)
+# run the whole suite. Arguments, when given, are what both builds run
+# instead; a failing check or the first failing pytest run's exit code is ours.
 #
-#   bash tests/run.sh                           # everything, both builds
+#   bash tests/run.sh                           # pure: the subset; compiled: everything
 #   bash tests/run.sh tests/e2e -x              # a part, both builds
-#   QUEUEBOX_BUILDS=pure bash tests/run.sh      # one build (pure or compiled)
+#   QUEUEBOX_BUILDS=pure bash tests/run.sh      # one build (pure or compiled), everything
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -116,10 +118,23 @@ remove_compiled() {
 }
 trap remove_compiled EXIT
 remove_compiled
+# The pure build's share when no arguments are given: what the compiled
+# modules do (protocol, storage, the queue core, the call path), seen from the
+# unit tests and over real sockets. Everything else (replication, clients,
+# Spark, crashes, the console) runs once, on the compiled build.
+PURE_SUBSET=(
+    tests/unit tests/property
+    tests/e2e/test_wire.py tests/e2e/test_task_data_bytes.py
+    tests/e2e/test_queue_e2e_calls.py tests/e2e/test_queue_e2e_timers.py
+    tests/e2e/test_queue_e2e_restart.py tests/e2e/test_legacy_api.py
+)
 for build in ${QUEUEBOX_BUILDS:-pure compiled}; do
+    what=("$@")
     if [ "$build" = compiled ]; then
         "$PYTHON" setup.py -q build_ext --inplace >/dev/null
+    elif [ $# -eq 0 ] && [ -z "${QUEUEBOX_BUILDS:-}" ]; then
+        what=("${PURE_SUBSET[@]}")
     fi
-    echo "=== the suite on the $build build ==="
-    QUEUEBOX_EXPECT_BUILD=$build "$PYTHON" -m pytest "$@"
+    echo "=== the suite on the $build build: ${what[*]:-everything} ==="
+    QUEUEBOX_EXPECT_BUILD=$build "$PYTHON" -m pytest "${what[@]}"
 done

@@ -143,7 +143,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "and print B/A per metric (default: one server only)",
     )
     cmp.add_argument("--compare-user", help="user for the second server (default: --user)")
-    cmp.add_argument("--compare-password", help="its password (default: --password)")
+    cliargs.add_password_arguments(
+        cmp, "--compare-password", "compare_password", None, "its password (default: --password's)"
+    )
     cmp.add_argument(
         "--compare-server-pid",
         type=int,

@@ -125,12 +125,30 @@ class LegacyQueue(EntryPoints):
             return "read"
         return FUNCTIONS[name][1]
 
-    def statistics(self, args: list[Any]) -> list[str]:
-        """The legacy flat list (a CALL answers it as `[that list]`)."""
+    def tube_of(self, name: str) -> str | None:
+        return None  # a legacy call names its tube in its arguments: see target()
+
+    def target(self, name: str, args: list[Any]) -> tuple[int, str] | None:
+        """(space, tube) the call `name` acts on, read from its arguments (a
+        task id names its task's tube); None when they name none: the call
+        then answers its own error and changes nothing."""
+        try:
+            if name in BY_TUBE:
+                return space_no(arg(args, 0)), tube_name(arg(args, 1))
+            ls, task = self._existing(args)
+        except QueueError:
+            return None
+        return ls.number, task[F_TUBE]
+
+    def statistics(
+        self, args: list[Any], visible: Callable[[int, str], bool] | None = None
+    ) -> list[str]:
+        """The legacy flat list (a CALL answers it as `[that list]`); only the
+        (space, tube) pairs `visible` allows, when given."""
         number = None if arg(args, 0) is None else space_no(args[0])
         tube = None if arg(args, 1) is None else tube_name(args[1])
         with self._entry():
-            return self.store.statistics(number, tube)
+            return self.store.statistics(number, tube, visible)
 
     def connected(self, conn_id: int) -> None:
         """Nothing to set up: ownership is recorded at the first take."""
@@ -383,3 +401,7 @@ FUNCTIONS: dict[str, tuple[Function, str]] = {
     "queue.peek": (LegacyQueue.peek, READ),
     "queue.meta": (LegacyQueue.meta, READ),
 }
+# The functions whose arguments start (space, tube); the others take (space, task id).
+BY_TUBE = frozenset(
+    {"queue.put", "queue.urgent", "queue.put_unique", "queue.take", "queue.kick", "queue.truncate"}
+)

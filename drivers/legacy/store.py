@@ -308,12 +308,19 @@ class LegacyStore:
         counters = self.counters.setdefault((number, tube), {})
         counters[counter] = counters.get(counter, 0) + by
 
-    def statistics(self, number: int | None, tube: str | None) -> list[str]:
+    def statistics(
+        self,
+        number: int | None,
+        tube: str | None,
+        visible: Callable[[int, str], bool] | None = None,
+    ) -> list[str]:
         """`space<N>.<tube>.<counter>`, `<value>` pairs, then the task counts."""
         out: list[str] = []
         # Space numbers ascending; tubes in order of their first activity.
         for key in sorted(self.counters, key=lambda k: k[0]):
             if (number is not None and key[0] != number) or (tube is not None and key[1] != tube):
+                continue
+            if visible is not None and not visible(key[0], key[1]):
                 continue
             prefix = f"space{key[0]}.{key[1]}."
             for counter, value in self.counters[key].items():

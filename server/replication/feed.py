@@ -1,7 +1,7 @@
 """The primary's side of replication: join, subscribe, acks.
 
-Owns the three calls a replica makes (admin rights; a replica logs in as
-`replication_user`):
+Owns the three calls a replica makes (the `replication` right, which admin
+does not include; a replica logs in as `replication_user`):
 
 - `queuebox.replication.join(uuid, sync)`: the newest snapshot file, pushed
   in chunks (IPROTO chunk replies with the replica's `sync`); the answer is
@@ -38,7 +38,7 @@ from queuebox.storage.walfeed import FileChunks
 
 from ..app import App
 from ..commit import GroupCommit
-from ..config import ADMIN
+from ..config import REPLICATION
 from ..dispatch import CallContext
 from ..errors import CallError
 from ..logs import get_logger
@@ -100,9 +100,9 @@ class Feeds:
 
     def install(self) -> None:
         registry = self.app.registry
-        registry.register("queuebox.replication.join", self._join, ADMIN)
-        registry.register("queuebox.replication.subscribe", self._subscribe, ADMIN)
-        registry.register("queuebox.replication.ack", self._ack, ADMIN, read_only_ok=True)
+        registry.register("queuebox.replication.join", self._join, REPLICATION)
+        registry.register("queuebox.replication.subscribe", self._subscribe, REPLICATION)
+        registry.register("queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True)
 
     def stop_all(self) -> None:
         for feed in list(self.feeds.values()):

@@ -28,7 +28,15 @@ from ..app import App
 from ..config import READ, WRITE
 from ..dispatch import CallContext, Handler, Resolved
 from ..errors import read_only_error
-from ..queue_calls import EVAL_EXISTS, EVAL_STATE, EVAL_VERSION, TASKS, TUBE_OPTIONS
+from ..queue_calls import (
+    EVAL_EXISTS,
+    EVAL_STATE,
+    EVAL_VERSION,
+    TASKS,
+    TUBE_OPTIONS,
+    visible_statistics,
+)
+from ..rights import check_tube
 
 
 class ReplicaView:
@@ -57,10 +65,11 @@ class ReplicaView:
         prefix = next((p for p in self._namespaces if name.startswith(p)), None)
         if prefix is None:
             return None
-        tube, sep, method = name[len(prefix) :].partition(":")
-        if sep and method == "peek" and tube.startswith("tube."):
-            return self._peek(tube[len("tube.") :]), READ
-        return _refuse, WRITE
+        path, sep, method = name[len(prefix) :].partition(":")
+        tube = path[len("tube.") :] if sep and path.startswith("tube.") else None
+        if tube is not None and method == "peek":
+            return self._peek(tube), READ, tube
+        return _refuse, WRITE, tube
 
     # -- the reads --
     def _tubes(self) -> dict[str, tuple[str, str]]:
@@ -79,13 +88,15 @@ class ReplicaView:
     def _statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         tubes = self._tubes()
         if args and args[0] is not None:
+            check_tube(ctx.grant, READ, args[0], "queue.statistics", ctx.user)
             found = tubes.get(args[0]) if isinstance(args[0], str) else None
             if found is None:
                 raise module_error("attempt to index a nil value")
             return [self._report(found[0])]
         if not tubes:
             return [[]]
-        return [{name: self._report(space) for name, (space, _) in tubes.items()}]
+        every = {name: self._report(space) for name, (space, _) in tubes.items()}
+        return visible_statistics(ctx.grant, [every])
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.app.state]
@@ -96,6 +107,7 @@ class ReplicaView:
     def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         """queuebox.tasks read from the replicated spaces, as the primary answers it."""
         name, opts = [*args, None, None][:2]
+        check_tube(ctx.grant, READ, name, TASKS, ctx.user)
         queue = self.catalog.get(QUEUE_SPACE)
         row = queue.get((name,)) if queue is not None and isinstance(name, str) else None
         cls = DRIVERS.get(row[3]) if row is not None else None

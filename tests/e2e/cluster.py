@@ -7,9 +7,13 @@ tests stop them through the `start_server` fixture.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import tarantool
@@ -17,19 +21,38 @@ import tarantool
 from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import ServerProc, StartServer
 
-REPLICATION = ("--replication-user", "tester", "--replication-password", "secret")
+
+def password_file(password: str) -> str:
+    """A file holding `password`, as an operator gives it (a flag would show it in ps)."""
+    folder = Path(tempfile.mkdtemp(prefix="queuebox-secrets-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "password"
+    path.write_text(password + "\n")
+    path.chmod(0o600)
+    return str(path)
 
 
-def start_primary(start_server: StartServer, *args: str) -> ServerProc:
-    return start_server("--listen", f"127.0.0.1:{free_port()}", *args)
+REPLICATION = (
+    "--replication-user",
+    "tester",
+    "--replication-password-file",
+    password_file("secret"),
+)
 
 
-def start_replica(start_server: StartServer, primary: ServerProc, *args: str) -> ServerProc:
+def start_primary(start_server: StartServer, *args: str, **kwargs: Any) -> ServerProc:
+    return start_server("--listen", f"127.0.0.1:{free_port()}", *args, **kwargs)
+
+
+def start_replica(
+    start_server: StartServer, primary: ServerProc, *args: str, **kwargs: Any
+) -> ServerProc:
     return start_server(
         "--listen", f"127.0.0.1:{free_port()}",
         "--replication-source", f"127.0.0.1:{primary.port}",
         "--replication-timeout", "0.25",
         *REPLICATION, *args,
+        **kwargs,
     )  # fmt: skip
 
 

@@ -113,9 +113,13 @@ class ServerProc:
         return self.proc is not None and self.proc.poll() is None
 
 
-# tester may do everything, reader only read-only calls; guest (loopback
-# default) may do everything too.
+# tester may do everything, reader only read-only calls. With users configured
+# the guest may do nothing unless granted (docs/rights.md): these servers grant
+# it everything, as a developer's config would, so tests that do not log in
+# keep working; tests of the guest rule use their own config.
 USERS_TOML = """
+guest_rights = "all"
+
 [users.tester]
 password = "secret"
 rights = "all"

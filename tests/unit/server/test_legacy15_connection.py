@@ -17,6 +17,7 @@ from queuebox.server.app import App
 from queuebox.server.config import Config
 from queuebox.server.legacy15 import Box15Connection
 from queuebox.server.queue_calls import QueueCalls
+from queuebox.server.rights import Grant
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
 from tests.unit.server.fake_transport import FakeTransport
@@ -168,7 +169,7 @@ async def test_unknown_and_denied_names_answer_1_5_errors() -> None:
         box15.ER_NO_SUCH_PROC,
         "Procedure 'queue.tube.t:put' is not defined",
     )
-    c.conn.session.rights = frozenset({"read"})
+    c.conn.session.grant = Grant(frozenset({"read"}))
     reply = c.call("queue.put", SPACE, b"t", b"0", b"0", b"0", b"0", b"x")
     assert reply.errcode == box15.ER_PROC_LUA
     denied = "Execute access to function 'queue.put' is denied for user 'guest'"

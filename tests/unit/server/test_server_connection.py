@@ -283,7 +283,31 @@ async def test_rights_are_checked_per_access_class(app: App) -> None:
     assert got[1][2][0x31] == (
         "Execute access to function 'queuebox.test.write' is denied for user 'guest'"
     )
-    assert WRITE not in h.conn.session.rights
+    assert not h.conn.session.grant.allows(WRITE)
+
+
+async def test_a_throttled_auth_runs_later_and_what_follows_it_after_it() -> None:
+    user = UserSpec("u", protocol.password_hash2("pw"), frozenset({READ}))
+    app = make_app(
+        test_hooks=True, users={"u": user}, guest_rights=frozenset({READ}), auth_delay_s=0.02
+    )
+    h = open_conn(app)
+    salt = h.conn.session.salt
+    wrong = frame(7, 1, {0x23: "u", 0x21: ["chap-sha1", b"x" * 20]})
+    right = frame(7, 2, {0x23: "u", 0x21: ["chap-sha1", protocol.scramble(salt, "pw")]})
+    h.feed(wrong)
+    assert h.take_replies()[0][0] == 0x8000 | 47
+    h.feed(right + call(3, "queuebox.test.whoami"))
+    assert h.take_replies() == [] and h.transport.paused  # the AUTH waits its turn
+    h.feed(call(4, "queuebox.test.whoami"))  # read before the pause: waits as well
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if not h.transport.paused:
+            break
+    got = h.take_replies()
+    assert [(code, sync) for code, sync, _ in got] == [(0, 2), (0, 3), (0, 4)]
+    assert got[1][2][0x30][0] == got[2][2][0x30][0] == "u"
+    assert app.auth_guard.counts.delayed == 1
 
 
 async def test_fatal_frame_error_replies_then_closes(app: App) -> None:
@@ -334,7 +358,7 @@ async def test_connections_beyond_the_maximum_are_refused() -> None:
 
 async def test_auth_is_applied_in_order() -> None:
     user = UserSpec("u", protocol.password_hash2("pw"), frozenset({READ}))
-    app = make_app(test_hooks=True, users={"u": user})
+    app = make_app(test_hooks=True, users={"u": user}, guest_rights=frozenset({READ}))
     h = open_conn(app)
     scramble = protocol.scramble(h.conn.session.salt, "pw")
     h.feed(

@@ -48,9 +48,9 @@ def test_object_name_of_a_method_call() -> None:
 def test_fixed_names_win_over_resolvers() -> None:
     registry = Registry()
     registry.register("queue.state", h_a, READ)
-    registry.add_resolver(lambda name: (h_b, WRITE))
-    assert registry.resolve("queue.state") == (h_a, READ)
-    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+    registry.add_resolver(lambda name: (h_b, WRITE, None))
+    assert registry.resolve("queue.state") == (h_a, READ, None)
+    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
 
 
 def test_resolvers_are_asked_in_order_until_one_answers() -> None:
@@ -60,24 +60,24 @@ def test_resolvers_are_asked_in_order_until_one_answers() -> None:
         asked.append(name)
         path = parse_name(name)
         if path and path.objects[:2] == ("queue", "tube") and path.objects[2:] == ("jobs",):
-            return (h_a, WRITE) if path.method == "put" else None
+            return (h_a, WRITE, None) if path.method == "put" else None
         return None
 
     registry = Registry()
     registry.add_resolver(tubes)
-    registry.add_resolver(lambda name: (h_b, READ) if name == "other" else None)
-    assert registry.resolve("queue.tube.jobs:put") == (h_a, WRITE)
+    registry.add_resolver(lambda name: (h_b, READ, None) if name == "other" else None)
+    assert registry.resolve("queue.tube.jobs:put") == (h_a, WRITE, None)
     assert registry.resolve("queue.tube.q9:put") is None  # object missing
     assert registry.resolve("queue.tube.jobs:nosuch") is None  # method missing
-    assert registry.resolve("other") == (h_b, READ)
+    assert registry.resolve("other") == (h_b, READ, None)
     assert asked == ["queue.tube.jobs:put", "queue.tube.q9:put", "queue.tube.jobs:nosuch", "other"]
 
 
 def test_malformed_names_never_reach_resolvers() -> None:
     registry = Registry()
-    registry.add_resolver(lambda name: (h_a, READ))
+    registry.add_resolver(lambda name: (h_a, READ, None))
     assert registry.resolve("a..b") is None
-    assert registry.resolve("a") == (h_a, READ)
+    assert registry.resolve("a") == (h_a, READ, None)
 
 
 def test_override_must_be_explicit() -> None:
@@ -86,7 +86,7 @@ def test_override_must_be_explicit() -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry.register("queue.state", h_b, READ)
     registry.register("queue.state", h_b, READ, replace=True)
-    assert registry.resolve("queue.state") == (h_b, READ)
+    assert registry.resolve("queue.state") == (h_b, READ, None)
     assert registry.has("queue.state") and not registry.has("queue.stats")
 
 
@@ -104,7 +104,7 @@ def test_eval_texts_match_with_whitespace_folded() -> None:
         "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)", h_a, ADMIN
     )
     sent = "local name, type, cfg = ...\n  ;\tqueue.create_tube(name,  type, cfg)\n"
-    assert registry.resolve_eval(sent) == (h_a, ADMIN)
+    assert registry.resolve_eval(sent) == (h_a, ADMIN, None)
     assert registry.has_eval(sent)
     assert registry.resolve_eval("return queue.create_tube()") is None
     assert normalize_eval("  return   1 ") == "return 1"
@@ -116,7 +116,7 @@ def test_eval_override_must_be_explicit() -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry.register_eval("return  queue.state()", h_b, READ)
     registry.register_eval("return queue.state()", h_b, READ, replace=True)
-    assert registry.resolve_eval("return queue.state()") == (h_b, READ)
+    assert registry.resolve_eval("return queue.state()") == (h_b, READ, None)
 
 
 def test_a_name_is_resolved_once_until_forgotten() -> None:
@@ -124,18 +124,18 @@ def test_a_name_is_resolved_once_until_forgotten() -> None:
 
     def resolver(name: str) -> tuple[Any, str] | None:
         asked.append(name)
-        return (h_b, WRITE) if name.endswith(":put") else None
+        return (h_b, WRITE, None) if name.endswith(":put") else None
 
     registry = Registry()
     registry.register("queue.state", h_a, READ)
     registry.add_resolver(resolver)
     for _ in range(3):
-        assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+        assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
     assert asked == ["queue.tube.jobs:put"]  # one resolution, kept
     assert registry.resolve("queue.tube.jobs:nosuch") is None
     assert registry.resolve("queue.tube.jobs:nosuch") is None
     assert asked.count("queue.tube.jobs:nosuch") == 2  # a miss is never kept
     registry.forget()
-    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE)
+    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
     assert asked.count("queue.tube.jobs:put") == 2
-    assert registry.resolve("queue.state") == (h_a, READ)  # fixed names survive forget()
+    assert registry.resolve("queue.state") == (h_a, READ, None)  # fixed names survive forget()
