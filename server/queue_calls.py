@@ -280,9 +280,10 @@ class QueueCalls:
         return []
 
     def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks."""
+        """queuebox.tasks(tube, {state=, limit=, after=, id=}): a page of tasks; it
+        shows their data, so it needs read on that tube."""
         tube, opts = _two(args)
-        check_tube(ctx.grant, READ, tube, TASKS, ctx.user)  # a task's data is a read
+        check_tube(ctx.grant, READ, tube, TASKS, ctx.user)
         try:
             return [self.modern.list_tasks(tube, opts)]
         finally:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
@@ -115,8 +117,9 @@ def run_phase(
         ctx.Process(target=worker_process, args=(spec, i, shared), daemon=True)
         for i, spec in enumerate(specs)
     ]
-    for proc in procs:
-        proc.start()
+    with _sigint_ignored():
+        for proc in procs:
+            proc.start()
     cpu = CpuSampler(server_pid)
     try:
         _wait_for_start(shared.barrier)
@@ -137,6 +140,21 @@ def run_phase(
     merged = _merge(name, results, cpu, start)
     merged.server_rss_start, merged.server_rss_end = rss_start, rss_end
     return merged
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Started with SIGINT ignored, the workers inherit that: a Ctrl-C reaches the
+    whole process group, and a worker still importing would print a traceback. The
+    runner answers it (run_phase kills them); its own handler is back at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _rss(pid: int | None) -> int | None:

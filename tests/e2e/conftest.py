@@ -60,6 +60,17 @@ def conn(server: ServerProc) -> Iterator[Any]:
         c.close()
 
 
+@pytest.fixture(scope="module")
+def env(server: ServerProc) -> dict[str, str]:
+    """Where `queuebox` commands run as subprocesses connect: their environment."""
+    return {
+        "QUEUEBOX_HOST": "127.0.0.1",
+        "QUEUEBOX_PORT": str(server.port),
+        "QUEUEBOX_USER": "tester",
+        "QUEUEBOX_PASSWORD": "secret",
+    }
+
+
 @pytest.fixture
 def etcd(tmp_path: Path) -> Iterator[EtcdProc]:
     """A fresh one-member etcd on loopback ports (about half a second to start)."""

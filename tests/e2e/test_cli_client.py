@@ -14,22 +14,15 @@ from tests.e2e.client_targets import free_port, unique
 from tests.e2e.serverproc import REPO, ServerProc, StartServer
 
 
-def queuebox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def queuebox(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m queuebox ARGS` from the checkout, with `env` as its only QUEUEBOX_*."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
     return subprocess.run(
         [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **(env or {})},
-        capture_output=True, text=True, timeout=60,
+        input=stdin, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def env(server: ServerProc) -> dict[str, str]:
-    return {
-        "QUEUEBOX_HOST": "127.0.0.1",
-        "QUEUEBOX_PORT": str(server.port),
-        "QUEUEBOX_USER": "tester",
-        "QUEUEBOX_PASSWORD": "secret",
-    }
 
 
 def test_ping(env: dict[str, str], server: ServerProc) -> None:

@@ -19,16 +19,7 @@ import tarantool
 
 from tests.e2e.client_targets import unique
 from tests.e2e.serverproc import REPO, ServerProc, login_tester
-
-
-def queuebox(
-    *args: str, env: dict[str, str], stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
-    return subprocess.run(
-        [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **env},
-        input=stdin, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+from tests.e2e.test_cli_client import queuebox
 
 
 def ok(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
@@ -39,16 +30,6 @@ def ok(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
 
 def as_json(*args: str, env: dict[str, str]) -> Any:
     return json.loads(ok(*args, "--json", env=env))
-
-
-@pytest.fixture(scope="module")
-def env(server: ServerProc) -> dict[str, str]:
-    return {
-        "QUEUEBOX_HOST": "127.0.0.1",
-        "QUEUEBOX_PORT": str(server.port),
-        "QUEUEBOX_USER": "tester",
-        "QUEUEBOX_PASSWORD": "secret",
-    }
 
 
 @pytest.fixture

@@ -40,8 +40,10 @@ def test_a_read_only_instance_refuses_changes_and_serves_reads(start_server: Sta
     server = start_primary(start_server)
     tube = unique("ro")
     with connect(server) as c:
-        c.call("queue.create_tube", [tube, "fifottl"])
+        c.call("queue.create_tube", [tube, "fifottl", {"max_attempts": 3}])
         put_many(c, tube, 3, "before")
+        c.call(f"queue.tube.{tube}:take", [0])
+        c.call(f"queue.tube.{tube}:release", [0, {"delay": 0}])  # ready, one attempt counted
     server.stop()
     server.args += ["--read-only", "true"]
     server.start()
@@ -56,6 +58,14 @@ def test_a_read_only_instance_refuses_changes_and_serves_reads(start_server: Sta
         assert err.value.args[0] == ER_READONLY
         assert c.call("queue.statistics", [tube]).data[0]["tasks"]["ready"] == 3
         assert c.call(f"queue.tube.{tube}:peek", [1]).data[0][2]["n"] == 1
+        # The task listing reads the replicated spaces, attempts included (QUEUE.md §14).
+        page = c.call("queuebox.tasks", [tube, {"limit": 1}]).data[0]
+        assert (page["tasks"][0]["attempts"], page["next"], page["retries"]["max_attempts"]) == (
+            1, [0], 3
+        )  # fmt: skip
+        with pytest.raises(tarantool.DatabaseError) as err:
+            c.call("queuebox.tube_options", [tube, {"max_attempts": 5}])
+        assert err.value.args[0] == ER_READONLY
 
 
 def test_a_replica_bootstraps_from_a_snapshot_and_follows_live(start_server: StartServer) -> None:
