@@ -108,10 +108,18 @@ def _options(o: SuiteOptions, **kwargs: Any) -> Options:
     return dataclasses.replace(base, **kwargs)
 
 
-def _phase(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    if not doc["complete"]:
-        raise BenchError(f"{doc['scenario']} against {doc['target']} did not complete")
-    return next(p for p in doc["phases"] if p["name"] == name)
+def _phase(
+    doc: dict[str, Any], name: str, counter: str = "put", expected: int | None = None
+) -> dict[str, Any]:
+    """The phase `name` of a run that completed with `expected` puts or acks."""
+    phase = next(p for p in doc["phases"] if p["name"] == name)
+    done = phase["counts"][counter]
+    if not doc["complete"] or (expected is not None and done != expected):
+        raise BenchError(
+            f"{doc['scenario']} against {doc['target']} did not complete "
+            f"({counter}: {done} of {expected})"
+        )
+    return phase
 
 
 def part_put(server: Server, o: SuiteOptions) -> Metrics:
@@ -129,7 +137,8 @@ def part_take_ack(server: Server, o: SuiteOptions) -> Metrics:
     opts = _options(
         o, tasks=o.drain_tasks, consumers=o.connections, take_timeout=0, payload_size=64
     )
-    phase = _phase(run_scenario("take-ack", opts, _target(server)), "take-ack")
+    doc = run_scenario("take-ack", opts, _target(server))
+    phase = _phase(doc, "take-ack", "acked", o.drain_tasks)
     return {
         "take+ack pairs/s": phase["rates_per_s"]["acked"],
         "server CPU µs per take+ack pair": phase["server_us_per_op"],
@@ -148,7 +157,8 @@ def part_busy_utubes(server: Server, o: SuiteOptions) -> Metrics:
         take_timeout=0.5,
         payload_size=64,
     )
-    phase = _phase(run_scenario("busy-utubes", opts, _target(server)), "take-ack")
+    doc = run_scenario("busy-utubes", opts, _target(server))
+    phase = _phase(doc, "take-ack", "acked", o.utubes * o.tasks_per_utube)
     return {
         "busy-utubes pairs/s": phase["rates_per_s"]["acked"],
         "server CPU µs per sequential request": phase["server_us_per_request"],
@@ -158,7 +168,7 @@ def part_busy_utubes(server: Server, o: SuiteOptions) -> Metrics:
 def _memory(kind: str) -> Callable[[Server, SuiteOptions], Metrics]:
     def part(server: Server, o: SuiteOptions) -> Metrics:
         opts = _options(o, tasks=o.memory_tasks, payload_size=100, tube_type=kind)
-        phase = _phase(run_scenario("put", opts, _target(server)), "put")
+        phase = _phase(run_scenario("put", opts, _target(server)), "put", "put", o.memory_tasks)
         return {f"bytes of RSS per task, {kind}": phase["server_memory"]["bytes_per_task"]}
 
     return part
@@ -166,7 +176,7 @@ def _memory(kind: str) -> Callable[[Server, SuiteOptions], Metrics]:
 
 def part_recovery(server: Server, o: SuiteOptions) -> Metrics:
     opts = _options(o, tasks=o.recovery_tasks, payload_size=100, tube="bench_recovery")
-    _phase(run_scenario("put", opts, _target(server), keep=True), "put")
+    _phase(run_scenario("put", opts, _target(server), keep=True), "put", "put", o.recovery_tasks)
     server.kill()
     server.start()
     metrics: Metrics = {"restart from the WAL, s": round(server.ready_s, 3)}
