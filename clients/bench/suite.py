@@ -97,6 +97,7 @@ class Server(Protocol):
 
 
 Metrics = dict[str, float | None]
+Part = Callable[[Server, "SuiteOptions", list[dict[str, Any]]], Metrics]
 
 
 def _target(server: Server) -> Target:
@@ -109,10 +110,28 @@ def _options(o: SuiteOptions, **kwargs: Any) -> Options:
 
 
 def _phase(
-    doc: dict[str, Any], name: str, counter: str = "put", expected: int | None = None
+    seen: list[dict[str, Any]],
+    doc: dict[str, Any],
+    name: str,
+    counter: str = "put",
+    expected: int | None = None,
 ) -> dict[str, Any]:
-    """The phase `name` of a run that completed with `expected` puts or acks."""
+    """The phase `name` of a run that completed with `expected` puts or acks; what
+    else a reader may want to know of it (who was saturated) goes to `seen`."""
     phase = next(p for p in doc["phases"] if p["name"] == name)
+    cpu = phase["cpu"]
+    seen.append(
+        {
+            "scenario": doc["scenario"],
+            "phase": name,
+            "wall_s": phase["wall_s"],
+            "counts": phase["counts"],
+            "server_cpu_pct": cpu["server_pct"],
+            "client_cpu_pct": cpu["client_busiest_process_pct"],
+            "server_us_per_request": phase["server_us_per_request"],
+            "latency_us": phase["latency_us"],
+        }
+    )
     done = phase["counts"][counter]
     if not doc["complete"] or (expected is not None and done != expected):
         raise BenchError(
@@ -122,30 +141,30 @@ def _phase(
     return phase
 
 
-def part_put(server: Server, o: SuiteOptions) -> Metrics:
+def part_put(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
     opts = _options(o, duration=o.warmup_seconds, payload_size=64, tube="bench_warmup")
     run_scenario("put", opts, _target(server))
     opts = dataclasses.replace(opts, duration=o.put_seconds, tube=None)
-    phase = _phase(run_scenario("put", opts, _target(server)), "put")
+    phase = _phase(seen, run_scenario("put", opts, _target(server)), "put")
     return {
         "put/s": phase["rates_per_s"]["put"],
         "server CPU µs per put": phase["server_us_per_op"],
     }
 
 
-def part_take_ack(server: Server, o: SuiteOptions) -> Metrics:
+def part_take_ack(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
     opts = _options(
         o, tasks=o.drain_tasks, consumers=o.connections, take_timeout=0, payload_size=64
     )
     doc = run_scenario("take-ack", opts, _target(server))
-    phase = _phase(doc, "take-ack", "acked", o.drain_tasks)
+    phase = _phase(seen, doc, "take-ack", "acked", o.drain_tasks)
     return {
         "take+ack pairs/s": phase["rates_per_s"]["acked"],
         "server CPU µs per take+ack pair": phase["server_us_per_op"],
     }
 
 
-def part_busy_utubes(server: Server, o: SuiteOptions) -> Metrics:
+def part_busy_utubes(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
     # take(0.5): with every utube busy a take waits instead of ending its
     # consumer; the phase's clock stops at the last ack, not at that wait.
     opts = _options(
@@ -158,25 +177,27 @@ def part_busy_utubes(server: Server, o: SuiteOptions) -> Metrics:
         payload_size=64,
     )
     doc = run_scenario("busy-utubes", opts, _target(server))
-    phase = _phase(doc, "take-ack", "acked", o.utubes * o.tasks_per_utube)
+    phase = _phase(seen, doc, "take-ack", "acked", o.utubes * o.tasks_per_utube)
     return {
         "busy-utubes pairs/s": phase["rates_per_s"]["acked"],
         "server CPU µs per sequential request": phase["server_us_per_request"],
     }
 
 
-def _memory(kind: str) -> Callable[[Server, SuiteOptions], Metrics]:
-    def part(server: Server, o: SuiteOptions) -> Metrics:
+def _memory(kind: str) -> Part:
+    def part(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
         opts = _options(o, tasks=o.memory_tasks, payload_size=100, tube_type=kind)
-        phase = _phase(run_scenario("put", opts, _target(server)), "put", "put", o.memory_tasks)
+        doc = run_scenario("put", opts, _target(server))
+        phase = _phase(seen, doc, "put", "put", o.memory_tasks)
         return {f"bytes of RSS per task, {kind}": phase["server_memory"]["bytes_per_task"]}
 
     return part
 
 
-def part_recovery(server: Server, o: SuiteOptions) -> Metrics:
+def part_recovery(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
     opts = _options(o, tasks=o.recovery_tasks, payload_size=100, tube="bench_recovery")
-    _phase(run_scenario("put", opts, _target(server), keep=True), "put", "put", o.recovery_tasks)
+    doc = run_scenario("put", opts, _target(server), keep=True)
+    _phase(seen, doc, "put", "put", o.recovery_tasks)
     server.kill()
     server.start()
     metrics: Metrics = {"restart from the WAL, s": round(server.ready_s, 3)}
@@ -221,7 +242,6 @@ def _check_tasks(server: Server, expected: int) -> None:
         raise BenchError(f"{server.name} recovered {found} tasks of {expected}")
 
 
-Part = Callable[[Server, SuiteOptions], Metrics]
 PARTS: dict[str, list[tuple[Part, list[str]]]] = {
     "put": [(part_put, [])],
     "take-ack": [(part_take_ack, [])],
@@ -253,12 +273,14 @@ def _servers(o: SuiteOptions, workdir: Path, extra: list[str]) -> dict[str, Call
     }
 
 
-def _measure(make: Callable[[], Server], part: Part, o: SuiteOptions) -> tuple[Metrics, str]:
+def _measure(
+    make: Callable[[], Server], part: Part, o: SuiteOptions, seen: list[dict[str, Any]]
+) -> tuple[Metrics, str]:
     server = make()
     try:
         server.start()
         label = _label(server)
-        return part(server, o), label
+        return part(server, o, seen), label
     finally:
         server.close()
 
@@ -282,6 +304,7 @@ def run_suite(o: SuiteOptions, note: Callable[[str], None] = lambda _: None) -> 
     where = environment()
     runs: dict[str, dict[str, list[float | None]]] = {QUEUEBOX: {}, REFERENCE: {}}
     labels: dict[str, str] = {}
+    phases: list[dict[str, Any]] = []
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
         for round_no in range(o.rounds):
@@ -290,7 +313,10 @@ def run_suite(o: SuiteOptions, note: Callable[[str], None] = lambda _: None) -> 
                     makers = _servers(o, Path(tmp) / f"{part_name}{round_no}{i}", extra)
                     for side, make in makers.items():
                         note(f"round {round_no + 1}/{o.rounds}: {part_name} on {side}")
-                        metrics, labels[side] = _measure(make, part, o)
+                        seen: list[dict[str, Any]] = []
+                        metrics, labels[side] = _measure(make, part, o, seen)
+                        for phase in seen:
+                            phases.append({"round": round_no + 1, "side": side} | phase)
                         for metric, value in metrics.items():
                             runs[side].setdefault(metric, []).append(value)
     return {
@@ -300,6 +326,7 @@ def run_suite(o: SuiteOptions, note: Callable[[str], None] = lambda _: None) -> 
         "servers": labels,
         "seconds": round(time.time() - started, 1),
         "runs": runs,
+        "phases": phases,
         "metrics": {
             m: _row(m, runs[QUEUEBOX][m], runs[REFERENCE].get(m, [])) for m in runs[QUEUEBOX]
         },
