@@ -52,7 +52,7 @@ from queuebox.storage.walfeed import WalCursor, records_of
 
 from .app import App
 from .config import READ
-from .dispatch import CallContext, Handler, Pushes, Resolved
+from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import get_logger
 from .session import Outlet, Session
@@ -305,14 +305,14 @@ class EventService:
         return counts
 
     # -- the call --
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         prefix = next((p for p in self._prefixes if name.startswith(p)), None)
         if prefix is None:
             return None
         tube, sep, method = name[len(prefix) :].partition(":")
         if not sep or method != METHOD or not tube or "." in tube:
             return None
-        return Pushes(self._handler(name, tube)), READ, tube
+        return Bound(self._handler(name, tube), READ, tube, pushes=True)
 
     def _tube(self, tube: str) -> tuple[str, str, bool] | None:
         """(space name, driver type, temporary) of a tube, from the stored registry."""

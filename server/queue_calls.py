@@ -39,7 +39,7 @@ from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .config import ADMIN, READ
-from .dispatch import CallContext, Handler, Resolved, TakesData
+from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import RateLimitedLog, get_logger
 from .rights import Grant, access_denied, check_tube, legacy_tube
@@ -180,7 +180,7 @@ class QueueCalls:
             if not woken.done():
                 woken.set_result(None)
 
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         """The one resolution of a queue name: the first core that binds it,
         with the right it needs and the tube it acts on (rights.py).
 
@@ -192,12 +192,10 @@ class QueueCalls:
                 handler = self._handler(core, bound, name)
                 if core is self.legacy:
                     handler = self._legacy_checked(handler, name, access)
-                if core.takes_data(name):
-                    handler = TakesData(handler)
-                return (handler, access, core.tube_of(name))
+                return Bound(handler, access, core.tube_of(name), raw_data=core.takes_data(name))
         return None
 
-    def resolve_legacy(self, name: str) -> Resolved | None:
+    def resolve_legacy(self, name: str) -> Bound | None:
         """The Tarantool 1.5 port's resolution (server/legacy15.py): the legacy
         core's names only, bound once like any queue name; None for any other.
 
@@ -210,12 +208,12 @@ class QueueCalls:
                 return None
             access = self.legacy.access_of(name)
             handler = self._legacy_checked(self._handler(self.legacy, bound, name), name, access)
-            found = self._legacy_names[name] = (handler, access, None)
+            found = self._legacy_names[name] = Bound(handler, access)
         return found
 
-    def _legacy_port_table(self) -> dict[str, Resolved]:
+    def _legacy_port_table(self) -> dict[str, Bound]:
         # Only names the legacy core binds are added: a fixed set, never unbounded.
-        return {LEGACY_STATISTICS: (self._legacy_statistics, READ, None)}
+        return {LEGACY_STATISTICS: Bound(self._legacy_statistics, READ)}
 
     # -- handlers --
     def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:

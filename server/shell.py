@@ -41,8 +41,8 @@ from time import monotonic
 from typing import Any, cast
 
 from .app import App
-from .calls import Held, Reply
 from .connlog import ConnectionLog
+from .dispatch import Held, Reply
 from .logs import RateLimitedLog, get_logger
 from .reading import BudgetedReading
 from .session import Session

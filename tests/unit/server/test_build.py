@@ -28,7 +28,7 @@ async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> No
         assert app.registry.resolve("queuebox.test.crash") is None  # test hooks are off
         # The queue's state is the real one, not the builtin placeholder.
         found = app.registry.resolve("queue.state")
-        assert found is not None and found[0] == server.queue._state
+        assert found is not None and found.call == server.queue._state
     finally:
         await app.on_shutdown()
 

@@ -119,7 +119,7 @@ async def test_a_waiting_take_is_in_flight_and_woken_by_a_put_from_the_iproto_pa
     found = port.app.registry.resolve("queue.put")
     assert found is not None
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    found[0](Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "from iproto"])
+    found.call(Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "from iproto"])
     (reply,) = await answered(c)
     assert reply.sync == sync and reply.tuples[0][1:] == [b"t", b"taken", b"from iproto"]
     assert c.conn.in_flight == 0 and not c.transport.paused
@@ -148,7 +148,7 @@ async def test_after_a_reload_a_waiting_take_is_woken_by_the_new_core() -> None:
     found = port.app.registry.resolve("queue.put")
     assert found is not None
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    found[0](Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "x"])
+    found.call(Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "x"])
     (reply,) = await answered(c)
     assert reply.sync == sync and reply.tuples[0][1:] == [b"t", b"taken", b"x"]
 

@@ -43,12 +43,12 @@ class Harness:
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def send(self, conn_id: int, name: str, *args: Any) -> asyncio.Future[list[Any]]:
-        """One request as server/calls.py runs it: the handler inline (a waiting
+        """One request as server/dispatch.py runs it: the handler inline (a waiting
         one finishes in a task), then the reply waits for the durability barrier."""
         found = self.app.registry.resolve(name)
         assert found is not None, name
         ctx = Session(self.app, conn_id, self.closed)
-        result = found[0](ctx, list(args))
+        result = found.call(ctx, list(args))
         barrier = self.app.durability_barrier() if isinstance(result, list) else None
 
         async def reply() -> list[Any]:
