@@ -119,7 +119,7 @@ async def _call(s: Session, name: str, args: list[Any]) -> list[Any]:
             result = await result
     except Exception as exc:
         failure = _as_call_error(exc, name)
-    barrier = s.app.durability_barrier()  # even after an error: the call may have changed data
+    barrier = s.app.durability.barrier()  # even after an error: the call may have changed data
     if barrier is not None:
         try:
             await barrier

@@ -377,7 +377,7 @@ def run_handler(
 ) -> Reply:
     """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
 
-    After the handler, the reply waits for `app.durability_barrier()` when
+    After the handler, the reply waits for `app.durability.barrier()` when
     that returns something, so no change is acknowledged before it is durable.
     """
     try:
@@ -393,7 +393,7 @@ def run_handler(
             raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
     except Exception as exc:
         reply = error_reply(s, sync, exc, name)
-    barrier = s.app.durability_barrier()
+    barrier = s.app.durability.barrier()
     if barrier is None:
         return reply
     return Held(barrier, sync, reply)
@@ -415,7 +415,7 @@ async def _finish(
             )
         except Exception as exc:
             reply = error_reply(s, sync, exc, name)
-        barrier = s.app.durability_barrier()
+        barrier = s.app.durability.barrier()
         if barrier is not None:
             await barrier
     except BaseException as exc:  # the barrier failed or was cancelled: never ack

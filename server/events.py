@@ -275,8 +275,6 @@ class EventService:
     def attach(self, store: Store) -> None:
         """Stream from `store` (at start, and after a re-bootstrap loaded it anew)."""
         self.engine = store.engine
-        self.commit = store.commit
-        self.commit.batch_listeners.append(self._written)
 
     def detach(self) -> None:
         """Before the store closes: every stream ends (its client resumes from
@@ -370,7 +368,8 @@ class EventService:
         return [stream.position]
 
     # -- live: every written batch --
-    def _written(self, batch: Any) -> None:
+    def written(self, batch: Any) -> None:
+        """Every batch written here (a listener of build.py's Durability)."""
         live = [s for s in self.streams if isinstance(s, WalStream) and s.live]
         if not live:
             return

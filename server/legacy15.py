@@ -131,7 +131,7 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
         reply = encode_result(frame, name, result)
     except Exception as exc:
         reply = error_reply(frame, exc)
-    barrier = s.app.durability_barrier()
+    barrier = s.app.durability.barrier()
     return reply if barrier is None else Held(barrier, frame.sync, reply)
 
 
@@ -144,7 +144,7 @@ async def _finish(frame: Frame, s: Session, name: str, waiting: Awaitable[list[A
             reply = lua_error(frame, ER_SHUTDOWN_TEXT)
         except Exception as exc:
             reply = error_reply(frame, exc)
-        barrier = s.app.durability_barrier()
+        barrier = s.app.durability.barrier()
         if barrier is not None:
             await barrier
     except BaseException as exc:  # the barrier failed or was cancelled: never ack

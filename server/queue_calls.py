@@ -134,7 +134,7 @@ class QueueCalls:
         for woken in list(self._waiting):
             if not woken.done():
                 woken.set_result(None)
-        self.app.durability_barrier()  # the rebuild's own changes (taken -> ready)
+        self.app.durability.barrier()  # the rebuild's own changes (taken -> ready)
         self.timer.rearm()
 
     # -- registration --
@@ -400,7 +400,7 @@ class QueueCalls:
 
     def _after_tick(self) -> None:
         # Expiries changed data outside any request: make them durable too.
-        self.app.durability_barrier()
+        self.app.durability.barrier()
 
     def _connected(self, conn_id: int) -> None:
         for core in self.cores:

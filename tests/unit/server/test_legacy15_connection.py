@@ -20,7 +20,7 @@ from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.rights import Grant
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
-from tests.unit.server.fake_transport import FakeTransport, record_reads
+from tests.unit.server.fake_transport import Durable, FakeTransport, record_reads
 
 SPACE = b"0"
 
@@ -87,7 +87,7 @@ async def answered(c: Client) -> list[box15.Reply]:
 async def test_a_reply_waits_for_the_durability_barrier() -> None:
     port = Port()
     barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    port.app.durability_barrier = lambda: barrier
+    port.app.durability = Durable(lambda: barrier)
     c = port.connect()
     c.send("queue.put", SPACE, b"t", b"0", b"0", b"0", b"0", b"x")
     assert c.replies() == [] and c.conn.in_flight == 1
@@ -100,7 +100,7 @@ async def test_a_reply_waits_for_the_durability_barrier() -> None:
 async def test_a_failed_barrier_answers_the_1_5_disk_error_never_a_success() -> None:
     port = Port()
     barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    port.app.durability_barrier = lambda: barrier
+    port.app.durability = Durable(lambda: barrier)
     c = port.connect()
     sync = c.send("queue.put", SPACE, b"t", b"0", b"0", b"0", b"0", b"x")
     barrier.set_exception(OSError("disk full"))
