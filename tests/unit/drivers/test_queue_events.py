@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from queuebox.drivers.events import TaskChange, event_name, normalizer, record_change
+from queuebox.drivers.events import (
+    ReadBack,
+    TaskChange,
+    event_name,
+    normalizer,
+    record_change,
+)
 from queuebox.drivers.fifottl import FifoTtl
 from queuebox.drivers.queue import Queue
 from queuebox.storage.engine import Engine
@@ -205,10 +211,11 @@ def changes_of(engine: Engine, tube: str, normalize: Any) -> list[TaskChange]:
     decoder.feed(data)
     bodies = BodyDecoder("wal").decode_many([frame[1] for frame in decoder.take()])
     out = []
+    read_back = ReadBack()  # a delete record holds the key alone (format 4)
     for body in bodies:
         assert isinstance(body, dict)
         if body["space"] == tube:
-            change = record_change(tube, body, normalize)
+            change = record_change(tube, body, normalize, read_back(body))
             if change is not None:
                 out.append(change)
     return out
