@@ -185,6 +185,23 @@ def test_a_record_that_changes_no_task_is_no_event() -> None:
     assert (change.lsn, change.ts) == (2, 2.0)
 
 
+def test_a_key_only_delete_is_the_task_its_reader_saw_put_else_its_id() -> None:
+    """Format 4: a delete record holds the key alone (storage/FORMAT.md §5.2)."""
+    read_back = ReadBack()
+    put = {"op": "insert", "lsn": 2, "ts": 2.0, "space": "t", "tuple": (0, "r", "x")}
+    ack = {"op": "delete", "lsn": 3, "ts": 3.0, "space": "t", "key": (0,), "why": "ack"}
+    assert read_back(put) is None
+    change = record_change("t", ack, normalizer(None), read_back(ack))
+    assert change is not None and (change.event, change.task) == ("ack", [0, "-", "x"])
+    # The same ack read from after its put: the id and status, no data.
+    again = record_change("t", ack, normalizer(None), read_back(ack))
+    assert again is not None and (again.event, again.task, again.fields) == (
+        "ack",
+        [0, "-", None],
+        (0, "-"),
+    )
+
+
 def test_the_wal_names_every_change_as_the_live_listener_did(tmp_path: Path) -> None:
     engine = Engine(tmp_path, "write", clock=lambda: 1.0)
     engine.open()
