@@ -43,7 +43,11 @@ def test_the_readme_is_a_front_door() -> None:
 def test_the_two_commands_name_what_exists() -> None:
     first = SHELL_BLOCK.findall(README)[0]
     commands = [line.split("#")[0].split() for line in first.splitlines()]
-    assert commands == [["python3", "install.py"], [".venv/bin/queuebox", "serve"]]
+    assert commands == [
+        ["python3", "install.py", "&&", ".venv/bin/queuebox", "serve"],
+        ["bash", "tests/run.sh"],
+    ]
+    assert "exec bash tests/run.sh" in (REPO / ".ci" / "run").read_text()  # what CI runs
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"queuebox": "queuebox.cli:main"} and "serve" in COMMANDS
     # install.py runs on a bare python3: the standard library only, no pip, no venv needed.
