@@ -119,8 +119,7 @@ def main() -> None:
             if kind == "snapshot":
                 snapshot(d)
             runs = [
-                json.loads(child(["--phase", "recover", "--dir", str(d)]))
-                for _ in range(a.repeat)
+                json.loads(child(["--phase", "recover", "--dir", str(d)])) for _ in range(a.repeat)
             ]
             best = min(runs, key=lambda r: r["cpu"])
             print(
