@@ -132,19 +132,27 @@ class ReadBack:
     """The tasks a reader of WAL records saw put, by id: a delete record holds
     the task's key alone from format 4 on, so a reader that wants the task a
     delete removed keeps it from its put. Called with each record of one tube,
-    in order: returns the task a delete removes, if seen (else None)."""
+    in order: returns the task a delete removes, if seen (else None). Keeps
+    the `limit` tasks changed last (a queue acks what it put lately): reading
+    back a million waiting tasks holds no million copies."""
 
-    __slots__ = ("seen",)
+    __slots__ = ("limit", "seen")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
         self.seen: dict[Any, Tuple] = {}
 
     def __call__(self, body: dict[str, Any]) -> Tuple | None:
         op = body["op"]
+        seen = self.seen
         if op == "delete":
-            return self.seen.pop(body["key"][0], None)
+            return seen.pop(body["key"][0], None)
         if op in TASK_OPS:
-            self.seen[body["tuple"][0]] = body["tuple"]
+            task = body["tuple"]
+            seen.pop(task[0], None)  # moved to the newest end
+            seen[task[0]] = task
+            if len(seen) > self.limit:
+                del seen[next(iter(seen))]
         return None
 
 

@@ -200,6 +200,15 @@ def test_a_key_only_delete_is_the_task_its_reader_saw_put_else_its_id() -> None:
         [0, "-", None],
         (0, "-"),
     )
+    # It keeps the tasks changed last, up to its limit.
+    small = ReadBack(limit=2)
+    for i, op in ((1, "insert"), (2, "insert"), (1, "replace"), (3, "insert")):
+        small({"op": op, "tuple": (i, "r", f"d{i}")})
+    assert [small({"op": "delete", "key": (i,)}) for i in (1, 2, 3)] == [
+        (1, "r", "d1"),
+        None,
+        (3, "r", "d3"),
+    ]
 
 
 def test_the_wal_names_every_change_as_the_live_listener_did(tmp_path: Path) -> None:
