@@ -114,8 +114,14 @@ class Server:
         self.role.attach(store)
         self.events.attach(store)
         self.app.spaces = Spaces(self.app, store.engine.catalog)
-        store.engine.catalog.ddl_listeners.append(self.app.schema_changed)
+        if self.role.started:  # a rejoin; at start, once the queue is built (build_server)
+            self.watch_ddl()
         self._open = True
+
+    def watch_ddl(self) -> None:
+        """The schema version moves with every space created or dropped from now on;
+        not with those the queue makes at start (their number is the base version)."""
+        self.store.engine.catalog.ddl_listeners.append(self.app.schema_changed)
 
     async def close_data(self, snapshot: bool) -> None:
         self._open = False
@@ -236,6 +242,7 @@ async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> 
     server.plugins.load_all()  # before the queue rebuilds the tubes of their drivers
     await server.open_data(stopping)
     server.role.start()
+    server.watch_ddl()
     server.events.install()
     status.install(server.role, server.cluster)
     app.add_shutdown_hook(server.close)

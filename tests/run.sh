@@ -142,5 +142,5 @@ for build in ${QUEUEBOX_BUILDS:-pure compiled}; do
         what=("${PURE_SUBSET[@]}")
     fi
     echo "=== the suite on the $build build: ${what[*]:-everything} ==="
-    QUEUEBOX_EXPECT_BUILD=$build "$PYTHON" -m pytest "${what[@]}"
+    QUEUEBOX_EXPECT_BUILD=$build "$PYTHON" -m pytest --durations=15 "${what[@]}"
 done

@@ -96,6 +96,7 @@ class Role:
         # the data directory is being loaded again (rejoining).
         self.on_stopped: OnStopped | None = None
         self.rejoining = False
+        self.started = False  # start() ran (a later attach is a rejoin's)
         self._promoting = asyncio.Lock()  # one promotion or step-down at a time
         self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
         self._ending: asyncio.Future[None] | None = None
@@ -123,6 +124,7 @@ class Role:
 
     def start(self) -> None:
         """Called once, after the first attach, before the listener accepts."""
+        self.started = True
         registry = self.app.registry
         registry.register("queuebox.promote", self._promote_call, ADMIN, read_only_ok=True)
         record = "queuebox.replication.record"  # a refused replica asks it (history.py)
