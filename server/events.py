@@ -60,7 +60,7 @@ from queuebox.storage.walfeed import WalCursor, records_of
 
 from .app import App
 from .config import READ
-from .dispatch import CallContext, Handler, Pushes, Resolved
+from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import get_logger
 from .session import Outlet, Session
@@ -290,8 +290,6 @@ class EventService:
     def attach(self, store: Store) -> None:
         """Stream from `store` (at start, and after a re-bootstrap loaded it anew)."""
         self.engine = store.engine
-        self.commit = store.commit
-        self.commit.batch_listeners.append(self._written)
 
     def detach(self) -> None:
         """Before the store closes: every stream ends (its client resumes from
@@ -320,14 +318,14 @@ class EventService:
         return counts
 
     # -- the call --
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         prefix = next((p for p in self._prefixes if name.startswith(p)), None)
         if prefix is None:
             return None
         tube, sep, method = name[len(prefix) :].partition(":")
         if not sep or method != METHOD or not tube or "." in tube:
             return None
-        return Pushes(self._handler(name, tube)), READ, tube
+        return Bound(self._handler(name, tube), READ, tube, pushes=True)
 
     def _tube(self, tube: str) -> tuple[str, str, bool] | None:
         """(space name, driver type, temporary) of a tube, from the stored registry."""
@@ -385,7 +383,8 @@ class EventService:
         return [stream.position]
 
     # -- live: every written batch --
-    def _written(self, batch: Any) -> None:
+    def written(self, batch: Any) -> None:
+        """Every batch written here (a listener of build.py's Durability)."""
         live = [s for s in self.streams if isinstance(s, WalStream) and s.live]
         if not live:
             return
