@@ -7,10 +7,14 @@ change is O(log n). A tube keeps its own per-task order in its space's
 "watch" index; here it only has its minimum, so a million task deadlines
 cost O(log n) per change and nothing per idle tube.
 Must not touch: tasks, sessions, the clock. It does not fire anything;
-Queue.tick asks it what is due.
+Queue.tick asks it what is due, and `moved(earliest)`, when given, hears of
+every change of the earliest (the server's one timer rearms then, and only
+then: nothing is asked per request).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sortedcontainers import SortedList
 
@@ -21,7 +25,8 @@ Owner = tuple[str, str | bytes]
 
 
 class Deadlines:
-    def __init__(self) -> None:
+    def __init__(self, moved: Callable[[int | None], None] | None = None) -> None:
+        self._moved = moved
         self._order: SortedList = SortedList()
         self._when: dict[Owner, int] = {}
         # The earliest deadline (None: none), kept so that every request can
@@ -44,7 +49,11 @@ class Deadlines:
         if when is not None:
             self._order.add((when, owner))
             self._when[owner] = when
-        self.earliest = self._order[0][0] if self._order else None
+        earliest = self._order[0][0] if self._order else None
+        if earliest != self.earliest:
+            self.earliest = earliest
+            if self._moved is not None:
+                self._moved(earliest)
 
     def discard(self, owner: Owner) -> None:
         self.set(owner, None)

@@ -104,15 +104,56 @@ def live_change(
     return TaskChange(tube, event_name(note, op), fields, normalize(fields))
 
 
-def record_change(tube: str, body: dict[str, Any], normalize: Normalize) -> TaskChange | None:
+def record_change(
+    tube: str, body: dict[str, Any], normalize: Normalize, gone: Tuple | None = None
+) -> TaskChange | None:
     """The change a WAL record of the tube's space describes; None for a record
-    that changes no task (a space created or dropped)."""
+    that changes no task (a space created or dropped). A delete record holds
+    the task's key alone from format 4 on (storage/FORMAT.md §5.2): `gone` is
+    the task it removed, when the reader knows it; else the task is its id and
+    status "-" with nil data."""
     op = body.get("op")
     if op not in TASK_OPS:
         return None
-    fields = body["tuple"] if op != "delete" else removed(body["tuple"])
     event = event_name(body.get("why"), op)
-    return TaskChange(tube, event, fields, normalize(fields), body.get("lsn"), body.get("ts"))
+    lsn, ts = body.get("lsn"), body.get("ts")
+    if op != "delete":
+        fields = body["tuple"]
+    else:
+        old = body.get("tuple", gone)
+        if old is None:
+            task_id = body["key"][0]
+            return TaskChange(tube, event, (task_id, DONE), [task_id, DONE, None], lsn, ts)
+        fields = removed(old)
+    return TaskChange(tube, event, fields, normalize(fields), lsn, ts)
+
+
+class ReadBack:
+    """The tasks a reader of WAL records saw put, by id: a delete record holds
+    the task's key alone from format 4 on, so a reader that wants the task a
+    delete removed keeps it from its put. Called with each record of one tube,
+    in order: returns the task a delete removes, if seen (else None). Keeps
+    the `limit` tasks changed last (a queue acks what it put lately): reading
+    back a million waiting tasks holds no million copies."""
+
+    __slots__ = ("limit", "seen")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self.seen: dict[Any, Tuple] = {}
+
+    def __call__(self, body: dict[str, Any]) -> Tuple | None:
+        op = body["op"]
+        seen = self.seen
+        if op == "delete":
+            return seen.pop(body["key"][0], None)
+        if op in TASK_OPS:
+            task = body["tuple"]
+            seen.pop(task[0], None)  # moved to the newest end
+            seen[task[0]] = task
+            if len(seen) > self.limit:
+                del seen[next(iter(seen))]
+        return None
 
 
 def normalizer(driver: type[TaskStore] | None) -> Normalize:

@@ -91,10 +91,12 @@ class Queue(EntryPoints):
         namespaces: tuple[str, ...] = ("queue",),
         new_session_id: Callable[[], bytes] | None = None,
         keep_temporary: bool = False,
+        on_deadline: Callable[[int | None], None] | None = None,
     ) -> None:
         super().__init__(clock)
         self._namespaces = namespaces
-        self.deadlines = Deadlines()
+        # on_deadline(earliest): the earliest timed event moved (the server's timer).
+        self.deadlines = Deadlines(on_deadline)
         self.owners = Ownership()
         extra = {"new_id": new_session_id} if new_session_id else {}
         self.sessions = Sessions(self.deadlines, self._end_session, **extra)

@@ -46,7 +46,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.tube",
     "queuebox.drivers.tubes",
     "queuebox.drivers.waiters",
-    "queuebox.server.calls",
+    "queuebox.server.dispatch",
     "queuebox.server.queue_calls",
     "queuebox.server.requests",
     "queuebox.server.commit",

@@ -12,11 +12,11 @@ server plug into:
   `on_shutdown` after the last connection closed (flush the WAL, snapshot).
 - `add_stopping_listener(fn)`: `fn()`, called by `begin_shutdown`, the
   listener's first step: calls that would run on (event streams) end then.
-- `durability_barrier`: a callable returning an awaitable the reply to a call
-  must wait for, or None; replaced by group commit.
-- `commit_now`: None, or a callable that makes every change so far durable
-  before it returns (wal_mode=write: the WAL write happens on the loop), so
-  a connection can confirm its held replies before it flushes them.
+- `durability`: what the reply to a call waits for (`barrier()`), and on
+  wal_mode=write (`on_loop`) `commit_now()`, which makes every change so far
+  durable before it returns, so a connection confirms its held replies before
+  it flushes them. build.py sets it over each store it opens (commit.py's
+  `Durability`); before that, nothing to wait for.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
 - `changes`: the in-process listeners of task changes (changes.py); the
@@ -46,6 +46,7 @@ from queuebox.drivers.queue_state import INIT
 
 from .authguard import AuthGuard
 from .changes import ChangeHub
+from .commit import Durability
 from .config import Config
 from .dispatch import Registry
 from .limits import HANDLING_COPIES, BufferBudget
@@ -82,8 +83,13 @@ class LiveConnection(Protocol):
     def abort(self) -> None: ...
 
 
-def no_barrier() -> Awaitable[Any] | None:
-    return None
+class Durable(Protocol):
+    """What requests see of durability (commit.py's `Durability`)."""
+
+    @property
+    def on_loop(self) -> bool: ...
+    def barrier(self) -> Awaitable[Any] | None: ...
+    def commit_now(self) -> None: ...
 
 
 class App:
@@ -102,8 +108,7 @@ class App:
         # Requests that wait (tasks), kept here so shutdown can wait for or
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.durability_barrier: Callable[[], Awaitable[Any] | None] = no_barrier
-        self.commit_now: Callable[[], None] | None = None
+        self.durability: Durable = Durability()
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         # A replica, and with etcd every instance until it holds the leader key.

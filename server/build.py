@@ -10,14 +10,18 @@ the one place that opens and closes the parts over the data directory:
       └─ Role (replication/role.py): which role this instance plays; lives as
          long as the process
            └─ Store: the engine, recovered from the data directory, and   ┐ open_data /
-              group commit, which becomes the app's durability barrier    │ close_data:
+              group commit                                                │ close_data:
                 └─ the role's parts over it (role.attach): the quorum,    │ at start and
                    the feeds, the view's catalog; a primary's QueueCalls  │ shutdown, and
                    (the modern and legacy cores), or a replica's applier  │ at a rejoin
                 └─ EventService: the task-change streams, from the        │
                    store's WAL and written batches, on every role         │
                 └─ Spaces: SELECT on the queue's spaces; the schema       │
-                   version moves with every space created or dropped      ┘
+                   version moves with every space created or dropped      │
+                └─ Durability (commit.py), the app's: group commit, the   │
+                   quorum when synchronous, and who hears of each write:  │
+                   metrics, the replication feed, the event streams; a    │
+                   failed write rebuilds the role's queue                 ┘
       └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
@@ -54,6 +58,7 @@ from queuebox.storage.setaside import SetAside, empty, set_aside
 
 from . import builtins, operator_calls
 from .app import App
+from .commit import Durability, WalObserver
 from .events import EventService
 from .logs import get_logger
 from .loop import cancel_and_wait
@@ -84,7 +89,8 @@ class Server:
         self.role.on_stopped = self._applier_stopped
         self.plugins = PluginHost(app)
         self.events = EventService(app)
-        self.on_wal_written: Callable[[int, int, float], None] | None = None  # metrics
+        # written(records, bytes, seconds) after each WAL write, of every store (metrics).
+        self.wal_observers: list[WalObserver] = []
         self.rebootstraps = 0
         self.set_aside: list[SetAside] = []  # what each re-bootstrap kept (for /metrics)
         self._open = False
@@ -110,9 +116,18 @@ class Server:
         stop = stopping or (lambda: self._closing)
         with _collector_paused():
             store = await build_store(self.app, self.faults, stop)
-        store.commit.on_written = self.on_wal_written
-        self.role.attach(store)
+        role = self.role
+        role.attach(store)
         self.events.attach(store)
+        engine = store.engine
+        self.app.durability = Durability(
+            store.commit,
+            quorum=role.quorum if role.quorum.need else None,
+            last_lsn=lambda: engine.last_lsn,
+            observers=self.wal_observers,
+            listeners=(role.feeds.written, self.events.written),
+            rolled_back=role.rolled_back,
+        )
         self.app.spaces = Spaces(self.app, store.engine.catalog)
         if self.role.started:  # a rejoin; at start, once the queue is built (build_server)
             self.watch_ddl()
@@ -130,9 +145,9 @@ class Server:
         await self.role.detach()
         await self.role.store.close(snapshot)
 
-    def observe_wal(self, written: Callable[[int, int, float], None]) -> None:
+    def observe_wal(self, written: WalObserver) -> None:
         """written(records, bytes, seconds) after each WAL write, of every store."""
-        self.on_wal_written = self.store.commit.on_written = written
+        self.wal_observers.append(written)
 
     async def close(self) -> None:
         """At shutdown, after the last connection: a rejoin under way stops where

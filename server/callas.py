@@ -4,7 +4,7 @@ Owns: `LocalSession`, a session without a socket (a conn_id of its own and a
 place in `app.connections`, so the queue sees it come and go like a client:
 a task taken through it goes back when it closes, and shutdown closes it),
 and `call_as`, which runs one call through exactly the path of an IPROTO
-CALL: the same checks (`calls.admit`: the rights, the name, read-only), the
+CALL: the same checks (`dispatch.admit`: the rights, the name, read-only), the
 same handler, the same durability barrier before it returns. Task data goes
 in as Python values, packed as a client packs them, and comes back decoded.
 `call_now` is the same in one synchronous step, for code that runs inside a
@@ -31,8 +31,7 @@ from queuebox.protocol import ErrorCode
 from queuebox.storage.packed import Packed
 
 from .app import App
-from .calls import admit
-from .dispatch import Pushes, TakesData
+from .dispatch import admit
 from .errors import CallError, error_code_and_message
 from .logs import get_logger
 from .session import Session
@@ -98,32 +97,29 @@ def call_now(s: Session, name: str, args: Sequence[Any] = ()) -> Any:
     one after another run with nothing in between. Answers the result as a
     client gets it (task data as the client's bytes: plugins/api.py's
     `unpack`), or an awaitable of it for a call that waits."""
-    handler = admit(s, name)[0]
+    bound = admit(s, name)
     args = list(args)
-    if type(handler) is TakesData:
-        handler = handler.handler
+    if bound.raw_data:
         if args:
             args[0] = Packed(_pack(args[0]))
-    elif type(handler) is Pushes:
+    elif bound.pushes:
         raise CallError(ErrorCode.ER_UNSUPPORTED, f"{name} pushes to a client: not in process")
-    return handler(s, args)
+    return bound.call(s, args)
 
 
 async def _call(s: Session, name: str, args: list[Any]) -> list[Any]:
-    handler = admit(s, name)[0]
-    if type(handler) is TakesData:
-        handler = handler.handler
-        if args:
-            args[0] = Packed(_pack(args[0]))  # the data as a client would send it
+    bound = admit(s, name)
+    if bound.raw_data and args:
+        args[0] = Packed(_pack(args[0]))  # the data as a client would send it
     failure: CallError | None = None
     result: object = None
     try:
-        result = handler(s, args)
+        result = bound.call(s, args)
         if isinstance(result, Awaitable):
             result = await result
     except Exception as exc:
         failure = _as_call_error(exc, name)
-    barrier = s.app.durability_barrier()  # even after an error: the call may have changed data
+    barrier = s.app.durability.barrier()  # even after an error: the call may have changed data
     if barrier is not None:
         try:
             await barrier

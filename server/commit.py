@@ -18,6 +18,17 @@ A failed write fails every request of its batch with ER_WAL_IO and rolls their
 changes back in memory (the engine undoes the batch, newest change first);
 batches written before it stay acknowledged, and the server keeps running.
 
+`Durability` is what the rest of the server sees of it: one object, built
+in build.py over each store opened (at start, and again after a replica's
+re-bootstrap), from the group commit, the optional quorum of synchronous
+replication and the listeners of every written batch, in order:
+
+    reply ◀── Durability.barrier() ◀── the quorum (replicas' acks), if any
+                                  ◀── GroupCommit.barrier(): this turn's write
+    a batch written ──▶ observers(records, bytes, seconds)  (metrics)
+                    ──▶ listeners(batch)  (the replication feed, event streams)
+    a write failed  ──▶ rolled_back()  (the queue rebuilds itself)
+
 Must not touch: sockets, protocol bytes, queue semantics.
 """
 
@@ -25,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Protocol
 
@@ -57,24 +68,20 @@ class Journal(Protocol):
     def rollback(self, batch: Any) -> Any: ...
 
 
+class Report(Protocol):
+    """Who hears of each write: the `Durability` built over this group commit."""
+
+    def written(self, batch: Any, seconds: float) -> None: ...
+    def rolled_back(self) -> None: ...
+
+
 class GroupCommit:
-    def __init__(
-        self,
-        journal: Journal,
-        enabled: bool = True,
-        on_rollback: Callable[[], None] | None = None,
-        on_loop: bool = False,
-    ) -> None:
+    def __init__(self, journal: Journal, enabled: bool = True, on_loop: bool = False) -> None:
         self._journal = journal
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
-        self._on_loop = on_loop
-        self.on_rollback = on_rollback
-        # on_written(records, bytes, seconds) after each successful write (metrics).
-        self.on_written: Callable[[int, int, float], None] | None = None
-        # on_batch(batch) after each successful write (the replication feed).
-        self.on_batch: Callable[[Any], None] | None = None
-        # More that want each written batch, in order (event streams, server/events.py).
-        self.batch_listeners: list[Callable[[Any], None]] = []
+        self.on_loop = on_loop
+        # The Durability over this group commit (it sets itself here): nobody else.
+        self.report: Report | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         # Kept, not looked up: get_running_loop() costs a getpid() syscall.
         self._loop = asyncio.get_running_loop()
@@ -97,7 +104,7 @@ class GroupCommit:
     def commit_now(self) -> None:
         """With on_loop: write the changes gathered so far now, not at the end of
         the turn; their barrier is done (or failed) when this returns."""
-        if self._on_loop and self._gathering is not None:
+        if self.on_loop and self._gathering is not None:
             self._flush()
 
     def _flush(self) -> None:
@@ -108,7 +115,7 @@ class GroupCommit:
         if batch is None:
             done.set_result(None)
             return
-        if self._on_loop:
+        if self.on_loop:
             try:
                 seconds = self._timed_write(batch)
             except Exception as error:
@@ -139,23 +146,19 @@ class GroupCommit:
 
     def _succeeded(self, batch: Any, done: asyncio.Future[None], seconds: float) -> None:
         self.batches_written += 1
-        if self.on_written is not None:
-            self.on_written(batch.count, len(batch.data), seconds)
-        if self.on_batch is not None:
-            self.on_batch(batch)
-        for listener in self.batch_listeners:
-            listener(batch)
+        if self.report is not None:
+            self.report.written(batch, seconds)
         if not done.done():
             done.set_result(None)
 
     def _failed(self, batch: Any, done: asyncio.Future[None], error: BaseException) -> None:
         wal_failed_log.error("wal_write_failed", per=str(error), error=str(error))
         # A batch cancelled by an earlier failure was undone with it, and the
-        # state was rebuilt then: only a first failure needs on_rollback.
+        # state was rebuilt then: only a first failure is reported.
         first_failure = not getattr(batch, "cancelled", False)
         self._journal.rollback(batch)
-        if first_failure and self.on_rollback is not None:
-            self.on_rollback()
+        if first_failure and self.report is not None:
+            self.report.rolled_back()
         if not done.done():
             done.set_exception(WalFailed(str(error)))
             done.exception()  # retrieved here so a batch with no waiter logs nothing more
@@ -172,3 +175,66 @@ class GroupCommit:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+
+
+class QuorumBarrier(Protocol):
+    """Synchronous replication's wait (replication/quorum.py)."""
+
+    def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
+
+
+BatchListener = Callable[[Any], None]
+WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
+
+
+class Durability:
+    """What a reply waits for before it goes out, and who hears of each write
+    (see the top). Without a group commit (an app not built over a data
+    directory): nothing to wait for."""
+
+    def __init__(
+        self,
+        commit: GroupCommit | None = None,
+        *,
+        quorum: QuorumBarrier | None = None,
+        last_lsn: Callable[[], int] | None = None,
+        observers: Sequence[WalObserver] = (),
+        listeners: Sequence[BatchListener] = (),
+        rolled_back: Callable[[], None] | None = None,
+    ) -> None:
+        self._commit = commit
+        self._quorum = quorum
+        self._last_lsn = last_lsn
+        self._observers = observers  # the server's list: metrics may join later
+        self._listeners = tuple(listeners)
+        self._rolled_back = rolled_back
+        # wal_mode=write: commit_now() writes the WAL on the loop, so a connection
+        # confirms its held replies inside its flush (shell.py).
+        self.on_loop = commit is not None and commit.on_loop
+        if commit is not None:
+            commit.report = self
+
+    def barrier(self) -> Awaitable[Any] | None:
+        """What the reply to a call that may have changed data awaits, or None."""
+        commit = self._commit
+        local = None if commit is None else commit.barrier()
+        quorum = self._quorum
+        if quorum is None or self._last_lsn is None:
+            return local
+        return quorum.barrier(local, self._last_lsn())
+
+    def commit_now(self) -> None:
+        """wal_mode=write: make every change so far durable before returning."""
+        if self._commit is not None:
+            self._commit.commit_now()
+
+    # -- what group commit reports --
+    def written(self, batch: Any, seconds: float) -> None:
+        for observe in self._observers:
+            observe(batch.count, len(batch.data), seconds)
+        for listener in self._listeners:
+            listener(batch)
+
+    def rolled_back(self) -> None:
+        if self._rolled_back is not None:
+            self._rolled_back()

@@ -21,8 +21,8 @@ from queuebox import protocol
 from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from .app import App
-from .calls import Deferred, Held, barrier_failed, error_reply
 from .connlog import HANDSHAKE_TYPES
+from .dispatch import Deferred, Held, barrier_failed, error_reply
 from .logs import get_logger
 from .requests import REQUEST_TABLE, handle_unknown
 from .shell import ConnectionShell, bad_frame_log

@@ -1,11 +1,23 @@
-"""The table of server functions: which handler answers a CALL or an EVAL.
+"""One way from a function name to a call: the registry, the bound call, its run.
 
-Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table, and the
-ONE cache of resolved names: a name is resolved once, to a handler bound to
-what runs it), `CallContext`, what a handler may know of its caller, and the
-parsing of Tarantool function names (`a.b.c:method`). Must not touch
-sockets, the wire format or the queue: the queue glue plugs its names in
-through `register`, `add_resolver` and `register_eval`.
+Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table, and the ONE
+cache of resolved names), `Bound` (what a name binds to, once: the handler,
+the right it needs and the tube it acts on (rights.py), whether it takes the
+task data as the client's bytes, whether it pushes), `CallContext` (what a
+handler may know of its caller), the parsing of Tarantool function names
+(`a.b.c:method`), and the path of CALL, CALL_16 and EVAL: `admit` (the
+checks, in Tarantool's order; callas.py runs the same for in-process
+callers), the inline-or-later decision, the durability barrier before a
+reply, the CALL_16 shaping, and the reply bytes of anything a handler
+produced: results, errors (unexpected ones logged with their traceback), a
+failed barrier.
+
+Must not touch sockets, nor know any particular function or the queue: the
+queue glue plugs its names in through `register`, `add_resolver` and
+`register_eval`. A request handler here (requests.py's table holds them)
+takes the request and the caller and returns the reply bytes, a `Held` reply
+(sent once its barrier is done), or a coroutine that produces the reply (a
+call that waits); the connection does the rest.
 
 Name resolution follows Tarantool 2.6: a name is a path through globals,
 `.` indexes a table and a final `:method` calls a method of the object the
@@ -19,13 +31,31 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .config import ALL_RIGHTS
-from .rights import Grant
+from queuebox import protocol
+from queuebox.protocol import (
+    KEY_FUNCTION_NAME,
+    KEY_TUPLE,
+    ErrorCode,
+    call16_shape,
+    encode_packed_data,
+)
+from queuebox.storage.packed import Packed, spliced
 
+from .config import ALL_RIGHTS, READ
+from .errors import CallError, error_code_and_message, read_only_error
+from .logs import RateLimitedLog, get_logger
+from .rights import Grant, access_denied
+
+log = get_logger("queuebox.calls")
+# A bug that one kind of call triggers every time, or a disk that fails every
+# write, must not write a line (or a traceback) per request.
+failed_log = RateLimitedLog(log, burst=5, every_s=10.0)
+
+ER_SHUTDOWN_TEXT = "queuebox is shutting down"
 CallResult = list[Any] | Awaitable[list[Any]]
 RESOLVED_CACHE_SIZE = 10_000  # resolved dynamic names kept at most
 
@@ -51,36 +81,46 @@ class CallContext(Protocol):
 Handler = Callable[[CallContext, list[Any]], CallResult]
 
 
-class TakesData:
-    """A handler whose first argument is a task's data: the call path hands
-    it the client's msgpack bytes (storage's Packed), never a decoded value."""
+class Bound:
+    """What a name binds to, once: the handler; the right it needs; the tube it
+    acts on (None when the call is not about one tube, or its tube comes from
+    the arguments and the handler checks it); `raw_data`: its first argument
+    is a task's data, handed on as the client's msgpack bytes (storage's
+    Packed), never decoded; `pushes`: it pushes to its caller before it
+    answers (IPROTO chunks with the request's sync, as box.session.push)."""
 
-    __slots__ = ("handler",)
+    __slots__ = ("call", "pushes", "raw_data", "right", "tube")
 
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-
-    def __call__(self, ctx: CallContext, args: list[Any]) -> CallResult:
-        return self.handler(ctx, args)
-
-
-class Pushes:
-    """A handler that pushes to its caller before it answers (IPROTO chunks with
-    the request's sync, as box.session.push): the call path sets `ctx.sync`."""
-
-    __slots__ = ("handler",)
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-
-    def __call__(self, ctx: CallContext, args: list[Any]) -> CallResult:
-        return self.handler(ctx, args)
+    def __init__(
+        self,
+        call: Handler,
+        right: str,
+        tube: str | None = None,
+        *,
+        raw_data: bool = False,
+        pushes: bool = False,
+    ) -> None:
+        self.call = call
+        self.right = right
+        self.tube = tube
+        self.raw_data = raw_data
+        self.pushes = pushes
 
 
-# (handler, the right it needs, the tube it acts on: None when the call is not
-# about one tube, or its tube comes from the arguments and the handler checks it)
-Resolved = tuple[Handler, str, str | None]
-Resolver = Callable[[str], Resolved | None]
+Resolver = Callable[[str], Bound | None]
+
+
+class Caller(CallContext, Protocol):
+    """What the call path needs of its caller: a `Session` (session.py)."""
+
+    sync: int
+
+    @property
+    def app(self) -> Any: ...
+    @property
+    def registry(self) -> Registry: ...
+    @property
+    def schema_version(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -121,15 +161,15 @@ def _check_access(access: str) -> str:
 
 
 class Registry:
-    """Function names and EVAL texts -> (handler, right, tube)."""
+    """Function names and EVAL texts -> their `Bound` call."""
 
     def __init__(self) -> None:
-        self._fixed: dict[str, Resolved] = {}
+        self._fixed: dict[str, Bound] = {}
         self._resolvers: list[Resolver] = []
         # Fixed names and every dynamic name resolved so far, in one table: one
         # lookup per call, whatever kind of name it is.
-        self._resolved: dict[str, Resolved] = {}
-        self._evals: dict[str, Resolved] = {}
+        self._resolved: dict[str, Bound] = {}
+        self._evals: dict[str, Bound] = {}
         self._read_only_ok: set[str] = set()
 
     def register(
@@ -140,17 +180,21 @@ class Registry:
         *,
         replace: bool = False,
         read_only_ok: bool = False,
+        raw_data: bool = False,
     ) -> None:
         """A fixed name. Registering a taken name needs replace=True, so overriding
         a placeholder is always deliberate. read_only_ok: a write or admin call
-        that changes no data (a snapshot, a promotion), served while read-only."""
+        that changes no data (a snapshot, a promotion), served while read-only;
+        raw_data: see `Bound`."""
         if read_only_ok:
             self._read_only_ok.add(name)
         if name in self._fixed and not replace:
             raise ValueError(f"function {name!r} is already registered")
         if parse_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
-        self._fixed[name] = self._resolved[name] = (handler, _check_access(access), None)
+        self._fixed[name] = self._resolved[name] = Bound(
+            handler, _check_access(access), raw_data=raw_data
+        )
 
     def add_resolver(self, resolver: Resolver, *, first: bool = False) -> None:
         """Asked, in order of adding (first: before the others), for names that
@@ -171,7 +215,7 @@ class Registry:
         key = normalize_eval(expr)
         if key in self._evals and not replace:
             raise ValueError(f"EVAL {key!r} is already registered")
-        self._evals[key] = (handler, _check_access(access), None)
+        self._evals[key] = Bound(handler, _check_access(access))
 
     def works_read_only(self, name: str) -> bool:
         return name in self._read_only_ok
@@ -182,7 +226,7 @@ class Registry:
     def has_eval(self, expr: str) -> bool:
         return normalize_eval(expr) in self._evals
 
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         found = self._resolved.get(name)
         if found is not None:
             return found
@@ -203,6 +247,177 @@ class Registry:
         """Drop resolved dynamic names (a resolver's answers changed)."""
         self._resolved = dict(self._fixed)
 
-    def resolve_eval(self, expr: str) -> Resolved | None:
+    def resolve_eval(self, expr: str) -> Bound | None:
         found = self._evals.get(expr)
         return found if found is not None else self._evals.get(normalize_eval(expr))
+
+
+# -- the call path --
+
+
+class Held:
+    """`reply` to request `sync`, to be sent once `barrier` (group commit) completes."""
+
+    __slots__ = ("barrier", "reply", "sync")
+
+    def __init__(self, barrier: Awaitable[Any], sync: int, reply: bytes) -> None:
+        self.barrier = barrier
+        self.sync = sync
+        self.reply = reply
+
+
+def encode_result(s: Caller, sync: int, values: Sequence[Any], call16: bool) -> bytes:
+    data = call16_shape(values) if call16 else values
+    try:
+        return encode_packed_data(sync, s.schema_version, len(data), spliced(data))
+    except (TypeError, ValueError, OverflowError) as exc:
+        # What Tarantool says for a Lua value it cannot serialize, with our type.
+        raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
+
+
+def error_reply(s: Caller, sync: int, exc: BaseException, name: str = "") -> bytes:
+    """The error reply for an exception a handler raised; unexpected ones are logged."""
+    found = error_code_and_message(exc)
+    if found is None:
+        per = (name, type(exc))
+        failed_log.error(
+            "request failed", per, conn_id=s.conn_id, function=name, error=repr(exc), exc_info=exc
+        )
+        found = (ErrorCode.ER_PROC_LUA, f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc))
+    return protocol.encode_error(sync, s.schema_version, found[0], found[1])
+
+
+def barrier_failed(s: Caller, sync: int, exc: BaseException | None) -> bytes:
+    # The change may not be on disk: the client must not get a success.
+    failed_log.error("durability barrier failed", type(exc), conn_id=s.conn_id, error=repr(exc))
+    found = error_code_and_message(exc) if exc is not None else None
+    code, message = found if found else (ErrorCode.ER_WAL_IO, "Failed to write to disk")
+    return protocol.encode_error(sync, s.schema_version, code, message)
+
+
+class Deferred:
+    """Run this request again at `at` (the guard's clock), and the requests after
+    it only then: a throttled AUTH (authguard.py). The connection stops reading
+    meanwhile, so a later request never runs as the user from before it."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
+Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes]
+
+
+def admit(s: Caller, name: str) -> Bound:
+    """The checks of a call, for every caller (a connection, callas.py), in
+    Tarantool's order: some right at all (denied before the name is looked
+    up), the name, the right on the call's tube, then read-only."""
+    grant = s.grant
+    if not grant.somewhere:
+        # Like Tarantool without universal execute: denied before looking the name up.
+        raise access_denied(name, s.user)
+    found = s.registry.resolve(name)
+    if found is None:
+        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
+    access = found.right
+    if not grant.allows(access, found.tube):
+        raise access_denied(name, s.user)
+    if access != READ and s.app.refuses_changes() and not s.registry.works_read_only(name):
+        raise read_only_error()
+    return found
+
+
+def handle_call(req: Any, s: Caller, call16: bool = False) -> Reply:
+    # The hot path: the body is read directly, not through Request's properties.
+    body = req.body
+    name = body.get(KEY_FUNCTION_NAME)
+    if name is None:
+        raise CallError(
+            ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'function name' in request"
+        )
+    bound = admit(s, name)
+    args = body.get(KEY_TUPLE)
+    if bound.raw_data:
+        if args:
+            # The data goes on as the client's bytes: whatever msgpack it is, it
+            # comes back the same (QUEUE.md §2), and is never decoded again.
+            args = [Packed(req.raw_arg(0)), *args[1:]]
+    elif bound.pushes:
+        s.sync = req.sync  # read by the handler before it first waits
+    return run_handler(s, req.sync, name, bound.call, [] if args is None else args, call16)
+
+
+def handle_call16(req: Any, s: Caller) -> Reply:
+    return handle_call(req, s, True)
+
+
+def handle_eval(req: Any, s: Caller) -> Reply:
+    if not req.has(protocol.KEY_EXPR):
+        raise CallError(
+            ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'expression' in request"
+        )
+    expr = req.expr
+    found = s.registry.resolve_eval(expr)
+    if found is None:
+        shown = expr if len(expr) <= 200 else expr[:200] + "..."
+        raise CallError(
+            ErrorCode.ER_PROC_LUA, f"queuebox does not run Lua: EVAL of {shown!r} is not supported"
+        )
+    access = found.right
+    if not s.grant.allows(access):
+        raise access_denied("", s.user, "universe")
+    if access != READ and s.app.refuses_changes():
+        raise read_only_error()
+    return run_handler(s, req.sync, expr, found.call, req.args, call16=False)
+
+
+def run_handler(
+    s: Caller, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
+) -> Reply:
+    """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
+
+    After the handler, the reply waits for `app.durability.barrier()` when
+    that returns something, so no change is acknowledged before it is durable.
+    """
+    try:
+        # object: the checks below are the contract (the compiled build trusts annotations).
+        result: object = handler(s, args)
+        if type(result) is list and not call16:
+            reply = encode_packed_data(sync, s.schema_version, len(result), spliced(result))
+        elif isinstance(result, list | tuple):
+            reply = encode_result(s, sync, list(result), call16)
+        elif isinstance(result, Awaitable):
+            return _finish(s, sync, name, result, call16)
+        else:
+            raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
+    except Exception as exc:
+        reply = error_reply(s, sync, exc, name)
+    barrier = s.app.durability.barrier()
+    if barrier is None:
+        return reply
+    return Held(barrier, sync, reply)
+
+
+async def _finish(
+    s: Caller, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
+) -> bytes:
+    try:
+        try:
+            result = await awaitable
+            if not isinstance(result, list | tuple):
+                raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
+            reply = encode_result(s, sync, list(result), call16)
+        except asyncio.CancelledError:
+            # Only shutdown cancels a waiting request; the client still gets an answer.
+            reply = protocol.encode_error(
+                sync, s.schema_version, ErrorCode.ER_PROC_LUA, ER_SHUTDOWN_TEXT
+            )
+        except Exception as exc:
+            reply = error_reply(s, sync, exc, name)
+        barrier = s.app.durability.barrier()
+        if barrier is not None:
+            await barrier
+    except BaseException as exc:  # the barrier failed or was cancelled: never ack
+        reply = barrier_failed(s, sync, exc)
+    return reply

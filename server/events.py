@@ -40,19 +40,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, cast
 
 from queuebox.drivers.driver import DRIVERS
-from queuebox.drivers.events import Normalize, TaskChange, normalizer, record_change
+from queuebox.drivers.events import (
+    Normalize,
+    ReadBack,
+    TaskChange,
+    normalizer,
+    record_change,
+)
 from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.protocol import ErrorCode, encode_packed_chunk
+from queuebox.storage.batch import Batch
 from queuebox.storage.errors import EngineError
 from queuebox.storage.packed import spliced
 from queuebox.storage.walfeed import WalCursor, records_of
 
 from .app import App
 from .config import READ
-from .dispatch import CallContext, Handler, Pushes, Resolved
+from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import get_logger
 from .session import Outlet, Session
@@ -65,6 +73,7 @@ READ_CHUNK = 1 << 20  # WAL bytes read back per step
 MEMORY_BACKLOG = 10_000  # events of a tube without WAL waiting for a slow reader
 METHOD = "events"
 STOP = "queuebox.events.stop"  # a stream's own connection ends it early
+Gone = Callable[[dict[str, Any]], Any]  # a record -> the task it deleted, if known
 
 
 def lost(why: str) -> CallError:
@@ -148,6 +157,10 @@ class WalStream(Stream):
         self.normalize = normalize
         self.position = since
         self.live = False
+        # A delete record holds only the task's key (FORMAT.md §5.2, version 4):
+        # the tasks this stream read put while reading back from disk, so that
+        # their ack/delete/ttl events carry their data as live ones do.
+        self.read_back = ReadBack()
 
     async def run(self) -> None:
         engine = self.service.engine
@@ -163,9 +176,10 @@ class WalStream(Stream):
                     cursor = self._cursor(cursor)
                     data = cursor.read(READ_CHUNK)
                     if data:
-                        self.records(records_of(data))
+                        self.records(records_of(data), self.read_back)
                     elif cast(int, self.position) >= engine.durable_lsn:
                         self.live = True  # no await since the read: no batch slipped by
+                        self.read_back = ReadBack()  # live deletes come with their tasks
                     else:
                         await asyncio.sleep(0.002)  # written, not yet reported
         except EngineError as exc:
@@ -181,8 +195,9 @@ class WalStream(Stream):
             cursor.close()
         return self.service.engine.wal_cursor(cast(int, self.position))
 
-    def records(self, bodies: list[dict[str, Any]]) -> None:
-        """Push the events of this tube's records; the position passes every record."""
+    def records(self, bodies: list[dict[str, Any]], gone: Gone) -> None:
+        """Push the events of this tube's records; the position passes every record.
+        `gone(body)`: the task a delete record removed, if known."""
         for body in bodies:
             lsn = body["lsn"]
             if lsn <= cast(int, self.position):
@@ -192,12 +207,12 @@ class WalStream(Stream):
                     self.position = lsn
                     self.drop(lsn)
                     return
-                change = record_change(self.tube, body, self.normalize)
+                change = record_change(self.tube, body, self.normalize, gone(body))
                 if change is not None:
                     self.push(event_of(change))
             self.position = lsn
 
-    def written(self, batch: Any, bodies: list[dict[str, Any]]) -> None:
+    def written(self, batch: Any, bodies: list[dict[str, Any]], gone: Gone) -> None:
         """A batch was written: its events, if it follows this stream's position."""
         position = cast(int, self.position)
         if batch.last_lsn <= position:
@@ -205,7 +220,7 @@ class WalStream(Stream):
         if batch.first_lsn != position + 1 or self.outlet.unsent() > HIGH_WATER:
             self.live = False  # back to the WAL on disk, from the position on
         else:
-            self.records(bodies)
+            self.records(bodies, gone)
             if not self.dropped:
                 self.position = batch.last_lsn
         self.wake.set()
@@ -275,8 +290,6 @@ class EventService:
     def attach(self, store: Store) -> None:
         """Stream from `store` (at start, and after a re-bootstrap loaded it anew)."""
         self.engine = store.engine
-        self.commit = store.commit
-        self.commit.batch_listeners.append(self._written)
 
     def detach(self) -> None:
         """Before the store closes: every stream ends (its client resumes from
@@ -305,14 +318,14 @@ class EventService:
         return counts
 
     # -- the call --
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         prefix = next((p for p in self._prefixes if name.startswith(p)), None)
         if prefix is None:
             return None
         tube, sep, method = name[len(prefix) :].partition(":")
         if not sep or method != METHOD or not tube or "." in tube:
             return None
-        return Pushes(self._handler(name, tube)), READ, tube
+        return Bound(self._handler(name, tube), READ, tube, pushes=True)
 
     def _tube(self, tube: str) -> tuple[str, str, bool] | None:
         """(space name, driver type, temporary) of a tube, from the stored registry."""
@@ -370,7 +383,8 @@ class EventService:
         return [stream.position]
 
     # -- live: every written batch --
-    def _written(self, batch: Any) -> None:
+    def written(self, batch: Any) -> None:
+        """Every batch written here (a listener of build.py's Durability)."""
         live = [s for s in self.streams if isinstance(s, WalStream) and s.live]
         if not live:
             return
@@ -378,12 +392,30 @@ class EventService:
             bodies = records_of(batch.data)
         except EngineError:
             bodies = None
+        gone = _removed_by(batch)
         for stream in live:
             if bodies is None:
                 stream.live = False  # read it from disk, where the damage is reported
                 stream.wake.set()
             else:
-                stream.written(batch, bodies)
+                stream.written(batch, bodies, gone)
+
+
+def _removed_by(batch: Batch) -> Gone:
+    """The tasks a written batch deleted, in its order, from its undo entries:
+    a delete record holds only the key (FORMAT.md §5.2, version 4)."""
+    removed: dict[tuple[str, Any], deque[Any]] = {}
+    for _kind, space, old, new in batch.undo:
+        if new is None and old is not None:
+            removed.setdefault((space.name, old[0]), deque()).append(old)
+
+    def gone(body: dict[str, Any]) -> Any:
+        if body["op"] != "delete":
+            return None
+        tasks = removed.get((body["space"], body["key"][0]))
+        return tasks.popleft() if tasks else None
+
+    return gone
 
 
 def _arguments(args: list[Any]) -> tuple[int | None, float | None]:

@@ -31,8 +31,8 @@ from queuebox.protocol import box15
 from queuebox.protocol.box15 import Box15Error, Frame
 
 from .app import App
-from .calls import ER_SHUTDOWN_TEXT, Held, Reply, failed_log
 from .config import READ
+from .dispatch import ER_SHUTDOWN_TEXT, Held, Reply, failed_log
 from .errors import error_code_and_message
 from .queue_calls import QueueCalls
 from .rights import access_denied
@@ -110,7 +110,7 @@ def handle_unsupported(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
 
 
 def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
-    """Like calls.run_handler: inline, or a coroutine for a waiting take; the
+    """Like dispatch.run_handler: inline, or a coroutine for a waiting take; the
     reply waits for the durability barrier, so no change is acked before it is
     on disk."""
     call = box15.parse_call(frame)
@@ -118,20 +118,20 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
     found = queue.resolve_legacy(name)
     if found is None:
         raise Box15Error(box15.ER_NO_SUCH_PROC, box15.NO_SUCH_PROC.format(name))
-    handler, access, tube = found
-    if not s.grant.allows(access, tube):  # the tube itself: the handler checks it
+    access = found.right
+    if not s.grant.allows(access, found.tube):  # the tube itself: the handler checks it
         denied = access_denied(name, s.user).message
         raise Box15Error(box15.ER_PROC_LUA, box15.LUA_ERROR.format(denied))
     if access != READ and s.app.refuses_changes():
         raise Box15Error(box15.ER_NONMASTER, box15.NONMASTER)
     try:
-        result = handler(s, list(call.args))
+        result = found.call(s, list(call.args))
         if not isinstance(result, list):
             return _finish(frame, s, name, result)
         reply = encode_result(frame, name, result)
     except Exception as exc:
         reply = error_reply(frame, exc)
-    barrier = s.app.durability_barrier()
+    barrier = s.app.durability.barrier()
     return reply if barrier is None else Held(barrier, frame.sync, reply)
 
 
@@ -144,7 +144,7 @@ async def _finish(frame: Frame, s: Session, name: str, waiting: Awaitable[list[A
             reply = lua_error(frame, ER_SHUTDOWN_TEXT)
         except Exception as exc:
             reply = error_reply(frame, exc)
-        barrier = s.app.durability_barrier()
+        barrier = s.app.durability.barrier()
         if barrier is not None:
             await barrier
     except BaseException as exc:  # the barrier failed or was cancelled: never ack

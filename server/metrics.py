@@ -6,7 +6,7 @@ collector that reads the queue's statistics, the connection table and the
 storage at scrape time, and the few counters that cannot be read later:
 request handling time per request type (fed by the connection's dispatch
 through `app.observe_request`), failed AUTHs (counted by the auth guard) and
-WAL writes (fed by group commit through `GroupCommit.on_written`).
+WAL writes (fed by group commit through `Server.observe_wal`).
 Everything runs on the loop thread, so the counters are plain ints without
 locks.
 

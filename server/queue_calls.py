@@ -39,7 +39,7 @@ from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .config import ADMIN, READ
-from .dispatch import CallContext, Handler, Resolved, TakesData
+from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import RateLimitedLog, get_logger
 from .rights import Grant, access_denied, check_tube, legacy_tube
@@ -73,14 +73,19 @@ class QueueCalls:
         self.app = app
         self.catalog = catalog
         self.clock_us = clock_us
-        self.modern = Queue(catalog, clock_us, namespaces=app.config.queue_namespaces)
-        app.changes.attach(self.modern)
-        self.legacy = LegacyQueue(catalog, clock_us)
-        self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
-        self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
-        self._rearm_scheduled = False
         # Kept, not looked up per request: get_running_loop() costs a getpid().
         self._loop = asyncio.get_running_loop()
+        self._rearm_scheduled = False
+        self.modern = Queue(
+            catalog,
+            clock_us,
+            namespaces=app.config.queue_namespaces,
+            on_deadline=self._deadline_moved,
+        )
+        app.changes.attach(self.modern)
+        self.legacy = LegacyQueue(catalog, clock_us, self._deadline_moved)
+        self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
+        self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
         self._waiting: set[asyncio.Future[None]] = set()
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
@@ -90,11 +95,18 @@ class QueueCalls:
     # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
         first = None
-        for core in self.cores:  # asked once per loop turn: no allocation
+        for core in self.cores:  # each an attribute: asked only when one moved
             deadline = core.next_deadline()
             if deadline is not None and (first is None or deadline < first):
                 first = deadline
         return first
+
+    def _deadline_moved(self, earliest: int | None) -> None:
+        """A core's earliest deadline moved: the timer is rearmed once, at the end
+        of the turn (a request that moves nothing costs nothing here)."""
+        if not self._rearm_scheduled:
+            self._rearm_scheduled = True
+            self._loop.call_soon(self._rearm)
 
     def tick(self, now_us: int) -> None:
         if self._refusal is not None or self.app.refuses_changes():
@@ -119,13 +131,14 @@ class QueueCalls:
             self.clock_us,
             namespaces=self.app.config.queue_namespaces,
             keep_temporary=True,
+            on_deadline=self._deadline_moved,
         )
         for name, callback in bound.items():  # on_task_change bindings live in memory
             tube = self.modern.registry.tubes.get(name)
             if tube is not None:
                 tube.callback = callback
         self.app.changes.attach(self.modern)
-        self.legacy = LegacyQueue(self.catalog, self.clock_us)
+        self.legacy = LegacyQueue(self.catalog, self.clock_us, self._deadline_moved)
         self.cores = (self.legacy, self.modern)
         self.app.registry.forget()  # every name bound to the old cores
         self._legacy_names = self._legacy_port_table()
@@ -134,7 +147,7 @@ class QueueCalls:
         for woken in list(self._waiting):
             if not woken.done():
                 woken.set_result(None)
-        self.app.durability_barrier()  # the rebuild's own changes (taken -> ready)
+        self.app.durability.barrier()  # the rebuild's own changes (taken -> ready)
         self.timer.rearm()
 
     # -- registration --
@@ -180,7 +193,7 @@ class QueueCalls:
             if not woken.done():
                 woken.set_result(None)
 
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         """The one resolution of a queue name: the first core that binds it,
         with the right it needs and the tube it acts on (rights.py).
 
@@ -192,12 +205,10 @@ class QueueCalls:
                 handler = self._handler(core, bound, name)
                 if core is self.legacy:
                     handler = self._legacy_checked(handler, name, access)
-                if core.takes_data(name):
-                    handler = TakesData(handler)
-                return (handler, access, core.tube_of(name))
+                return Bound(handler, access, core.tube_of(name), raw_data=core.takes_data(name))
         return None
 
-    def resolve_legacy(self, name: str) -> Resolved | None:
+    def resolve_legacy(self, name: str) -> Bound | None:
         """The Tarantool 1.5 port's resolution (server/legacy15.py): the legacy
         core's names only, bound once like any queue name; None for any other.
 
@@ -210,20 +221,23 @@ class QueueCalls:
                 return None
             access = self.legacy.access_of(name)
             handler = self._legacy_checked(self._handler(self.legacy, bound, name), name, access)
-            found = self._legacy_names[name] = (handler, access, None)
+            found = self._legacy_names[name] = Bound(handler, access)
         return found
 
-    def _legacy_port_table(self) -> dict[str, Resolved]:
+    def _legacy_port_table(self) -> dict[str, Bound]:
         # Only names the legacy core binds are added: a fixed set, never unbounded.
-        return {LEGACY_STATISTICS: (self._legacy_statistics, READ, None)}
+        return {LEGACY_STATISTICS: Bound(self._legacy_statistics, READ)}
 
     # -- handlers --
     def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:
+        drops = name.endswith(":drop")
+
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
             try:
                 answer = bound(ctx.conn_id, args)
             finally:
-                self._after_call(name)
+                if drops:
+                    self.app.registry.forget()  # it keeps names bound to the dropped tube
             if isinstance(answer, Blocked):
                 return self._wait(core, ctx, answer)
             return answer
@@ -273,10 +287,7 @@ class QueueCalls:
 
     def _eval_create(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         padded = [*args, None, None, None][:3]
-        try:
-            self.modern.eval_create(*padded)
-        finally:
-            self._after_call("create_tube")
+        self.modern.eval_create(*padded)
         return []
 
     def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -284,17 +295,11 @@ class QueueCalls:
         shows their data, so it needs read on that tube."""
         tube, opts = _two(args)
         check_tube(ctx.grant, READ, tube, TASKS, ctx.user)
-        try:
-            return [self.modern.list_tasks(tube, opts)]
-        finally:
-            self._after_call(TASKS)
+        return [self.modern.list_tasks(tube, opts)]
 
     def _tube_options(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         """queuebox.tube_options(tube, {max_attempts=, backoff=, backoff_max=})."""
-        try:
-            return [self.modern.tube_options(*_two(args))]
-        finally:
-            self._after_call(TUBE_OPTIONS)
+        return [self.modern.tube_options(*_two(args))]
 
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
@@ -369,10 +374,7 @@ class QueueCalls:
         for core in self.cores:
             bound = core.bind(name)
             if bound is not None:
-                try:
-                    return core, bound(ctx.conn_id, args)
-                finally:
-                    self._after_call(name)
+                return core, bound(ctx.conn_id, args)  # a take or a put: never a drop
         # The tube was dropped while the call waited.
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
 
@@ -386,15 +388,6 @@ class QueueCalls:
             core.tick(self.clock_us())
 
     # -- lifecycle --
-    def _after_call(self, name: str) -> None:
-        if name.endswith(":drop"):
-            self.app.registry.forget()  # the registry caches resolved names
-        # Once per loop turn, not per request: every request of the turn may move
-        # the earliest deadline, and asking both cores costs more than a put.
-        if not self._rearm_scheduled:
-            self._rearm_scheduled = True
-            self._loop.call_soon(self._rearm)
-
     def _rearm(self) -> None:
         self._rearm_scheduled = False
         if self._refusal is None:
@@ -402,7 +395,7 @@ class QueueCalls:
 
     def _after_tick(self) -> None:
         # Expiries changed data outside any request: make them durable too.
-        self.app.durability_barrier()
+        self.app.durability.barrier()
 
     def _connected(self, conn_id: int) -> None:
         for core in self.cores:

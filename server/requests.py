@@ -3,10 +3,10 @@
 Owns: PING, AUTH, ID, SELECT (the queue's spaces and the schema views
 connectors read when they connect: spaces.py), the refusals of writes into
 them and of SQL, and ER_UNKNOWN_REQUEST_TYPE for the rest; CALL, CALL_16
-and EVAL are delegated to `calls.py`. Must not do I/O nor see the
+and EVAL are delegated to `dispatch.py`. Must not do I/O nor see the
 connection: a handler gets the decoded request and the `Session` and returns
 the reply bytes, a `Held` reply, or a coroutine that produces the reply (see
-`calls.Reply`).
+`dispatch.Reply`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from queuebox import protocol
 from queuebox.protocol import ErrorCode, RequestType
 from queuebox.storage.packed import spliced
 
-from .calls import Deferred, Reply, handle_call, handle_call16, handle_eval
+from .dispatch import Deferred, Reply, handle_call, handle_call16, handle_eval
 from .errors import CallError
 from .logs import RateLimitedLog, get_logger
 from .session import Session

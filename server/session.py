@@ -2,7 +2,7 @@
 
 Owns: `Session` (conn_id, peer, logged-in user and their `Grant`, salt, schema
 version, the `closed` future, and the app's services: registry, users,
-durability barrier), which request handlers (`requests.py`, `calls.py`,
+durability barrier), which request handlers (`requests.py`, `dispatch.py`,
 `legacy15.py`) and function handlers receive instead of the connection. Must
 not touch the transport, the decoder or the reply buffer: those are the
 connection shell's (`shell.py`) and its ports'.
@@ -62,7 +62,7 @@ class Session:
         # The connection, for a call that streams (replication): send() queues
         # bytes for this turn's write, unsent() counts what is not out yet.
         self.outlet: Outlet | None = None
-        # The sync of the request a pushing handler (dispatch.Pushes) runs for.
+        # The sync of the request a pushing handler (dispatch.Bound.pushes) runs for.
         self.sync = 0
 
     @property

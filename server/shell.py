@@ -14,7 +14,7 @@ shell, and says what a failed barrier answers (`barrier_failed`).
 
 Requests are answered out of order, matched by sync: bytes go out at the end
 of this loop turn; a held reply goes out when its barrier completes (with
-wal_mode=write, `app.commit_now` writes the WAL inside flush(), so held
+wal_mode=write, `app.durability.commit_now()` writes the WAL inside flush(), so held
 replies go out with the rest, or as errors if the write failed); a
 coroutine (a call that must wait) runs as a task and its reply goes out when
 done, so a blocked call never holds up the next request.
@@ -41,8 +41,8 @@ from time import monotonic
 from typing import Any, cast
 
 from .app import App
-from .calls import Held, Reply
 from .connlog import ConnectionLog
+from .dispatch import Held, Reply
 from .logs import RateLimitedLog, get_logger
 from .reading import BudgetedReading
 from .session import Session
@@ -72,7 +72,6 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
         self._out: list[bytes] = []
         # wal_mode=write: replies in _out that wait for this turn's WAL write,
         # as (index in _out, sync, barrier); flush() writes first (_confirm).
-        self._commit_now = app.commit_now
         self._unconfirmed: list[tuple[int, int, asyncio.Future[Any]]] = []
         # Replies waiting for a durability barrier, per barrier future.
         self._held: dict[asyncio.Future[Any], list[Held]] = {}
@@ -262,8 +261,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     def _confirm(self) -> None:
         """Write the WAL now; a reply whose barrier failed becomes its error."""
         waiting, self._unconfirmed = self._unconfirmed, []
-        assert self._commit_now is not None
-        self._commit_now()
+        self.app.durability.commit_now()
         out = self._out
         for index, sync, barrier in waiting:
             if not barrier.done():  # not written by commit_now after all: wait for it
@@ -295,7 +293,7 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     def _hold(self, held: Held) -> None:
         """Send `held.reply` once its barrier completes."""
         barrier = held.barrier
-        if self._commit_now is not None and asyncio.isfuture(barrier) and not barrier.done():
+        if self.app.durability.on_loop and asyncio.isfuture(barrier) and not barrier.done():
             # wal_mode=write: the turn's changes are written by flush() itself,
             # before the replies go out, so the reply waits in place.
             self._out.append(held.reply)

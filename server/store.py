@@ -1,7 +1,7 @@
 """The storage engine inside the running server: open, commit, snapshot, close.
 
 Owns: opening the data directory (lock, recovery with progress in the log),
-group commit as the app's durability barrier, the snapshot schedule (WAL
+group commit (build.py makes it the app's durability), the snapshot schedule (WAL
 volume and interval, the admin call `queuebox.snapshot`, and a last one at a
 clean shutdown; a scheduled snapshot that failed is tried again after a
 growing pause, counted in `snapshot_failures`) and closing the engine after
@@ -64,12 +64,9 @@ class Store:
         self._retry_s = RETRY_FIRST_S
 
     def install(self) -> None:
-        """Group commit becomes the app's durability barrier; snapshots start.
-        (Again for the store that replaces this one at a re-bootstrap: build.py.)"""
+        """The snapshot call is registered; snapshots start. (Again for the store
+        that replaces this one at a re-bootstrap: build.py.)"""
         app = self.app
-        app.durability_barrier = self.commit.barrier
-        if app.config.wal_mode == "write":
-            app.commit_now = self.commit.commit_now
         app.registry.register("queuebox.snapshot", self._snapshot_call, "admin", replace=True)
         self._schedule_check()
 

@@ -22,9 +22,10 @@ SNAP_MAGIC = b"QBOXSNP\n"
 KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
 MAGIC_OF_KIND = {kind: magic for magic, kind in KIND_OF_MAGIC.items()}
 # 2: a task's data is ext PACKED_EXT around the client's bytes; 3: snapshot
-# records are bounded, a big tuple is cut into `part` records (FORMAT.md §6).
-VERSION = 3
-KNOWN_VERSIONS = frozenset({1, 2, 3})
+# records are bounded, a big tuple is cut into `part` records; 4: a delete
+# record holds the key, not the tuple (FORMAT.md §6).
+VERSION = 4
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4})
 
 _HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
 HEADER_SIZE = _HEADER.size + 4

@@ -53,6 +53,7 @@ class LogFile:
         self.path = Path(path)
         self._files = files or FileIO()
         self.size = self._files.size(self.path)
+        self.skipped = 0  # records chunks(skip=...) left out
         fd = self._files.open_read(self.path)
         try:
             self.header: FileHeader = decode_header(self._files.read(fd, HEADER_SIZE))
@@ -64,8 +65,15 @@ class LogFile:
         for chunk in self.chunks():
             yield from chunk
 
-    def chunks(self) -> Generator[list[Event], None, None]:
-        """The same events, a list per CHUNK bytes read (cheaper per record)."""
+    def chunks(self, skip: int = 0) -> Generator[list[Event], None, None]:
+        """The same events, a list per CHUNK bytes read (cheaper per record).
+
+        skip: leave out the first `skip` records, checked (marker, length, CRC)
+        but not decoded, counting them in `skipped`: a WAL segment's frames
+        hold consecutive LSNs from the header's (FORMAT.md §4, §5.2), so a
+        start from a snapshot passes the records it covers this way. Damage
+        ends the skipping: after it no position says which LSN a frame holds."""
+        self.skipped = 0
         files = self._files
         fd = files.open_read(self.path)
         try:
@@ -80,7 +88,12 @@ class LogFile:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
-                events = _records(bodies, decoder.take())
+                frames = decoder.take()
+                if skip:
+                    frames = self._skip(frames, skip)
+                    if frames:  # skipped all it may, or met damage: decode the rest
+                        skip = 0
+                events = _records(bodies, frames)
                 if parts is not None:
                     events = parts.join(events, eof=not chunk)
                 yield events
@@ -88,6 +101,17 @@ class LogFile:
                     return
         finally:
             files.close(fd)
+
+    def _skip(self, frames: list[Frame | Damage], skip: int) -> list[Frame | Damage]:
+        """frames without the first of the `skip - skipped` left to skip, up to any damage."""
+        left = skip - self.skipped
+        n = 0
+        for ev in frames[:left]:
+            if isinstance(ev, Damage):
+                break
+            n += 1
+        self.skipped += n
+        return frames[n:]
 
 
 def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:

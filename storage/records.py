@@ -52,8 +52,10 @@ def _tuple_fields(space: Space, old: Tuple | None, new: Tuple | None) -> Body:
 
 
 def _delete_fields(space: Space, old: Tuple | None, new: Tuple | None) -> Body:
+    # Format 4: the key alone, as Tarantool's xlog writes a DELETE. Readers that
+    # want the deleted tuple had it from the record that wrote it (FORMAT.md §5.2).
     assert old is not None
-    return {"key": space.primary.key_of(old), "tuple": old}
+    return {"key": space.primary.key_of(old)}
 
 
 _CHANGE_FIELDS: dict[str, Callable[[Space, Tuple | None, Tuple | None], Body]] = {
@@ -91,7 +93,7 @@ REQUIRED: dict[str, dict[str, frozenset[str]]] = {
     "wal": {
         "insert": frozenset((*_WAL_COMMON, "tuple")),
         "replace": frozenset((*_WAL_COMMON, "tuple")),
-        "delete": frozenset((*_WAL_COMMON, "key", "tuple")),
+        "delete": frozenset((*_WAL_COMMON, "key")),  # "tuple" too before version 4
         "create_space": frozenset((*_WAL_COMMON, "def")),
         "drop_space": frozenset((*_WAL_COMMON, "def")),
     },

@@ -211,19 +211,25 @@ class Recovery:
         if log.header.kind != "wal" or log.header.lsn != name_lsn:
             self._damaged(path, 0, "header does not match the file name")
             return
-        held = 0
-        chunks = log.chunks()
-        for chunk in chunks:
-            for ev in chunk:
-                if isinstance(ev, Record):
-                    held += 1
-                    self._apply(path, ev, stage)
-                elif ev.resume is None and is_last:
-                    chunks.close()
-                    self._cut_tail(path, ev, held)
-                    return
-                else:
-                    self._damaged(path, ev.offset, ev.reason)
+        # The records the snapshot covers are counted, not decoded (reader.py).
+        covered = max(0, self.report.snapshot_lsn - name_lsn + 1)
+        applied = 0
+        chunks = log.chunks(skip=covered)
+        try:
+            for chunk in chunks:
+                for ev in chunk:
+                    if isinstance(ev, Record):
+                        applied += 1
+                        self._apply(path, ev, stage)
+                    elif ev.resume is None and is_last:
+                        chunks.close()
+                        self._cut_tail(path, ev, applied + log.skipped)
+                        return
+                    else:
+                        self._damaged(path, ev.offset, ev.reason)
+        finally:
+            if log.skipped:  # they held name_lsn, name_lsn + 1, ...
+                self._wal_end = max(self._wal_end, name_lsn + log.skipped - 1)
 
     def _apply(self, path: Path, ev: Record, stage: Stage) -> None:
         offset, end, body = ev

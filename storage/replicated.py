@@ -41,7 +41,7 @@ def _replace(catalog: Catalog, body: Body) -> None:
 
 def _delete(catalog: Catalog, body: Body) -> None:
     space = _space(catalog, body)
-    if space.delete(space.primary.key_of(body["tuple"])) is None:
+    if space.delete(tuple(body["key"])) is None:  # every version writes "key"
         raise ReplicationError(f"LSN {body['lsn']}: delete of a tuple {body['space']!r} lacks")
 
 

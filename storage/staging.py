@@ -34,7 +34,10 @@ class Staged:
         self.share: Callable[[Tuple], Tuple] = self._first_share
         self._sharer: Callable[[Tuple], Tuple] | None = None
         # The bare field for one-part keys: no per-row key tuple to allocate.
-        self.key_of: Callable[[Tuple], Any] = itemgetter(*definition.indexes[0].parts)
+        parts = definition.indexes[0].parts
+        self.key_of: Callable[[Tuple], Any] = itemgetter(*parts)
+        # A delete record's key (an array of the key's fields) as key_of gives it.
+        self.bare_key: Callable[[Tuple], Any] = itemgetter(0) if len(parts) == 1 else tuple
         self.rows: list[Tuple] | None = []
         self.by_key: dict[Any, Tuple] | None = None
 
@@ -101,7 +104,8 @@ def _put(stage: Stage, body: dict[str, Any]) -> None:
 
 def _delete(stage: Stage, body: dict[str, Any]) -> None:
     staged = staged_space(stage, body)
-    staged.keyed().pop(staged.key_of(body["tuple"]), None)
+    # By "key", which every version writes (version 4 writes no "tuple").
+    staged.keyed().pop(staged.bare_key(body["key"]), None)
 
 
 def create_space(stage: Stage, body: dict[str, Any]) -> None:

@@ -70,8 +70,10 @@ class RowMaker:
                 yield self._tuple_row(offset, body, "insert", space, tup)
         elif op in ("create_space", "drop_space"):
             yield self._ddl_row(offset, body, op, space)
-        elif op in ("insert", "replace", "delete"):
+        elif op in ("insert", "replace") or "tuple" in body:
             yield self._tuple_row(offset, body, op, space, body["tuple"])
+        elif op == "delete":
+            yield self._key_row(offset, body, space, body["key"])
 
     def _common(self, offset: int, body: dict[str, Any], op: str, space: str) -> list[Any]:
         lsn = body.get("lsn", self.file_lsn)
@@ -92,6 +94,17 @@ class RowMaker:
         data = to_json(tup[-1])
         whole = f"{to_json(tup[:-1])[:-1]},{data}]"  # the data is encoded once
         return (*row, space, tup[0], status, old_status, data, _call(body), whole)
+
+    def _key_row(self, offset: int, body: dict[str, Any], space: str, key: Any) -> Row:
+        """A delete that holds only the key (FORMAT.md v4): the task's id and status
+        "-"; its status before comes from its previous record (lifecycle's lag),
+        and the record's `why` stands for the call (its ttl fields are not there)."""
+        row = self._common(offset, body, "delete", space)
+        call = _call(body) or body.get("why")
+        task_id = key[0] if len(key) == 1 else None
+        if space.startswith("_") or not isinstance(task_id, int) or isinstance(task_id, bool):
+            return (*row, None, None, None, None, None, call, None)
+        return (*row, space, task_id, "-", None, None, call, None)
 
 
 def columns(rows: Iterable[Row]) -> dict[str, list[Any]]:

@@ -35,7 +35,7 @@ RECORD_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("old_status", "string", "task status before the change when the record carries it"),
     ("data", "string", "task data as JSON (see to_json); for other spaces the tuple"),
     ("call", "string", "the queue call that caused the change, when recorded"),
-    ("tuple", "string", "the whole new tuple (or the old one for a delete) as JSON"),
+    ("tuple", "string", "the whole new tuple as JSON (a delete: null, or the old one before v4)"),
 )
 
 RECORD_DDL = ", ".join(f"`{name}` {kind}" for name, kind, _ in RECORD_COLUMNS)

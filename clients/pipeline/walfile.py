@@ -1,4 +1,4 @@
-"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v3).
+"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v4).
 
 Owns: listing the files of a data directory, the 24-byte file header, frames
 (marker, CRC, length, msgpack body), finding the first frame at or after any byte
@@ -31,7 +31,7 @@ FRAME_HEAD = FRAME.size  # 12
 MARKER = b"\xc1QBR"
 MAX_BODY = 1 << 30
 MAGIC_KINDS = {b"QBOXWAL\n": "wal", b"QBOXSNP\n": "snap"}
-KNOWN_VERSIONS = frozenset({1, 2, 3})
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4})
 # Version 2: a task's data is ext 80 around the msgpack value the client sent
 # (FORMAT.md §1); read here as that value.
 PACKED_EXT = 80
@@ -43,7 +43,7 @@ REQUIRED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "wal": {
         "insert": ("lsn", "ts", "sid", "space", "tuple"),
         "replace": ("lsn", "ts", "sid", "space", "tuple"),
-        "delete": ("lsn", "ts", "sid", "space", "tuple", "key"),
+        "delete": ("lsn", "ts", "sid", "space", "key"),  # and "tuple" before v4
         "create_space": ("lsn", "ts", "sid", "space", "def"),
         "drop_space": ("lsn", "ts", "sid", "space", "def"),
     },

@@ -98,10 +98,21 @@ def is_legacy_statistics(args: list[Any]) -> bool:
 class LegacyQueue(EntryPoints):
     """All legacy spaces of one server. Construct it after recovery: that is a restart."""
 
-    def __init__(self, catalog: Catalog, clock: Clock) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        clock: Clock,
+        on_deadline: Callable[[int | None], None] | None = None,
+    ) -> None:
         super().__init__(clock)
         self.clock = clock
         self.store = LegacyStore(catalog, self._wake)
+        # The earliest task event of every legacy space, found again after each
+        # legacy entry point (only they change legacy tasks): nothing is asked
+        # of the legacy spaces per modern request. on_deadline(earliest) hears
+        # when it moves, as the modern core's Deadlines does.
+        self.earliest: int | None = None
+        self._on_deadline = on_deadline
         with self._entry():
             release_after_restart(self.store)
 
@@ -162,7 +173,7 @@ class LegacyQueue(EntryPoints):
     # --- timers: every task's next_event is in its space's "event" index ---
 
     def next_deadline(self) -> int | None:
-        return next_deadline(self.store)
+        return self.earliest
 
     def tick(self, now_us: int) -> None:
         with self._entry(now_us):
@@ -175,6 +186,21 @@ class LegacyQueue(EntryPoints):
 
     def _advance(self, now: int) -> None:
         expire_due(self.store, now)
+
+    def _leave(self, now: int) -> None:
+        outermost = self._depth == 1
+        try:
+            super()._leave(now)
+        finally:
+            if outermost:
+                self._note_deadline()
+
+    def _note_deadline(self) -> None:
+        earliest = next_deadline(self.store)
+        if earliest != self.earliest:
+            self.earliest = earliest
+            if self._on_deadline is not None:
+                self._on_deadline(earliest)
 
     def _existing(self, args: list[Any]) -> tuple[LegacySpace, Task]:
         """(space, task) named by args[0], args[1]; `Task not found` otherwise."""

@@ -41,7 +41,6 @@ from queuebox.storage.errors import EngineError
 from queuebox.storage.walfeed import FileChunks
 
 from ..app import App
-from ..commit import GroupCommit
 from ..config import REPLICATION
 from ..dispatch import CallContext
 from ..errors import CallError
@@ -93,13 +92,12 @@ class Feed:
 
 
 class Feeds:
-    def __init__(self, app: App, engine: Engine, commit: GroupCommit, quorum: Quorum) -> None:
+    def __init__(self, app: App, engine: Engine, quorum: Quorum) -> None:
         self.app = app
         self.engine = engine
         self.quorum = quorum
         self.feeds: dict[str, Feed] = {}
         self.joining: dict[str, int] = {}  # replica -> snapshot LSN it is loading
-        commit.on_batch = self._broadcast
         engine.retain_after = self._retain
 
     def install(self) -> None:
@@ -124,7 +122,8 @@ class Feeds:
         return min(needed) if needed else None
 
     # -- live --
-    def _broadcast(self, batch: Any) -> None:
+    def written(self, batch: Any) -> None:
+        """Every batch written here (a listener of build.py's Durability)."""
         self.quorum.insync.written(batch.last_lsn)
         for feed in self.feeds.values():
             if not feed.live or batch.last_lsn <= feed.sent:

@@ -113,11 +113,8 @@ class Role:
             config.replication_synchro_timeout,
             config.replication_lag_timeout,
         )
-        self.feeds = Feeds(app, self.engine, store.commit, self.quorum)
+        self.feeds = Feeds(app, self.engine, self.quorum)
         self.feeds.install()
-        if self.quorum.need:
-            local, quorum, engine = app.durability_barrier, self.quorum, self.engine
-            app.durability_barrier = lambda: quorum.barrier(local(), engine.last_lsn)
         self.view.catalog = self.engine.catalog
         if app.read_only:
             self.engine.writable = False
@@ -221,8 +218,13 @@ class Role:
         # As a restart builds it: taken tasks go back to ready, due timers run.
         queue = self.queue = QueueCalls(self.app, self.engine.catalog)
         queue.install()
-        self.store.commit.on_rollback = queue.reload
-        self.app.durability_barrier()  # the rebuild's own changes go to the WAL
+        self.app.durability.barrier()  # the rebuild's own changes go to the WAL
+
+    def rolled_back(self) -> None:
+        """A WAL write failed and its changes were undone in the spaces: the
+        queue this instance runs (a primary's) rebuilds itself from them."""
+        if self.queue is not None:
+            self.queue.reload()
 
     # -- stepping down --
     def step_down(self, why: str) -> asyncio.Future[None]:
@@ -261,7 +263,6 @@ class Role:
             queue, self.queue = self.queue, None
             if queue is not None:
                 queue.uninstall(read_only_error)
-                self.store.commit.on_rollback = None
             self.view.install()
             try:
                 await self._drained()

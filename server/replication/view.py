@@ -27,7 +27,7 @@ from queuebox.storage.catalog import Catalog
 
 from ..app import App
 from ..config import ADMIN, READ, WRITE
-from ..dispatch import CallContext, Handler, Resolved
+from ..dispatch import Bound, CallContext, Handler
 from ..errors import loading_error, read_only_error
 from ..queue_calls import (
     EVAL_CREATE,
@@ -72,15 +72,15 @@ class ReplicaView:
             self.installed = False
             self.app.registry.remove_resolver(self.resolve)
 
-    def resolve(self, name: str) -> Resolved | None:
+    def resolve(self, name: str) -> Bound | None:
         prefix = next((p for p in self._namespaces if name.startswith(p)), None)
         if prefix is None:
             return None
         path, sep, method = name[len(prefix) :].partition(":")
         tube = path[len("tube.") :] if sep and path.startswith("tube.") else None
         if tube is not None and method == "peek":
-            return self._peek(tube), READ, tube
-        return _refuse, WRITE, tube
+            return Bound(self._peek(tube), READ, tube)
+        return Bound(_refuse, WRITE, tube)
 
     # -- the reads --
     def _catalog(self) -> Catalog:

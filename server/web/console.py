@@ -4,7 +4,7 @@ Owns: the overview (the server, the tubes the user may read with counts and
 rates, connections and sessions), a tube's tasks by state a page at a time,
 and the actions: put, kick (one, N, all), bury, release, delete, truncate,
 create a tube. Every read of the queue that depends on rights and every
-action is a registry function called as the logged-in user (calls.py):
+action is a registry function called as the logged-in user (dispatch.py):
 `queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
 so the console can never do what that user could not do over IPROTO; a
 refusal comes back with its IPROTO code and text. Must not change queue

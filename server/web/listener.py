@@ -6,7 +6,7 @@ turns an unexpected error into a logged 500, the rates' sampler (every
 SAMPLE_S), and stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
 and 503 with the state otherwise (WAITING on a replica or a read-only
 server, STARTUP while promoting, "stopping" during a shutdown). Must not
-touch queue state: console.py reads and acts through calls.py.
+touch queue state: console.py reads and acts through dispatch.py.
 """
 
 from __future__ import annotations

@@ -47,9 +47,15 @@ def space_def(sid: int, space: str, fmt: list[str] | None = None) -> dict[str, A
 
 
 class WalBuilder:
-    """Accumulates WAL records with consecutive LSNs; `write` makes one segment."""
+    """Accumulates WAL records with consecutive LSNs; `write` makes one segment.
 
-    def __init__(self, first_lsn: int = 1, start_ts: float = 1_700_000_000.0) -> None:
+    version 4: a delete record holds the key alone (FORMAT.md §5.2); before,
+    the deleted tuple too."""
+
+    def __init__(
+        self, first_lsn: int = 1, start_ts: float = 1_700_000_000.0, version: int = 1
+    ) -> None:
+        self.version = version
         self.first_lsn = first_lsn
         self.lsn = first_lsn
         self.ts = start_ts
@@ -72,11 +78,14 @@ class WalBuilder:
         return self.add("replace", sid, space, dt, tuple=tup, **extra)
 
     def delete(self, sid: int, space: str, tup: list[Any], dt: float = 0.0, **extra: Any) -> int:
+        if self.version >= 4:
+            return self.add("delete", sid, space, dt, key=[tup[0]], **extra)
         return self.add("delete", sid, space, dt, tuple=tup, key=[tup[0]], **extra)
 
     def write(self, directory: Path) -> Path:
         path = directory / name(self.first_lsn, "wal")
-        path.write_bytes(header("wal", self.first_lsn) + b"".join(frame(b) for b in self.bodies))
+        head = header("wal", self.first_lsn, self.version)
+        path.write_bytes(head + b"".join(frame(b) for b in self.bodies))
         return path
 
 

@@ -16,9 +16,10 @@ pytestmark = pytest.mark.spark
 T0 = 1_700_000_000.0
 
 
-def _workload(directory: Path) -> None:
-    """Tube jobs (no call keys: inferred) and tube calls (with call keys)."""
-    wal = qbfiles.WalBuilder(first_lsn=1, start_ts=T0)
+def _workload(directory: Path, version: int = 1) -> None:
+    """Tube jobs (no call keys: inferred) and tube calls (with call keys). Version 4:
+    deletes hold the key alone, and the expiry says so by its why (what a server writes)."""
+    wal = qbfiles.WalBuilder(first_lsn=1, start_ts=T0, version=version)
     wal.create(513, "jobs")
 
     def at(t: float) -> float:
@@ -42,12 +43,13 @@ def _workload(directory: Path) -> None:
     wal.insert(514, "calls", [0, "r", 1], call="put")
     wal.replace(514, "calls", [0, "t", 1], call="take")
     wal.replace(514, "calls", [0, "r", 1], call="ttr")
-    wal.delete(514, "calls", [0, "r", 1], call="ttl")
+    wal.delete(514, "calls", [0, "r", 1], **({"why": "ttl"} if version >= 4 else {"call": "ttl"}))
     wal.write(directory)
 
 
-def test_events_tasks_and_buckets(spark: Any, tmp_path: Path) -> None:
-    _workload(tmp_path)
+@pytest.mark.parametrize("version", [1, 4])
+def test_events_tasks_and_buckets(spark: Any, tmp_path: Path, version: int) -> None:
+    _workload(tmp_path, version)
     records = spark.read.format("queuebox").option("path", str(tmp_path)).load()
     events = lifecycle.events(records)
     got = [(r["tube"], r["task_id"], r["incarnation"], r["event"])

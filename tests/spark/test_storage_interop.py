@@ -39,7 +39,9 @@ def _write(directory: Path) -> None:
         jobs.insert((i, "r", {"i": i, "raw": b"\x00\xff", "ext": msgpack.ExtType(3, b"x")}))
     for i in range(4):
         jobs.update((i,), {1: "t"})
+    jobs.note = "ack"  # what a tube's ack writes as the record's why
     jobs.delete((0,))
+    jobs.note = None
     _flush(engine)
     job = engine.begin_snapshot()
     job.run()
@@ -86,9 +88,15 @@ def test_rows_of_an_engine_directory(tmp_path: Path) -> None:
     assert ops[:10] == [("insert", i, None, "r") for i in range(10)]
     assert ops[10:] == [
         ("replace", 0, None, "t"), ("replace", 1, None, "t"), ("replace", 2, None, "t"),
-        ("replace", 3, None, "t"), ("delete", 0, "t", "-"), ("replace", 1, None, "!"),
-        ("delete", 2, "t", "-"),
+        ("replace", 3, None, "t"), ("delete", 0, None, "-"), ("replace", 1, None, "!"),
+        ("delete", 2, None, "-"),
     ]  # fmt: skip
+    # Format 4: a delete holds the key alone; the lifecycle job takes the status
+    # before from the task's previous record, and the record's why is the call.
+    assert [(r["call"], r["data"], r["tuple"]) for r in wal if r["op"] == "delete"] == [
+        ("ack", None, None),
+        (None, None, None),
+    ]
     assert wal[0]["data"] == '{"i":0,"raw":{"$base64":"AP8="},"ext":{"$ext":3,"$base64":"eA=="}}'
     assert [r["time"] for r in wal[:2]] == [1_700_000_000_750_000, 1_700_000_001_000_000]
     snap = sorted((r["task_id"], r["status"]) for r in rows if r["kind"] == "snap" and r["tube"])

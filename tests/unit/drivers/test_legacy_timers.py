@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from queuebox.drivers.legacy import LegacyQueue
 from tests.unit.drivers.legacy_harness import SEC, T0, Legacy
 
 
@@ -108,3 +109,20 @@ def test_every_status_dies_at_ttl_and_is_counted_by_status(lq: Legacy) -> None:
     assert stats["space0.t.ttl.total"] == "4"
     assert [stats[f"space0.t.ttl.{s}"] for s in ("taken", "buried", "done")] == ["2", "1", "1"]
     assert stats["space0.t.tasks.total"] == stats["space0.t.tasks.delayed"] == "1"
+
+
+def test_the_server_hears_when_the_earliest_deadline_moves_and_only_then() -> None:
+    """The legacy core reports its earliest deadline when it moves, so the server
+    never asks the legacy spaces on a request that changed none of them."""
+    heard: list[int | None] = []
+    lq = Legacy()
+    lq.q = LegacyQueue(lq.catalog, lq.clock, heard.append)
+    lq.put("x", ttl=50)
+    assert heard == [T0 + 50 * SEC]
+    lq.put("y", ttl=80)  # a later event: the earliest stays
+    lq.take_id()
+    assert heard == [T0 + 50 * SEC]
+    lq.put("z", delay=3)
+    assert heard == [T0 + 50 * SEC, T0 + 3 * SEC] and lq.q.next_deadline() == T0 + 3 * SEC
+    lq.q.tick(T0 + 3 * SEC)  # z is ready: its ttl is what stays of it
+    assert heard[-1] == lq.q.next_deadline() == T0 + 50 * SEC

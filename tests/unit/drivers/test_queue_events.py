@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from queuebox.drivers.events import TaskChange, event_name, normalizer, record_change
+from queuebox.drivers.events import (
+    ReadBack,
+    TaskChange,
+    event_name,
+    normalizer,
+    record_change,
+)
 from queuebox.drivers.fifottl import FifoTtl
 from queuebox.drivers.queue import Queue
 from queuebox.storage.engine import Engine
@@ -179,6 +185,32 @@ def test_a_record_that_changes_no_task_is_no_event() -> None:
     assert (change.lsn, change.ts) == (2, 2.0)
 
 
+def test_a_key_only_delete_is_the_task_its_reader_saw_put_else_its_id() -> None:
+    """Format 4: a delete record holds the key alone (storage/FORMAT.md §5.2)."""
+    read_back = ReadBack()
+    put = {"op": "insert", "lsn": 2, "ts": 2.0, "space": "t", "tuple": (0, "r", "x")}
+    ack = {"op": "delete", "lsn": 3, "ts": 3.0, "space": "t", "key": (0,), "why": "ack"}
+    assert read_back(put) is None
+    change = record_change("t", ack, normalizer(None), read_back(ack))
+    assert change is not None and (change.event, change.task) == ("ack", [0, "-", "x"])
+    # The same ack read from after its put: the id and status, no data.
+    again = record_change("t", ack, normalizer(None), read_back(ack))
+    assert again is not None and (again.event, again.task, again.fields) == (
+        "ack",
+        [0, "-", None],
+        (0, "-"),
+    )
+    # It keeps the tasks changed last, up to its limit.
+    small = ReadBack(limit=2)
+    for i, op in ((1, "insert"), (2, "insert"), (1, "replace"), (3, "insert")):
+        small({"op": op, "tuple": (i, "r", f"d{i}")})
+    assert [small({"op": "delete", "key": (i,)}) for i in (1, 2, 3)] == [
+        (1, "r", "d1"),
+        None,
+        (3, "r", "d3"),
+    ]
+
+
 def test_the_wal_names_every_change_as_the_live_listener_did(tmp_path: Path) -> None:
     engine = Engine(tmp_path, "write", clock=lambda: 1.0)
     engine.open()
@@ -205,10 +237,11 @@ def changes_of(engine: Engine, tube: str, normalize: Any) -> list[TaskChange]:
     decoder.feed(data)
     bodies = BodyDecoder("wal").decode_many([frame[1] for frame in decoder.take()])
     out = []
+    read_back = ReadBack()  # a delete record holds the key alone (format 4)
     for body in bodies:
         assert isinstance(body, dict)
         if body["space"] == tube:
-            change = record_change(tube, body, normalize)
+            change = record_change(tube, body, normalize, read_back(body))
             if change is not None:
                 out.append(change)
     return out

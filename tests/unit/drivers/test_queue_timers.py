@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from queuebox.drivers.queue import Queue
 from tests.unit.drivers.queue_harness import SEC, T0, TTL_DRIVERS, Q, error_of, make_tube
 
 TTL_VARIANTS = [("fifottl", None), ("limfifottl", None), ("utubettl", None)]
@@ -280,3 +281,21 @@ def test_tasks_with_one_ttl_and_ttr_share_those_values(h: Q) -> None:
     tasks = list(driver.space)
     assert len({id(t[3]) for t in tasks}) == 1 and tasks[0][3] == 30 * SEC
     assert len({id(t[4]) for t in tasks}) == 1 and tasks[0][4] == 5 * SEC
+
+
+def test_the_server_hears_when_the_earliest_deadline_moves_and_only_then() -> None:
+    """The server's one timer is rearmed when the earliest deadline moves: a put
+    to an untimed tube, or one with a later event, reports nothing."""
+    heard: list[int | None] = []
+    h = Q()
+    h.q = Queue(h.catalog, h.clock, on_deadline=heard.append)
+    make_tube(h, "plain", "fifo")
+    make_tube(h, "t", "fifottl")
+    h.put("plain", "a")
+    assert heard == []
+    h.put("t", "b", ttl=10)
+    h.put("t", "c", ttl=20)
+    h.put("plain", "d")
+    assert heard == [T0 + 10 * SEC]
+    h.tcall("t", "truncate")
+    assert heard == [T0 + 10 * SEC, None]

@@ -10,6 +10,7 @@ the pause took effect go in anyway).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -84,3 +85,25 @@ class FakeTransport:
 
     def abort(self) -> None:
         self.aborted = True
+
+
+class Durable:
+    """What app.durability is to a connection: replies wait for `barrier()`;
+    with `commit_now` (wal_mode=write) the connection has the WAL written in
+    its flush, before the replies go out."""
+
+    def __init__(
+        self,
+        barrier: Callable[[], Awaitable[Any] | None],
+        commit_now: Callable[[], object] | None = None,
+    ) -> None:
+        self._barrier = barrier
+        self._commit_now = commit_now
+        self.on_loop = commit_now is not None
+
+    def barrier(self) -> Awaitable[Any] | None:
+        return self._barrier()
+
+    def commit_now(self) -> None:
+        if self._commit_now is not None:
+            self._commit_now()

@@ -17,9 +17,11 @@ async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> No
     server = await build_server(App(Config(data_dir=str(tmp_path))))
     try:
         app = server.app
-        # Group commit is the durability barrier, and a failed write reloads the queue.
-        assert app.durability_barrier == server.store.commit.barrier
-        assert server.store.commit.on_rollback == server.queue.reload
+        # Group commit is what replies wait for, and a failed write reloads the queue.
+        assert app.durability.on_loop  # wal_mode=write
+        reloads = server.queue.reloads
+        server.store.commit.report.rolled_back()
+        assert server.queue.reloads == reloads + 1
         # The queue's names, the store's admin call and the builtins all resolve.
         for name in ("queue.create_tube", "queue.put", "queue.statistics", "queue.state"):
             assert app.registry.resolve(name) is not None, name
@@ -28,7 +30,7 @@ async def test_build_server_wires_store_queue_and_builtins(tmp_path: Path) -> No
         assert app.registry.resolve("queuebox.test.crash") is None  # test hooks are off
         # The queue's state is the real one, not the builtin placeholder.
         found = app.registry.resolve("queue.state")
-        assert found is not None and found[0] == server.queue._state
+        assert found is not None and found.call == server.queue._state
     finally:
         await app.on_shutdown()
 

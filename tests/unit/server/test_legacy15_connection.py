@@ -20,7 +20,7 @@ from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.rights import Grant
 from queuebox.server.session import Session
 from queuebox.storage.catalog import Catalog
-from tests.unit.server.fake_transport import FakeTransport, record_reads
+from tests.unit.server.fake_transport import Durable, FakeTransport, record_reads
 
 SPACE = b"0"
 
@@ -87,7 +87,7 @@ async def answered(c: Client) -> list[box15.Reply]:
 async def test_a_reply_waits_for_the_durability_barrier() -> None:
     port = Port()
     barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    port.app.durability_barrier = lambda: barrier
+    port.app.durability = Durable(lambda: barrier)
     c = port.connect()
     c.send("queue.put", SPACE, b"t", b"0", b"0", b"0", b"0", b"x")
     assert c.replies() == [] and c.conn.in_flight == 1
@@ -100,7 +100,7 @@ async def test_a_reply_waits_for_the_durability_barrier() -> None:
 async def test_a_failed_barrier_answers_the_1_5_disk_error_never_a_success() -> None:
     port = Port()
     barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    port.app.durability_barrier = lambda: barrier
+    port.app.durability = Durable(lambda: barrier)
     c = port.connect()
     sync = c.send("queue.put", SPACE, b"t", b"0", b"0", b"0", b"0", b"x")
     barrier.set_exception(OSError("disk full"))
@@ -119,7 +119,7 @@ async def test_a_waiting_take_is_in_flight_and_woken_by_a_put_from_the_iproto_pa
     found = port.app.registry.resolve("queue.put")
     assert found is not None
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    found[0](Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "from iproto"])
+    found.call(Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "from iproto"])
     (reply,) = await answered(c)
     assert reply.sync == sync and reply.tuples[0][1:] == [b"t", b"taken", b"from iproto"]
     assert c.conn.in_flight == 0 and not c.transport.paused
@@ -148,7 +148,7 @@ async def test_after_a_reload_a_waiting_take_is_woken_by_the_new_core() -> None:
     found = port.app.registry.resolve("queue.put")
     assert found is not None
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    found[0](Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "x"])
+    found.call(Session(port.app, 99, closed), [0, "t", 0, 0, 0, 0, "x"])
     (reply,) = await answered(c)
     assert reply.sync == sync and reply.tuples[0][1:] == [b"t", b"taken", b"x"]
 

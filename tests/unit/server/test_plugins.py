@@ -1,7 +1,7 @@
 """Plugins in process (server/plugins/): loading, what they register, isolation.
 
 The host loads the test tree's plugins (tests/e2e/plugins/) over an App and
-the queue glue, as build_server does, and requests run the way calls.py runs
+the queue glue, as build_server does, and requests run the way dispatch.py runs
 them. The e2e tests (tests/e2e/test_plugins.py) do the same over real sockets.
 """
 

@@ -1,6 +1,6 @@
 """The queue glue (server/queue_calls.py) without sockets: waiting calls and disconnects.
 
-Requests are run the way server/calls.py runs them: the handler inline, and a
+Requests are run the way server/dispatch.py runs them: the handler inline, and a
 waiting one finishes in a task. Two lost wakeups are pinned here: a put read
 in the same batch as the take that waits for it, and a woken waiter whose
 client left before it could take its task. Also: the disconnects of a
@@ -32,7 +32,7 @@ class Glue:
         assert found is not None, name
         loop = asyncio.get_running_loop()
         closed = self.closed.setdefault(conn_id, loop.create_future())
-        result = found[0](Session(self.app, conn_id, closed), list(args))
+        result = found.call(Session(self.app, conn_id, closed), list(args))
         if isinstance(result, list):
             return result
         return asyncio.ensure_future(result)

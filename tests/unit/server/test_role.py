@@ -33,11 +33,11 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
 
 
 def call(server: Server, name: str, *args: Any) -> Any:
-    """The handler as calls.py runs it (the read-only check included)."""
+    """The handler as dispatch.py runs it (the read-only check included)."""
     app = server.app
     found = app.registry.resolve(name)
     assert found is not None, name
-    handler, access = found[0], found[1]
+    handler, access = found.call, found.right
     if access != "read" and app.refuses_changes() and not app.registry.works_read_only(name):
         raise CallError(ER_READONLY, "read-only")
     closed = asyncio.get_running_loop().create_future()

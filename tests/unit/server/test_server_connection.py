@@ -17,7 +17,7 @@ from queuebox.server.config import READ, WRITE, Config, UserSpec
 from queuebox.server.connection import Connection
 from queuebox.server.dispatch import CallContext
 from queuebox.server.errors import CallError
-from tests.unit.server.fake_transport import FakeTransport
+from tests.unit.server.fake_transport import Durable, FakeTransport
 
 
 def frame(request_type: int, sync: int, body: dict[int, Any] | None = None) -> bytes:
@@ -153,7 +153,7 @@ async def test_both_pressures_must_clear(app: App) -> None:
 
 async def test_durability_barrier_delays_the_reply(app: App) -> None:
     barrier = asyncio.get_running_loop().create_future()
-    app.durability_barrier = lambda: barrier
+    app.durability = Durable(lambda: barrier)
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x") + frame(64, 2))
     assert [sync for _, sync, _ in h.take_replies()] == [2]  # PING needs no barrier
@@ -165,7 +165,7 @@ async def test_durability_barrier_delays_the_reply(app: App) -> None:
 
 async def test_failed_barrier_never_acknowledges(app: App) -> None:
     barrier = asyncio.get_running_loop().create_future()
-    app.durability_barrier = lambda: barrier
+    app.durability = Durable(lambda: barrier)
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x"))
     barrier.set_exception(OSError("disk full"))
@@ -179,8 +179,10 @@ async def test_commit_now_sends_held_replies_in_the_same_turn(app: App) -> None:
     """wal_mode=write: flush() has the WAL written first, then the replies go."""
     barrier = asyncio.get_running_loop().create_future()
     written: list[int] = []
-    app.durability_barrier = lambda: None if barrier.done() else barrier
-    app.commit_now = lambda: written.append(1) or barrier.set_result(None)
+    app.durability = Durable(
+        lambda: None if barrier.done() else barrier,
+        lambda: written.append(1) or barrier.set_result(None),
+    )
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x") + frame(64, 2) + call(3, "queuebox.echo", "y"))
     assert written == [1]  # one write for the whole batch
@@ -193,8 +195,9 @@ async def test_commit_now_sends_held_replies_in_the_same_turn(app: App) -> None:
 
 async def test_commit_now_failure_turns_held_replies_into_errors(app: App) -> None:
     barrier = asyncio.get_running_loop().create_future()
-    app.durability_barrier = lambda: barrier
-    app.commit_now = lambda: barrier.done() or barrier.set_exception(OSError("disk full"))
+    app.durability = Durable(
+        lambda: barrier, lambda: barrier.done() or barrier.set_exception(OSError("disk full"))
+    )
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x") + frame(64, 2) + call(3, "queuebox.echo", "y"))
     replies = h.take_replies()
@@ -208,8 +211,7 @@ async def test_commit_now_failure_turns_held_replies_into_errors(app: App) -> No
 
 async def test_a_barrier_commit_now_did_not_finish_is_still_awaited(app: App) -> None:
     barrier = asyncio.get_running_loop().create_future()
-    app.durability_barrier = lambda: barrier
-    app.commit_now = lambda: None  # wrote nothing this time
+    app.durability = Durable(lambda: barrier, lambda: None)  # wrote nothing this time
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x") + frame(64, 2))
     assert [sync for _, sync, _ in h.take_replies()] == [2]
@@ -226,7 +228,7 @@ async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
         await asyncio.sleep(0.01)
         done.append(1)
 
-    app.durability_barrier = commit
+    app.durability = Durable(commit)
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x"))
     assert h.take_writes() == []

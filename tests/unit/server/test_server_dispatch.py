@@ -7,7 +7,19 @@ from typing import Any
 import pytest
 
 from queuebox.server.config import ADMIN, READ, WRITE
-from queuebox.server.dispatch import CallContext, CallPath, Registry, normalize_eval, parse_name
+from queuebox.server.dispatch import (
+    Bound,
+    CallContext,
+    CallPath,
+    Registry,
+    normalize_eval,
+    parse_name,
+)
+
+
+def triple(found: Bound | None) -> tuple[Any, str, str | None] | None:
+    """What a name bound to: (handler, right, tube)."""
+    return None if found is None else (found.call, found.right, found.tube)
 
 
 def h_a(ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -48,36 +60,36 @@ def test_object_name_of_a_method_call() -> None:
 def test_fixed_names_win_over_resolvers() -> None:
     registry = Registry()
     registry.register("queue.state", h_a, READ)
-    registry.add_resolver(lambda name: (h_b, WRITE, None))
-    assert registry.resolve("queue.state") == (h_a, READ, None)
-    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
+    registry.add_resolver(lambda name: Bound(h_b, WRITE))
+    assert triple(registry.resolve("queue.state")) == (h_a, READ, None)
+    assert triple(registry.resolve("queue.tube.jobs:put")) == (h_b, WRITE, None)
 
 
 def test_resolvers_are_asked_in_order_until_one_answers() -> None:
     asked: list[str] = []
 
-    def tubes(name: str) -> tuple[Any, str] | None:
+    def tubes(name: str) -> Bound | None:
         asked.append(name)
         path = parse_name(name)
         if path and path.objects[:2] == ("queue", "tube") and path.objects[2:] == ("jobs",):
-            return (h_a, WRITE, None) if path.method == "put" else None
+            return Bound(h_a, WRITE) if path.method == "put" else None
         return None
 
     registry = Registry()
     registry.add_resolver(tubes)
-    registry.add_resolver(lambda name: (h_b, READ, None) if name == "other" else None)
-    assert registry.resolve("queue.tube.jobs:put") == (h_a, WRITE, None)
+    registry.add_resolver(lambda name: Bound(h_b, READ) if name == "other" else None)
+    assert triple(registry.resolve("queue.tube.jobs:put")) == (h_a, WRITE, None)
     assert registry.resolve("queue.tube.q9:put") is None  # object missing
     assert registry.resolve("queue.tube.jobs:nosuch") is None  # method missing
-    assert registry.resolve("other") == (h_b, READ, None)
+    assert triple(registry.resolve("other")) == (h_b, READ, None)
     assert asked == ["queue.tube.jobs:put", "queue.tube.q9:put", "queue.tube.jobs:nosuch", "other"]
 
 
 def test_malformed_names_never_reach_resolvers() -> None:
     registry = Registry()
-    registry.add_resolver(lambda name: (h_a, READ, None))
+    registry.add_resolver(lambda name: Bound(h_a, READ))
     assert registry.resolve("a..b") is None
-    assert registry.resolve("a") == (h_a, READ, None)
+    assert triple(registry.resolve("a")) == (h_a, READ, None)
 
 
 def test_override_must_be_explicit() -> None:
@@ -86,7 +98,7 @@ def test_override_must_be_explicit() -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry.register("queue.state", h_b, READ)
     registry.register("queue.state", h_b, READ, replace=True)
-    assert registry.resolve("queue.state") == (h_b, READ, None)
+    assert triple(registry.resolve("queue.state")) == (h_b, READ, None)
     assert registry.has("queue.state") and not registry.has("queue.stats")
 
 
@@ -104,7 +116,7 @@ def test_eval_texts_match_with_whitespace_folded() -> None:
         "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)", h_a, ADMIN
     )
     sent = "local name, type, cfg = ...\n  ;\tqueue.create_tube(name,  type, cfg)\n"
-    assert registry.resolve_eval(sent) == (h_a, ADMIN, None)
+    assert triple(registry.resolve_eval(sent)) == (h_a, ADMIN, None)
     assert registry.has_eval(sent)
     assert registry.resolve_eval("return queue.create_tube()") is None
     assert normalize_eval("  return   1 ") == "return 1"
@@ -116,26 +128,27 @@ def test_eval_override_must_be_explicit() -> None:
     with pytest.raises(ValueError, match="already registered"):
         registry.register_eval("return  queue.state()", h_b, READ)
     registry.register_eval("return queue.state()", h_b, READ, replace=True)
-    assert registry.resolve_eval("return queue.state()") == (h_b, READ, None)
+    assert triple(registry.resolve_eval("return queue.state()")) == (h_b, READ, None)
 
 
 def test_a_name_is_resolved_once_until_forgotten() -> None:
     asked: list[str] = []
 
-    def resolver(name: str) -> tuple[Any, str] | None:
+    def resolver(name: str) -> Bound | None:
         asked.append(name)
-        return (h_b, WRITE, None) if name.endswith(":put") else None
+        return Bound(h_b, WRITE) if name.endswith(":put") else None
 
     registry = Registry()
     registry.register("queue.state", h_a, READ)
     registry.add_resolver(resolver)
     for _ in range(3):
-        assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
+        assert triple(registry.resolve("queue.tube.jobs:put")) == (h_b, WRITE, None)
     assert asked == ["queue.tube.jobs:put"]  # one resolution, kept
     assert registry.resolve("queue.tube.jobs:nosuch") is None
     assert registry.resolve("queue.tube.jobs:nosuch") is None
     assert asked.count("queue.tube.jobs:nosuch") == 2  # a miss is never kept
     registry.forget()
-    assert registry.resolve("queue.tube.jobs:put") == (h_b, WRITE, None)
+    assert triple(registry.resolve("queue.tube.jobs:put")) == (h_b, WRITE, None)
     assert asked.count("queue.tube.jobs:put") == 2
-    assert registry.resolve("queue.state") == (h_a, READ, None)  # fixed names survive forget()
+    # fixed names survive forget()
+    assert triple(registry.resolve("queue.state")) == (h_a, READ, None)

@@ -65,13 +65,13 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_server_modules_import_no_circle() -> None:
     edges = graph()
-    assert {"connection", "calls", "requests", "session"} <= set(edges)
+    assert {"connection", "dispatch", "requests", "session"} <= set(edges)
     assert find_cycle(edges) is None, " -> ".join(find_cycle(edges) or [])
 
 
 def test_handlers_never_import_the_connection() -> None:
     edges = graph()
-    for module in ("calls", "requests", "session", "dispatch", "queue_calls"):
+    for module in ("requests", "session", "dispatch", "queue_calls"):
         assert "connection" not in edges[module], module
 
 
@@ -81,11 +81,11 @@ def test_the_checker_finds_a_circle(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text(
         "from typing import TYPE_CHECKING\n"
-        "from .calls import f\n"
+        "from .dispatch import f\n"
         "from . import app\n"
         "from queuebox.server.requests import g\n"
         "import queuebox.server.listener\n"
         "if TYPE_CHECKING:\n"
         "    from .connection import Connection\n"
     )
-    assert server_imports(sample) == {"calls", "app", "requests", "connection", "listener"}
+    assert server_imports(sample) == {"dispatch", "app", "requests", "connection", "listener"}

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from queuebox.server.app import App
-from queuebox.server.commit import WalFailed
+from queuebox.server.commit import Durability, WalFailed
 from queuebox.server.config import Config
 from queuebox.server.queue_calls import QueueCalls
 from queuebox.server.session import Session
@@ -39,21 +39,21 @@ class Harness:
         self.store.install()
         self.queue = QueueCalls(self.app, self.engine.catalog)
         self.queue.install()
-        self.store.commit.on_rollback = self.queue.reload
+        self.app.durability = Durability(self.store.commit, rolled_back=self.queue.reload)
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def send(self, conn_id: int, name: str, *args: Any) -> asyncio.Future[list[Any]]:
-        """One request as server/calls.py runs it: the handler inline (a waiting
+        """One request as server/dispatch.py runs it: the handler inline (a waiting
         one finishes in a task), then the reply waits for the durability barrier."""
         found = self.app.registry.resolve(name)
         assert found is not None, name
         ctx = Session(self.app, conn_id, self.closed)
-        result = found[0](ctx, list(args))
-        barrier = self.app.durability_barrier() if isinstance(result, list) else None
+        result = found.call(ctx, list(args))
+        barrier = self.app.durability.barrier() if isinstance(result, list) else None
 
         async def reply() -> list[Any]:
             answer = result if isinstance(result, list) else await result
-            after = barrier if isinstance(result, list) else self.app.durability_barrier()
+            after = barrier if isinstance(result, list) else self.app.durability.barrier()
             if after is not None:
                 await after
             return answer

@@ -176,10 +176,10 @@ def test_feed_after_eof_is_refused() -> None:
 def test_header_round_trip_and_layout() -> None:
     raw = encode_header("wal", 7)
     assert len(raw) == HEADER_SIZE == 24
-    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x03"
+    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x04"
     assert struct.unpack(">Q", raw[12:20]) == (7,)
     h = decode_header(raw)
-    assert (h.kind, h.version, h.lsn) == ("wal", 3, 7)
+    assert (h.kind, h.version, h.lsn) == ("wal", 4, 7)
     for older in (1, 2):  # still read
         assert decode_header(_with_version(raw, older)).version == older
     assert decode_header(encode_header("snap", 2**40)).kind == "snap"
