@@ -68,6 +68,8 @@ class Store:
         that replaces this one at a re-bootstrap: build.py.)"""
         app = self.app
         app.registry.register("queuebox.snapshot", self._snapshot_call, "admin", replace=True)
+        # Tarantool's own name for it, as an operator's scripts call it.
+        app.registry.register("box.snapshot", self._snapshot_call, "admin", replace=True)
         self._schedule_check()
 
     # -- snapshots --

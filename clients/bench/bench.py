@@ -29,7 +29,7 @@ class Interrupted(KeyboardInterrupt):
         self.dropped = dropped
 
 
-async def _with_control(target: Target, work: Any) -> Any:
+async def with_control(target: Target, work: Any) -> Any:
     conn = await open_connection(target.host, target.port, target.user, target.password)
     try:
         return await work(conn)
@@ -38,7 +38,7 @@ async def _with_control(target: Target, work: Any) -> Any:
 
 
 def _prepare(target: Target, api: ApiSpec) -> None:
-    asyncio.run(_with_control(target, api.setup))
+    asyncio.run(with_control(target, api.setup))
 
 
 def _finish(target: Target, api: ApiSpec, keep: bool) -> Any:
@@ -48,7 +48,7 @@ def _finish(target: Target, api: ApiSpec, keep: bool) -> Any:
             await api.cleanup(conn)
         return stats
 
-    return asyncio.run(_with_control(target, work))
+    return asyncio.run(with_control(target, work))
 
 
 def run_scenario(
@@ -79,7 +79,7 @@ def run_scenario(
         if progress is not None:
             progress.finish()
         if not keep:
-            asyncio.run(_with_control(target, api.abandon))
+            asyncio.run(with_control(target, api.abandon))
         raise Interrupted(api.tube, dropped=not keep) from None
     server_stats = _finish(target, api, keep)
     counts = {key: sum(p["counts"][key] for p in phase_docs) for key in phase_docs[0]["counts"]}

@@ -10,7 +10,9 @@ timed out, 2 when it could not run. Must not contain benchmark logic.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 from typing import Any
 
@@ -18,6 +20,7 @@ from queuebox.clients import cliargs
 
 from .conn import BenchError
 from .scenarios import SCENARIOS, Options, Target
+from .suite import PARTS, QUICK, SuiteOptions
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -36,7 +39,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Load generator for queuebox or any Tarantool + queue server. "
         "Prints a table; --json-out keeps every number, --plot draws them.",
     )
-    p.add_argument("scenario", choices=sorted(SCENARIOS), help="what load to generate")
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        choices=sorted(SCENARIOS),
+        help="what load to generate (none with a bare --compare: the comparison suite)",
+    )
     where = cliargs.add_connection_arguments(p)
     where.add_argument(
         "--server-pid",
@@ -98,8 +106,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument(
         "--tasks-per-utube",
         type=_positive_int,
-        default=1000,
-        help="busy-utubes: tasks per utube",
+        help="busy-utubes: tasks per utube (default 1000; the suite's --quick 50)",
     )
     load.add_argument(
         "--storage-mode",
@@ -137,10 +144,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     cmp = p.add_argument_group("comparison")
     cmp.add_argument(
         "--compare",
+        nargs="?",
+        const=SUITE,
         type=_address,
         metavar="HOST:PORT",
         help="run the scenario against this second server too, alternately, "
-        "and print B/A per metric (default: one server only)",
+        "and print B/A per metric; with no address and no scenario: the comparison "
+        "suite, which starts queuebox and Tarantool + queue itself (see below) "
+        "(default: one server only)",
     )
     cmp.add_argument("--compare-user", help="user for the second server (default: --user)")
     cliargs.add_password_arguments(
@@ -154,10 +165,85 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     cmp.add_argument(
         "--rounds",
         type=_positive_int,
-        default=2,
-        help="--compare: runs against each server (2 means A B A B)",
+        help="--compare: runs against each server (default 2: A B A B; --quick 1)",
     )
+    _add_suite_arguments(p)
     return p
+
+
+def _add_suite_arguments(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group(
+        "comparison suite (a bare --compare)",
+        "issue 26's scenarios on freshly started servers, queuebox (python -m queuebox "
+        "serve, wal_mode write) and Tarantool + queue, alternately: put, take-ack, "
+        "busy-utubes (ready_buffer), memory per task (fifo, fifottl), restart of a full "
+        "queue (from the WAL, from a snapshot). One table; --json for JSON",
+    )
+    s.add_argument(
+        "--reference-script",
+        default=os.environ.get("QUEUEBOX_BENCH_REFERENCE_SCRIPT"),
+        help="starts Tarantool + queue: `PORT=N SCRIPT QUEUE_SRC` prints its pid, "
+        "`SCRIPT stop PID` stops it (default: env QUEUEBOX_BENCH_REFERENCE_SCRIPT)",
+    )
+    s.add_argument(
+        "--queue-src",
+        default=os.environ.get("QUEUEBOX_BENCH_QUEUE_SRC", "/tmp/queue-src"),
+        help="the queue module's checkout, the script's argument (env QUEUEBOX_BENCH_QUEUE_SRC)",
+    )
+    s.add_argument(
+        "--parts",
+        type=_parts,
+        default=",".join(DEFAULT_SUITE.parts),
+        help="comma-separated parts to run",
+    )
+    s.add_argument(
+        "--quick",
+        action="store_true",
+        help="shorten every phase (a smoke run: the numbers mean nothing)",
+    )
+    for name, kind, what in SUITE_KNOBS:
+        s.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=kind,
+            help=f"{what} (default {getattr(DEFAULT_SUITE, name):,}, --quick {QUICK[name]:,})",
+        )
+    s.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+
+SUITE = ("", 0)  # a bare --compare
+DEFAULT_SUITE = SuiteOptions("", "")
+SUITE_KNOBS: list[tuple[str, Any, str]] = [
+    ("put_seconds", float, "seconds of put measured"),
+    ("warmup_seconds", float, "seconds of put before them"),
+    ("drain_tasks", _positive_int, "take-ack: tasks drained"),
+    ("memory_tasks", _positive_int, "memory: tasks put per tube type"),
+    ("recovery_tasks", _positive_int, "recovery: tasks in the restarted queue"),
+    ("memtx_mb", _positive_int, "Tarantool's memtx_memory, MiB"),
+]
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [part for part in parts if part not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; got {text!r}")
+    return parts
+
+
+def suite_options_from(args: argparse.Namespace) -> SuiteOptions:
+    chosen: dict[str, Any] = dict(QUICK) if args.quick else {}
+    chosen |= {name: getattr(args, name) for name, _, _ in SUITE_KNOBS if getattr(args, name)}
+    for name in ("rounds", "tasks_per_utube"):  # shared with the scenarios' options
+        if getattr(args, name):
+            chosen[name] = getattr(args, name)
+    return dataclasses.replace(
+        DEFAULT_SUITE,
+        reference_script=args.reference_script,
+        queue_src=args.queue_src,
+        parts=args.parts,
+        max_time=args.max_time,
+        **chosen,
+    )
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -173,7 +259,7 @@ def options_from(args: argparse.Namespace) -> Options:
         take_timeout=args.take_timeout,
         pipeline_ack=args.pipeline_ack,
         utubes=args.utubes,
-        tasks_per_utube=args.tasks_per_utube,
+        tasks_per_utube=args.tasks_per_utube or Options.tasks_per_utube,
         storage_mode=args.storage_mode,
         tube=args.tube,
         tube_type=args.tube_type,
@@ -184,7 +270,12 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def main(argv: list[str], prog: str = "queuebox bench") -> int:
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.compare == SUITE or args.scenario is None:
+        if args.scenario is not None or args.compare != SUITE:
+            parser.error("give a SCENARIO, or a bare --compare for the comparison suite")
+        return _suite(args, prog)
     if args.scenario == "mixed" and args.payload_size < 16:
         print(f"{prog}: mixed needs --payload-size >= 16 (the send time)", file=sys.stderr)
         return 2
@@ -211,7 +302,13 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
                 args.compare_server_pid,
             )
             doc = bench.compare(
-                args.scenario, opts, target, other, args.rounds, progress=progress, label=args.label
+                args.scenario,
+                opts,
+                target,
+                other,
+                args.rounds or 2,
+                progress=progress,
+                label=args.label,
             )
             for run in doc["runs"]["a"] + doc["runs"]["b"]:
                 print(report.render(run), end="\n\n")
@@ -229,6 +326,28 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
         print(f"\n{prog}: interrupted; {done}", file=sys.stderr)
         return 130
     return _write_outputs(doc, args, prog)
+
+
+def _suite(args: argparse.Namespace, prog: str) -> int:
+    from . import report
+    from .suite import run_suite
+
+    if not args.reference_script:
+        print(f"{prog}: the suite needs --reference-script (Tarantool + queue)", file=sys.stderr)
+        return 2
+    try:
+        doc = run_suite(
+            suite_options_from(args), note=lambda text: print(text, file=sys.stderr, flush=True)
+        )
+    except BenchError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(doc, indent=1) if args.json else report.render_suite(doc))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as stream:
+            json.dump(doc, stream, indent=1)
+            stream.write("\n")
+    return 0
 
 
 def _write_outputs(doc: dict[str, Any], args: argparse.Namespace, prog: str) -> int:

@@ -254,3 +254,30 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def render_suite(doc: dict[str, Any]) -> str:
+    """`queuebox bench --compare` as one Markdown table: each metric's mean over the
+    rounds on both servers, their ratio, issue 26's goal and whether it is met."""
+    servers, where = doc["servers"], doc["environment"]
+    lines = [
+        f"A: {servers.get('queuebox', 'queuebox')}; B: {servers.get('reference', 'reference')}; "
+        f"{doc['options']['rounds']} round(s) A B, each on fresh servers; "
+        f"{where['nproc']} CPUs ({where['cpu_model']}), load {where['loadavg_1m']} at the start",
+        "",
+        "| metric | queuebox | Tarantool + queue | queuebox / Tarantool | goal | met |",
+        "|---|--:|--:|--:|---|---|",
+    ]
+    for metric, row in doc["metrics"].items():
+        met = {True: "yes", False: "no", None: "-"}[row["met"]]
+        lines.append(
+            f"| {metric} | {_value(row['queuebox'])} | {_value(row['reference'])} "
+            f"| {_num(row['ratio'], '.2f')} | {row['goal'] or '-'} | {met} |"
+        )
+    return "\n".join(lines)
+
+
+def _value(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"

@@ -81,6 +81,7 @@ GUEST_CALLS = [
     ("queue.cfg", [{"ttr": 1}]),
     ("queue.statistics", []),
     ("queuebox.snapshot", []),
+    ("box.snapshot", []),
     ("queuebox.promote", []),
 ]
 
