@@ -39,6 +39,7 @@ log = get_logger("queuebox.store")
 # A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
 snapshot_failed_log = RateLimitedLog(log, burst=3, every_s=60.0)
 
+PROGRESS_LOG_S = 1.0  # a "recovering" line at most this often
 SNAPSHOT_CHECK_S = 1.0
 # After a failed scheduled snapshot, wait this long before the next try,
 # doubling per failure up to the cap: a full disk is not hammered every second.
@@ -164,9 +165,10 @@ class RecoveryStopped(Exception):
 def open_engine(
     config: Config, files: FileIO | None = None, stopping: Callable[[], bool] = lambda: False
 ) -> tuple[Engine, RecoveryReport]:
-    """Lock the data directory and recover it (logging the progress). May run on a
-    worker thread: `stopping()` is asked with each progress line (about once a
-    second), and a True stops the recovery (RecoveryStopped; the lock released)."""
+    """Lock the data directory and recover it (logging the progress once a second).
+    May run on a worker thread: `stopping()` is asked at each progress call (ten
+    times a second), and a True stops the recovery (RecoveryStopped; the lock
+    released)."""
     engine = Engine(
         Path(config.data_dir),
         files=files,
@@ -180,11 +182,16 @@ def open_engine(
         snapshot_record_size=config.snapshot_record_size,
     )
 
+    logged = 0.0
+
     def progress(records: int, nbytes: int, seconds: float) -> None:
+        nonlocal logged
         if stopping():
             raise RecoveryStopped(f"stopped while recovering, after {records} records")
-        mb = round(nbytes / 1e6, 1)
-        log.info("recovering", records=records, mb=mb, seconds=round(seconds, 1))
+        if seconds - logged >= PROGRESS_LOG_S:
+            logged = seconds
+            mb = round(nbytes / 1e6, 1)
+            log.info("recovering", records=records, mb=mb, seconds=round(seconds, 1))
 
     report = engine.open(progress=progress)
     for warning in report.warnings:

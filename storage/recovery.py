@@ -68,7 +68,9 @@ class RecoveryReport:
 
 
 class Recovery:
-    PROGRESS_EVERY = 1.0  # seconds between progress calls
+    # Seconds between progress calls: often, so a caller can stop a long recovery
+    # at once (a signal); it decides how often to log.
+    PROGRESS_EVERY = 0.1
 
     def __init__(
         self,
