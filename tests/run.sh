@@ -118,12 +118,14 @@ export SPARK_LOCAL_IP=127.0.0.1
 # removed on any exit. tests/unit/test_compiled_build.py fails a run whose
 # build is not the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently
 # fell back to pure Python cannot pass as the compiled run.
+wheel_work=""  # where the compiled run's wheel is built (below)
 remove_compiled() {
     find protocol storage drivers server clients queuebox -name '*.so' -delete
-    rm -rf build
+    rm -rf build ${wheel_work:+"$wheel_work"}
 }
 trap remove_compiled EXIT
 remove_compiled
+wheel_work=$(mktemp -d)
 # The pure build's share when no arguments are given: what the compiled
 # modules do (protocol, storage, the queue core, the call path), seen from the
 # unit tests and over real sockets. Everything else (replication, clients,
@@ -134,13 +136,27 @@ PURE_SUBSET=(
     tests/e2e/test_queue_e2e_calls.py tests/e2e/test_queue_e2e_timers.py
     tests/e2e/test_queue_e2e_restart.py tests/e2e/test_legacy_api.py
 )
+# Workers: most tests wait on servers, subprocesses and sleeps, so more workers
+# than cores pay (QUEUEBOX_TEST_WORKERS; 1 runs in this process, no xdist). A
+# worker takes a whole module or `xdist_group`, the longest folders first
+# (tests/conftest.py says how and why).
+workers=${QUEUEBOX_TEST_WORKERS:-4}
+parallel=()
+if [ "$workers" != 1 ]; then parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder); fi
 for build in ${QUEUEBOX_BUILDS:-pure compiled}; do
     what=("$@")
+    extra=()
     if [ "$build" = compiled ]; then
-        "$PYTHON" setup.py -q build_ext --inplace >/dev/null
+        # One mypyc compile: the wheel a user would build from this checkout;
+        # the suite imports its compiled modules (unpacked in place) and
+        # tests/e2e/test_packaging.py inspects and installs the wheel itself.
+        wheel=$("$PYTHON" -m tests.wheelbuild compiled "$wheel_work")
+        "$PYTHON" -m tests.wheelbuild unpack "$wheel"
+        extra=(QUEUEBOX_TEST_WHEEL="$wheel")
     elif [ $# -eq 0 ] && [ -z "${QUEUEBOX_BUILDS:-}" ]; then
         what=("${PURE_SUBSET[@]}")
     fi
     echo "=== the suite on the $build build: ${what[*]:-everything} ==="
-    QUEUEBOX_EXPECT_BUILD=$build "$PYTHON" -m pytest --durations=15 "${what[@]}"
+    env "${extra[@]}" QUEUEBOX_EXPECT_BUILD="$build" \
+        "$PYTHON" -m pytest --durations=15 "${parallel[@]}" "${what[@]}"
 done

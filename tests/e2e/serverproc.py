@@ -63,7 +63,9 @@ class ServerProc:
             *self.args,
         ]  # fmt: skip
 
-    def start(self, timeout: float = 15.0) -> ServerProc:
+    def start(self, timeout: float = 60.0) -> ServerProc:
+        # A bound, not a speed check: a start takes about a second, but with
+        # tests/run.sh's workers on a busy 2-core machine it took over 15 s.
         self.port_file.unlink(missing_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(

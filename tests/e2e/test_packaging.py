@@ -6,36 +6,15 @@ hand, pure Python with QUEUEBOX_PURE=1, and `queuebox --version` saying which.""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from queuebox.compiled import HOT_MODULES
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def tracked_copy(dest: Path) -> Path:
-    """The files git tracks, as in the work tree (a fresh clone's content), links kept."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
-    ).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source, target = ROOT / name, dest / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the work tree, not yet committed
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            target.symlink_to(source.readlink())
-        else:
-            shutil.copy2(source, target)
-    return dest
-
+from tests.wheelbuild import build_wheel
 
 BUILDS = {"compiled": f"compiled: {len(HOT_MODULES)} modules", "pure": "pure Python"}
 
@@ -48,20 +27,14 @@ def build() -> str:
 
 
 @pytest.fixture(scope="module")
-def wheel(build: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp(f"wheel-{build}")
-    src = tracked_copy(work / "src")
-    out = work / "dist"
-    env = {k: v for k, v in os.environ.items() if k != "QUEUEBOX_PURE"}
-    if build == "pure":
-        env["QUEUEBOX_PURE"] = "1"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps",
-         "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
-        check=True, capture_output=True, timeout=600, env=env,
-    )  # fmt: skip
-    (found,) = out.glob("queuebox-*.whl")
-    yield found
+def wheel(build: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel tests/run.sh built for this run (QUEUEBOX_TEST_WHEEL: the same
+    `pip wheel` of a tracked copy, whose compiled modules the run imports), or
+    one built here."""
+    given = os.environ.get("QUEUEBOX_TEST_WHEEL")
+    if given:
+        return Path(given)
+    return build_wheel(build, tmp_path_factory.mktemp(f"wheel-{build}"))
 
 
 def test_the_wheel_holds_one_package_typed_with_its_notes(wheel: Path) -> None:

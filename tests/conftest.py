@@ -1,0 +1,56 @@
+"""How the suite splits over parallel workers (tests/run.sh: pytest-xdist,
+`--dist loadgroup --no-loadscope-reorder`).
+
+A test module is the unit a worker takes: its module-scoped fixtures (a
+server, a connection) start once, and its tests run in the order written, as
+they do without workers. A test marked `xdist_group(name)` joins the named
+group instead, so tests that must not overlap each other run one after
+another on one worker. The Spark tests that share the session's SparkSession
+are one group: one JVM for them, as without workers.
+
+Workers take the units in collection order, so on workers the folders whose
+modules run longest (a JVM, kill -9 loops, fault rounds, clusters) come
+first and the many short unit tests fill in at the end.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+FIRST = ("tests/spark/", "tests/crash/", "tests/fault/", "tests/e2e/")
+
+
+def on_a_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if on_a_worker(config):
+        # readline, imported in xdist's workers, exports COLUMNS=80 and LINES=24:
+        # the CLI run by a test would then fit its tables to a terminal that is
+        # not there (a pipe gets every column, tests/e2e/test_cli_tasks.py).
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
+
+
+def group_of(item: pytest.Item) -> str:
+    module = item.nodeid.split("::")[0]
+    if module.startswith("tests/spark/") and "spark" in getattr(item, "fixturenames", ()):
+        return "tests/spark:SparkSession"
+    return module
+
+
+def rank(item: pytest.Item) -> int:
+    return next((i for i, top in enumerate(FIRST) if item.nodeid.startswith(top)), len(FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # tryfirst: xdist reads the mark in its own hook of the same name, later.
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    if on_a_worker(config):
+        items.sort(key=rank)  # stable: a module's tests keep their order
