@@ -23,7 +23,7 @@ import tarantool
 
 from tests.e2e.client_targets import free_port
 from tests.e2e.etcdproc import EtcdProc
-from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
 
 LEASE_TTL = 2.0  # etcd clusters' lease: short, and still robust on a loaded machine
 
@@ -65,9 +65,7 @@ def start_replica(
 @contextmanager
 def connect(proc: ServerProc) -> Iterator[Any]:
     """tarantool-python as `tester` on `proc`, closed after the block."""
-    conn = tarantool.Connection(
-        "127.0.0.1", proc.port, user="tester", password="secret", socket_timeout=10
-    )
+    conn = login_tester(proc.port)
     try:
         yield conn
     finally:

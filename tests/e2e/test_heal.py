@@ -181,7 +181,10 @@ def test_a_killed_primary_that_comes_back_diverged_rejoins_by_itself(
     frozen), is killed; one replica takes over and writes at the same LSNs. The
     old primary, restarted, finds where it parted, keeps its own records in a
     file named in its log and on /metrics, re-bootstraps in-process, follows."""
-    cluster = EtcdCluster(start_server, etcd)
+    # A longer lease: with the default 2 s, a primary starved of CPU (parallel
+    # workers on a busy 2-core box) missed a refresh while writing the 10 MB
+    # below and stepped down, refusing the puts this test is about.
+    cluster = EtcdCluster(start_server, etcd, "--etcd-lease-ttl", str(3 * LEASE_TTL))
     metrics = free_port()
     first = cluster.node("--metrics-listen", f"127.0.0.1:{metrics}")
     wait_state(first, "RUNNING")
