@@ -23,9 +23,10 @@ KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
 MAGIC_OF_KIND = {kind: magic for magic, kind in KIND_OF_MAGIC.items()}
 # 2: a task's data is ext PACKED_EXT around the client's bytes; 3: snapshot
 # records are bounded, a big tuple is cut into `part` records; 4: a delete
-# record holds the key, not the tuple (FORMAT.md §6).
-VERSION = 4
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4})
+# record holds the key, not the tuple; 5: a WAL record is an array of its
+# fields by position (FORMAT.md §6).
+VERSION = 5
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5})
 
 _HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
 HEADER_SIZE = _HEADER.size + 4
