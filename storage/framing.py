@@ -136,6 +136,15 @@ class FrameDecoder:
     def feed_eof(self) -> None:
         self._eof = True
 
+    def pending(self) -> tuple[bytes, int] | None:
+        """The buffer and the index in it of the next frame to decode; None while
+        looking for good frames after damage. A caller that decodes frames
+        itself (walreplay.py) then says how far it got with advance()."""
+        return None if self._damaged is not None else (self._buf, self._pos)
+
+    def advance(self, pos: int) -> None:
+        self._pos = pos
+
     def events(self) -> Iterator[Frame | Damage]:
         return iter(self.take())
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import CorruptLog
 from .fileio import FileIO
@@ -30,6 +30,9 @@ from .framing import (
     decode_header,
 )
 from .records import BadBody, BodyDecoder, unpack
+
+if TYPE_CHECKING:
+    from .walreplay import FastReplay
 
 CHUNK = 4 << 20
 
@@ -65,14 +68,19 @@ class LogFile:
         for chunk in self.chunks():
             yield from chunk
 
-    def chunks(self, skip: int = 0) -> Generator[list[Event], None, None]:
+    def chunks(
+        self, skip: int = 0, fast: FastReplay | None = None
+    ) -> Generator[list[Event], None, None]:
         """The same events, a list per CHUNK bytes read (cheaper per record).
 
         skip: leave out the first `skip` records, checked (marker, length, CRC)
         but not decoded, counting them in `skipped`: a WAL segment's frames
         hold consecutive LSNs from the header's (FORMAT.md §4, §5.2), so a
         start from a snapshot passes the records it covers this way. Damage
-        ends the skipping: after it no position says which LSN a frame holds."""
+        ends the skipping: after it no position says which LSN a frame holds.
+
+        fast: applies the plain records of each chunk itself, up to the first
+        frame it leaves to the events (walreplay.py); only a WAL file's."""
         self.skipped = 0
         files = self._files
         fd = files.open_read(self.path)
@@ -88,6 +96,8 @@ class LogFile:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
+                if fast is not None and not skip:
+                    _fast_run(decoder, fast)
                 frames = decoder.take()
                 if skip:
                     frames = self._skip(frames, skip)
@@ -112,6 +122,14 @@ class LogFile:
             n += 1
         self.skipped += n
         return frames[n:]
+
+
+def _fast_run(decoder: FrameDecoder, fast: FastReplay) -> None:
+    """Let `fast` apply what it can of the frames the decoder holds."""
+    pending = decoder.pending()
+    if pending is not None:
+        buf, pos = pending
+        decoder.advance(fast.run(buf, pos))
 
 
 def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:

@@ -1,0 +1,145 @@
+"""The fast path of a start from the WAL: runs of sound frames holding
+version-5 put and delete records, each applied to the staged rows as it is
+decoded.
+
+Owns: one loop over a buffer of frames (marker, length and CRC checked,
+the positional body decoded by one msgpack Unpacker fed once per run) that
+applies every record it can take whole and stops at the first one it
+cannot, and the counts of what it applied.
+
+Must not touch: what damage, gaps and odd records mean. The loop takes a
+record only when the general path (reader.py's decoder, records.py's
+checks, recovery.py's apply) would apply it with no word to say: a sound
+frame, an array of 6 or 7 fields, an int LSN that is the next one, an
+insert/replace with a tuple or a delete with a key, of a staged space. At
+anything else it stops where that frame starts, and the general path
+decodes from there, so every damage report and refusal is as before.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from struct import Struct
+from typing import Any
+
+import msgpack
+
+from .packed import ext_hook
+from .records import ARG, LSN, OP, SPACE, TS
+from .staging import Stage
+
+_FRAME = Struct(">4sII")  # framing.py's frame header: marker, CRC, body length
+_HEAD = 12
+_MARKER = b"\xc1QBR"
+_MAX_BODY = 1 << 30
+_INSERT, _DELETE = 1, 3  # records.OP_CODES: 1 insert, 2 replace, 3 delete
+TICK_EVERY = 1024  # records between progress calls
+
+
+class FastReplay:
+    """Applies runs of plain put/delete records to `stage`; its counters say
+    what it took. `last_lsn` and `last_ts` are the caller's before a run and
+    carry on from there (the caller reads them back after)."""
+
+    def __init__(self, stage: Stage, tick: Callable[[int, int], None]) -> None:
+        self.stage = stage
+        self.tick = tick  # (records, bytes) applied since the last call
+        self.last_lsn = 0
+        self.last_ts: Any = None
+        self.records = 0  # records applied by every run
+        self.bytes = 0  # their framed size
+        self.declined = False  # the last run stopped at a sound frame it did not take
+
+    def run(self, buf: bytes, pos: int) -> int:
+        """Apply the records of the frames from buf[pos] on, up to the first frame
+        the general path must see; returns where that frame (or the end of the
+        whole frames) is."""
+        self.declined = False
+        end = len(buf)
+        if end - pos < _HEAD:
+            return pos
+        u = msgpack.Unpacker(
+            raw=False,
+            use_list=False,
+            strict_map_key=False,
+            ext_hook=ext_hook,
+            unicode_errors="surrogateescape",
+            max_buffer_size=max(end - pos, 1 << 20),
+        )
+        with memoryview(buf) as view:
+            u.feed(view[pos:])
+        start = pos
+        stage = self.stage
+        lsn = self.last_lsn
+        ts = self.last_ts
+        unpack_from = _FRAME.unpack_from
+        crc32 = zlib.crc32
+        skip_head = u.read_bytes
+        unpack = u.unpack
+        tell = u.tell
+        since = 0  # records since the last tick
+        since_at = pos
+        with memoryview(buf) as view:
+            while end - pos >= _HEAD:
+                marker, crc, n = unpack_from(buf, pos)
+                stop = pos + _HEAD + n
+                if marker != _MARKER or n <= 0 or n > _MAX_BODY or stop > end:
+                    break
+                if crc32(view[pos + 8 : stop]) != crc:
+                    break
+                skip_head(_HEAD)
+                try:
+                    body = unpack()
+                except Exception:  # msgpack raises several types for bad input
+                    self.declined = True
+                    break
+                if tell() != stop - start or not self._apply(stage, body, lsn):
+                    self.declined = True
+                    break
+                lsn = body[LSN]
+                ts = body[TS]
+                pos = stop
+                since += 1
+                if since >= TICK_EVERY:
+                    self._count(since, pos - since_at)
+                    since, since_at = 0, pos
+        self._count(since, pos - since_at)
+        self.last_lsn = lsn
+        self.last_ts = ts
+        return pos
+
+    def _count(self, records: int, size: int) -> None:
+        self.records += records
+        self.bytes += size
+        if records:
+            self.tick(records, size)
+
+    @staticmethod
+    def _apply(stage: Stage, body: Any, last: int) -> bool:
+        """Apply one record if it is a plain next put or delete; False (nothing
+        changed) if the general path must look at it."""
+        if type(body) is not tuple or not 6 <= len(body) <= 7:
+            return False
+        lsn = body[LSN]
+        space = body[SPACE]
+        arg = body[ARG]
+        if type(lsn) is not int or lsn != last + 1 or type(space) is not str:
+            return False
+        if type(arg) is not tuple:
+            return False
+        staged = stage.get(space)
+        if staged is None:
+            return False
+        op = body[OP]
+        if type(op) is not int or not _INSERT <= op <= _DELETE:
+            return False
+        try:
+            if op == _DELETE:
+                staged.keyed().pop(staged.bare_key(arg), None)
+            else:  # insert, replace
+                t = staged.share(arg)
+                staged.keyed()[staged.key_of(t)] = t
+        except (TypeError, IndexError):  # the general path names the damage
+            return False
+        return True
