@@ -80,6 +80,26 @@ def encode_frame(body: bytes) -> bytes:
     return _FRAME.pack(MARKER, zlib.crc32(body, zlib.crc32(length)), n) + body
 
 
+def sound_frames(buf: bytes, pos: int, most: int) -> tuple[int, int]:
+    """Up to `most` whole, sound frames from buf[pos] on, passed over without
+    taking their bodies: (where they end, how many). It stops at anything
+    else (damage, a frame cut by the end of buf), which a FrameDecoder then
+    reports as it would."""
+    end, count = len(buf), 0
+    unpack, crc32 = _FRAME.unpack_from, zlib.crc32
+    with memoryview(buf) as view:
+        while count < most and end - pos >= FRAME_OVERHEAD:
+            marker, crc, n = unpack(buf, pos)
+            stop = pos + FRAME_OVERHEAD + n
+            if marker != MARKER or not 0 < n <= MAX_BODY or stop > end:
+                break
+            if crc32(view[pos + 8 : stop]) != crc:
+                break
+            pos = stop
+            count += 1
+    return pos, count
+
+
 class Frame(NamedTuple):
     offset: int  # of the frame's first byte in the file
     body: bytes

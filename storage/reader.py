@@ -28,6 +28,7 @@ from .framing import (
     FrameDecoder,
     HeaderError,
     decode_header,
+    sound_frames,
 )
 from .records import BadBody, BodyDecoder, unpack
 
@@ -96,7 +97,11 @@ class LogFile:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
-                if fast is not None and not skip:
+                if skip:
+                    self._pass_over(decoder, skip)
+                    if self.skipped == skip:
+                        skip = 0
+                if not skip and fast is not None:
                     _fast_run(decoder, fast)
                 frames = decoder.take()
                 if skip:
@@ -111,6 +116,14 @@ class LogFile:
                     return
         finally:
             files.close(fd)
+
+    def _pass_over(self, decoder: FrameDecoder, skip: int) -> None:
+        """Skip what can be of the frames the decoder holds, not even sliced."""
+        pending = decoder.pending()
+        if pending is not None:
+            pos, count = sound_frames(*pending, skip - self.skipped)
+            decoder.advance(pos)
+            self.skipped += count
 
     def _skip(self, frames: list[Frame | Damage], skip: int) -> list[Frame | Damage]:
         """frames without the first of the `skip - skipped` left to skip, up to any damage."""

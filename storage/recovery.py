@@ -175,9 +175,7 @@ class Recovery:
                     create_space(stage, body)
                     spaces += 1
                 else:
-                    staged = staged_space(stage, body)
-                    assert staged.rows is not None
-                    staged.rows.extend(map(staged.share, body["tuples"]))
+                    staged_space(stage, body).add_rows(body["tuples"])
                     tuples += len(body["tuples"])
             except (BadRecord, BadBody) as e:
                 raise CorruptLog(str(path), ev.offset, str(e)) from None

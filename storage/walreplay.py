@@ -25,8 +25,7 @@ from typing import Any
 
 import msgpack
 
-from .packed import ext_hook
-from .records import ARG, LSN, OP, SPACE, TS
+from .records import ARG, LSN, OP, SPACE, TS, ext_hook
 from .staging import Stage
 
 _FRAME = Struct(">4sII")  # framing.py's frame header: marker, CRC, body length
