@@ -165,6 +165,14 @@ class FrameDecoder:
     def advance(self, pos: int) -> None:
         self._pos = pos
 
+    def take_one(self) -> list[Frame | Damage]:
+        """The sound frame at hand (one that a caller of pending() left), alone."""
+        i = self._pos
+        body = self._frame_at(i)
+        assert isinstance(body, bytes)
+        self._pos = i + FRAME_OVERHEAD + len(body)
+        return [_new_frame(Frame, (self._base + i, body))]
+
     def events(self) -> Iterator[Frame | Damage]:
         return iter(self.take())
 

@@ -102,7 +102,10 @@ class LogFile:
                     if self.skipped == skip:
                         skip = 0
                 if not skip and fast is not None:
-                    _fast_run(decoder, fast)
+                    # A frame the fast path leaves is decoded here alone, then
+                    # it goes on (unless the file holds map records: older ones).
+                    while _fast_run(decoder, fast):
+                        yield _records(bodies, decoder.take_one())
                 frames = decoder.take()
                 if skip:
                     frames = self._skip(frames, skip)
@@ -137,12 +140,15 @@ class LogFile:
         return frames[n:]
 
 
-def _fast_run(decoder: FrameDecoder, fast: FastReplay) -> None:
-    """Let `fast` apply what it can of the frames the decoder holds."""
+def _fast_run(decoder: FrameDecoder, fast: FastReplay) -> bool:
+    """Let `fast` apply what it can of the frames the decoder holds; True if it
+    stopped at a sound frame it left for the general path, and may go on after."""
     pending = decoder.pending()
-    if pending is not None:
-        buf, pos = pending
-        decoder.advance(fast.run(buf, pos))
+    if pending is None:
+        return False
+    buf, pos = pending
+    decoder.advance(fast.run(buf, pos))
+    return fast.declined and not fast.saw_map
 
 
 def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:

@@ -26,7 +26,8 @@ from typing import Any
 import msgpack
 
 from .records import ARG, LSN, OP, SPACE, TS, ext_hook
-from .staging import Stage
+from .space import Tuple
+from .staging import Stage, Staged
 
 _FRAME = Struct(">4sII")  # framing.py's frame header: marker, CRC, body length
 _HEAD = 12
@@ -49,26 +50,23 @@ class FastReplay:
         self.records = 0  # records applied by every run
         self.bytes = 0  # their framed size
         self.declined = False  # the last run stopped at a sound frame it did not take
+        self.saw_map = False  # ... and that frame held a map (a record of version 4 or older)
+        # The Unpacker of the last run, the buffer it was fed and where: the next
+        # run goes on with it when it starts where that one's frame ended.
+        self._unpacker: Any = None
+        self._buf: bytes = b""
+        self._fed_at = 0
 
     def run(self, buf: bytes, pos: int) -> int:
         """Apply the records of the frames from buf[pos] on, up to the first frame
         the general path must see; returns where that frame (or the end of the
         whole frames) is."""
-        self.declined = False
+        self.declined = self.saw_map = False
         end = len(buf)
         if end - pos < _HEAD:
             return pos
-        u = msgpack.Unpacker(
-            raw=False,
-            use_list=False,
-            strict_map_key=False,
-            ext_hook=ext_hook,
-            unicode_errors="surrogateescape",
-            max_buffer_size=max(end - pos, 1 << 20),
-        )
-        with memoryview(buf) as view:
-            u.feed(view[pos:])
-        start = pos
+        u = self._unpacker_at(buf, pos)
+        start = self._fed_at
         stage = self.stage
         lsn = self.last_lsn
         ts = self.last_ts
@@ -79,6 +77,11 @@ class FastReplay:
         tell = u.tell
         since = 0  # records since the last tick
         since_at = pos
+        # The space of the last record, and its rows by key: one lookup per run of
+        # records of one space. No space is created or dropped during a run.
+        name: Any = None
+        staged: Staged | None = None
+        rows: dict[Any, Tuple] = {}
         with memoryview(buf) as view:
             while end - pos >= _HEAD:
                 marker, crc, n = unpack_from(buf, pos)
@@ -92,8 +95,24 @@ class FastReplay:
                     body = unpack()
                 except Exception:  # msgpack raises several types for bad input
                     self.declined = True
+                    self._unpacker = None  # where it stopped says nothing
                     break
-                if tell() != stop - start or not self._apply(stage, body, lsn):
+                if tell() != stop - start:
+                    self.declined = True
+                    self._unpacker = None  # not at a frame's end
+                    break
+                if type(body) is not tuple or not 6 <= len(body) <= 7:
+                    self.declined = True
+                    self.saw_map = type(body) is dict
+                    break
+                if body[SPACE] != name or staged is None:
+                    name = body[SPACE]
+                    staged = stage.get(name) if type(name) is str else None
+                    if staged is None:
+                        self.declined = True
+                        break
+                    rows = staged.keyed()
+                if not self._apply(staged, rows, body, lsn):
                     self.declined = True
                     break
                 lsn = body[LSN]
@@ -108,6 +127,25 @@ class FastReplay:
         self.last_ts = ts
         return pos
 
+    def _unpacker_at(self, buf: bytes, pos: int) -> Any:
+        """An Unpacker whose next bytes are buf[pos:]: the last one if it stopped
+        right there (after a frame it left), else a new one fed from pos."""
+        u = self._unpacker
+        if u is not None and buf is self._buf and self._fed_at + u.tell() == pos:
+            return u
+        u = msgpack.Unpacker(
+            raw=False,
+            use_list=False,
+            strict_map_key=False,
+            ext_hook=ext_hook,
+            unicode_errors="surrogateescape",
+            max_buffer_size=max(len(buf) - pos, 1 << 20),
+        )
+        with memoryview(buf) as view:
+            u.feed(view[pos:])
+        self._unpacker, self._buf, self._fed_at = u, buf, pos
+        return u
+
     def _count(self, records: int, size: int) -> None:
         self.records += records
         self.bytes += size
@@ -115,30 +153,22 @@ class FastReplay:
             self.tick(records, size)
 
     @staticmethod
-    def _apply(stage: Stage, body: Any, last: int) -> bool:
-        """Apply one record if it is a plain next put or delete; False (nothing
-        changed) if the general path must look at it."""
-        if type(body) is not tuple or not 6 <= len(body) <= 7:
-            return False
+    def _apply(staged: Staged, rows: dict[Any, Tuple], body: tuple[Any, ...], last: int) -> bool:
+        """Apply one record of `staged` if it is a plain next put or delete; False
+        (nothing changed) if the general path must look at it."""
         lsn = body[LSN]
-        space = body[SPACE]
         arg = body[ARG]
-        if type(lsn) is not int or lsn != last + 1 or type(space) is not str:
-            return False
-        if type(arg) is not tuple:
-            return False
-        staged = stage.get(space)
-        if staged is None:
-            return False
         op = body[OP]
+        if type(lsn) is not int or lsn != last + 1 or type(arg) is not tuple:
+            return False
         if type(op) is not int or not _INSERT <= op <= _DELETE:
             return False
         try:
             if op == _DELETE:
-                staged.keyed().pop(staged.bare_key(arg), None)
+                rows.pop(staged.bare_key(arg), None)
             else:  # insert, replace
                 t = staged.share(arg)
-                staged.keyed()[staged.key_of(t)] = t
+                rows[staged.key_of(t)] = t
         except (TypeError, IndexError):  # the general path names the damage
             return False
         return True
