@@ -256,16 +256,16 @@ class Recovery:
             )
         op = body["op"]
         staged = stage.get(body["space"])
-        if op in PUTS and staged is not None and staged.by_key is not None:
-            # The common case, inline: a million of these is a WAL-only start.
-            t = staged.share(body["tuple"])
-            staged.by_key[staged.key_of(t)] = t
-        else:
-            try:
+        try:
+            if op in PUTS and staged is not None and staged.by_key is not None:
+                # The common case of map records (versions 1-4), inline.
+                t = staged.share(body["tuple"])
+                staged.by_key[staged.key_of(t)] = t
+            else:
                 WAL_APPLY[op](stage, body)
-            except (BadRecord, BadBody, TypeError, IndexError) as e:
-                self._damaged(path, offset, str(e))
-                return
+        except (BadRecord, BadBody, TypeError, IndexError) as e:
+            self._damaged(path, offset, str(e) or type(e).__name__)
+            return
         report.last_lsn = lsn
         report.last_ts = body["ts"]
         report.wal_records += 1
