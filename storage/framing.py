@@ -80,20 +80,27 @@ def encode_frame(body: bytes) -> bytes:
     return _FRAME.pack(MARKER, zlib.crc32(body, zlib.crc32(length)), n) + body
 
 
+def sound_end(buf: bytes, view: memoryview, pos: int) -> int:
+    """Where the whole, sound frame at buf[pos] ends (view: of buf); -1 if there
+    is none (damage, or a frame cut by the end of buf)."""
+    if len(buf) - pos < FRAME_OVERHEAD:
+        return -1
+    marker, crc, n = _FRAME.unpack_from(buf, pos)
+    stop = pos + FRAME_OVERHEAD + n
+    if marker != MARKER or not 0 < n <= MAX_BODY or stop > len(buf):
+        return -1
+    return stop if zlib.crc32(view[pos + 8 : stop]) == crc else -1
+
+
 def sound_frames(buf: bytes, pos: int, most: int) -> tuple[int, int]:
     """Up to `most` whole, sound frames from buf[pos] on, passed over without
     taking their bodies: (where they end, how many). It stops at anything
-    else (damage, a frame cut by the end of buf), which a FrameDecoder then
-    reports as it would."""
-    end, count = len(buf), 0
-    unpack, crc32 = _FRAME.unpack_from, zlib.crc32
+    else, which a FrameDecoder then reports as it would."""
+    count = 0
     with memoryview(buf) as view:
-        while count < most and end - pos >= FRAME_OVERHEAD:
-            marker, crc, n = unpack(buf, pos)
-            stop = pos + FRAME_OVERHEAD + n
-            if marker != MARKER or not 0 < n <= MAX_BODY or stop > end:
-                break
-            if crc32(view[pos + 8 : stop]) != crc:
+        while count < most:
+            stop = sound_end(buf, view, pos)
+            if stop < 0:
                 break
             pos = stop
             count += 1
@@ -207,15 +214,11 @@ class FrameDecoder:
     def _whole_frames(self, out: list[Frame | Damage]) -> None:
         """The fast path: consecutive sound frames, decoded in one tight loop."""
         buf, base, pos = self._buf, self._base, self._pos
-        end = len(buf)
-        unpack, crc32, append = _FRAME.unpack_from, zlib.crc32, out.append
+        append = out.append
         with memoryview(buf) as view:
-            while end - pos >= FRAME_OVERHEAD:
-                marker, crc, n = unpack(buf, pos)
-                stop = pos + FRAME_OVERHEAD + n
-                if marker != MARKER or not 0 < n <= MAX_BODY or stop > end:
-                    break
-                if crc32(view[pos + 8 : stop]) != crc:
+            while True:
+                stop = sound_end(buf, view, pos)
+                if stop < 0:
                     break
                 append(_new_frame(Frame, (base + pos, buf[pos + FRAME_OVERHEAD : stop])))
                 pos = stop

@@ -18,21 +18,16 @@ decodes from there, so every damage report and refusal is as before.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
-from struct import Struct
 from typing import Any
 
 import msgpack
 
+from .framing import FRAME_OVERHEAD, sound_end
 from .records import ARG, LSN, OP, SPACE, TS, ext_hook
 from .space import Tuple
 from .staging import Stage, Staged
 
-_FRAME = Struct(">4sII")  # framing.py's frame header: marker, CRC, body length
-_HEAD = 12
-_MARKER = b"\xc1QBR"
-_MAX_BODY = 1 << 30
 _INSERT, _DELETE = 1, 3  # records.OP_CODES: 1 insert, 2 replace, 3 delete
 TICK_EVERY = 1024  # records between progress calls
 
@@ -62,16 +57,13 @@ class FastReplay:
         the general path must see; returns where that frame (or the end of the
         whole frames) is."""
         self.declined = self.saw_map = False
-        end = len(buf)
-        if end - pos < _HEAD:
+        if len(buf) - pos < FRAME_OVERHEAD:
             return pos
         u = self._unpacker_at(buf, pos)
         start = self._fed_at
         stage = self.stage
         lsn = self.last_lsn
         ts = self.last_ts
-        unpack_from = _FRAME.unpack_from
-        crc32 = zlib.crc32
         skip_head = u.read_bytes
         unpack = u.unpack
         tell = u.tell
@@ -83,14 +75,11 @@ class FastReplay:
         staged: Staged | None = None
         rows: dict[Any, Tuple] = {}
         with memoryview(buf) as view:
-            while end - pos >= _HEAD:
-                marker, crc, n = unpack_from(buf, pos)
-                stop = pos + _HEAD + n
-                if marker != _MARKER or n <= 0 or n > _MAX_BODY or stop > end:
+            while True:
+                stop = sound_end(buf, view, pos)
+                if stop < 0:
                     break
-                if crc32(view[pos + 8 : stop]) != crc:
-                    break
-                skip_head(_HEAD)
+                skip_head(FRAME_OVERHEAD)
                 try:
                     body = unpack()
                 except Exception:  # msgpack raises several types for bad input
