@@ -15,7 +15,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 WAL_MAGIC = b"QBOXWAL\n"
 SNAP_MAGIC = b"QBOXSNP\n"
@@ -31,10 +31,14 @@ KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5})
 _HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
 HEADER_SIZE = _HEADER.size + 4
 
-MARKER = b"\xc1QBR"
-_FRAME = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
-FRAME_OVERHEAD = _FRAME.size
-MAX_BODY = 1 << 30
+# Final: the compiled build reads these as constants, not from the module's
+# dict, a million times in a start from the WAL.
+MARKER: Final = b"\xc1QBR"
+_FRAME: Final = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
+_unpack_frame: Final = _FRAME.unpack_from
+_crc32: Final = zlib.crc32
+FRAME_OVERHEAD: Final = 12  # _FRAME.size
+MAX_BODY: Final = 1 << 30
 
 
 class HeaderError(ValueError):
@@ -85,11 +89,11 @@ def sound_end(buf: bytes, view: memoryview, pos: int) -> int:
     is none (damage, or a frame cut by the end of buf)."""
     if len(buf) - pos < FRAME_OVERHEAD:
         return -1
-    marker, crc, n = _FRAME.unpack_from(buf, pos)
+    marker, crc, n = _unpack_frame(buf, pos)
     stop = pos + FRAME_OVERHEAD + n
     if marker != MARKER or not 0 < n <= MAX_BODY or stop > len(buf):
         return -1
-    return stop if zlib.crc32(view[pos + 8 : stop]) == crc else -1
+    return stop if _crc32(view[pos + 8 : stop]) == crc else -1
 
 
 def sound_frames(buf: bytes, pos: int, most: int) -> tuple[int, int]:

@@ -8,7 +8,7 @@ agree on. Must not touch: frames (framing.py), files, spaces' contents.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -59,7 +59,14 @@ def unpack(data: bytes) -> Any:
 # Version 5 (FORMAT.md §5.2): a WAL record is an array of its fields by
 # position, the op as a small number: half the decoding work of a map with
 # its keys, a million times over in a start from the WAL.
-LSN, TS, OP, SID, SPACE, ARG, WHY = range(7)
+# Final: constants in the compiled build, not looked up in the module's dict.
+LSN: Final = 0
+TS: Final = 1
+OP: Final = 2
+SID: Final = 3
+SPACE: Final = 4
+ARG: Final = 5
+WHY: Final = 6
 OP_CODES: dict[str, int] = {
     "insert": 1,
     "replace": 2,

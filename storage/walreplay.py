@@ -19,7 +19,7 @@ decodes from there, so every damage report and refusal is as before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -28,8 +28,9 @@ from .records import ARG, LSN, OP, SPACE, TS, ext_hook
 from .space import Tuple
 from .staging import Stage, Staged
 
-_INSERT, _DELETE = 1, 3  # records.OP_CODES: 1 insert, 2 replace, 3 delete
-TICK_EVERY = 1024  # records between progress calls
+_INSERT: Final = 1  # records.OP_CODES: 1 insert, 2 replace, 3 delete
+_DELETE: Final = 3
+TICK_EVERY: Final = 1024  # records between progress calls
 
 
 class FastReplay:
