@@ -1,8 +1,8 @@
 """Recovery's fast path (storage/walreplay.py) against the general one.
 
 Version-5 records (arrays) go through the fast path, the same changes as
-maps (versions 1-4) through the general path: both must give the same
-state. A record the fast path leaves in the middle of a run (a space
+maps in a version-4 file through the general path: both must give the same
+state, and `wal cat` the same lines. A record the fast path leaves in the middle of a run (a space
 definition, a bad body in a sound frame, a gap) is handled, reported and
 skipped exactly as the general path says, and the records after it are
 applied again by the fast path.
@@ -10,14 +10,18 @@ applied again by the fast path.
 
 from __future__ import annotations
 
+import io
+import json
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, LsnGap
-from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
+from queuebox.storage.framing import HEADER_SIZE, VERSION, encode_frame, encode_header
 from queuebox.storage.packed import Packed
 from queuebox.storage.records import ARG_KEYS, OP_CODES, pack
 from queuebox.storage.space import IndexDef, SpaceDef
@@ -59,10 +63,13 @@ def body(lsn: int, op: str, space: SpaceDef, arg: Any, why: str | None, *, as_ma
     return positional if why is None else [*positional, why]
 
 
-def write_wal(d: Path, bodies: list[Any]) -> list[int]:
-    """One segment from LSN 1; the offset of each frame."""
+def write_wal(d: Path, bodies: list[Any], version: int = VERSION) -> list[int]:
+    """One segment from LSN 1 (a header of `version`); the offset of each frame."""
     d.mkdir(parents=True, exist_ok=True)
-    data, offsets = bytearray(encode_header("wal", 1)), []
+    head = bytearray(encode_header("wal", 1))
+    head[8:10] = version.to_bytes(2, "big")
+    head[20:24] = zlib.crc32(head[:20]).to_bytes(4, "big")
+    data, offsets = head, []
     for b in bodies:
         offsets.append(len(data))
         data += encode_frame(pack(b))
@@ -81,16 +88,24 @@ def recover(d: Path, **kw: Any) -> tuple[dict[str, list[tuple[Any, ...]]], Any]:
 
 def test_arrays_and_maps_recover_to_the_same_state(tmp_path: Path) -> None:
     log = changes()
-    states = []
+    states, lines = [], []
     for as_map in (False, True):
         bodies = [body(i + 1, *c, as_map=as_map) for i, c in enumerate(log)]
-        write_wal(tmp_path / str(as_map), bodies)
+        write_wal(tmp_path / str(as_map), bodies, version=4 if as_map else VERSION)
+        out, err = io.StringIO(), io.StringIO()
+        assert walcat.main([str(tmp_path / str(as_map))], out, err) == 0, err.getvalue()
+        lines.append([{**json.loads(x), "offset": 0} for x in out.getvalue().splitlines()])
         state, report = recover(tmp_path / str(as_map))
         assert (report.wal_records, report.last_lsn) == (len(log), len(log))
         assert report.last_ts == 1_700_000_000.0 + len(log)
         assert not report.skipped and not report.lost
         states.append(state)
     assert states[0] == states[1]
+    assert lines[0] == lines[1] and len(lines[0]) == len(log)  # wal cat: the same maps
+    assert lines[0][2] == {
+        **{"file": f"{1:020d}.wal", "offset": 0, "lsn": 3, "ts": 1_700_000_003.0},
+        **{"op": "insert", "sid": 512, "space": "q", "tuple": [0, "r", "task0"], "why": "put"},
+    }
     q = dict((t[0], t) for t in states[0]["q"])
     assert len(q) == 300 - 60 + 50 and q[1] == (1, "r", Packed(b"\xa5task1"))
     assert q[3] == (3, "t", Packed(b"\xc0")) and 5 not in q
