@@ -17,12 +17,17 @@ Invariants: every key of the dict is in exactly one of run[head:] and rest;
 run[head:] is strictly increasing; `_stale` counts its entries not in the
 dict; rest holds only keys of the dict. Keys must be mutually comparable.
 Do not change a map while iterating over it.
+
+`OrderedKeys` is the same order without the dict: the values live elsewhere
+(a secondary index's tuples are the primary index's), and a `lookup` says
+whether a key is one of this map's and gives its value. A key in the dict
+costs ~50 bytes; a key in the run, 8.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from heapq import merge
 from typing import Any
 
@@ -62,6 +67,10 @@ class OrderedMap:
     def values_unordered(self) -> list[Any]:
         return list(self._map.values())
 
+    def getter(self) -> Callable[[Any], Any]:
+        """The dict's own get: a value by key for the price of one C call."""
+        return self._map.get
+
     def set(self, key: Any, value: Any) -> None:
         """Insert, or overwrite the value of a key already there."""
         m = self._map
@@ -69,6 +78,10 @@ class OrderedMap:
             m[key] = value
             return
         m[key] = value
+        self._place(key)
+
+    def _place(self, key: Any) -> None:
+        """Put a new key in order: on the run's end, back to life, or aside."""
         run = self._run
         if len(run) == self._head:
             if run:  # every entry is gone: start over
@@ -89,17 +102,21 @@ class OrderedMap:
     def pop(self, key: Any) -> Any:
         """Remove `key` and return its value (KeyError if absent)."""
         value = self._map.pop(key)
+        self._unplace(key)
+        return value
+
+    def _unplace(self, key: Any) -> None:
+        """Take a removed key out of order: from the rest, or left stale in the run."""
         rest = self._rest
         if rest:
             run = self._run
             pos = bisect_left(run, key, self._head)
             if pos == len(run) or run[pos] != key:
                 rest.remove(key)
-                return value
+                return
         self._stale += 1
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
-        return value
 
     def clear(self) -> None:
         self._map.clear()
@@ -115,9 +132,13 @@ class OrderedMap:
         self._run = sorted(m)
         return len(m)
 
+    def _members(self) -> Container[Any]:
+        """What says whether a key of the run is live: the dict here."""
+        return self._map
+
     def first_key(self) -> Any:
         """The smallest key, or ABSENT."""
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         h, n = self._head, len(run)
         if h < n and run[h] not in m:
             start = h
@@ -138,7 +159,7 @@ class OrderedMap:
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         h = self._head
         while len(run) > h and run[-1] not in m:
             run.pop()
@@ -174,13 +195,72 @@ class OrderedMap:
         return merge(from_run, from_rest, reverse=reverse)
 
     def _walk(self, start: int, end: int, reverse: bool) -> Iterator[Any]:
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         for i in range(end - 1, start - 1, -1) if reverse else range(start, end):
             key = run[i]
             if key in m:
                 yield key
 
     def _compact(self) -> None:
-        m = self._map
+        m = self._members()
         self._run = [k for k in self._run[self._head :] if k in m]
-        self._head = self._stale = 0
+        self._head = 0
+        # What the run holds beyond this map's keys outside the rest: none for
+        # a dict; for OrderedKeys, a key about to come back (see there).
+        self._stale = len(self._run) - (len(self) - len(self._rest or ()))
+
+
+class OrderedKeys(OrderedMap):
+    """An OrderedMap whose values live elsewhere: no dict, a run and the rest.
+
+    `lookup(key)` gives the value of a key that is in this map and None for
+    any other key (a secondary index's: the tuple the primary index holds,
+    if it still has this key here). The caller adds only a key not in the
+    map and removes only one that is. Between those calls `lookup` may run
+    ahead (a space changes its primary index first): a key about to be added
+    already looks live, one just removed already looks gone; the count, not
+    `lookup`, says how many keys there are, and a compaction in between keeps
+    a stale entry that `set` then brings back to life.
+    """
+
+    __slots__ = ("_count", "_lookup")
+
+    def __init__(self, lookup: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._lookup = lookup
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: Any) -> bool:
+        return self._lookup(key) is not None
+
+    def _members(self) -> Container[Any]:
+        return self
+
+    def get(self, key: Any) -> Any:
+        return None if key is ABSENT else self._lookup(key)
+
+    def values_unordered(self) -> list[Any]:
+        return list(map(self._lookup, self.keys()))
+
+    def set(self, key: Any, value: Any) -> None:
+        """Add a key not in the map (its value is lookup's)."""
+        self._count += 1
+        self._place(key)
+
+    def pop(self, key: Any) -> Any:
+        """Remove a key that is in the map."""
+        self._count -= 1
+        self._unplace(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self._count = 0
+
+    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
+        """Fill an EMPTY map (recovery): one sort; keys must be distinct."""
+        self._run = sorted(key for key, _ in items)
+        self._count = len(self._run)
+        return self._count

@@ -1,0 +1,47 @@
+"""What a queue's secondary indexes cost per task, in bytes (tracemalloc).
+
+A status or watch index holds the primary key in its entry key, so it finds
+its tuples through the primary index and keeps no dict of its own: one run
+entry (8 bytes and the list's slack) per task, where a dict entry cost ~50.
+Bytes are counted, not timed: the answer is the same on any machine.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from queuebox.storage.space import IndexDef, Space, SpaceDef
+
+TASKS = 20_000
+
+
+def _bytes_per_task(*secondary: IndexDef) -> float:
+    space = Space(SpaceDef(700, "q", (IndexDef("task_id", (0,)), *secondary)))
+    tasks = [(i, "r", 1_000_000 + i, b"data") for i in range(TASKS)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for t in tasks:
+            space.insert(t)
+        return (tracemalloc.get_traced_memory()[0] - before) / TASKS
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_status_index_costs_a_run_entry_per_task_not_a_dict_entry() -> None:
+    alone = _bytes_per_task()
+    with_status = _bytes_per_task(IndexDef("status", (1, 0), group=1))
+    assert with_status - alone <= 12
+
+
+def test_a_watch_index_costs_its_key_and_a_run_entry() -> None:
+    alone = _bytes_per_task()
+    # (next event, task id): the key tuple (64 bytes with its allocator slack) stays.
+    with_watch = _bytes_per_task(IndexDef("watch", (2,), unique=False))
+    assert with_watch - alone <= 64 + 12
+
+
+def test_a_unique_index_without_the_primary_key_keeps_its_dict() -> None:
+    alone = _bytes_per_task()
+    with_own = _bytes_per_task(IndexDef("next", (2,)))
+    assert with_own - alone > 30  # its tuples can not be found through the primary
