@@ -47,20 +47,25 @@ def test_every_operation_matches_a_sorted_dict(ops: list[tuple[str, int]]) -> No
             model[k] = k
         elif op == "pop" and k in model:
             assert m.pop(k) == model.pop(k)
-        elif op == "first":
-            assert m.first_key() == min(model, default=ABSENT)
-        elif op == "last":
-            assert m.last_key() == max(model, default=ABSENT)
-        elif op == "range":
-            lo, hi = sorted((k, (k * 7) % 31))
-            want = [x for x in sorted(model) if lo <= x < hi]
-            assert list(m.keys(lo, hi)) == want
-            assert list(m.keys(lo, hi, reverse=True)) == want[::-1]
-            closed = [x for x in sorted(model) if lo <= x <= hi]
-            assert list(m.keys(lo, hi, hi_inclusive=True)) == closed
-        assert m.get(k) == model.get(k)
-        assert (k in m) == (k in model)
+        check_read(m, model, op, k)
     check(m, model)
+
+
+def check_read(m: OrderedMap, model: dict[Any, Any], op: str, k: int) -> None:
+    """The read `op` of key `k` (if it is one), then get and `in` of `k`, against the model."""
+    if op == "first":
+        assert m.first_key() == min(model, default=ABSENT)
+    elif op == "last":
+        assert m.last_key() == max(model, default=ABSENT)
+    elif op == "range":
+        lo, hi = sorted((k, (k * 7) % 31))
+        want = [x for x in sorted(model) if lo <= x < hi]
+        assert list(m.keys(lo, hi)) == want
+        assert list(m.keys(lo, hi, reverse=True)) == want[::-1]
+        closed = [x for x in sorted(model) if lo <= x <= hi]
+        assert list(m.keys(lo, hi, hi_inclusive=True)) == closed
+    assert m.get(k) == model.get(k)
+    assert (k in m) == (k in model)
 
 
 @settings(max_examples=300, deadline=None)
@@ -81,15 +86,7 @@ def test_ordered_keys_match_a_sorted_dict_their_lookup_reads(ops: list[tuple[str
         elif op == "pop" and k in model:
             del model[k]  # and sees it gone before the map is told
             m.pop(k)
-        elif op == "first":
-            assert m.first_key() == min(model, default=ABSENT)
-        elif op == "last":
-            assert m.last_key() == max(model, default=ABSENT)
-        elif op == "range":
-            lo, hi = sorted((k, (k * 7) % 31))
-            assert list(m.keys(lo, hi)) == [x for x in sorted(model) if lo <= x < hi]
-        assert m.get(k) == model.get(k)
-        assert (k in m) == (k in model)
+        check_read(m, model, op, k)
     check(m, model)
 
 
