@@ -253,6 +253,13 @@ class Index:
         if not self._by_primary:
             return OrderedMap()
         get, pk_of, inner, group_of = self._primary_get, self._pk_of, self._inner, self._group_of
+        if self._single:  # the key is the primary key: the tuple found has it
+
+            def lookup_bare(key: Any) -> Tuple | None:
+                t: Tuple | None = get(key)
+                return t if t is not None and group_of(t) == group else None
+
+            return OrderedKeys(lookup_bare)
 
         def lookup(key: Any) -> Tuple | None:
             t: Tuple | None = get(pk_of(key))
