@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from .ordered import OrderedKeys, OrderedMap
+from .ordered import OrderedKeys, OrderedMap, OrderedRows
 
 Tuple = tuple[Any, ...]
 Key = tuple[Any, ...]
@@ -147,8 +147,10 @@ class Index:
         self._by_primary = primary is not None and all(p in within for p in primary_parts)
         self._primary_get: Callable[[Any], Any] = _none
         self._pk_of: Callable[[Any], Any] = _same
+        self._row_pk: Callable[[Tuple], Any] = _same
         if primary is not None and self._by_primary:
             self._primary_get = primary.getter()
+            self._row_pk = primary._inner
             if not self._single:
                 self._pk_of = itemgetter(*(within.index(p) for p in primary_parts))
         self._groups: dict[Any, OrderedMap] = {} if gw else {None: self._new_map(None)}
@@ -267,7 +269,14 @@ class Index:
                 return None
             return t
 
-        return OrderedKeys(lookup)
+        row_pk = self._row_pk
+
+        def is_live(row: Tuple) -> bool:
+            # The very tuple the space holds: a changed task is a new tuple.
+            return get(row_pk(row)) is row
+
+        # A key of several fields would be a tuple per task: keep the rows.
+        return OrderedRows(lookup, inner, is_live)
 
     # -- maintained by Space --
     def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
