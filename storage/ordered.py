@@ -355,6 +355,7 @@ class OrderedRows(OrderedKeys):
         h, n = self._head, len(run)
         start = h
         while h < n and run[h] not in live:
+            run[h] = None  # behind the head: no longer read, so let the old row go
             h += 1
         if h != start:
             self._stale -= h - start

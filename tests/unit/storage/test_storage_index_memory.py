@@ -46,3 +46,22 @@ def test_a_unique_index_without_the_primary_key_keeps_its_dict() -> None:
     alone = _bytes_per_task()
     with_own = _bytes_per_task(IndexDef("next", (2,)))
     assert with_own - alone > 30  # its tuples can not be found through the primary
+
+
+def test_tasks_gone_from_the_head_of_a_ttl_index_are_let_go() -> None:
+    """The run of a key of several fields holds task tuples: the head's walk
+    past deleted tasks must drop them, not keep their data alive until the
+    next trim of the run."""
+    space = Space(SpaceDef(701, "q", (IndexDef("task_id", (0,)), IndexDef("watch", (1,), False))))
+    tracemalloc.start()  # before the data is made: only what it traces counts as freed
+    try:
+        for i in range(3000):
+            space.insert((i, 1_000_000 + i, bytes([i % 256]) * 10_000))
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1000):  # fewer than a trim of the run waits for
+            space.delete((i,))
+        assert space.index("watch").first() == (1000, 1_001_000, bytes([1000 % 256]) * 10_000)
+        freed = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert freed > 1000 * 10_000
