@@ -7,18 +7,16 @@
   parametrization is not generated at all.
 - `TarantoolProc`: a local Tarantool 2.6 (no queue module) started from a Lua script, for
   the connection-layer tests.
-- `CuttingProxy`: forwards 127.0.0.1:port to a server; `cut()` drops every connection.
+- `proxy_to`: a TcpProxy (tcp_proxy.py) in front of the target, to cut its connections.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ import pytest
 
 from queuebox.clients.iproto import parse_address
 from tests.e2e.serverproc import ServerProc
+from tests.e2e.tcp_proxy import TcpProxy
 
 TARANTOOL_ENV = "QUEUEBOX_TEST_TARANTOOL"
 TARGETS = ["queuebox"] + (["tarantool"] if os.environ.get(TARANTOOL_ENV) else [])
@@ -119,72 +118,7 @@ class TarantoolProc:
                 proc.wait()
 
 
-class CuttingProxy:
-    """A threaded TCP proxy on a free 127.0.0.1 port; `cut()` drops all its connections."""
-
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
-        self.upstream = (upstream_host, upstream_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)
-        self.port = int(self._listener.getsockname()[1])
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.accepted = 0
-
-    def __enter__(self) -> CuttingProxy:
-        self._threads[0].start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stopped.set()
-        self.cut()
-        self._threads[0].join(5)
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._sockets += [client, upstream]
-                self.accepted += 1
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        source.settimeout(None)
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        """Drop every proxied connection (both ends see EOF / reset)."""
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-
 @pytest.fixture
-def proxy_to(target: Target) -> Iterator[CuttingProxy]:
-    with CuttingProxy(target.port, target.host) as proxy:
+def proxy_to(target: Target) -> Iterator[TcpProxy]:
+    with TcpProxy(target.port, target.host) as proxy:
         yield proxy

@@ -21,7 +21,8 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from tests.e2e import client_targets
-from tests.e2e.client_targets import CuttingProxy, Target, unique
+from tests.e2e.client_targets import Target, unique
+from tests.e2e.tcp_proxy import TcpProxy
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -373,7 +374,7 @@ async def test_consumer_releases_or_buries_failed_tasks(
 
 
 async def test_consumer_keeps_working_across_a_cut(
-    target: Target, proxy_to: CuttingProxy, tube: Tube
+    target: Target, proxy_to: TcpProxy, tube: Tube
 ) -> None:
     seen: list[int] = []
 
@@ -424,7 +425,7 @@ async def test_identify_shares_a_session(tube: Tube, other: aio.Connection) -> N
 
 
 async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
-    target: Target, conn: aio.Connection, proxy_to: CuttingProxy, tube: Tube
+    target: Target, conn: aio.Connection, proxy_to: TcpProxy, tube: Tube
 ) -> None:
     await conn.cfg(ttr=30)
     try:
@@ -443,7 +444,7 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
 
 
 async def test_without_cfg_ttr_a_cut_gives_the_task_back(
-    target: Target, proxy_to: CuttingProxy, tube: Tube
+    target: Target, proxy_to: TcpProxy, tube: Tube
 ) -> None:
     async with aio.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01

@@ -19,7 +19,8 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from tests.e2e import client_targets
-from tests.e2e.client_targets import CuttingProxy, Target, unique
+from tests.e2e.client_targets import Target, unique
+from tests.e2e.tcp_proxy import TcpProxy
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -163,7 +164,7 @@ def test_identify_shares_the_session(tube: Tube, other: blocking.Connection) -> 
 
 
 def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
-    target: Target, conn: blocking.Connection, proxy_to: CuttingProxy, tube: Tube
+    target: Target, conn: blocking.Connection, proxy_to: TcpProxy, tube: Tube
 ) -> None:
     conn.cfg(ttr=30)
     try:
@@ -182,7 +183,7 @@ def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
 
 
 def test_without_cfg_ttr_a_cut_gives_the_task_back(
-    target: Target, proxy_to: CuttingProxy, tube: Tube
+    target: Target, proxy_to: TcpProxy, tube: Tube
 ) -> None:
     with blocking.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01

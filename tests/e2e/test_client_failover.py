@@ -23,11 +23,11 @@ import pytest
 from queuebox.clients import NoWritableInstance, Status, aio, blocking
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import ConnectionLost, ServerError
-from tests.e2e.client_targets import CuttingProxy, free_port
+from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_equal
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
-from tests.e2e.switching_proxy import SwitchingProxy
+from tests.e2e.tcp_proxy import TcpProxy
 from tests.e2e.test_failover import start_pair, wait_running
 
 LOGIN = {"user": "tester", "password": "secret"}
@@ -107,7 +107,7 @@ async def test_async_put_refused_as_read_only_goes_to_the_writable_one(
     # client stays connected (the proxy moves its connection to the replica).
     caplog.set_level(logging.WARNING, logger="queuebox.client")
     tube_name = unique("refused")
-    with SwitchingProxy(pair.primary.port) as proxy:
+    with TcpProxy(pair.primary.port) as proxy:
         addresses = [f"127.0.0.1:{proxy.port}", pair.at(pair.primary)]
         async with aio.connect(addresses=addresses, **FAST) as conn:
             assert conn.port == proxy.port
@@ -125,7 +125,7 @@ def test_blocking_put_refused_as_read_only_goes_to_the_writable_one(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="queuebox.client")
     tube_name = unique("refused")
-    with SwitchingProxy(pair.primary.port) as proxy:
+    with TcpProxy(pair.primary.port) as proxy:
         addresses = [f"127.0.0.1:{proxy.port}", pair.at(pair.primary)]
         with blocking.connect(addresses=addresses, **FAST) as conn:
             tube = conn.create_tube(tube_name, "fifo")
@@ -152,13 +152,13 @@ def test_a_single_address_keeps_the_read_only_error(pair: Pair) -> None:
 
 
 @pytest.fixture
-def behind_proxy(pair: Pair) -> Iterator[tuple[Pair, CuttingProxy, list[str]]]:
-    with CuttingProxy(pair.primary.port) as proxy:
+def behind_proxy(pair: Pair) -> Iterator[tuple[Pair, TcpProxy, list[str]]]:
+    with TcpProxy(pair.primary.port) as proxy:
         yield pair, proxy, [pair.at(pair.replica), f"127.0.0.1:{proxy.port}"]
 
 
 async def test_async_read_in_flight_is_retried_a_write_is_not(
-    behind_proxy: tuple[Pair, CuttingProxy, list[str]],
+    behind_proxy: tuple[Pair, TcpProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
@@ -174,7 +174,7 @@ async def test_async_read_in_flight_is_retried_a_write_is_not(
 
 
 def test_blocking_read_in_flight_is_retried_a_write_is_not(
-    behind_proxy: tuple[Pair, CuttingProxy, list[str]],
+    behind_proxy: tuple[Pair, TcpProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:
@@ -192,7 +192,7 @@ def test_blocking_read_in_flight_is_retried_a_write_is_not(
 
 
 async def test_async_session_is_rejoined_on_the_instance_found_again(
-    behind_proxy: tuple[Pair, CuttingProxy, list[str]],
+    behind_proxy: tuple[Pair, TcpProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
@@ -211,7 +211,7 @@ async def test_async_session_is_rejoined_on_the_instance_found_again(
 
 
 def test_blocking_session_is_rejoined_on_the_instance_found_again(
-    behind_proxy: tuple[Pair, CuttingProxy, list[str]],
+    behind_proxy: tuple[Pair, TcpProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:

@@ -20,7 +20,8 @@ from queuebox.clients.errors import (
     QueueError,
     ServerError,
 )
-from tests.e2e.client_targets import CuttingProxy, TarantoolProc, free_port
+from tests.e2e.client_targets import TarantoolProc, free_port
+from tests.e2e.tcp_proxy import TcpProxy
 
 SESSION = bytes([0xF0, 0x9F, 0x00, 0xFF]) + bytes(range(0x80, 0x8C))  # not UTF-8
 
@@ -233,7 +234,7 @@ async def identified(conn: aio.Connection) -> list[bytes]:
 async def test_async_reconnects_after_a_cut_and_rejoins_the_session(
     tarantool: TarantoolProc,
 ) -> None:
-    with CuttingProxy(tarantool.port) as proxy:
+    with TcpProxy(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
             await conn.ensure_session()
             before = len(await identified(conn))
@@ -250,7 +251,7 @@ async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
 ) -> None:
     from queuebox.clients.errors import ConnectionLost
 
-    with CuttingProxy(tarantool.port) as proxy:
+    with TcpProxy(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
             pending = asyncio.ensure_future(conn.call("slow_echo", 0.5, "x"))
             await asyncio.sleep(0.1)
@@ -261,7 +262,7 @@ async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
 
 
 async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) -> None:
-    with CuttingProxy(tarantool.port) as proxy:
+    with TcpProxy(tarantool.port) as proxy:
         async with aconnect(proxy.port, reconnect=False) as conn:
             await conn.ping()
             proxy.cut()
@@ -275,7 +276,7 @@ def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
 ) -> None:
     from queuebox.protocol import as_bytes
 
-    with CuttingProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
+    with TcpProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
         conn.ensure_session()
         before = len(conn.call("identified_list")[0])
         proxy.cut()
