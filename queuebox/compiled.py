@@ -36,6 +36,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.recovery",
     "queuebox.storage.reader",
     "queuebox.storage.staging",
+    "queuebox.storage.walreplay",
     "queuebox.drivers.args",
     "queuebox.drivers.core",
     "queuebox.drivers.deadlines",

@@ -15,7 +15,8 @@ server plug into:
 - `durability`: what the reply to a call waits for (`barrier()`), and on
   wal_mode=write (`on_loop`) `commit_now()`, which makes every change so far
   durable before it returns, so a connection confirms its held replies before
-  it flushes them. build.py sets it over each store it opens (commit.py's
+  it flushes them; `flush_after_write(fn)` has the connections of one turn
+  share its write instead (fn: their flush). build.py sets it over each store it opens (commit.py's
   `Durability`); before that, nothing to wait for.
 - `observe_request`: None, or `fn(request_type, seconds)` the connection
   calls after handling each request (set by metrics).
@@ -90,6 +91,7 @@ class Durable(Protocol):
     def on_loop(self) -> bool: ...
     def barrier(self) -> Awaitable[Any] | None: ...
     def commit_now(self) -> None: ...
+    def flush_after_write(self, callback: Callable[[], None]) -> bool: ...
 
 
 class App:

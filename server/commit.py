@@ -14,6 +14,12 @@ it to the writer thread and back (no thread switch, no contention for the
 GIL). With fsync, the write and its fsync go to the writer thread, so the
 loop never waits for the disk.
 
+With on_loop, a connection whose replies wait for this turn's write asks
+to be flushed right after it (`flush_after_write`): every connection that
+read in the turn shares one write, and then sends its replies, instead of
+each writing the WAL for its own requests (one pwrite per loop turn, not
+per connection: busy-utubes' 10 consumers, a put from 4 connections).
+
 A failed write fails every request of its batch with ER_WAL_IO and rolls their
 changes back in memory (the engine undoes the batch, newest change first);
 batches written before it stay acknowledged, and the server keeps running.
@@ -87,6 +93,8 @@ class GroupCommit:
         self._loop = asyncio.get_running_loop()
         self._gathering: asyncio.Future[None] | None = None
         self._in_flight: set[asyncio.Future[None]] = set()
+        # on_loop: who sends replies once this turn's batch is written (shell.py).
+        self._after_write: list[Callable[[], None]] = []
         self.batches_written = 0
 
     def barrier(self) -> Awaitable[None] | None:
@@ -98,14 +106,33 @@ class GroupCommit:
             return None
         if self._gathering is None:
             self._gathering = self._loop.create_future()
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._end_of_turn)
         return self._gathering
+
+    def flush_after_write(self, callback: Callable[[], None]) -> bool:
+        """With on_loop and a write to come this turn: call `callback` once it
+        is done (or failed) and return True; otherwise False (the caller goes on
+        as before: commit_now(), or its barrier's callbacks)."""
+        if not self.on_loop or self._gathering is None:
+            return False
+        self._after_write.append(callback)
+        return True
 
     def commit_now(self) -> None:
         """With on_loop: write the changes gathered so far now, not at the end of
         the turn; their barrier is done (or failed) when this returns."""
         if self.on_loop and self._gathering is not None:
             self._flush()
+
+    def _end_of_turn(self) -> None:
+        # Whatever changed before now is written (or failed) first: a callback
+        # registered while this turn's future was pending always finds it done.
+        self._flush()
+        after = self._after_write
+        if after:
+            self._after_write = []
+            for callback in after:
+                callback()
 
     def _flush(self) -> None:
         done, self._gathering = self._gathering, None
@@ -227,6 +254,11 @@ class Durability:
         """wal_mode=write: make every change so far durable before returning."""
         if self._commit is not None:
             self._commit.commit_now()
+
+    def flush_after_write(self, callback: Callable[[], None]) -> bool:
+        """wal_mode=write: call `callback` right after this turn's write, shared
+        by every connection of the turn (True), or False when none is coming."""
+        return self._commit is not None and self._commit.flush_after_write(callback)
 
     # -- what group commit reports --
     def written(self, batch: Any, seconds: float) -> None:

@@ -385,6 +385,8 @@ class EventService:
     # -- live: every written batch --
     def written(self, batch: Any) -> None:
         """Every batch written here (a listener of build.py's Durability)."""
+        if not self.streams:
+            return  # the common case, on every write: nobody subscribed
         live = [s for s in self.streams if isinstance(s, WalStream) and s.live]
         if not live:
             return

@@ -14,8 +14,10 @@ shell, and says what a failed barrier answers (`barrier_failed`).
 
 Requests are answered out of order, matched by sync: bytes go out at the end
 of this loop turn; a held reply goes out when its barrier completes (with
-wal_mode=write, `app.durability.commit_now()` writes the WAL inside flush(), so held
-replies go out with the rest, or as errors if the write failed); a
+wal_mode=write, the turn's one WAL write is followed by the flush() of every
+connection waiting for it, or `app.durability.commit_now()` writes the WAL
+inside flush(); so held replies go out with the rest, or as errors if the
+write failed); a
 coroutine (a call that must wait) runs as a task and its reply goes out when
 done, so a blocked call never holds up the next request.
 
@@ -168,6 +170,14 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
                 self._arm_watchdog(self.app.config.idle_timeout_s)
             if self.session.close_requested:
                 self.close()
+                return
+        if self._unconfirmed:
+            if self._flush_scheduled:
+                return  # a flush is coming this turn: it writes them all
+            if self.app.durability.flush_after_write(self.flush):
+                # One WAL write for every connection read this turn, then the
+                # replies: not one write per connection (commit.py).
+                self._flush_scheduled = True
                 return
         self.flush()
 

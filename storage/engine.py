@@ -59,7 +59,7 @@ from .errors import (
 from .fileio import FileIO
 from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
-from .records import change_body, ddl_body, packer
+from .records import SPACE, TS, Change, change_body, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
 from .replicated import apply_record
 from .snapshot import DEFAULT_RECORD_SIZE, TUPLE, SnapshotJob, Undo, capture
@@ -289,7 +289,7 @@ class Engine:
         else:
             self._count_change(entry)
 
-    def _log_change(self, body: dict[str, object], entry: Undo) -> None:
+    def _log_change(self, body: Change, entry: Undo) -> None:
         # Encoded now, not at take time: what is logged is the tuple as it was.
         try:
             if not self._opened:
@@ -297,9 +297,9 @@ class Engine:
             frame = encode_frame(self._pack(body))
         except Exception as e:
             UNDO[entry[0]](self.catalog, *entry[1:])
-            raise UnloggableChange(f"change to space {body['space']!r} not made: {e}") from e
+            raise UnloggableChange(f"change to space {body[SPACE]!r} not made: {e}") from e
         self._last_lsn += 1
-        self.last_ts = body["ts"]  # type: ignore[assignment]
+        self.last_ts = body[TS]
         self._frames.append(frame)
         self._undo.append(entry)
 

@@ -15,7 +15,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 WAL_MAGIC = b"QBOXWAL\n"
 SNAP_MAGIC = b"QBOXSNP\n"
@@ -23,17 +23,22 @@ KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
 MAGIC_OF_KIND = {kind: magic for magic, kind in KIND_OF_MAGIC.items()}
 # 2: a task's data is ext PACKED_EXT around the client's bytes; 3: snapshot
 # records are bounded, a big tuple is cut into `part` records; 4: a delete
-# record holds the key, not the tuple (FORMAT.md §6).
-VERSION = 4
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4})
+# record holds the key, not the tuple; 5: a WAL record is an array of its
+# fields by position (FORMAT.md §6).
+VERSION = 5
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5})
 
 _HEADER = struct.Struct(">8sHHQ")  # magic, version, flags, lsn; then the CRC
 HEADER_SIZE = _HEADER.size + 4
 
-MARKER = b"\xc1QBR"
-_FRAME = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
-FRAME_OVERHEAD = _FRAME.size
-MAX_BODY = 1 << 30
+# Final: the compiled build reads these as constants, not from the module's
+# dict, a million times in a start from the WAL.
+MARKER: Final = b"\xc1QBR"
+_FRAME: Final = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
+_unpack_frame: Final = _FRAME.unpack_from
+_crc32: Final = zlib.crc32
+FRAME_OVERHEAD: Final = 12  # _FRAME.size
+MAX_BODY: Final = 1 << 30
 
 
 class HeaderError(ValueError):
@@ -77,6 +82,33 @@ def encode_frame(body: bytes) -> bytes:
         raise ValueError(f"record body of {n} bytes cannot be framed")
     length = n.to_bytes(4, "big")
     return _FRAME.pack(MARKER, zlib.crc32(body, zlib.crc32(length)), n) + body
+
+
+def sound_end(buf: bytes, view: memoryview, pos: int) -> int:
+    """Where the whole, sound frame at buf[pos] ends (view: of buf); -1 if there
+    is none (damage, or a frame cut by the end of buf)."""
+    if len(buf) - pos < FRAME_OVERHEAD:
+        return -1
+    marker, crc, n = _unpack_frame(buf, pos)
+    stop = pos + FRAME_OVERHEAD + n
+    if marker != MARKER or not 0 < n <= MAX_BODY or stop > len(buf):
+        return -1
+    return stop if _crc32(view[pos + 8 : stop]) == crc else -1
+
+
+def sound_frames(buf: bytes, pos: int, most: int) -> tuple[int, int]:
+    """Up to `most` whole, sound frames from buf[pos] on, passed over without
+    taking their bodies: (where they end, how many). It stops at anything
+    else, which a FrameDecoder then reports as it would."""
+    count = 0
+    with memoryview(buf) as view:
+        while count < most:
+            stop = sound_end(buf, view, pos)
+            if stop < 0:
+                break
+            pos = stop
+            count += 1
+    return pos, count
 
 
 class Frame(NamedTuple):
@@ -135,6 +167,23 @@ class FrameDecoder:
     def feed_eof(self) -> None:
         self._eof = True
 
+    def pending(self) -> tuple[bytes, int] | None:
+        """The buffer and the index in it of the next frame to decode; None while
+        looking for good frames after damage. A caller that decodes frames
+        itself (walreplay.py) then says how far it got with advance()."""
+        return None if self._damaged is not None else (self._buf, self._pos)
+
+    def advance(self, pos: int) -> None:
+        self._pos = pos
+
+    def take_one(self) -> list[Frame | Damage]:
+        """The sound frame at hand (one that a caller of pending() left), alone."""
+        i = self._pos
+        body = self._frame_at(i)
+        assert isinstance(body, bytes)
+        self._pos = i + FRAME_OVERHEAD + len(body)
+        return [_new_frame(Frame, (self._base + i, body))]
+
     def events(self) -> Iterator[Frame | Damage]:
         return iter(self.take())
 
@@ -169,15 +218,11 @@ class FrameDecoder:
     def _whole_frames(self, out: list[Frame | Damage]) -> None:
         """The fast path: consecutive sound frames, decoded in one tight loop."""
         buf, base, pos = self._buf, self._base, self._pos
-        end = len(buf)
-        unpack, crc32, append = _FRAME.unpack_from, zlib.crc32, out.append
+        append = out.append
         with memoryview(buf) as view:
-            while end - pos >= FRAME_OVERHEAD:
-                marker, crc, n = unpack(buf, pos)
-                stop = pos + FRAME_OVERHEAD + n
-                if marker != MARKER or not 0 < n <= MAX_BODY or stop > end:
-                    break
-                if crc32(view[pos + 8 : stop]) != crc:
+            while True:
+                stop = sound_end(buf, view, pos)
+                if stop < 0:
                     break
                 append(_new_frame(Frame, (base + pos, buf[pos + FRAME_OVERHEAD : stop])))
                 pos = stop

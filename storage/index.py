@@ -13,6 +13,12 @@ indexed fields; a non-unique index appends the primary key fields, so entry
 keys are unique and no list of tuples per key is needed. A one-field key is
 stored as the bare value, not a 1-tuple: a 48-byte object less per row.
 
+A secondary index whose entry key holds the whole primary key (a queue's
+status and watch indexes) keeps no dict of its own: its maps are
+OrderedKeys, and a key's tuple is the primary index's tuple with that
+primary key, if that tuple still has this entry key (and group). A queue
+then pays for one dict entry per task, not one per index.
+
 A grouped index (IndexDef.group = n) keeps one ordered map per value of its
 first n fields, keyed by the rest: the fields that take few values (a
 task's status; a status and a utube) pick the map, and within one map the
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from .ordered import OrderedMap
+from .ordered import OrderedKeys, OrderedMap, OrderedRows
 
 Tuple = tuple[Any, ...]
 Key = tuple[Any, ...]
@@ -104,10 +110,23 @@ def _no_group(t: Tuple) -> None:
     return None
 
 
+def _none(key: Any) -> None:
+    return None
+
+
+def _same(key: Any) -> Any:
+    return key
+
+
 class Index:
     """An ordered map from entry key to tuple, in one map or one per group."""
 
-    def __init__(self, definition: IndexDef, primary_parts: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        definition: IndexDef,
+        primary_parts: tuple[int, ...],
+        primary: PrimaryIndex | None = None,
+    ) -> None:
         self.definition = definition
         self.name = definition.name
         self.unique = definition.unique
@@ -122,7 +141,19 @@ class Index:
         # The key within a group: the bare field when there is one, else a tuple.
         self._single = len(parts) - gw == 1
         self._inner: Callable[[Tuple], Any] = itemgetter(*parts[gw:])
-        self._groups: dict[Any, OrderedMap] = {} if gw else {None: OrderedMap()}
+        # Tuples found through the primary index (the module doc): the primary
+        # key's place in the key within a group, and the primary's dict lookup.
+        within = parts[gw:]
+        self._by_primary = primary is not None and all(p in within for p in primary_parts)
+        self._primary_get: Callable[[Any], Any] = _none
+        self._pk_of: Callable[[Any], Any] = _same
+        self._row_pk: Callable[[Tuple], Any] = _same
+        if primary is not None and self._by_primary:
+            self._primary_get = primary.getter()
+            self._row_pk = primary._inner
+            if not self._single:
+                self._pk_of = itemgetter(*(within.index(p) for p in primary_parts))
+        self._groups: dict[Any, OrderedMap] = {} if gw else {None: self._new_map(None)}
 
     def key_of(self, t: Tuple) -> Key:
         return self._user_key(t)
@@ -220,9 +251,37 @@ class Index:
         for key in keys:
             yield get(key)
 
+    def _new_map(self, group: Any) -> OrderedMap:
+        if not self._by_primary:
+            return OrderedMap()
+        get, pk_of, inner, group_of = self._primary_get, self._pk_of, self._inner, self._group_of
+        if self._single:  # the key is the primary key: the tuple found has it
+
+            def lookup_bare(key: Any) -> Tuple | None:
+                t: Tuple | None = get(key)
+                return t if t is not None and group_of(t) == group else None
+
+            return OrderedKeys(lookup_bare)
+
+        def lookup(key: Any) -> Tuple | None:
+            t: Tuple | None = get(pk_of(key))
+            if t is None or inner(t) != key or group_of(t) != group:
+                return None
+            return t
+
+        row_pk = self._row_pk
+
+        def is_live(row: Tuple) -> bool:
+            # The very tuple the space holds: a changed task is a new tuple.
+            return get(row_pk(row)) is row
+
+        # A key of several fields would be a tuple per task: keep the rows.
+        return OrderedRows(lookup, inner, is_live)
+
     # -- maintained by Space --
     def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
-        if not self.unique:
+        # An entry key holding the primary key is unique when the primary is.
+        if not self.unique or self._by_primary:
             return
         found = self._groups.get(self._group_of(t))
         if found is None:
@@ -234,7 +293,7 @@ class Index:
     def _map_of(self, group: Any) -> OrderedMap:
         found = self._groups.get(group)
         if found is None:
-            found = self._groups[group] = OrderedMap()
+            found = self._groups[group] = self._new_map(group)
         return found
 
     def _add(self, t: Tuple) -> None:
@@ -302,6 +361,10 @@ class PrimaryIndex(Index):
 
     def _remove(self, t: Tuple) -> None:
         self._map.pop(self._inner(t))
+
+    def getter(self) -> Callable[[Any], Tuple | None]:
+        """The lookup of a tuple by its bare primary key (a secondary's)."""
+        return self._map.getter()
 
     def values_unordered(self) -> list[Tuple]:
         """Every tuple, in no particular order: a C-speed pointer copy."""

@@ -17,16 +17,24 @@ Invariants: every key of the dict is in exactly one of run[head:] and rest;
 run[head:] is strictly increasing; `_stale` counts its entries not in the
 dict; rest holds only keys of the dict. Keys must be mutually comparable.
 Do not change a map while iterating over it.
+
+`OrderedKeys` is the same order without the dict: the values live elsewhere
+(a secondary index's tuples are the primary index's), and a `lookup` says
+whether a key is one of this map's and gives its value. A key in the dict
+costs ~50 bytes; a key in the run, 8. `OrderedRows` goes one step further
+for keys that would be objects of their own (a tuple of two fields: 64
+bytes): its run holds the rows themselves, ordered by a key computed from
+each row when it is compared.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from heapq import merge
 from typing import Any
 
-from sortedcontainers import SortedList
+from sortedcontainers import SortedKeyList, SortedList
 
 # A run with this many stale entries at its head is trimmed (once they are half of it).
 _TRIM = 1024
@@ -62,6 +70,10 @@ class OrderedMap:
     def values_unordered(self) -> list[Any]:
         return list(self._map.values())
 
+    def getter(self) -> Callable[[Any], Any]:
+        """The dict's own get: a value by key for the price of one C call."""
+        return self._map.get
+
     def set(self, key: Any, value: Any) -> None:
         """Insert, or overwrite the value of a key already there."""
         m = self._map
@@ -69,6 +81,10 @@ class OrderedMap:
             m[key] = value
             return
         m[key] = value
+        self._place(key)
+
+    def _place(self, key: Any) -> None:
+        """Put a new key in order: on the run's end, back to life, or aside."""
         run = self._run
         if len(run) == self._head:
             if run:  # every entry is gone: start over
@@ -89,17 +105,21 @@ class OrderedMap:
     def pop(self, key: Any) -> Any:
         """Remove `key` and return its value (KeyError if absent)."""
         value = self._map.pop(key)
+        self._unplace(key)
+        return value
+
+    def _unplace(self, key: Any) -> None:
+        """Take a removed key out of order: from the rest, or left stale in the run."""
         rest = self._rest
         if rest:
             run = self._run
             pos = bisect_left(run, key, self._head)
             if pos == len(run) or run[pos] != key:
                 rest.remove(key)
-                return value
+                return
         self._stale += 1
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
-        return value
 
     def clear(self) -> None:
         self._map.clear()
@@ -115,9 +135,13 @@ class OrderedMap:
         self._run = sorted(m)
         return len(m)
 
+    def _members(self) -> Container[Any]:
+        """What says whether a key of the run is live: the dict here."""
+        return self._map
+
     def first_key(self) -> Any:
         """The smallest key, or ABSENT."""
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         h, n = self._head, len(run)
         if h < n and run[h] not in m:
             start = h
@@ -138,7 +162,7 @@ class OrderedMap:
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         h = self._head
         while len(run) > h and run[-1] not in m:
             run.pop()
@@ -155,32 +179,220 @@ class OrderedMap:
         self, lo: Any = ABSENT, hi: Any = ABSENT, hi_inclusive: bool = False, reverse: bool = False
     ) -> Iterator[Any]:
         """Keys with lo <= key < hi (<= hi if hi_inclusive), in order; ABSENT: no bound."""
-        run = self._run
-        start = self._head if lo is ABSENT else bisect_left(run, lo, self._head)
+        run, by = self._run, self._sort_key()
+        start = self._head if lo is ABSENT else bisect_left(run, lo, self._head, key=by)
         if hi is ABSENT:
             end = len(run)
         else:
-            end = (bisect_right if hi_inclusive else bisect_left)(run, hi, self._head)
+            end = (bisect_right if hi_inclusive else bisect_left)(run, hi, self._head, key=by)
         from_run = self._walk(start, end, reverse)
         rest = self._rest
         if not rest:
             return from_run
-        from_rest = rest.irange(
-            None if lo is ABSENT else lo,
-            None if hi is ABSENT else hi,
-            inclusive=(True, hi_inclusive),
-            reverse=reverse,
-        )
+        low, high = None if lo is ABSENT else lo, None if hi is ABSENT else hi
+        from_rest = self._rest_range(rest, low, high, (True, hi_inclusive), reverse)
         return merge(from_run, from_rest, reverse=reverse)
 
+    def _sort_key(self) -> Callable[[Any], Any] | None:
+        """What the run is ordered by: its entries themselves here."""
+        return None
+
+    def _rest_range(
+        self, rest: SortedList, lo: Any, hi: Any, inclusive: tuple[bool, bool], reverse: bool
+    ) -> Iterator[Any]:
+        return rest.irange(lo, hi, inclusive=inclusive, reverse=reverse)  # type: ignore[no-any-return]
+
     def _walk(self, start: int, end: int, reverse: bool) -> Iterator[Any]:
-        run, m = self._run, self._map
+        run, m = self._run, self._members()
         for i in range(end - 1, start - 1, -1) if reverse else range(start, end):
             key = run[i]
             if key in m:
                 yield key
 
     def _compact(self) -> None:
-        m = self._map
+        m = self._members()
         self._run = [k for k in self._run[self._head :] if k in m]
-        self._head = self._stale = 0
+        self._head = 0
+        # What the run holds beyond this map's keys outside the rest: none for
+        # a dict; for OrderedKeys, a key about to come back (see there).
+        self._stale = len(self._run) - (len(self) - len(self._rest or ()))
+
+
+class OrderedKeys(OrderedMap):
+    """An OrderedMap whose values live elsewhere: no dict, a run and the rest.
+
+    `lookup(key)` gives the value of a key that is in this map and None for
+    any other key (a secondary index's: the tuple the primary index holds,
+    if it still has this key here). The caller adds only a key not in the
+    map and removes only one that is. Between those calls `lookup` may run
+    ahead (a space changes its primary index first): a key about to be added
+    already looks live, one just removed already looks gone; the count, not
+    `lookup`, says how many keys there are, and a compaction in between keeps
+    a stale entry that `set` then brings back to life.
+    """
+
+    __slots__ = ("_count", "_lookup")
+
+    def __init__(self, lookup: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self._lookup = lookup
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: Any) -> bool:
+        return self._lookup(key) is not None
+
+    def _members(self) -> Container[Any]:
+        return self
+
+    def get(self, key: Any) -> Any:
+        return None if key is ABSENT else self._lookup(key)
+
+    def values_unordered(self) -> list[Any]:
+        return list(map(self._lookup, self.keys()))
+
+    def set(self, key: Any, value: Any) -> None:
+        """Add a key not in the map (its value is lookup's)."""
+        self._count += 1
+        self._place(key)
+
+    def pop(self, key: Any) -> Any:
+        """Remove a key that is in the map."""
+        self._count -= 1
+        self._unplace(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self._count = 0
+
+    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
+        """Fill an EMPTY map (recovery): one sort; keys must be distinct."""
+        self._run = sorted(key for key, _ in items)
+        self._count = len(self._run)
+        return self._count
+
+
+class _Live:
+    """A container of the rows a test says are live (OrderedRows' members)."""
+
+    __slots__ = ("_test",)
+
+    def __init__(self, test: Callable[[Any], bool]) -> None:
+        self._test = test
+
+    def __contains__(self, row: Any) -> bool:
+        return self._test(row)
+
+
+class OrderedRows(OrderedKeys):
+    """OrderedKeys whose run and rest hold rows, ordered by `key_of(row)`.
+
+    A row is one of this map's while `is_live(row)` (its store still holds
+    that very object); a row removed stays in the run, stale, and keeps its
+    own key, so the run stays ordered. Keys are computed, never kept: the
+    map costs 8 bytes a row. Reads answer keys, as OrderedMap's do.
+    """
+
+    __slots__ = ("_key_of", "_live")
+
+    def __init__(
+        self,
+        lookup: Callable[[Any], Any],
+        key_of: Callable[[Any], Any],
+        is_live: Callable[[Any], bool],
+    ) -> None:
+        super().__init__(lookup)
+        self._key_of = key_of
+        self._live = _Live(is_live)
+
+    def _members(self) -> Container[Any]:
+        return self._live
+
+    def set(self, key: Any, value: Any) -> None:
+        """Add the row `value`, whose key is `key` (not in the map)."""
+        self._count += 1
+        run, key_of = self._run, self._key_of
+        if len(run) == self._head:
+            if run:
+                run.clear()
+                self._head = self._stale = 0
+            run.append(value)
+        elif key > key_of(run[-1]):
+            run.append(value)
+        else:
+            pos = bisect_left(run, key, self._head, key=key_of)
+            if key_of(run[pos]) == key:
+                run[pos] = value  # its stale row's place
+                self._stale -= 1
+            elif self._rest is None:
+                self._rest = SortedKeyList((value,), key=key_of)
+            else:
+                self._rest.add(value)
+
+    def pop(self, key: Any) -> Any:
+        """Remove the row whose key is `key`."""
+        self._count -= 1
+        rest = self._rest
+        if rest:
+            run, key_of = self._run, self._key_of
+            pos = bisect_left(run, key, self._head, key=key_of)
+            if pos == len(run) or key_of(run[pos]) != key:
+                del rest[rest.bisect_key_left(key)]
+                return
+        self._stale += 1
+        if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
+            self._compact()
+
+    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
+        self._run = sorted((row for _, row in items), key=self._key_of)
+        self._count = len(self._run)
+        return self._count
+
+    def first_key(self) -> Any:
+        run, live, key_of = self._run, self._live, self._key_of
+        h, n = self._head, len(run)
+        start = h
+        while h < n and run[h] not in live:
+            run[h] = None  # behind the head: no longer read, so let the old row go
+            h += 1
+        if h != start:
+            self._stale -= h - start
+            if h > _TRIM and h * 2 > n:
+                del run[:h]
+                h = 0
+            self._head = h
+        best = key_of(run[h]) if h < len(run) else ABSENT
+        rest = self._rest
+        if rest:
+            low = key_of(rest[0])
+            if best is ABSENT or low < best:
+                return low
+        return best
+
+    def last_key(self) -> Any:
+        run, live, key_of = self._run, self._live, self._key_of
+        h = self._head
+        while len(run) > h and run[-1] not in live:
+            run.pop()
+            self._stale -= 1
+        best = key_of(run[-1]) if len(run) > h else ABSENT
+        rest = self._rest
+        if rest:
+            high = key_of(rest[-1])
+            if best is ABSENT or high > best:
+                return high
+        return best
+
+    def _sort_key(self) -> Callable[[Any], Any] | None:
+        return self._key_of
+
+    def _walk(self, start: int, end: int, reverse: bool) -> Iterator[Any]:
+        return map(self._key_of, super()._walk(start, end, reverse))
+
+    def _rest_range(
+        self, rest: SortedList, lo: Any, hi: Any, inclusive: tuple[bool, bool], reverse: bool
+    ) -> Iterator[Any]:
+        rows = rest.irange_key(lo, hi, inclusive=inclusive, reverse=reverse)
+        return map(self._key_of, rows)

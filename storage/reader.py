@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import CorruptLog
 from .fileio import FileIO
@@ -28,8 +28,12 @@ from .framing import (
     FrameDecoder,
     HeaderError,
     decode_header,
+    sound_frames,
 )
 from .records import BadBody, BodyDecoder, unpack
+
+if TYPE_CHECKING:
+    from .walreplay import FastReplay
 
 CHUNK = 4 << 20
 
@@ -65,14 +69,19 @@ class LogFile:
         for chunk in self.chunks():
             yield from chunk
 
-    def chunks(self, skip: int = 0) -> Generator[list[Event], None, None]:
+    def chunks(
+        self, skip: int = 0, fast: FastReplay | None = None
+    ) -> Generator[list[Event], None, None]:
         """The same events, a list per CHUNK bytes read (cheaper per record).
 
         skip: leave out the first `skip` records, checked (marker, length, CRC)
         but not decoded, counting them in `skipped`: a WAL segment's frames
         hold consecutive LSNs from the header's (FORMAT.md §4, §5.2), so a
         start from a snapshot passes the records it covers this way. Damage
-        ends the skipping: after it no position says which LSN a frame holds."""
+        ends the skipping: after it no position says which LSN a frame holds.
+
+        fast: applies the plain records of each chunk itself, up to the first
+        frame it leaves to the events (walreplay.py); only a WAL file's."""
         self.skipped = 0
         files = self._files
         fd = files.open_read(self.path)
@@ -88,6 +97,15 @@ class LogFile:
                     decoder.feed(chunk)
                 else:
                     decoder.feed_eof()
+                if skip:
+                    self._pass_over(decoder, skip)
+                    if self.skipped == skip:
+                        skip = 0
+                if not skip and fast is not None:
+                    # A frame the fast path leaves is decoded here alone, then
+                    # it goes on (unless the file holds map records: older ones).
+                    while _fast_run(decoder, fast):
+                        yield _records(bodies, decoder.take_one())
                 frames = decoder.take()
                 if skip:
                     frames = self._skip(frames, skip)
@@ -102,6 +120,14 @@ class LogFile:
         finally:
             files.close(fd)
 
+    def _pass_over(self, decoder: FrameDecoder, skip: int) -> None:
+        """Skip what can be of the frames the decoder holds, not even sliced."""
+        pending = decoder.pending()
+        if pending is not None:
+            pos, count = sound_frames(*pending, skip - self.skipped)
+            decoder.advance(pos)
+            self.skipped += count
+
     def _skip(self, frames: list[Frame | Damage], skip: int) -> list[Frame | Damage]:
         """frames without the first of the `skip - skipped` left to skip, up to any damage."""
         left = skip - self.skipped
@@ -112,6 +138,17 @@ class LogFile:
             n += 1
         self.skipped += n
         return frames[n:]
+
+
+def _fast_run(decoder: FrameDecoder, fast: FastReplay) -> bool:
+    """Let `fast` apply what it can of the frames the decoder holds; True if it
+    stopped at a sound frame it left for the general path, and may go on after."""
+    pending = decoder.pending()
+    if pending is None:
+        return False
+    buf, pos = pending
+    decoder.advance(fast.run(buf, pos))
+    return fast.declined and not fast.saw_map
 
 
 def events_of_bytes(data: bytes) -> tuple[FileHeader, Iterator[Event]]:

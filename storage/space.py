@@ -103,7 +103,7 @@ class Space:
         self.primary = PrimaryIndex(definition.indexes[0], pk_parts)
         self.indexes: dict[str, Index] = {self.primary.name: self.primary}
         for d in definition.indexes[1:]:
-            self.indexes[d.name] = Index(d, pk_parts)
+            self.indexes[d.name] = Index(d, pk_parts, self.primary)
         self._all = list(self.indexes.values())
         self._secondary = self._all[1:]
         self.on_change = on_change

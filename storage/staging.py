@@ -48,6 +48,14 @@ class Staged:
             self.rows = None
         return self.by_key
 
+    def add_rows(self, tuples: tuple[Tuple, ...]) -> None:
+        """A snapshot's rows, before the WAL touches the space."""
+        assert self.rows is not None
+        if self.share is _unchanged:  # nothing to share: no call per row
+            self.rows.extend(tuples)
+        else:
+            self.rows.extend(map(self.share, tuples))
+
     def values(self) -> list[Tuple]:
         return list(self.by_key.values()) if self.by_key is not None else self.rows or []
 

@@ -1,4 +1,4 @@
-"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v4).
+"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v5).
 
 Owns: listing the files of a data directory, the 24-byte file header, frames
 (marker, CRC, length, msgpack body), finding the first frame at or after any byte
@@ -31,12 +31,16 @@ FRAME_HEAD = FRAME.size  # 12
 MARKER = b"\xc1QBR"
 MAX_BODY = 1 << 30
 MAGIC_KINDS = {b"QBOXWAL\n": "wal", b"QBOXSNP\n": "snap"}
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4})
+KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5})
 # Version 2: a task's data is ext 80 around the msgpack value the client sent
 # (FORMAT.md §1); read here as that value.
 PACKED_EXT = 80
 FILE_NAME = re.compile(r"^(\d{20})\.(wal|snap)$")
 TAIL_PROBE = 1 << 16  # bytes read from the end of a snapshot to find its `end` record
+# Version 5: a WAL record is an array of its fields by position, the op a
+# number (FORMAT.md §5.2.1); read here as the map of those fields.
+POSITIONAL_OPS = {1: "insert", 2: "replace", 3: "delete", 4: "create_space", 5: "drop_space"}
+POSITIONAL_ARG = {"insert": "tuple", "replace": "tuple", "delete": "key"}  # else "def"
 
 # Keys each op requires (FORMAT.md §5.2, §5.3); a body missing one is damage.
 REQUIRED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -173,11 +177,25 @@ def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
         body = _unpack(raw)
     except (ValueError, msgpack.UnpackException):
         return None
+    if kind == "wal" and isinstance(body, list):
+        body = _positional(body)
     if not isinstance(body, dict):
         return None
     required = REQUIRED_KEYS[kind].get(body.get("op"))  # type: ignore[arg-type]
     if required is None or any(key not in body for key in required):
         return None
+    return body
+
+
+def _positional(fields: list[Any]) -> dict[str, Any] | None:
+    """A version-5 WAL record as its map, None if it is not one (FORMAT.md §5.2.1)."""
+    op = POSITIONAL_OPS.get(fields[2]) if len(fields) in (6, 7) and type(fields[2]) is int else None
+    if op is None:
+        return None
+    body = {"lsn": fields[0], "ts": fields[1], "op": op, "sid": fields[3], "space": fields[4]}
+    body[POSITIONAL_ARG.get(op, "def")] = fields[5]
+    if len(fields) == 7:
+        body["why"] = fields[6]
     return body
 
 

@@ -124,6 +124,8 @@ class Feeds:
     # -- live --
     def written(self, batch: Any) -> None:
         """Every batch written here (a listener of build.py's Durability)."""
+        if not self.feeds:
+            return  # no replica subscribed, none connected (insync): nothing to do
         self.quorum.insync.written(batch.last_lsn)
         for feed in self.feeds.values():
             if not feed.live or batch.last_lsn <= feed.sent:

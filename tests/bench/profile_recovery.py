@@ -7,14 +7,16 @@ Fills a data directory as a server would (fifo tube shape, each task's data a
 `Packed` of 100 bytes as a client sends it, the put's `why`, batches of
 1,000), then opens it N times from the WAL alone and N times from a snapshot
 of it, each in a fresh process, printing wall and CPU seconds (the best of
-the repeats: the machine is shared). --profile K also runs one recovery of
-each kind under cProfile and prints its K costliest functions by own time.
+the repeats: the machine is shared), with the cyclic garbage collector
+paused as the server pauses it. --profile K also runs one recovery of each
+kind under cProfile and prints its K costliest functions by own time.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import pstats
 import shutil
@@ -67,6 +69,7 @@ def snapshot(d: Path) -> None:
 
 def recover(d: Path) -> dict[str, Any]:
     e = Engine(d, wal_mode="write", clock=time.time)
+    gc.disable()  # as the server does during recovery (server/build.py)
     c0, t0 = time.process_time(), time.perf_counter()
     report = e.open()
     out = {
@@ -82,6 +85,7 @@ def recover(d: Path) -> dict[str, Any]:
 def profiled(d: Path, top: int) -> None:
     e = Engine(d, wal_mode="write", clock=time.time)
     prof = cProfile.Profile()
+    gc.disable()  # as the server does during recovery (server/build.py)
     prof.enable()
     e.open()
     prof.disable()

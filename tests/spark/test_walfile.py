@@ -109,8 +109,8 @@ def test_corrupt_middle_fails_or_is_skipped(tmp_path: Path) -> None:
 
 def test_headers_unknown_version_and_bad_crc(tmp_path: Path) -> None:
     path = tmp_path / qbfiles.name(1, "wal")
-    path.write_bytes(qbfiles.header("wal", 1, version=5))
-    with pytest.raises(walfile.FormatError, match="unknown format version 5"):
+    path.write_bytes(qbfiles.header("wal", 1, version=6))
+    with pytest.raises(walfile.FormatError, match="unknown format version 6"):
         walfile.FileReader(path)
     broken = bytearray(qbfiles.header("wal", 1))
     broken[15] ^= 1

@@ -107,3 +107,6 @@ class Durable:
     def commit_now(self) -> None:
         if self._commit_now is not None:
             self._commit_now()
+
+    def flush_after_write(self, callback: Callable[[], None]) -> bool:
+        return False  # flush() commits itself (commit_now), as with no batch to come

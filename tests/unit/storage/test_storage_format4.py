@@ -20,7 +20,7 @@ import pytest
 from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
 from queuebox.storage.framing import decode_header, encode_frame
-from queuebox.storage.records import BadBody, BodyDecoder, change_body, pack
+from queuebox.storage.records import OP_CODES, BadBody, BodyDecoder, change_body, pack
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 from tests.unit.storage.storage_harness import FakeClock, contents, flush, tasks
 
@@ -56,10 +56,12 @@ def write_v3_segment(data_dir: Path) -> None:
 
 def test_a_delete_record_holds_the_key_and_no_tuple() -> None:
     space = Space(SpaceDef(512, "q", (IndexDef("task_id", (0,)),)), lambda *a: None)
-    body = change_body(5, 1.0, "delete", space, (7, "t", b"payload " * 8), None)
-    assert body == {"lsn": 5, "ts": 1.0, "op": "delete", "sid": 512, "space": "q", "key": (7,)}
+    record = change_body(5, 1.0, "delete", space, (7, "t", b"payload " * 8), None)
+    assert record == [5, 1.0, OP_CODES["delete"], 512, "q", (7,)]  # version 5: positional
+    body = {"lsn": 5, "ts": 1.0, "op": "delete", "sid": 512, "space": "q", "key": (7,)}
     decode = BodyDecoder("wal")
-    assert decode(pack(body))["key"] == (7,)
+    assert decode(pack(record)) == body
+    assert decode(pack(body))["key"] == (7,)  # a version-4 record
     # A version-3 delete (key and tuple) still reads; one without a key does not.
     old = decode(pack({**body, "tuple": (7, "t", b"x")}))
     assert old["key"] == (7,) and old["tuple"] == (7, "t", b"x")
@@ -94,7 +96,7 @@ def test_old_and_new_segments_recover_to_the_same_state(data_dir: Path) -> None:
             "pairs": [("a", 2, "y")],
         }
         q, pairs = e.catalog.space("q"), e.catalog.space("pairs")
-        q.delete((2,))  # version-4 records from here on
+        q.delete((2,))  # version-5 records from here on
         q.insert((9, "r", b"new 9"))
         pairs.insert(("b", 1, "z"))
         pairs.delete(("a", 2))
@@ -103,7 +105,7 @@ def test_old_and_new_segments_recover_to_the_same_state(data_dir: Path) -> None:
     finally:
         e.close()
     segments = sorted(data_dir.glob("*.wal"))
-    assert [decode_header(p.read_bytes()[:24]).version for p in segments] == [3, 4]
+    assert [decode_header(p.read_bytes()[:24]).version for p in segments] == [3, 5]
     e = Engine(data_dir, clock=clock)
     report = e.open()
     try:

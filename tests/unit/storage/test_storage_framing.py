@@ -30,7 +30,8 @@ from queuebox.storage.framing import (
 )
 from queuebox.storage.packed import Packed
 from queuebox.storage.reader import events_of_bytes, iter_records, read_header
-from queuebox.storage.records import pack
+from queuebox.storage.records import BodyDecoder, change_body, pack
+from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 FORMAT_MD = Path(__file__).resolve().parents[3] / "storage" / "FORMAT.md"
 
@@ -176,11 +177,11 @@ def test_feed_after_eof_is_refused() -> None:
 def test_header_round_trip_and_layout() -> None:
     raw = encode_header("wal", 7)
     assert len(raw) == HEADER_SIZE == 24
-    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x04"
+    assert raw[:8] == b"QBOXWAL\n" and raw[8:10] == b"\x00\x05"
     assert struct.unpack(">Q", raw[12:20]) == (7,)
     h = decode_header(raw)
-    assert (h.kind, h.version, h.lsn) == ("wal", 4, 7)
-    for older in (1, 2):  # still read
+    assert (h.kind, h.version, h.lsn) == ("wal", 5, 7)
+    for older in (1, 2, 3, 4):  # still read
         assert decode_header(_with_version(raw, older)).version == older
     assert decode_header(encode_header("snap", 2**40)).kind == "snap"
 
@@ -255,14 +256,8 @@ def test_format_md_example_bytes_are_what_the_code_writes() -> None:
     dump = example[example.index("```") + 3 : example.index("```", example.index("```") + 3)]
     # Each dump line: 8 hex digits of offset, two spaces, 16 bytes in 48 columns, text.
     want = bytes.fromhex("".join(line[10:58] for line in dump.strip().splitlines()))
-    body = {
-        "lsn": 7,
-        "ts": 1700000000.5,
-        "op": "insert",
-        "sid": 512,
-        "space": "q",
-        "tuple": [1, "r", b"hi"],
-    }
+    space = Space(SpaceDef(512, "q", (IndexDef("pk", (0,)),)), lambda *a: None)
+    body = change_body(7, 1700000000.5, "insert", space, None, (1, "r", b"hi"))
     assert encode_header("wal", 7) + encode_frame(pack(body)) == want
 
 
@@ -277,7 +272,16 @@ def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> 
     bodies = [GOOD, {**GOOD, "lsn": 2, "op": "delete", "key": [1]}]
     packed = {**GOOD, "lsn": 3, "tuple": [1, "r", Packed(b"\x81\xa1k\xca\x3f\x80\x00\x00")]}
     path = tmp_path / "x.wal"
-    path.write_bytes(wal_bytes([*bodies, packed]))
+    # Version 5 writes arrays (FORMAT.md §5.2.1): read back as the same maps.
+    space = Space(SpaceDef(512, "q", (IndexDef("pk", (0,)),)), lambda *a: None)
+    space.note = "put"
+    positional = change_body(4, 1.5, "insert", space, None, (2, "r", b"x"))
+    path.write_bytes(wal_bytes([*bodies, packed, positional]))  # type: ignore[list-item]
     got = list(namespace["read"](path))
     assert got[:2] == [msgpack.unpackb(pack(b), strict_map_key=False) for b in bodies]
     assert got[2]["tuple"] == [1, "r", {"k": 1.0}]  # ext 80 read as the value it holds
+    assert got[3] == {
+        **{"lsn": 4, "ts": 1.5, "op": "insert", "sid": 512, "space": "q"},
+        **{"tuple": [2, "r", b"x"], "why": "put"},
+    }
+    assert got[3] == BodyDecoder("wal")(pack(positional)) | {"tuple": [2, "r", b"x"]}

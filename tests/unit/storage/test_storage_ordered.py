@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuebox.storage.ordered import ABSENT, OrderedMap
+from queuebox.storage.ordered import ABSENT, OrderedKeys, OrderedMap
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 OPS = st.lists(
@@ -47,20 +47,74 @@ def test_every_operation_matches_a_sorted_dict(ops: list[tuple[str, int]]) -> No
             model[k] = k
         elif op == "pop" and k in model:
             assert m.pop(k) == model.pop(k)
-        elif op == "first":
-            assert m.first_key() == min(model, default=ABSENT)
-        elif op == "last":
-            assert m.last_key() == max(model, default=ABSENT)
-        elif op == "range":
-            lo, hi = sorted((k, (k * 7) % 31))
-            want = [x for x in sorted(model) if lo <= x < hi]
-            assert list(m.keys(lo, hi)) == want
-            assert list(m.keys(lo, hi, reverse=True)) == want[::-1]
-            closed = [x for x in sorted(model) if lo <= x <= hi]
-            assert list(m.keys(lo, hi, hi_inclusive=True)) == closed
-        assert m.get(k) == model.get(k)
-        assert (k in m) == (k in model)
+        check_read(m, model, op, k)
     check(m, model)
+
+
+def check_read(m: OrderedMap, model: dict[Any, Any], op: str, k: int) -> None:
+    """The read `op` of key `k` (if it is one), then get and `in` of `k`, against the model."""
+    if op == "first":
+        assert m.first_key() == min(model, default=ABSENT)
+    elif op == "last":
+        assert m.last_key() == max(model, default=ABSENT)
+    elif op == "range":
+        lo, hi = sorted((k, (k * 7) % 31))
+        want = [x for x in sorted(model) if lo <= x < hi]
+        assert list(m.keys(lo, hi)) == want
+        assert list(m.keys(lo, hi, reverse=True)) == want[::-1]
+        closed = [x for x in sorted(model) if lo <= x <= hi]
+        assert list(m.keys(lo, hi, hi_inclusive=True)) == closed
+    assert m.get(k) == model.get(k)
+    assert (k in m) == (k in model)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_ordered_keys_match_a_sorted_dict_their_lookup_reads(ops: list[tuple[str, int]]) -> None:
+    """OrderedKeys holds no values: `lookup` reads them from elsewhere, and
+    that elsewhere changes first (a space updates its primary index before
+    the secondaries), so the map must count its keys and order them itself."""
+    model: dict[Any, Any] = {}
+    m = OrderedKeys(model.get)
+    for op, k in ops:
+        if op in ("set", "set_next"):
+            if op == "set_next":
+                k = max(model, default=-1) + 1
+            if k not in model:
+                model[k] = ("v", k)  # lookup sees it before the map is told
+                m.set(k, None)
+        elif op == "pop" and k in model:
+            del model[k]  # and sees it gone before the map is told
+            m.pop(k)
+        check_read(m, model, op, k)
+    check(m, model)
+
+
+def test_ordered_keys_stay_exact_through_compactions_that_lookup_ran_ahead_of() -> None:
+    """Most keys leave from the middle, so the run compacts, while at each
+    removal a key that left before already looks live again (a space's
+    primary changed first): the compaction keeps that key's entry, `set`
+    brings it back, and the count, the order and the run's size stay right."""
+    model: dict[int, int] = {}
+    m = OrderedKeys(model.get)
+    for k in range(10_000):
+        model[k] = k
+        m.set(k, None)
+    before = None
+    for k in range(10_000):
+        if k % 8 == 0:
+            continue
+        del model[k]
+        if before is not None:
+            model[before] = before
+        m.pop(k)  # may compact while `before` looks live
+        if before is not None:
+            m.set(before, None)
+            del model[before]
+            m.pop(before)
+        before = k
+    check(m, model)
+    assert len(m._run) - m._head < 3 * len(model)
 
 
 def test_inclusive_upper_bound() -> None:
@@ -140,6 +194,8 @@ def test_an_index_first_trims_what_its_head_walked_past() -> None:
     watch = space.index("watch")._groups[None]
     # The head is where the last first() found its answer (stale since): nothing
     # the earlier calls walked past is in front of it to walk again.
-    assert watch._run[watch._head : watch._head + 2] == [(5_999, 4999), (6_000, 5000)]
+    # (Its run holds the rows; their keys are (field 1, id).)
+    head = watch._run[watch._head : watch._head + 2]
+    assert [(t[1], t[0]) for t in head] == [(5_999, 4999), (6_000, 5000)]
     assert len(watch._run) <= 2 * 6000
     assert space.index("watch").first() == (5000, 6_000)

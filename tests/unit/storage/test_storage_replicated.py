@@ -105,7 +105,7 @@ def test_a_replica_engine_refuses_gaps_and_local_changes(tmp_path: Path) -> None
 def test_the_cursor_reads_after_an_lsn_across_segments_while_the_wal_grows(
     tmp_path: Path,
 ) -> None:
-    primary = make(tmp_path / "p", segment_size=600)
+    primary = make(tmp_path / "p", segment_size=400)
     try:
         q = tasks(primary)
         for i in range(10):

@@ -1,0 +1,107 @@
+"""wal_mode=write's group commit shared by connections (commit.py, shell.py):
+the connections read in one loop turn share one WAL write, and each sends
+its replies only after it: done, or failed as ER_WAL_IO for every one."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from queuebox.server.app import App
+from queuebox.server.commit import Durability, GroupCommit
+from queuebox.server.config import WRITE
+from queuebox.server.dispatch import CallContext
+from tests.unit.server.test_server_connection import call, make_app, open_conn
+
+WAL_IO = 0x8000 | 40
+
+
+class Journal:
+    """What group commit drives, in memory: the changes of the turn, the writes."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.writes: list[list[str]] = []
+        self.failure: OSError | None = None
+
+    def has_pending(self) -> bool:
+        return bool(self.pending)
+
+    def take_batch(self) -> list[str] | None:
+        batch, self.pending = self.pending, []
+        return batch or None
+
+    def write_batch(self, batch: list[str]) -> None:
+        if self.failure is not None:
+            raise self.failure
+        self.writes.append(batch)
+
+    def rollback(self, batch: list[str]) -> None:
+        pass
+
+
+@pytest.fixture
+def journal() -> Journal:
+    return Journal()
+
+
+async def wal_app(journal: Journal) -> tuple[App, GroupCommit]:
+    app = make_app()
+
+    def change(ctx: CallContext, args: list[Any]) -> list[Any]:
+        journal.pending.append(str(args[0]))
+        return [args[0]]
+
+    app.registry.register("t.change", change, WRITE)
+    commit = GroupCommit(journal, on_loop=True)
+    app.durability = Durability(commit)
+    return app, commit
+
+
+async def test_connections_of_one_turn_share_one_write(journal: Journal) -> None:
+    app, commit = await wal_app(journal)
+    a, b = open_conn(app), open_conn(app)
+    a.feed(call(1, "t.change", "a1") + call(2, "t.change", "a2"))
+    b.feed(call(7, "t.change", "b1"))
+    # Nothing is answered before the write.
+    assert (a.take_writes(), b.take_writes(), journal.writes) == ([], [], [])
+    await asyncio.sleep(0)
+    assert journal.writes == [["a1", "a2", "b1"]]
+    assert a.take_replies() == [(0, 1, {0x30: ["a1"]}), (0, 2, {0x30: ["a2"]})]
+    assert b.take_replies() == [(0, 7, {0x30: ["b1"]})]
+    # The next turn writes again.
+    b.feed(call(8, "t.change", "b2"))
+    await asyncio.sleep(0)
+    assert journal.writes[1:] == [["b2"]]
+    assert b.take_replies() == [(0, 8, {0x30: ["b2"]})]
+    commit.close()
+
+
+async def test_a_failed_shared_write_fails_every_connections_replies(journal: Journal) -> None:
+    app, commit = await wal_app(journal)
+    a, b = open_conn(app), open_conn(app)
+    journal.failure = OSError("disk full")
+    a.feed(call(1, "t.change", "a1") + call(2, "queuebox.echo", "read"))
+    b.feed(call(7, "t.change", "b1"))
+    await asyncio.sleep(0)
+    got_a, got_b = a.take_replies(), b.take_replies()
+    # The echo read what the failed write held back: it fails with it.
+    assert [(code, sync) for code, sync, _ in got_a] == [(WAL_IO, 1), (WAL_IO, 2)]
+    assert [(code, sync) for code, sync, _ in got_b] == [(WAL_IO, 7)]
+    assert "Failed to write to disk" in got_b[0][2][0x31]
+    assert journal.writes == []
+    commit.close()
+
+
+async def test_a_reply_queued_outside_a_read_waits_for_the_write_too(journal: Journal) -> None:
+    app, commit = await wal_app(journal)
+    a = open_conn(app)
+    a.conn.send(b"")  # a flush is already coming this turn (a reply from a task)
+    a.feed(call(1, "t.change", "a1"))
+    assert journal.writes == []
+    await asyncio.sleep(0)
+    assert journal.writes == [["a1"]]
+    assert a.take_replies() == [(0, 1, {0x30: ["a1"]})]
+    commit.close()
