@@ -2,8 +2,8 @@
 splice them.
 
 Owns: the `Packed` value (a task's data, never decoded: FORMAT.md §1), how it
-is written in a file (`file_packer`: ext type PACKED_EXT around the bytes) and
-read back (`ext_hook`), and `spliced`, which encodes a value for the wire
+is written in a file (`file_packer`: ext type PACKED_EXT around the bytes; read
+back by records.ext_hook, compiled), and `spliced`, which encodes a value for the wire
 with every `Packed` inside written as its own bytes. Must not touch: files,
 frames, spaces, IPROTO.
 """
@@ -29,11 +29,6 @@ class Packed(bytes):
     `spliced` (the wire) or `for_file` (ext PACKED_EXT)."""
 
     __slots__ = ()
-
-
-def ext_hook(code: int, data: bytes) -> Any:
-    """Unpacker hook: ext PACKED_EXT comes back as the Packed it was."""
-    return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
 
 
 _new_tuple = tuple.__new__

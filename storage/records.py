@@ -34,9 +34,10 @@ _ExtType = msgpack.ExtType
 
 
 def ext_hook(code: int, data: bytes) -> Any:
-    """packed.ext_hook, here again because this module is compiled: the decoder
-    calls it for every task's data it reads, a million times in a start, and a
-    native call costs less than an interpreted one."""
+    """Unpacker hook: ext PACKED_EXT comes back as the Packed it was. Here, not
+    in packed.py (which stays interpreted: Packed subclasses bytes), because
+    the decoder calls it for every task's data it reads, a million times in a
+    start, and a compiled call costs less."""
     return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
 
 
@@ -67,10 +68,12 @@ SID: Final = 3
 SPACE: Final = 4
 ARG: Final = 5
 WHY: Final = 6
+INSERT: Final = 1  # the op codes the fast path of recovery tests (walreplay.py)
+DELETE: Final = 3
 OP_CODES: dict[str, int] = {
-    "insert": 1,
+    "insert": INSERT,
     "replace": 2,
-    "delete": 3,
+    "delete": DELETE,
     "create_space": 4,
     "drop_space": 5,
 }

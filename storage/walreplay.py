@@ -24,12 +24,10 @@ from typing import Any, Final
 import msgpack
 
 from .framing import FRAME_OVERHEAD, sound_end
-from .records import ARG, LSN, OP, SPACE, TS, ext_hook
+from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS, ext_hook
 from .space import Tuple
 from .staging import Stage, Staged
 
-_INSERT: Final = 1  # records.OP_CODES: 1 insert, 2 replace, 3 delete
-_DELETE: Final = 3
 TICK_EVERY: Final = 1024  # records between progress calls
 
 
@@ -151,10 +149,10 @@ class FastReplay:
         op = body[OP]
         if type(lsn) is not int or lsn != last + 1 or type(arg) is not tuple:
             return False
-        if type(op) is not int or not _INSERT <= op <= _DELETE:
+        if type(op) is not int or not INSERT <= op <= DELETE:
             return False
         try:
-            if op == _DELETE:
+            if op == DELETE:
                 rows.pop(staged.bare_key(arg), None)
             else:  # insert, replace
                 t = staged.share(arg)
