@@ -47,6 +47,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.tube",
     "queuebox.drivers.tubes",
     "queuebox.drivers.waiters",
+    "queuebox.server.registry",
     "queuebox.server.dispatch",
     "queuebox.server.queue_calls",
     "queuebox.server.requests",

@@ -49,9 +49,9 @@ from .authguard import AuthGuard
 from .changes import ChangeHub
 from .commit import Durability
 from .config import Config
-from .dispatch import Registry
 from .limits import HANDLING_COPIES, BufferBudget
 from .logs import get_logger
+from .registry import Registry
 from .rights import Rights
 from .slots import ConnectionSlots
 from .users import Users

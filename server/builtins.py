@@ -17,8 +17,8 @@ from queuebox.drivers.queue_state import RUNNING
 
 from .app import App
 from .config import ADMIN, READ, WRITE
-from .dispatch import CallContext, Handler
 from .errors import CallError
+from .registry import CallContext, Handler
 
 
 def echo(ctx: CallContext, args: list[Any]) -> list[Any]:

@@ -60,9 +60,9 @@ from queuebox.storage.walfeed import WalCursor, records_of
 
 from .app import App
 from .config import READ
-from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import get_logger
+from .registry import Bound, CallContext, Handler
 from .session import Outlet, Session
 from .store import Store
 

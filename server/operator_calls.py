@@ -16,9 +16,9 @@ from typing import Any
 
 from .app import App
 from .config import WRITE
-from .dispatch import CallContext
 from .errors import read_only_error
 from .queue_calls import QueueCalls
+from .registry import CallContext
 from .rights import check_tube
 
 

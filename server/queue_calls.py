@@ -39,9 +39,9 @@ from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .config import ADMIN, READ
-from .dispatch import Bound, CallContext, Handler
 from .errors import CallError
 from .logs import RateLimitedLog, get_logger
+from .registry import Bound, CallContext, Handler
 from .rights import Grant, access_denied, check_tube, legacy_tube
 from .timers import DeadlineTimer, wall_clock_us
 

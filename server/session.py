@@ -62,7 +62,7 @@ class Session:
         # The connection, for a call that streams (replication): send() queues
         # bytes for this turn's write, unsent() counts what is not out yet.
         self.outlet: Outlet | None = None
-        # The sync of the request a pushing handler (dispatch.Bound.pushes) runs for.
+        # The sync of the request a pushing handler (registry.Bound.pushes) runs for.
         self.sync = 0
 
     @property

@@ -31,9 +31,9 @@ from queuebox.storage.recovery import RecoveryReport
 from .app import App
 from .commit import GroupCommit
 from .config import ADMIN, Config
-from .dispatch import CallContext, Handler
 from .errors import CallError
 from .logs import RateLimitedLog, get_logger
+from .registry import CallContext, Handler
 
 log = get_logger("queuebox.store")
 # A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.

@@ -30,9 +30,9 @@ from queuebox.protocol import ErrorCode
 
 from ..app import App
 from ..config import ALL_RIGHTS
-from ..dispatch import CallContext, CallResult, Handler, parse_name
 from ..errors import CallError, error_code_and_message
 from ..logs import get_logger
+from ..registry import CallContext, CallResult, Handler, parse_name
 from .api import Caller, PluginAPI, Task
 from .guard import Guard
 from .loader import entry_of, installed

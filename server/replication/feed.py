@@ -42,9 +42,9 @@ from queuebox.storage.walfeed import FileChunks
 
 from ..app import App
 from ..config import REPLICATION
-from ..dispatch import CallContext
 from ..errors import CallError
 from ..logs import get_logger
+from ..registry import CallContext
 from ..session import Outlet, Session
 from .quorum import Quorum
 

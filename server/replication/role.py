@@ -44,10 +44,10 @@ from queuebox.protocol import ErrorCode
 
 from ..app import App
 from ..config import ADMIN, REPLICATION
-from ..dispatch import CallContext
 from ..errors import CallError, loading_error, read_only_error
 from ..logs import get_logger
 from ..queue_calls import QueueCalls
+from ..registry import CallContext
 from ..store import Store
 from .applier import Address, Applier, OnStopped
 from .feed import Feeds, arguments

@@ -17,7 +17,7 @@ from typing import Any
 from queuebox.drivers.queue_state import ENDING
 
 from ..config import READ, Config
-from ..dispatch import CallContext
+from ..registry import CallContext
 from .election import SyncRecord
 from .role import Role
 

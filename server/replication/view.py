@@ -27,7 +27,6 @@ from queuebox.storage.catalog import Catalog
 
 from ..app import App
 from ..config import ADMIN, READ, WRITE
-from ..dispatch import Bound, CallContext, Handler
 from ..errors import loading_error, read_only_error
 from ..queue_calls import (
     EVAL_CREATE,
@@ -38,6 +37,7 @@ from ..queue_calls import (
     TUBE_OPTIONS,
     visible_statistics,
 )
+from ..registry import Bound, CallContext, Handler
 from ..rights import check_tube
 
 

@@ -12,7 +12,7 @@ import pytest
 from queuebox.server.app import App
 from queuebox.server.commit import Durability, GroupCommit
 from queuebox.server.config import WRITE
-from queuebox.server.dispatch import CallContext
+from queuebox.server.registry import CallContext
 from tests.unit.server.test_server_connection import call, make_app, open_conn
 
 WAL_IO = 0x8000 | 40

@@ -15,8 +15,8 @@ from queuebox.server.app import App
 from queuebox.server.builtins import install
 from queuebox.server.config import READ, WRITE, Config, UserSpec
 from queuebox.server.connection import Connection
-from queuebox.server.dispatch import CallContext
 from queuebox.server.errors import CallError
+from queuebox.server.registry import CallContext
 from tests.unit.server.fake_transport import Durable, FakeTransport
 
 

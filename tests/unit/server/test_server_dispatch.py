@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from queuebox.server.config import ADMIN, READ, WRITE
-from queuebox.server.dispatch import (
+from queuebox.server.registry import (
     Bound,
     CallContext,
     CallPath,
