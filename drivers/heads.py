@@ -1,13 +1,14 @@
 """utube heads: which utubes can give a task now, in take order.
 
 Owns: for every utube that has a ready task and no taken task, one entry
-(its best ready task's order key, the utube), in a SortedDict. take reads
+(its best ready task's order key, the utube), in a binary heap. take reads
 the first entry: O(log n) however many tasks wait in busy utubes. An entry
 is recomputed from the space's (status, utube, ...) index whenever a task of
-that utube enters or leaves r or t — two O(log n) lookups — so the heads are
-never scanned. This is the whole of both storage modes: "default" and
-"ready_buffer" observe the same order (QUEUE.md §4); ready_buffer only also
-reserves the `<name>_ready_buffer` space name, as upstream creates it.
+that utube enters or leaves r or t — at most two O(log n) lookups, none when
+a task was just taken — so the heads are never scanned. This is the whole
+of both storage modes: "default" and "ready_buffer" observe the same order
+(QUEUE.md §4); ready_buffer only also reserves the `<name>_ready_buffer`
+space name, as upstream creates it.
 The heads are derived state: rebuilt from the space after a restart.
 Must not touch: task tuples (it only reads the index it is given).
 """
@@ -15,9 +16,8 @@ Must not touch: task tuples (it only reads the index it is given).
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable
+from heapq import heapify, heappop, heappush
 from typing import Any, ClassVar
-
-from sortedcontainers import SortedDict
 
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Index, IndexDef
@@ -26,43 +26,64 @@ from .driver import READY, TAKEN, TaskStore, Tuple
 from .errors import module_error
 
 HeadKey = tuple[Any, ...]
+_HEAD_STATUSES = (READY, TAKEN)  # the statuses a utube's head depends on
 READY_BUFFER = "ready_buffer"
+_COMPACT_SLACK = 64  # stale heap entries always allowed, so a small heap is not rebuilt often
 
 
 class UtubeHeads:
     def __init__(self, by_utube: Index, order_key: Callable[[Tuple], HeadKey]) -> None:
         self._by_utube = by_utube  # keys start with (status, utube, ...)
         self._order_key = order_key  # (..., task_id): the take order inside and across utubes
-        self._heads: SortedDict = SortedDict()  # order key + (utube,) -> task id
-        self._head_of: dict[str, HeadKey] = {}
+        # utube -> (its head's order key + (utube,), the head's task id).
+        self._head_of: dict[str, tuple[HeadKey, int]] = {}
+        # The same entries as a binary heap (heapq, in C), where a replaced or
+        # removed head stays until it reaches the top: skipped there, since it
+        # is no longer its utube's `_head_of`. Cheaper per take and ack than a
+        # sorted container that deletes in place; compacted when stale
+        # entries outnumber the live ones.
+        self._heap: list[tuple[HeadKey, int]] = []
 
     def __len__(self) -> int:
-        return len(self._heads)
+        return len(self._head_of)
 
-    def refresh(self, utube: str) -> bool:
-        """Recompute one utube's head; True when the utube just became takeable."""
-        if self._by_utube.first((TAKEN, utube)) is not None:
+    def refresh(self, utube: str, taken: bool = False) -> bool:
+        """Recompute one utube's head; True when the utube just became takeable.
+        `taken`: the caller knows the utube now has a taken task (a task of it
+        just became taken), so it has no head, without asking the index."""
+        if taken or self._by_utube.first((TAKEN, utube)) is not None:
             task = None
         else:
             task = self._by_utube.first((READY, utube))
-        new = None if task is None else (*self._order_key(task), utube)
         old = self._head_of.get(utube)
+        if task is None:
+            if old is None:
+                return False
+            del self._head_of[utube]  # its heap entry goes stale
+            return False
+        new = ((*self._order_key(task), utube), task[0])
         if new == old:
             return False
-        if old is not None:
-            del self._heads[old]
-            del self._head_of[utube]
-        if new is not None:
-            assert task is not None
-            self._heads[new] = task[0]
-            self._head_of[utube] = new
-        return old is None and new is not None
+        self._head_of[utube] = new
+        heap = self._heap
+        heappush(heap, new)
+        if len(heap) > 2 * len(self._head_of) + _COMPACT_SLACK:
+            self._compact()
+        return old is None
 
     def first(self) -> int | None:
         """The id of the task take gives next, if any utube can give one."""
-        if not self._heads:
-            return None
-        return self._heads.peekitem(0)[1]  # type: ignore[no-any-return]
+        heap, head_of = self._heap, self._head_of
+        while heap:
+            entry = heap[0]
+            if head_of.get(entry[0][-1]) == entry:
+                return entry[1]
+            heappop(heap)  # a head since replaced or removed
+        return None
+
+    def _compact(self) -> None:
+        self._heap = list(self._head_of.values())
+        heapify(self._heap)
 
     def rebuild(self, utubes: Iterable[str]) -> None:
         self.clear()
@@ -70,7 +91,7 @@ class UtubeHeads:
             self.refresh(utube)
 
     def clear(self) -> None:
-        self._heads.clear()
+        self._heap.clear()
         self._head_of.clear()
 
 
@@ -122,10 +143,13 @@ class UtubeRules(TaskStore):
         return None if task_id is None else self.space.get((task_id,))
 
     def _status_changed(self, old: Tuple | None, new: Tuple | None) -> None:
+        was = None if old is None else old[1]
+        now = None if new is None else new[1]
+        if was not in _HEAD_STATUSES and now not in _HEAD_STATUSES:
+            return  # neither r nor t: the utube's head stays
         task = new if new is not None else old
         assert task is not None
-        moved = {old[1] if old else None, new[1] if new else None}
-        if moved & {READY, TAKEN} and self.heads.refresh(task[self.F_UTUBE]):
+        if self.heads.refresh(task[self.F_UTUBE], now == TAKEN):
             self.events.ready()
 
     def truncate(self) -> None:

@@ -3,6 +3,7 @@ and take staying O(log n) however many tasks wait in busy utubes."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -201,3 +202,52 @@ def test_take_is_not_slowed_by_a_big_busy_utube(
     # The counter does see a scan: what upstream's default mode would do.
     _, cost = steps.during(lambda: sum(1 for _ in space.index("status").iterate(("r",))))
     assert cost == n - 2
+
+
+# -- the take order against a model, long enough to replace every head many times --
+
+
+def _model_next(tasks: dict[int, tuple[str, str, int]]) -> int | None:
+    """The id take must give: the best (pri, id) ready task of a utube with none taken."""
+    busy = {utube for utube, status, _ in tasks.values() if status == "t"}
+    ready = [
+        (pri, task_id)
+        for task_id, (utube, status, pri) in tasks.items()
+        if status == "r" and utube not in busy
+    ]
+    return min(ready)[1] if ready else None
+
+
+@pytest.mark.parametrize(("type_", "mode"), UTUBES, ids=UTUBE_IDS)
+def test_take_follows_the_model_through_many_head_changes(type_: str, mode: str | None) -> None:
+    rng = random.Random(26)
+    h = Q()
+    make_tube(h, "t", type_, mode)
+    tasks: dict[int, tuple[str, str, int]] = {}  # id -> (utube, status, pri)
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.35 or not tasks:
+            utube, pri = f"u{rng.randrange(12)}", rng.randrange(3) if type_ == "utubettl" else 0
+            opts = {"utube": utube, "pri": pri} if type_ == "utubettl" else {"utube": utube}
+            tasks[h.put("t", step, **opts)[0]] = (utube, "r", pri)
+        elif roll < 0.7:
+            expected = _model_next(tasks)
+            task = h.take("t")
+            assert (None if task is None else task[0]) == expected, f"step {step}"
+            if task is not None:
+                tasks[task[0]] = (tasks[task[0]][0], "t", tasks[task[0]][2])
+        else:
+            taken = sorted(i for i, (_, status, _) in tasks.items() if status == "t")
+            if not taken:
+                continue
+            task_id = rng.choice(taken)
+            if roll < 0.85:
+                h.tcall("t", "ack", task_id)
+                del tasks[task_id]
+            elif roll < 0.95:
+                h.tcall("t", "release", task_id)
+                tasks[task_id] = (tasks[task_id][0], "r", tasks[task_id][2])
+            else:
+                h.tcall("t", "bury", task_id)
+                tasks[task_id] = (tasks[task_id][0], "b", tasks[task_id][2])
+    assert h.take("t") is None or _model_next(tasks) is not None
