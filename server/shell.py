@@ -38,6 +38,7 @@ no request and nothing in flight for that long.
 from __future__ import annotations
 
 import asyncio
+from asyncio import Future
 from collections.abc import Awaitable, Coroutine
 from time import monotonic
 from typing import Any, cast
@@ -273,13 +274,18 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
         waiting, self._unconfirmed = self._unconfirmed, []
         self.app.durability.commit_now()
         out = self._out
+        written = None  # a barrier seen done without error: the turn's replies share one
         for index, sync, barrier in waiting:
+            if barrier is written:
+                continue
             if not barrier.done():  # not written by commit_now after all: wait for it
                 self._hold_until_done(Held(barrier, sync, out[index]))
                 out[index] = b""
             elif barrier.cancelled() or barrier.exception() is not None:
                 error = None if barrier.cancelled() else barrier.exception()
                 out[index] = self.barrier_failed(sync, error)
+            else:
+                written = barrier
 
     # --- what the listener's shutdown uses ---
 
@@ -303,7 +309,9 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
     def _hold(self, held: Held) -> None:
         """Send `held.reply` once its barrier completes."""
         barrier = held.barrier
-        if self.app.durability.on_loop and asyncio.isfuture(barrier) and not barrier.done():
+        # type(): the loop's own futures (asyncio's and uvloop's create_future
+        # both make asyncio.Future); anything else waits the general way.
+        if type(barrier) is Future and self.app.durability.on_loop and not barrier.done():
             # wal_mode=write: the turn's changes are written by flush() itself,
             # before the replies go out, so the reply waits in place.
             self._out.append(held.reply)
