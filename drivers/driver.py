@@ -333,8 +333,11 @@ class TaskStore(ABC):
         self._moved(None, task)
         return task
 
-    def _update(self, task_id: int, changes: dict[int, Any]) -> Tuple:
-        old = self.space.get((task_id,))
+    def _update(self, task_id: int, changes: dict[int, Any], old: Tuple | None = None) -> Tuple:
+        """`old`: the task's current tuple when the caller holds it (a take
+        just found it), so it is not looked up again."""
+        if old is None:
+            old = self.space.get((task_id,))
         new = self.space.update((task_id,), changes)
         self._moved(old, new)
         return new

@@ -153,7 +153,7 @@ class TtlStore(TaskStore):
         return min(add_u64(now, task[F_TTR]), self.expiry(task))
 
     def _take(self, task: Tuple, now: int) -> Tuple:
-        task = self._update(task[0], {1: TAKEN, F_NEXT: self.take_deadline(task, now)})
+        task = self._update(task[0], {1: TAKEN, F_NEXT: self.take_deadline(task, now)}, task)
         self.events.stat("take")
         return task
 

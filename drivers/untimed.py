@@ -87,7 +87,7 @@ class UntimedStore(TaskStore):
         task = self.next_ready()
         if task is None:
             return None
-        task = self._update(task[0], {1: TAKEN})
+        task = self._update(task[0], {1: TAKEN}, task)
         self.events.stat("take")
         return task
 
