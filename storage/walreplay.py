@@ -24,7 +24,8 @@ from typing import Any, Final
 import msgpack
 
 from .framing import FRAME_OVERHEAD, sound_end
-from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS, ext_hook
+from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS
+from .rows import ext_hook
 from .space import Tuple
 from .staging import Stage, Staged
 
