@@ -33,6 +33,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.engine",
     "queuebox.storage.records",
     "queuebox.storage.rows",
+    "queuebox.storage.dense",
     "queuebox.storage.framing",
     "queuebox.storage.recovery",
     "queuebox.storage.reader",

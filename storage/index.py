@@ -37,11 +37,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from .dense import DenseMap
 from .ordered import ABSENT, OrderedKeys, OrderedMap, OrderedRows
 from .rows import PLAIN, Codec
 
 Tuple = tuple[Any, ...]
 Key = tuple[Any, ...]
+Map = OrderedMap | DenseMap  # what one group of an index keeps
 
 
 class StorageError(Exception):
@@ -159,7 +161,7 @@ class Index:
             self._primary_get = primary.getter()  # rows
             if not self._single:
                 self._pk_of = itemgetter(*(within.index(p) for p in primary_parts))
-        self._groups: dict[Any, OrderedMap] = {} if gw else {None: self._new_map(None)}
+        self._groups: dict[Any, Map] = {} if gw else {None: self._new_map(None)}
 
     def key_of(self, t: Tuple) -> Key:
         return self._user_key(t)
@@ -261,7 +263,7 @@ class Index:
         keys = ((g if gw > 1 else (g,), m) for g, m in groups.items())
         return sum(len(m) for key, m in keys if key[:n] == prefix)
 
-    def _in_group(self, found: OrderedMap, prefix: Key, reverse: bool) -> Iterator[Tuple]:
+    def _in_group(self, found: Map, prefix: Key, reverse: bool) -> Iterator[Tuple]:
         if not prefix:
             keys = found.keys(reverse=reverse)
         elif self._single:
@@ -310,7 +312,7 @@ class Index:
         if there is not None and there is not replacing:
             raise DuplicateKey(self.name, space)
 
-    def _map_of(self, group: Any) -> OrderedMap:
+    def _map_of(self, group: Any) -> Map:
         found = self._groups.get(group)
         if found is None:
             found = self._groups[group] = self._new_map(group)
@@ -360,6 +362,8 @@ class PrimaryIndex(Index):
         super().__init__(definition, primary_parts, codec=codec)
         if self._gw:
             raise ValueError("a primary index is not grouped")
+        if self._single:  # task ids: a list by id while they are ints in order
+            self._groups[None] = DenseMap()
         self._map = self._groups[None]
 
     def __len__(self) -> int:
