@@ -156,8 +156,7 @@ class FastReplay:
             if op == DELETE:
                 rows.pop(staged.bare_key(arg), None)
             else:  # insert, replace
-                t = staged.share(arg)
-                rows[staged.key_of(t)] = t
+                rows[staged.key_of(arg)] = arg
         except (TypeError, IndexError):  # the general path names the damage
             return False
         return True
