@@ -245,7 +245,7 @@ class TaskStore(ABC):
         return [t[0] for t in self.by_status.iterate((TAKEN,))]
 
     def next_id(self) -> int:
-        last = self.space.primary.last()
+        last = self.space.primary.last_key()
         return 0 if last is None else last[0] + 1
 
     @abstractmethod

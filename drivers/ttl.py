@@ -83,17 +83,6 @@ class TtlStore(TaskStore):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.watch = self.space.index("watch")
-        self._ints: dict[int, int] = {}
-
-    def _shared(self, value: int) -> int:
-        """One int object per ttl or ttr value: a tube's tasks mostly share
-        theirs, and an int is 32 bytes of every task (a few dozen values kept)."""
-        found = self._ints.get(value)
-        if found is not None:
-            return found
-        if len(self._ints) < 64:
-            self._ints[value] = value
-        return value
 
     @classmethod
     def fill_defaults(cls, opts: dict[str, Any]) -> None:
@@ -113,7 +102,7 @@ class TtlStore(TaskStore):
             next_event = event_time(delay, now)
         else:
             status, next_event = READY, event_time(ttl, now)
-        ttl_us, ttr_us = self._shared(to_us(ttl)), self._shared(to_us(number(ttr)))
+        ttl_us, ttr_us = to_us(ttl), to_us(number(ttr))
         return status, next_event, ttl_us, ttr_us, unsigned_field(pri, 6), now
 
     @classmethod
@@ -209,8 +198,8 @@ class TtlStore(TaskStore):
 
     # -- the timer --
     def next_deadline(self) -> int | None:
-        task = self.watch.first()
-        return None if task is None else task[F_NEXT]
+        key = self.watch.first_key()  # (next_event, task_id)
+        return None if key is None else key[0]  # type: ignore[no-any-return]
 
     def fire(self, now: int) -> bool:
         task = self.watch.first()

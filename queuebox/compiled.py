@@ -32,6 +32,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.space",
     "queuebox.storage.engine",
     "queuebox.storage.records",
+    "queuebox.storage.rows",
+    "queuebox.storage.dense",
     "queuebox.storage.framing",
     "queuebox.storage.recovery",
     "queuebox.storage.reader",

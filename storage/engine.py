@@ -43,6 +43,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
@@ -59,11 +60,11 @@ from .errors import (
 from .fileio import FileIO
 from .framing import encode_frame
 from .layout import LOCK_NAME, covered_segments, sort_listing
-from .records import SPACE, TS, Change, change_body, ddl_body, packer
+from .records import change_record, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
 from .replicated import apply_record
 from .snapshot import DEFAULT_RECORD_SIZE, TUPLE, SnapshotJob, Undo, capture
-from .space import Space, Tuple
+from .space import Space
 from .wal import WalWriter
 from .walfeed import WalCursor, first_record
 
@@ -268,13 +269,19 @@ class Engine:
         return self._snapshot_lsn
 
     # -- the change hooks (loop thread) --
-    def _on_change(self, space: Space, op: str, old: Tuple | None, new: Tuple | None) -> None:
+    def _on_change(self, space: Space, op: str, old: Any, new: Any) -> None:
+        # old, new: the space's rows (rows.py), spliced into the record as they are.
         entry: Undo = (TUPLE, space, old, new)
         if self._incoming is not None or not self.writable:
             self._journal_incoming(entry)
         elif self._log:
-            body = change_body(self._last_lsn + 1, self._clock(), op, space, old, new)
-            self._log_change(body, entry)
+            lsn, ts = self._last_lsn + 1, self._clock()
+            try:
+                self._check_open()
+                record = change_record(self._pack, lsn, ts, op, space, old, new)
+            except Exception as e:
+                self._refuse(entry, space, e)
+            self._log_change(record, ts, entry)
         else:
             self._count_change(entry)
 
@@ -283,24 +290,29 @@ class Engine:
         if self._incoming is not None or not self.writable:
             self._journal_incoming(entry)
         elif self._log:
-            self._log_change(
-                ddl_body(self._last_lsn + 1, self._clock(), op, space.definition), entry
-            )
+            lsn, ts = self._last_lsn + 1, self._clock()
+            try:
+                self._check_open()
+                record = self._pack(ddl_body(lsn, ts, op, space.definition))
+            except Exception as e:
+                self._refuse(entry, space, e)
+            self._log_change(record, ts, entry)
         else:
             self._count_change(entry)
 
-    def _log_change(self, body: Change, entry: Undo) -> None:
-        # Encoded now, not at take time: what is logged is the tuple as it was.
-        try:
-            if not self._opened:
-                raise EngineError("the engine is not open")
-            frame = encode_frame(self._pack(body))
-        except Exception as e:
-            UNDO[entry[0]](self.catalog, *entry[1:])
-            raise UnloggableChange(f"change to space {body[SPACE]!r} not made: {e}") from e
+    def _check_open(self) -> None:
+        if not self._opened:
+            raise EngineError("the engine is not open")
+
+    def _refuse(self, entry: Undo, space: Space, e: Exception) -> NoReturn:
+        UNDO[entry[0]](self.catalog, *entry[1:])
+        raise UnloggableChange(f"change to space {space.name!r} not made: {e}") from e
+
+    def _log_change(self, record: bytes, ts: float, entry: Undo) -> None:
+        # Encoded when made, not at take time: what is logged is the row as it was.
         self._last_lsn += 1
-        self.last_ts = body[TS]
-        self._frames.append(frame)
+        self.last_ts = ts
+        self._frames.append(encode_frame(record))
         self._undo.append(entry)
 
     def _journal_incoming(self, entry: Undo) -> None:

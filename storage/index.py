@@ -37,10 +37,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from .ordered import OrderedKeys, OrderedMap, OrderedRows
+from .dense import DenseMap
+from .ordered import ABSENT, OrderedKeys, OrderedMap, OrderedRows
+from .rows import PLAIN, Codec
 
 Tuple = tuple[Any, ...]
 Key = tuple[Any, ...]
+Map = OrderedMap | DenseMap  # what one group of an index keeps
 
 
 class StorageError(Exception):
@@ -126,8 +129,10 @@ class Index:
         definition: IndexDef,
         primary_parts: tuple[int, ...],
         primary: PrimaryIndex | None = None,
+        codec: Codec = PLAIN,
     ) -> None:
         self.definition = definition
+        self._decode: Callable[[Any], Tuple] = codec.decode
         self.name = definition.name
         self.unique = definition.unique
         parts = definition.parts
@@ -147,13 +152,16 @@ class Index:
         self._by_primary = primary is not None and all(p in within for p in primary_parts)
         self._primary_get: Callable[[Any], Any] = _none
         self._pk_of: Callable[[Any], Any] = _same
-        self._row_pk: Callable[[Tuple], Any] = _same
+        # The same fields read from a row (rows.py): a row's key within its
+        # group, its group, its bare primary key.
+        self._row_inner = codec.fields_getter(within)
+        self._row_group: Callable[[Any], Any] = codec.fields_getter(parts[:gw]) if gw else _none
+        self._row_pk: Callable[[Any], Any] = codec.fields_getter(primary_parts)
         if primary is not None and self._by_primary:
-            self._primary_get = primary.getter()
-            self._row_pk = primary._inner
+            self._primary_get = primary.getter()  # rows
             if not self._single:
                 self._pk_of = itemgetter(*(within.index(p) for p in primary_parts))
-        self._groups: dict[Any, OrderedMap] = {} if gw else {None: self._new_map(None)}
+        self._groups: dict[Any, Map] = {} if gw else {None: self._new_map(None)}
 
     def key_of(self, t: Tuple) -> Key:
         return self._user_key(t)
@@ -176,7 +184,10 @@ class Index:
         if found is None:
             return None
         gw = self._gw
-        return found.get(key[gw] if self._single else key[gw:])  # type: ignore[no-any-return]
+        return self._tuple(found.get(key[gw] if self._single else key[gw:]))
+
+    def _tuple(self, row: Any) -> Tuple | None:
+        return None if row is None else self._decode(row)
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
@@ -186,14 +197,26 @@ class Index:
         gw = self._gw
         if len(prefix) == gw:
             found = self._groups.get(self._group_key(prefix))
-            return None if found is None else found.get(found.first_key())
+            return None if found is None else self._tuple(found.get(found.first_key()))
         return next(self.iterate(prefix), None)
+
+    def first_key(self, group: Key = ()) -> Key | None:
+        """The key of first(group), None if it has none, for a whole group key
+        (() without groups): the key alone is read from the row, not the
+        tuple (a ttl tube's next deadline, asked after every change)."""
+        if len(group) != self._gw:
+            raise ValueError("first_key takes a whole group key")
+        found = self._groups.get(self._group_key(group))
+        inner = ABSENT if found is None else found.first_key()
+        if inner is ABSENT:
+            return None
+        return tuple(group) + ((inner,) if self._single else inner)
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         """The greatest tuple whose key starts with `prefix`."""
         if len(prefix) == self._gw:
             found = self._groups.get(self._group_key(prefix))
-            return None if found is None else found.get(found.last_key())
+            return None if found is None else self._tuple(found.get(found.last_key()))
         return next(self.iterate(prefix, reverse=True), None)
 
     def iterate(self, prefix: Key = (), reverse: bool = False) -> Iterator[Tuple]:
@@ -223,10 +246,10 @@ class Index:
         if found is None:
             return
         low = after[gw] if self._single else tuple(after[gw:])
-        get = found.get
+        get, decode = found.get, self._decode
         for key in found.keys(low):
             if key != low:
-                yield get(key)
+                yield decode(get(key))
 
     def count(self, prefix: Key) -> int:
         """How many tuples' keys start with `prefix`: a group's size when the
@@ -240,46 +263,45 @@ class Index:
         keys = ((g if gw > 1 else (g,), m) for g, m in groups.items())
         return sum(len(m) for key, m in keys if key[:n] == prefix)
 
-    def _in_group(self, found: OrderedMap, prefix: Key, reverse: bool) -> Iterator[Tuple]:
+    def _in_group(self, found: Map, prefix: Key, reverse: bool) -> Iterator[Tuple]:
         if not prefix:
             keys = found.keys(reverse=reverse)
         elif self._single:
             keys = iter((prefix[0],) if prefix[0] in found else ())
         else:
             keys = found.keys(prefix, prefix + (_Top,), reverse=reverse)
-        get = found.get
+        get, decode = found.get, self._decode
         for key in keys:
-            yield get(key)
+            yield decode(get(key))
 
     def _new_map(self, group: Any) -> OrderedMap:
         if not self._by_primary:
             return OrderedMap()
-        get, pk_of, inner, group_of = self._primary_get, self._pk_of, self._inner, self._group_of
-        if self._single:  # the key is the primary key: the tuple found has it
+        get, pk_of = self._primary_get, self._pk_of
+        inner, group_of, row_pk = self._row_inner, self._row_group, self._row_pk
+        if self._single:  # the key is the primary key: the row found has it
 
-            def lookup_bare(key: Any) -> Tuple | None:
-                t: Tuple | None = get(key)
-                return t if t is not None and group_of(t) == group else None
+            def lookup_bare(key: Any) -> Any:
+                row = get(key)
+                return row if row is not None and group_of(row) == group else None
 
             return OrderedKeys(lookup_bare)
 
-        def lookup(key: Any) -> Tuple | None:
-            t: Tuple | None = get(pk_of(key))
-            if t is None or inner(t) != key or group_of(t) != group:
+        def lookup(key: Any) -> Any:
+            row = get(pk_of(key))
+            if row is None:
                 return None
-            return t
+            return row if inner(row) == key and group_of(row) == group else None
 
-        row_pk = self._row_pk
-
-        def is_live(row: Tuple) -> bool:
-            # The very tuple the space holds: a changed task is a new tuple.
+        def is_live(row: Any) -> bool:
+            # The very row the space holds: a changed task is a new row.
             return get(row_pk(row)) is row
 
         # A key of several fields would be a tuple per task: keep the rows.
         return OrderedRows(lookup, inner, is_live)
 
-    # -- maintained by Space --
-    def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
+    # -- maintained by Space: `t` a tuple, `row` what the space holds for it --
+    def _check_insert(self, t: Tuple, space: str, replacing: Any) -> None:
         # An entry key holding the primary key is unique when the primary is.
         if not self.unique or self._by_primary:
             return
@@ -290,14 +312,18 @@ class Index:
         if there is not None and there is not replacing:
             raise DuplicateKey(self.name, space)
 
-    def _map_of(self, group: Any) -> OrderedMap:
+    def _map_of(self, group: Any) -> Map:
         found = self._groups.get(group)
         if found is None:
             found = self._groups[group] = self._new_map(group)
         return found
 
-    def _add(self, t: Tuple) -> None:
-        self._map_of(self._group_of(t)).set(self._inner(t), t)
+    def _add(self, t: Tuple, row: Any) -> None:
+        self._map_of(self._group_of(t)).set(self._inner(t), row)
+
+    def _put_back(self, t: Tuple, row: Any) -> None:
+        """_add for a row this index held before (an undone change)."""
+        self._map_of(self._group_of(t)).put_back(self._inner(t), row)
 
     def _remove(self, t: Tuple) -> None:
         group = self._group_of(t)
@@ -312,60 +338,76 @@ class Index:
         else:
             self._groups[None].clear()
 
-    def _bulk_load(self, tuples: Sequence[Tuple], space: str) -> None:
+    def _bulk_load(self, tuples: Sequence[Tuple], rows: Sequence[Any], space: str) -> None:
         """Build from scratch (the index must be empty): one sort per group."""
         inner, group_of = self._inner, self._group_of
         if not self._gw:  # one map: the pairs are made at C speed
-            if self._groups[None].load(zip(map(inner, tuples), tuples, strict=True)) != len(tuples):
+            if self._groups[None].load(zip(map(inner, tuples), rows, strict=True)) != len(tuples):
                 raise DuplicateKey(self.name, space)
             return
-        by_group: dict[Any, list[tuple[Any, Tuple]]] = {}
-        for t in tuples:
-            by_group.setdefault(group_of(t), []).append((inner(t), t))
+        by_group: dict[Any, list[tuple[Any, Any]]] = {}
+        for t, row in zip(tuples, rows, strict=True):
+            by_group.setdefault(group_of(t), []).append((inner(t), row))
         loaded = sum(self._map_of(group).load(items) for group, items in by_group.items())
         if loaded != len(tuples):  # two tuples had one key
             raise DuplicateKey(self.name, space)
 
 
 class PrimaryIndex(Index):
-    """The unique primary index: never grouped, so one map from key to tuple."""
+    """The unique primary index: never grouped, so one map from key to row."""
 
-    def __init__(self, definition: IndexDef, primary_parts: tuple[int, ...]) -> None:
-        super().__init__(definition, primary_parts)
+    def __init__(
+        self, definition: IndexDef, primary_parts: tuple[int, ...], codec: Codec = PLAIN
+    ) -> None:
+        super().__init__(definition, primary_parts, codec=codec)
         if self._gw:
             raise ValueError("a primary index is not grouped")
+        if self._single:  # task ids: a list by id while they are ints in order
+            self._groups[None] = DenseMap()
         self._map = self._groups[None]
 
     def __len__(self) -> int:
         return len(self._map)
 
     def get(self, key: Key) -> Tuple | None:
+        return self._tuple(self.row(key))
+
+    def row(self, key: Key) -> Any:
+        """What the space holds for this key (a row), else None."""
         if len(key) != self._width:
             return None
-        return self._map.get(key[0] if self._single else key)  # type: ignore[no-any-return]
+        return self._map.get(key[0] if self._single else key)
 
     def last(self, prefix: Key = ()) -> Tuple | None:
         if prefix:
             return super().last(prefix)
-        found = self._map  # every put asks for the highest id
-        return found.get(found.last_key())  # type: ignore[no-any-return]
+        found = self._map
+        return self._tuple(found.get(found.last_key()))
+
+    def last_key(self) -> Key | None:
+        """The greatest key, None if empty: every put asks for the highest id,
+        and the key alone costs no decode."""
+        key = self._map.last_key()
+        if key is ABSENT:
+            return None
+        return (key,) if self._single else key
 
     # Index's, without the group lookup: every change passes here.
-    def _check_insert(self, t: Tuple, space: str, replacing: Tuple | None) -> None:
+    def _check_insert(self, t: Tuple, space: str, replacing: Any) -> None:
         there = self._map.get(self._inner(t))
         if there is not None and there is not replacing:
             raise DuplicateKey(self.name, space)
 
-    def _add(self, t: Tuple) -> None:
-        self._map.set(self._inner(t), t)
+    def _add(self, t: Tuple, row: Any) -> None:
+        self._map.set(self._inner(t), row)
 
     def _remove(self, t: Tuple) -> None:
         self._map.pop(self._inner(t))
 
-    def getter(self) -> Callable[[Any], Tuple | None]:
-        """The lookup of a tuple by its bare primary key (a secondary's)."""
+    def getter(self) -> Callable[[Any], Any]:
+        """The lookup of a row by its bare primary key (a secondary's)."""
         return self._map.getter()
 
-    def values_unordered(self) -> list[Tuple]:
-        """Every tuple, in no particular order: a C-speed pointer copy."""
+    def values_unordered(self) -> list[Any]:
+        """Every row, in no particular order: a C-speed pointer copy."""
         return self._map.values_unordered()

@@ -83,6 +83,10 @@ class OrderedMap:
         m[key] = value
         self._place(key)
 
+    def put_back(self, key: Any, value: Any) -> None:
+        """set() for an entry that was in the map before (an undone change)."""
+        self.set(key, value)
+
     def _place(self, key: Any) -> None:
         """Put a new key in order: on the run's end, back to life, or aside."""
         run = self._run
@@ -274,6 +278,10 @@ class OrderedKeys(OrderedMap):
         return self._count
 
 
+def _key_first(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
 class _Live:
     """A container of the rows a test says are live (OrderedRows' members)."""
 
@@ -313,40 +321,55 @@ class OrderedRows(OrderedKeys):
     def set(self, key: Any, value: Any) -> None:
         """Add the row `value`, whose key is `key` (not in the map)."""
         self._count += 1
-        run, key_of = self._run, self._key_of
+        run = self._run
         if len(run) == self._head:
             if run:
                 run.clear()
                 self._head = self._stale = 0
             run.append(value)
-        elif key > key_of(run[-1]):
+        elif key > self._key_of(run[-1]):
             run.append(value)
+        elif self._rest is None:
+            self._rest = SortedKeyList((value,), key=self._key_of)
         else:
-            pos = bisect_left(run, key, self._head, key=key_of)
-            if key_of(run[pos]) == key:
-                run[pos] = value  # its stale row's place
+            # Into the rest, even if the run still holds a stale row with this
+            # key: liveness is the row object's, not the key's, and finding
+            # that stale row would compute the key of every row bisected.
+            self._rest.add(value)
+
+    def put_back(self, key: Any, value: Any) -> None:
+        """Add a row this map held before (an undone change): its stale entry
+        may still be in the run, and is brought back to life there, else the
+        run and the rest would both hold that very row, live."""
+        run, head = self._run, self._head
+        if len(run) > head and key <= self._key_of(run[-1]):
+            pos = bisect_left(run, key, head, key=self._key_of)
+            if self._key_of(run[pos]) == key:
+                run[pos] = value
+                self._count += 1
                 self._stale -= 1
-            elif self._rest is None:
-                self._rest = SortedKeyList((value,), key=key_of)
-            else:
-                self._rest.add(value)
+                return
+        self.set(key, value)
 
     def pop(self, key: Any) -> Any:
-        """Remove the row whose key is `key`."""
+        """Remove the row whose key is `key`: from the rest if it is there (the
+        rest holds live rows only, and its keys are kept), else it goes stale
+        in the run."""
         self._count -= 1
         rest = self._rest
         if rest:
-            run, key_of = self._run, self._key_of
-            pos = bisect_left(run, key, self._head, key=key_of)
-            if pos == len(run) or key_of(run[pos]) != key:
-                del rest[rest.bisect_key_left(key)]
+            pos = rest.bisect_key_left(key)
+            if pos < len(rest) and rest.key(rest[pos]) == key:
+                del rest[pos]
                 return
         self._stale += 1
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
 
     def load(self, items: Iterable[tuple[Any, Any]]) -> int:
-        self._run = sorted((row for _, row in items), key=self._key_of)
+        """Fill an EMPTY map (recovery) from (key, row) pairs: sorted by the
+        keys given, not by computing each row's."""
+        self._run = [row for _, row in sorted(items, key=_key_first)]
         self._count = len(self._run)
         return self._count
 

@@ -12,8 +12,9 @@ from typing import Any, Final
 
 import msgpack
 
-from .packed import PACKED_EXT, Packed, file_packb, file_packer
-from .space import Space, SpaceDef, Tuple
+from .packed import file_packb, file_packer
+from .rows import ext_hook
+from .space import Space, SpaceDef
 
 Body = dict[str, Any]
 
@@ -28,17 +29,6 @@ def packer() -> Callable[[Any], bytes]:
     """A faster `pack` for one thread: a reused Packer (not thread-safe) skips
     building one per record, a third of a WAL record's encoding time."""
     return file_packer()
-
-
-_ExtType = msgpack.ExtType
-
-
-def ext_hook(code: int, data: bytes) -> Any:
-    """Unpacker hook: ext PACKED_EXT comes back as the Packed it was. Here, not
-    in packed.py (which stays interpreted: Packed subclasses bytes), because
-    the decoder calls it for every task's data it reads, a million times in a
-    start, and a compiled call costs less."""
-    return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
 
 
 def unpack(data: bytes) -> Any:
@@ -86,25 +76,31 @@ ARG_KEYS: dict[str, str] = {
     "create_space": "def",
     "drop_space": "def",
 }
-Change = list[Any]  # a WAL record's fields, by position
+Change = list[Any]  # a WAL record's fields, by position (a DDL record's)
 
 
-def _change_arg(op: str, space: Space, old: Tuple | None, new: Tuple | None) -> Any:
-    if op == "delete":
-        # Format 4 on: the key alone, as Tarantool's xlog writes a DELETE. Readers
-        # that want the deleted tuple had it from the record that wrote it.
-        assert old is not None
-        return space.primary.key_of(old)
-    return new
+# The array head of a change record's first 5 fields, packed before its row
+# is spliced in; the record's own has 6 fields, or 7 with a note.
+_HEAD_5: Final = 0x95
 
 
-def change_body(
-    lsn: int, ts: float, op: str, space: Space, old: Tuple | None, new: Tuple | None
-) -> Change:
-    body = [lsn, ts, OP_CODES[op], space.id, space.name, _change_arg(op, space, old, new)]
-    if space.note is not None:
-        body.append(space.note)  # FORMAT.md §5.2: what the owner says made the change
-    return body
+def change_record(
+    pack: Callable[[Any], bytes], lsn: int, ts: float, op: str, space: Space, old: Any, new: Any
+) -> bytes:
+    """A tuple change's WAL record, encoded. `old` and `new` are the space's
+    rows (rows.py: the tuple's file form): the new one is spliced in as it is,
+    not encoded again; a delete holds the old row's key alone (format 4 on, as
+    Tarantool's xlog writes a DELETE; readers that want the deleted tuple had
+    it from the record that wrote it)."""
+    head = pack([lsn, ts, OP_CODES[op], space.id, space.name])
+    assert head[0] == _HEAD_5
+    fields = memoryview(head)[1:]
+    arg = pack(space.row_key(old)) if op == "delete" else new
+    note = space.note
+    if note is None:
+        return b"".join((b"\x96", fields, arg))
+    # FORMAT.md §5.2: what the owner says made the change.
+    return b"".join((b"\x97", fields, arg, pack(note)))
 
 
 def ddl_body(lsn: int, ts: float, op: str, definition: SpaceDef) -> Change:

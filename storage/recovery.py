@@ -259,7 +259,7 @@ class Recovery:
         try:
             if op in PUTS and staged is not None and staged.by_key is not None:
                 # The common case of map records (versions 1-4), inline.
-                t = staged.share(body["tuple"])
+                t = body["tuple"]
                 staged.by_key[staged.key_of(t)] = t
             else:
                 WAL_APPLY[op](stage, body)

@@ -32,25 +32,25 @@ from .fileio import FileIO
 from .framing import encode_frame, encode_header
 from .layout import file_name
 from .packed import array_head
-from .records import pack, packer
-from .space import Key, Space, SpaceDef, Tuple
+from .records import pack
+from .space import Key, Space, SpaceDef
 
 DEFAULT_RECORD_SIZE = 1 << 20  # the most bytes a snapshot record's body holds
 MIN_RECORD_SIZE = 4 << 10  # room for a record's keys and a part of a tuple
 _FLUSH_BYTES = 4 << 20  # write to the file in pieces of about this size
 
-# Undo entries, as the engine keeps them: (kind, space, old, new).
+# Undo entries, as the engine keeps them: (kind, space, old row, new row).
 TUPLE, CREATE, DROP = "tuple", "create", "drop"
-Undo = tuple[str, Space, Tuple | None, Tuple | None]
+Undo = tuple[str, Space, Any, Any]
 
 
 @dataclass
 class SpaceView:
     definition: SpaceDef
-    rows: list[Tuple]
-    key_of: Callable[[Tuple], Key]
-    # primary key -> the tuple durable at the snapshot's LSN (None: absent)
-    overrides: dict[Key, Tuple | None] = field(default_factory=dict)
+    rows: list[bytes]  # the space's rows (rows.py): each a tuple's file form
+    key_of: Callable[[bytes], Key]
+    # primary key -> the row durable at the snapshot's LSN (None: absent)
+    overrides: dict[Key, bytes | None] = field(default_factory=dict)
 
 
 def capture(spaces: Iterable[Space], undo_not_durable: list[Undo]) -> list[SpaceView]:
@@ -74,8 +74,8 @@ def capture(spaces: Iterable[Space], undo_not_durable: list[Undo]) -> list[Space
 
 
 def _view(space: Space) -> SpaceView:
-    rows = [] if space.temporary else space.copy_tuples()
-    return SpaceView(space.definition, rows, space.primary.key_of)
+    rows = [] if space.temporary else space.copy_rows()
+    return SpaceView(space.definition, rows, space.row_key)
 
 
 @dataclass
@@ -143,10 +143,9 @@ class SnapshotJob:
                     _frame({"op": "create_space", "sid": d.id, "space": d.name, "def": d.to_wire()})
                 )
             count = 0
-            pack_one = packer()  # this thread's own
             for view in self.views:
                 if not view.definition.temporary:
-                    rows = RowsWriter(out, view.definition, self.record_size, pack_one)
+                    rows = RowsWriter(out, view.definition, self.record_size)
                     count += rows.write(_rows(view))
             end: dict[str, object] = {"op": "end", "spaces": len(self.views), "count": count}
             if self.ts is not None:
@@ -166,8 +165,8 @@ def _frame(body: dict[str, Any]) -> bytes:
     return encode_frame(pack(body))
 
 
-def _rows(view: SpaceView) -> list[Tuple]:
-    """The view's tuples as of the snapshot's LSN."""
+def _rows(view: SpaceView) -> list[bytes]:
+    """The view's rows as of the snapshot's LSN."""
     rows = view.rows
     if view.overrides:
         key_of, overrides = view.key_of, view.overrides
@@ -177,43 +176,41 @@ def _rows(view: SpaceView) -> list[Tuple]:
 
 
 class RowsWriter:
-    """One space's tuples as records of at most `limit` body bytes: whole tuples
-    in `rows` records, and a tuple too big for one of its own cut into `part`
+    """One space's rows as records of at most `limit` body bytes: whole rows
+    in `rows` records, and a row too big for one of its own cut into `part`
     records (FORMAT.md §5.3.1).
 
-    Tuples are packed a slice at a time (one C call), the slice's length adapted
-    to land near the limit; a slice that comes out too big is packed again
-    smaller, down to a single tuple, which then goes in parts."""
+    A row is already its tuple's file form (rows.py), so a `rows` record is
+    its head, an array head and the rows joined: nothing is encoded again."""
 
-    def __init__(
-        self, out: _Appender, definition: SpaceDef, limit: int, pack_one: Callable[[Any], bytes]
-    ) -> None:
+    def __init__(self, out: _Appender, definition: SpaceDef, limit: int) -> None:
         self.out = out
         self.sid, self.space = definition.id, definition.name
-        self.pack_one = pack_one
         # {"op": "rows", "sid", "space", "tuples": []} without the empty array:
-        # a packed slice of tuples (an array) completes it.
+        # an array of rows completes it.
         self.head = pack({"op": "rows", "sid": self.sid, "space": self.space, "tuples": []})[:-1]
         self.limit = limit
 
-    def write(self, rows: list[Tuple]) -> int:
-        room = self.limit - len(self.head)
-        target = room * 3 // 4
-        step, pos = 100, 0
-        while pos < len(rows):
-            chunk = rows[pos : pos + step]
-            data = self.pack_one(chunk)
-            if len(data) <= room:
-                self.out.add(encode_frame(self.head + data))
-                pos += len(chunk)
-                step = max(1, min(100_000, step * target // len(data)))
-            elif len(chunk) > 1:
-                step = max(1, min(len(chunk) // 2, len(chunk) * target // len(data)))
-            else:
-                with memoryview(data) as whole:
-                    self._parts(whole[len(array_head(1)) :])  # the one tuple's own bytes
-                pos += 1
+    def write(self, rows: list[bytes]) -> int:
+        room = self.limit - len(self.head) - len(array_head(1 << 16))  # the widest head
+        batch: list[bytes] = []
+        size = 0
+        for row in rows:
+            if size + len(row) > room and batch:
+                self._rows(batch)
+                batch, size = [], 0
+            if len(row) > room:
+                with memoryview(row) as whole:
+                    self._parts(whole)
+                continue
+            batch.append(row)
+            size += len(row)
+        if batch:
+            self._rows(batch)
         return len(rows)
+
+    def _rows(self, batch: list[bytes]) -> None:
+        self.out.add(encode_frame(b"".join((self.head, array_head(len(batch)), *batch))))
 
     def _parts(self, data: memoryview) -> None:
         size = len(data)

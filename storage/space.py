@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import UnloggableChange
+
 # The index types live in index.py; they are re-exported here because the
 # drivers import everything about spaces from this module.
 from .index import (
@@ -31,6 +33,7 @@ from .index import (
     Tuple,
     key_getter,
 )
+from .rows import PLAIN, RowCodec, Unencodable
 
 __all__ = [
     "ChangeHook",
@@ -47,8 +50,9 @@ __all__ = [
     "key_getter",
 ]
 
-# (space, op, old tuple or None, new tuple or None); op is "insert", "replace" or "delete".
-ChangeHook = Callable[["Space", str, Tuple | None, Tuple | None], None]
+# (space, op, old row or None, new row or None); op is "insert", "replace" or
+# "delete". A row is what the space holds for a tuple (rows.py).
+ChangeHook = Callable[["Space", str, Any, Any], None]
 
 
 class NoSuchTuple(StorageError):
@@ -90,7 +94,11 @@ class SpaceDef:
 
 
 class Space:
-    """A set of tuples with a unique primary index (the first) and secondary indexes."""
+    """A set of tuples with a unique primary index (the first) and secondary indexes.
+
+    A persistent space holds each tuple as a row (rows.py: its msgpack bytes)
+    and gives readers tuples; a temporary one holds the tuples themselves.
+    The change hook and the undo of a change (restore) deal in rows."""
 
     def __init__(self, definition: SpaceDef, on_change: ChangeHook | None = None) -> None:
         if not definition.indexes or not definition.indexes[0].unique:
@@ -99,11 +107,14 @@ class Space:
         self.id = definition.id
         self.name = definition.name
         self.temporary = definition.temporary
+        codec = PLAIN if definition.temporary else RowCodec()
+        self._encode = codec.encode
+        self._decode = codec.decode
         pk_parts = definition.indexes[0].parts
-        self.primary = PrimaryIndex(definition.indexes[0], pk_parts)
+        self.primary = PrimaryIndex(definition.indexes[0], pk_parts, codec)
         self.indexes: dict[str, Index] = {self.primary.name: self.primary}
         for d in definition.indexes[1:]:
-            self.indexes[d.name] = Index(d, pk_parts, self.primary)
+            self.indexes[d.name] = Index(d, pk_parts, self.primary, codec)
         self._all = list(self.indexes.values())
         self._secondary = self._all[1:]
         self.on_change = on_change
@@ -123,47 +134,63 @@ class Space:
     def get(self, key: Key) -> Tuple | None:
         return self.primary.get(key)
 
+    def row_key(self, row: Any) -> Key:
+        """The primary key of a row this space holds (or held)."""
+        return self.primary.key_of(self._decode(row))
+
+    def _row_of(self, t: Tuple) -> Any:
+        try:
+            return self._encode(t)
+        except Unencodable as e:
+            raise UnloggableChange(f"change to space {self.name!r} not made: {e}") from e
+
     def insert(self, t: Tuple) -> Tuple:
         t = tuple(t)
+        row = self._row_of(t)
         for idx in self._all:
             idx._check_insert(t, self.name, None)
-        self._store(None, t)
+        self._store(None, (), t, row)
         return t
 
     def replace(self, t: Tuple) -> Tuple:
         """Insert or overwrite by primary key; returns the new tuple."""
         t = tuple(t)
-        old = self.primary.get(self.primary.key_of(t))
+        old = self.primary.row(self.primary.key_of(t))
+        was = () if old is None else self._decode(old)
+        row = self._row_of(t)
         for idx in self._secondary:
             idx._check_insert(t, self.name, old)
-        self._store(old, t)
+        self._store(old, was, t, row)
         return t
 
     def update(self, key: Key, changes: dict[int, Any]) -> Tuple:
         """Set fields {field_no: value} of the tuple with this primary key."""
-        old = self.primary.get(key)
+        old = self.primary.row(key)
         if old is None:
             raise NoSuchTuple(self.primary.name, self.name)
-        new = list(old)
+        was = self._decode(old)
+        new = list(was)
         for no, value in changes.items():
             new[no] = value
         t = tuple(new)
         if self.primary.key_of(t) != key:
             raise StorageError("an update may not change the primary key")
+        row = self._row_of(t)
         for idx in self._secondary:
             idx._check_insert(t, self.name, old)
-        self._store(old, t)
+        self._store(old, was, t, row)
         return t
 
     def delete(self, key: Key) -> Tuple | None:
         """Remove the tuple with this primary key; returns it, or None if absent."""
-        old = self.primary.get(key)
+        old = self.primary.row(key)
         if old is None:
             return None
+        t = self._decode(old)
         for idx in self._all:
-            idx._remove(old)
+            idx._remove(t)
         self._notify("delete", old, None)
-        return old
+        return t
 
     def truncate(self) -> int:
         """Remove every tuple (each one reported as a delete); returns how many."""
@@ -172,50 +199,56 @@ class Space:
             self.delete(self.primary.key_of(t))
         return len(victims)
 
-    def _store(self, old: Tuple | None, new: Tuple) -> None:
+    def _store(self, old: Any, was: Tuple, t: Tuple, row: Any) -> None:
+        """Hold `row` (of the tuple `t`) in place of the row `old` (of the
+        tuple `was`), if any."""
         if old is None:
             for idx in self._all:
-                idx._add(new)
-            self._notify("insert", None, new)
+                idx._add(t, row)
+            self._notify("insert", None, row)
             return
         # Same primary key: the primary entry is overwritten in place.
-        self.primary._add(new)
+        self.primary._add(t, row)
         for idx in self._secondary:
-            idx._remove(old)
-            idx._add(new)
-        self._notify("replace", old, new)
+            idx._remove(was)
+            idx._add(t, row)
+        self._notify("replace", old, row)
 
-    def _notify(self, op: str, old: Tuple | None, new: Tuple | None) -> None:
+    def _notify(self, op: str, old: Any, new: Any) -> None:
         if self.on_change is not None and not self.temporary:
             self.on_change(self, op, old, new)
 
     # -- used by the engine's rollback and recovery, never logged --
-    def restore(self, old: Tuple | None, new: Tuple | None) -> None:
-        """Undo a change: put `old` back where `new` is (either may be None)."""
+    def restore(self, old: Any, new: Any) -> None:
+        """Undo a change: put the row `old` back where the row `new` is (either
+        may be None)."""
         if new is not None:
+            t = self._decode(new)
             for idx in self._all:
-                idx._remove(new)
+                idx._remove(t)
         if old is not None:
+            t = self._decode(old)
             for idx in self._all:
-                idx._add(old)
+                idx._put_back(t, old)
 
     def load(self, t: Tuple) -> None:
         """Put a tuple without reporting it (recovery); overwrites by primary key."""
         t = tuple(t)
-        self.restore(old=t, new=self.primary.get(self.primary.key_of(t)))
+        self.restore(old=self._row_of(t), new=self.primary.row(self.primary.key_of(t)))
 
     def load_many(self, tuples: Sequence[Tuple]) -> None:
         """Fill an EMPTY space without reporting (recovery): one sort per index."""
         if len(self.primary):
             raise StorageError(f"load_many needs an empty space, '{self.name}' is not")
+        rows = list(map(self._row_of, tuples))
         try:
             for idx in self._all:
-                idx._bulk_load(tuples, self.name)
+                idx._bulk_load(tuples, rows, self.name)
         except BaseException:
             for idx in self._all:
                 idx._clear()
             raise
 
-    def copy_tuples(self) -> list[Tuple]:
-        """A list of every tuple, in no particular order (an O(n) pointer copy)."""
+    def copy_rows(self) -> list[Any]:
+        """A list of every row, in no particular order (an O(n) pointer copy)."""
         return self.primary.values_unordered()

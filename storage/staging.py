@@ -1,8 +1,8 @@
 """Staging: the spaces being rebuilt by recovery, before their indexes exist.
 
 Owns: one space's rows during recovery (a list from the snapshot, a dict by
-primary key once the WAL touches it), sharing equal short strings, and how
-each WAL operation applies to the staged rows (WAL_APPLY).
+primary key once the WAL touches it), and how each WAL operation applies to
+the staged rows (WAL_APPLY).
 
 Must not touch: files, the order of records, what damage means (recovery.py),
 live spaces and their indexes (built once at the end, by recovery.py).
@@ -22,17 +22,12 @@ from typing import Any
 from .records import space_def
 from .space import SpaceDef, Tuple
 
-SHORT = 16  # characters: statuses, utube names; never payloads
-
 
 class Staged:
     """One space during recovery: its rows as a list, or keyed once the WAL touches it."""
 
     def __init__(self, definition: SpaceDef) -> None:
         self.definition = definition
-        # Applied to each tuple as it is decoded, see _first_share.
-        self.share: Callable[[Tuple], Tuple] = self._first_share
-        self._sharer: Callable[[Tuple], Tuple] | None = None
         # The bare field for one-part keys: no per-row key tuple to allocate.
         parts = definition.indexes[0].parts
         self.key_of: Callable[[Tuple], Any] = itemgetter(*parts)
@@ -51,50 +46,10 @@ class Staged:
     def add_rows(self, tuples: tuple[Tuple, ...]) -> None:
         """A snapshot's rows, before the WAL touches the space."""
         assert self.rows is not None
-        if self.share is _unchanged:  # nothing to share: no call per row
-            self.rows.extend(tuples)
-        else:
-            self.rows.extend(map(self.share, tuples))
+        self.rows.extend(tuples)
 
     def values(self) -> list[Tuple]:
         return list(self.by_key.values()) if self.by_key is not None else self.rows or []
-
-    def _first_share(self, t: Tuple) -> Tuple:
-        """Make equal short strings one object, from now on.
-
-        msgpack gives every decoded string its own object: a million tasks of
-        utube "consumer-7" would each carry their own copy, where tasks made
-        at run time share one. Fields that are short strings in the first tuple
-        (a space keeps each field's type) are rebuilt with a shared object, as
-        each tuple is decoded, so the unshared copy dies at once.
-        """
-        if self._sharer is None:
-            self._sharer = _sharer(t)
-            self.share = self._sharer
-        return self._sharer(t)
-
-
-def _sharer(first: Tuple) -> Callable[[Tuple], Tuple]:
-    # One-character strings are shared by CPython already.
-    positions = [p for p, v in enumerate(first) if type(v) is str and 1 < len(v) <= SHORT]
-    if not positions:
-        return _unchanged
-    canon: dict[str, str] = {}
-    keep = canon.setdefault
-
-    def share(t: Tuple) -> Tuple:
-        fields = list(t)
-        for p in positions:
-            v = fields[p] if p < len(fields) else None
-            if type(v) is str and len(v) <= SHORT:
-                fields[p] = keep(v, v)
-        return tuple(fields)
-
-    return share
-
-
-def _unchanged(t: Tuple) -> Tuple:
-    return t
 
 
 class BadRecord(Exception):
@@ -106,7 +61,7 @@ Stage = dict[str, Staged]
 
 def _put(stage: Stage, body: dict[str, Any]) -> None:
     staged = staged_space(stage, body)
-    t = staged.share(body["tuple"])
+    t = body["tuple"]
     staged.keyed()[staged.key_of(t)] = t
 
 

@@ -24,7 +24,8 @@ from typing import Any, Final
 import msgpack
 
 from .framing import FRAME_OVERHEAD, sound_end
-from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS, ext_hook
+from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS
+from .rows import ext_hook
 from .space import Tuple
 from .staging import Stage, Staged
 
@@ -155,8 +156,7 @@ class FastReplay:
             if op == DELETE:
                 rows.pop(staged.bare_key(arg), None)
             else:  # insert, replace
-                t = staged.share(arg)
-                rows[staged.key_of(t)] = t
+                rows[staged.key_of(arg)] = arg
         except (TypeError, IndexError):  # the general path names the damage
             return False
         return True

@@ -272,17 +272,6 @@ def test_task_deadlines_cost_one_entry_per_tube_in_the_queue_wide_set() -> None:
     assert h.q.next_deadline() == T0 + 801 * SEC
 
 
-def test_tasks_with_one_ttl_and_ttr_share_those_values(h: Q) -> None:
-    """Memory: the ttl and ttr fields of a tube's tasks are one object each,
-    however many tasks carry the same value."""
-    for data in ("a", "b", "c"):
-        h.put("t", data, ttl=30, ttr=5)
-    driver = h.q.registry.get("t").driver  # type: ignore[union-attr]
-    tasks = list(driver.space)
-    assert len({id(t[3]) for t in tasks}) == 1 and tasks[0][3] == 30 * SEC
-    assert len({id(t[4]) for t in tasks}) == 1 and tasks[0][4] == 5 * SEC
-
-
 def test_the_server_hears_when_the_earliest_deadline_moves_and_only_then() -> None:
     """The server's one timer is rearmed when the earliest deadline moves: a put
     to an untimed tube, or one with a later event, reports nothing."""

@@ -20,7 +20,8 @@ import pytest
 from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
 from queuebox.storage.framing import decode_header, encode_frame
-from queuebox.storage.records import OP_CODES, BadBody, BodyDecoder, change_body, pack
+from queuebox.storage.records import OP_CODES, BadBody, BodyDecoder, change_record, pack, unpack
+from queuebox.storage.rows import RowCodec
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 from tests.unit.storage.storage_harness import FakeClock, contents, flush, tasks
 
@@ -56,11 +57,12 @@ def write_v3_segment(data_dir: Path) -> None:
 
 def test_a_delete_record_holds_the_key_and_no_tuple() -> None:
     space = Space(SpaceDef(512, "q", (IndexDef("task_id", (0,)),)), lambda *a: None)
-    record = change_body(5, 1.0, "delete", space, (7, "t", b"payload " * 8), None)
-    assert record == [5, 1.0, OP_CODES["delete"], 512, "q", (7,)]  # version 5: positional
+    row = RowCodec().encode((7, "t", b"payload " * 8))
+    record = change_record(pack, 5, 1.0, "delete", space, row, None)
+    assert unpack(record) == (5, 1.0, OP_CODES["delete"], 512, "q", (7,))  # version 5: positional
     body = {"lsn": 5, "ts": 1.0, "op": "delete", "sid": 512, "space": "q", "key": (7,)}
     decode = BodyDecoder("wal")
-    assert decode(pack(record)) == body
+    assert decode(record) == body
     assert decode(pack(body))["key"] == (7,)  # a version-4 record
     # A version-3 delete (key and tuple) still reads; one without a key does not.
     old = decode(pack({**body, "tuple": (7, "t", b"x")}))

@@ -30,7 +30,8 @@ from queuebox.storage.framing import (
 )
 from queuebox.storage.packed import Packed
 from queuebox.storage.reader import events_of_bytes, iter_records, read_header
-from queuebox.storage.records import BodyDecoder, change_body, pack
+from queuebox.storage.records import BodyDecoder, change_record, pack
+from queuebox.storage.rows import RowCodec
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 FORMAT_MD = Path(__file__).resolve().parents[3] / "storage" / "FORMAT.md"
@@ -208,6 +209,9 @@ def _with_version(raw: bytes, version: int) -> bytes:
 # -- record bodies through the reader --
 
 
+row = RowCodec().encode  # what a persistent space holds for a tuple
+
+
 def wal_bytes(bodies: list[Any]) -> bytes:
     return encode_header("wal", 1) + b"".join(
         encode_frame(b if isinstance(b, bytes) else pack(b)) for b in bodies
@@ -257,8 +261,8 @@ def test_format_md_example_bytes_are_what_the_code_writes() -> None:
     # Each dump line: 8 hex digits of offset, two spaces, 16 bytes in 48 columns, text.
     want = bytes.fromhex("".join(line[10:58] for line in dump.strip().splitlines()))
     space = Space(SpaceDef(512, "q", (IndexDef("pk", (0,)),)), lambda *a: None)
-    body = change_body(7, 1700000000.5, "insert", space, None, (1, "r", b"hi"))
-    assert encode_header("wal", 7) + encode_frame(pack(body)) == want
+    record = change_record(pack, 7, 1700000000.5, "insert", space, None, row((1, "r", b"hi")))
+    assert encode_header("wal", 7) + encode_frame(record) == want
 
 
 def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> None:
@@ -275,8 +279,8 @@ def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> 
     # Version 5 writes arrays (FORMAT.md §5.2.1): read back as the same maps.
     space = Space(SpaceDef(512, "q", (IndexDef("pk", (0,)),)), lambda *a: None)
     space.note = "put"
-    positional = change_body(4, 1.5, "insert", space, None, (2, "r", b"x"))
-    path.write_bytes(wal_bytes([*bodies, packed, positional]))  # type: ignore[list-item]
+    positional = change_record(pack, 4, 1.5, "insert", space, None, row((2, "r", b"x")))
+    path.write_bytes(wal_bytes([*bodies, packed, positional]))
     got = list(namespace["read"](path))
     assert got[:2] == [msgpack.unpackb(pack(b), strict_map_key=False) for b in bodies]
     assert got[2]["tuple"] == [1, "r", {"k": 1.0}]  # ext 80 read as the value it holds
@@ -284,4 +288,4 @@ def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> 
         **{"lsn": 4, "ts": 1.5, "op": "insert", "sid": 512, "space": "q"},
         **{"tuple": [2, "r", b"x"], "why": "put"},
     }
-    assert got[3] == BodyDecoder("wal")(pack(positional)) | {"tuple": [2, "r", b"x"]}
+    assert got[3] == BodyDecoder("wal")(positional) | {"tuple": [2, "r", b"x"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -194,8 +195,8 @@ def test_an_index_first_trims_what_its_head_walked_past() -> None:
     watch = space.index("watch")._groups[None]
     # The head is where the last first() found its answer (stale since): nothing
     # the earlier calls walked past is in front of it to walk again.
-    # (Its run holds the rows; their keys are (field 1, id).)
-    head = watch._run[watch._head : watch._head + 2]
+    # (Its run holds the rows, each a tuple's msgpack; their keys are (field 1, id).)
+    head = [msgpack.unpackb(row) for row in watch._run[watch._head : watch._head + 2]]
     assert [(t[1], t[0]) for t in head] == [(5_999, 4999), (6_000, 5000)]
     assert len(watch._run) <= 2 * 6000
     assert space.index("watch").first() == (5000, 6_000)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import zlib
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, DataDirLocked, Unrecoverable
 from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
+from queuebox.storage.packed import Packed
 from queuebox.storage.reader import LogFile, Record
 from queuebox.storage.records import pack
 from queuebox.storage.space import IndexDef
@@ -277,22 +280,30 @@ def test_a_second_server_process_is_refused_until_the_first_closes(make_engine, 
     assert allowed.returncode == 0 and "OPENED 2" in allowed.stdout, allowed.stderr
 
 
-def test_recovered_short_strings_are_shared_objects_like_live_ones(make_engine) -> None:
+def test_recovered_tuples_are_held_as_rows_like_live_ones(make_engine) -> None:
+    """A persistent space holds each tuple as one bytes object (its msgpack),
+    which the garbage collector does not track, whether the tuple was put or
+    recovered from a snapshot or the WAL; readers get the tuple back."""
     e = make_engine()
-    q = e.catalog.create_space("u", [IndexDef("id", (0,))])
-    for i in range(4):
-        q.insert((i, "ready", "consumer-7", "p" * 40))
+    q = e.catalog.create_space("u", [IndexDef("id", (0,)), IndexDef("s", (1, 0), group=1)])
+    want = [(i, "ready", "consumer-7", Packed(msgpack.packb("p" * 40))) for i in range(5)]
+    for t in want[:4]:
+        q.insert(t)
     flush(e)
     job = e.begin_snapshot()
     job.run()
     e.finish_snapshot(job)
-    q.insert((9, "ready", "consumer-7", "p" * 40))
+    q.insert(want[4])
     flush(e)
+    live = q.copy_rows()
     e.close()
-    rows = list(make_engine().catalog.space("u"))
-    assert len(rows) == 5
-    assert all(r[1] is rows[0][1] and r[2] is rows[0][2] for r in rows)  # from snapshot and WAL
-    assert rows[0][3] == "p" * 40 and rows[0][3] is not rows[1][3]  # payloads stay apart
+    again = make_engine().catalog.space("u")
+    for space in (q, again):
+        rows = space.copy_rows()
+        assert len(rows) == 5 and all(type(r) is bytes and not gc.is_tracked(r) for r in rows)
+        assert list(space) == want and list(space.index("s").iterate(("ready",))) == want
+        assert type(space.get((0,))[3]) is Packed  # type: ignore[index]
+    assert sorted(again.copy_rows()) == sorted(live)  # byte for byte
 
 
 def test_a_start_from_a_snapshot_counts_the_records_it_covers_without_decoding_them(

@@ -1,0 +1,260 @@
+"""How a space holds its tuples: a persistent space as rows, msgpack bytes.
+
+Owns: `RowCodec`, which turns a tuple into the row a persistent space keeps
+and a row back into the tuple its readers get; `PLAIN`, the codec of a
+temporary space, which keeps tuples as they are; `ext_hook`, the decoder's
+hook for a task's data (rows, WAL records, snapshots). Must not touch:
+indexes, files, the WAL (records.py and snapshot.py splice rows in).
+
+A row is the tuple's file form (FORMAT.md §1: a task's data as ext 80), the
+very bytes a WAL record or a snapshot holds for it, so neither encodes a
+tuple again. A bytes object has no per-field objects and is not tracked by
+the garbage collector: a 100-byte fifo task is one 160-byte allocation where
+a tuple held a tuple (64 bytes), its data (160) and its id (32).
+
+Reading a field costs a decode (the whole row, in C), so a codec remembers
+the last row it decoded: one change reads its task several times (the
+status index checks it, the caller gets it, the WAL record takes its key).
+A temporary space keeps Python tuples: it is never written, and its values
+need not be msgpack (the server's own session spaces).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
+import msgpack
+
+from .packed import PACKED_EXT, Packed, file_packer
+
+Tuple = tuple[Any, ...]
+
+_local = threading.local()
+_ExtType = msgpack.ExtType
+
+
+def ext_hook(code: int, data: bytes) -> Any:
+    """Unpacker hook: ext PACKED_EXT comes back as the Packed it was. Here, not
+    in packed.py (which stays interpreted: Packed subclasses bytes), because
+    the decoder calls it for every task's data it reads (a row, a record), a
+    million times in a start, and a compiled call costs less."""
+    return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
+
+
+def _packer() -> Callable[[Any], bytes]:
+    """This thread's Packer (one is not thread-safe; recovery runs on a worker)."""
+    try:
+        return _local.pack  # type: ignore[no-any-return]
+    except AttributeError:
+        pack = _local.pack = file_packer()
+        return pack
+
+
+def _plain() -> Callable[[Any], bytes]:
+    """This thread's Packer of msgpack's own types only (no Python default)."""
+    try:
+        return _local.plain  # type: ignore[no-any-return]
+    except AttributeError:
+        plain = msgpack.Packer(
+            use_bin_type=True, strict_types=True, unicode_errors="surrogateescape"
+        )
+        pack = _local.plain = plain.pack
+        return pack  # type: ignore[no-any-return]
+
+
+# One-character strings by their byte: a queue's statuses, read without a slice.
+_CHARS = [chr(c) for c in range(128)]
+
+
+def _uint(row: bytes, start: int, end: int) -> int:
+    value = 0
+    for i in range(start, end):
+        value = (value << 8) | row[i]
+    return value
+
+
+def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
+    """The first `count` fields of a row (fewer if it has fewer), read from
+    its bytes when each is an int, a string, nil or a boolean (a queue's id,
+    status, times, priority, utube); None if one is of another kind (decode
+    the row then). The keys of an index are read so, many times per change,
+    without decoding the task's data. With `data`, a task's data (ext
+    PACKED_EXT) is read too, as the last field only: a task row whole."""
+    head = row[0]
+    if head < 0x90 or head > 0x9F:
+        return None  # not a fixarray (16 fields or more)
+    out: list[Any] = []
+    pos = 1
+    for _ in range(min(count, head - 0x90)):
+        b = row[pos]
+        if b < 0x80:
+            out.append(b)
+            pos += 1
+        elif b == 0xA1 and row[pos + 1] < 0x80:
+            out.append(_CHARS[row[pos + 1]])
+            pos += 2
+        elif 0xA0 <= b <= 0xBF:
+            end = pos + 1 + b - 0xA0
+            out.append(row[pos + 1 : end].decode("utf-8", "surrogateescape"))
+            pos = end
+        elif 0xCC <= b <= 0xCF:  # uint 8, 16, 32, 64
+            end = pos + 1 + (1 << (b - 0xCC))
+            out.append(_uint(row, pos + 1, end))
+            pos = end
+        elif 0xD0 <= b <= 0xD3:  # int 8, 16, 32, 64
+            end = pos + 1 + (1 << (b - 0xD0))
+            out.append(int.from_bytes(row[pos + 1 : end], "big", signed=True))
+            pos = end
+        elif b >= 0xE0:
+            out.append(b - 0x100)
+            pos += 1
+        elif b == 0xD9:  # str 8
+            end = pos + 2 + row[pos + 1]
+            out.append(row[pos + 2 : end].decode("utf-8", "surrogateescape"))
+            pos = end
+        elif b == 0xC0:
+            out.append(None)
+            pos += 1
+        elif b == 0xC2 or b == 0xC3:
+            out.append(b == 0xC3)
+            pos += 1
+        elif data and 0xC7 <= b <= 0xC9:  # ext 8, 16, 32: the last field only
+            size_end = pos + 1 + (1 << (b - 0xC7))
+            start = size_end + 1
+            end = start + _uint(row, pos + 1, size_end)
+            if row[size_end] != PACKED_EXT or end != len(row):
+                return None
+            out.append(Packed(row[start:end]))
+            pos = end
+        elif data and 0xD4 <= b <= 0xD8:  # fixext 1, 2, 4, 8, 16
+            start = pos + 2
+            end = start + (1 << (b - 0xD4))
+            if row[pos + 1] != PACKED_EXT or end != len(row):
+                return None
+            out.append(Packed(row[start:end]))
+            pos = end
+        else:
+            return None
+    return out
+
+
+def _data_head(size: int) -> bytes:
+    """The head msgpack gives ext PACKED_EXT of `size` bytes (a fixext when it can)."""
+    fixed = _FIXEXT.get(size)
+    if fixed is not None:
+        return fixed
+    if size < 0x100:
+        return bytes((0xC7, size, PACKED_EXT))
+    if size < 0x10000:
+        return b"\xc8" + size.to_bytes(2, "big") + _EXT_CODE
+    return b"\xc9" + size.to_bytes(4, "big") + _EXT_CODE
+
+
+_EXT_CODE = bytes((PACKED_EXT,))
+_FIXEXT = {1 << i: bytes((0xD4 + i, PACKED_EXT)) for i in range(5)}
+_ARRAY_HEADS = [bytes((0x90 + n,)) for n in range(16)]
+
+
+class Unencodable(Exception):
+    """A tuple a persistent space cannot hold: a value msgpack cannot write."""
+
+
+class RowCodec:
+    """Tuples to rows and back, for one persistent space."""
+
+    __slots__ = ("_last", "_lead")
+
+    def __init__(self) -> None:
+        # (row, tuple): one attribute, so a snapshot's thread decoding rows
+        # never sees one row paired with another's tuple.
+        self._last: tuple[Any, Tuple] = (None, ())
+        # (row, its leading fields, or its tuple): a read serves the getters
+        # that follow.
+        self._lead: tuple[Any, Sequence[Any]] = (None, ())
+
+    def encode(self, t: Tuple) -> Any:
+        n = len(t)
+        if 0 < n < 16 and type(t[n - 1]) is Packed:
+            # A task: plain fields, then its data. The fields in one C call
+            # (a packer with no Python default: anything else raises), the
+            # data spliced after them: the bytes the file packer writes.
+            data: bytes = t[n - 1]
+            try:
+                fields = _plain()(list(t[: n - 1]))
+            except (TypeError, ValueError, OverflowError):
+                pass  # a field that needs the file packer's default
+            else:
+                row = b"".join((_ARRAY_HEADS[n], fields[1:], _data_head(len(data)), data))
+                # The row just made is the next one read (the indexes' keys, a
+                # take's reply, an ack's delete): remember what it holds.
+                self._last = self._lead = (row, t)
+                return row
+        try:
+            # A list: the file packer writes a tuple through its Python default.
+            return _packer()(list(t))
+        except Exception as e:  # TypeError, OverflowError, ValueError from msgpack
+            raise Unencodable(str(e)) from e
+
+    def fields_getter(self, parts: tuple[int, ...]) -> Callable[[Any], Any]:
+        """row -> its fields at `parts`, as itemgetter(*parts) gives them from
+        the tuple (one part: the bare value), read without a decode when they
+        lead the row (`leading`)."""
+        pick = itemgetter(*parts)
+        need = max(parts) + 1
+        decode = self.decode
+
+        def fields(row: Any) -> Any:
+            last = self._lead
+            if last[0] is row and len(last[1]) >= need:
+                return pick(last[1])
+            found = leading(row, need)
+            if found is None or len(found) < need:
+                return pick(decode(row))
+            self._lead = (row, found)
+            return pick(found)
+
+        return fields
+
+    def decode(self, row: Any) -> Tuple:
+        last = self._last
+        if last[0] is row:
+            return last[1]
+        found = leading(row, 16, data=True)  # a task row, read in place
+        if found is not None and len(found) == row[0] - 0x90:
+            t = tuple(found)
+        else:
+            # Lists inside, as the wire's decoder gives them: a tuple reads
+            # back as it was stored.
+            t = tuple(
+                msgpack.unpackb(
+                    row,
+                    raw=False,
+                    strict_map_key=False,
+                    ext_hook=ext_hook,
+                    unicode_errors="surrogateescape",
+                )
+            )
+        self._last = (row, t)
+        return t
+
+
+class PlainCodec:
+    """A temporary space's: the tuple is the row."""
+
+    __slots__ = ()
+
+    def encode(self, t: Tuple) -> Any:
+        return t
+
+    def decode(self, row: Any) -> Tuple:
+        return row  # type: ignore[no-any-return]
+
+    def fields_getter(self, parts: tuple[int, ...]) -> Callable[[Any], Any]:
+        return itemgetter(*parts)
+
+
+Codec = RowCodec | PlainCodec
+PLAIN = PlainCodec()

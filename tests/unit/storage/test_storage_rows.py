@@ -1,0 +1,83 @@
+"""Rows (storage/rows.py): a persistent space's tuples as msgpack bytes.
+
+What must hold, for any tuple a space may get: the row is the very bytes the
+file packer writes for the tuple (so WAL records and snapshots that splice
+rows in are what they were when tuples were encoded there), reading it back
+gives the tuple, and an index's fields read from the row's head are the
+tuple's fields.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from queuebox.storage.packed import Packed, file_packb
+from queuebox.storage.rows import PLAIN, RowCodec, Unencodable, leading
+
+SCALARS = (
+    st.integers(-(2**63), 2**64 - 1)
+    | st.text(max_size=40)
+    | st.text(alphabet=st.characters(max_codepoint=127), max_size=1)
+    | st.none()
+    | st.booleans()
+    | st.floats(allow_nan=False)
+    | st.binary(max_size=20)
+)
+INTS = st.integers(-(2**63), 2**63 - 1)
+DATA = st.builds(Packed, st.builds(msgpack.packb, st.text(max_size=300) | INTS | st.lists(INTS)))
+NESTED = st.lists(INTS, max_size=3) | st.dictionaries(st.text(max_size=3), INTS)
+TASKS = st.builds(lambda head, data: (*head, data), st.lists(SCALARS, max_size=14), DATA)
+ANY = st.lists(SCALARS | DATA | NESTED, max_size=20).map(tuple)
+
+
+@given(TASKS | ANY)
+def test_a_row_is_the_tuples_file_form_and_reads_back_as_the_tuple(t: tuple[Any, ...]) -> None:
+    codec = RowCodec()
+    row = codec.encode(t)
+    assert row == file_packb(list(t))
+    assert type(row) is bytes and not gc.is_tracked(row)
+    back = RowCodec().decode(row)
+    assert back == t and [type(v) for v in back] == [type(v) for v in t]
+
+
+@given(TASKS | ANY, st.data())
+def test_fields_read_from_a_row_are_the_tuples(t: tuple[Any, ...], data: st.DataObject) -> None:
+    if not t:
+        return
+    parts = tuple(data.draw(st.lists(st.integers(0, len(t) - 1), min_size=1, max_size=3)))
+    codec = RowCodec()
+    want = tuple(t[p] for p in parts)
+    got = codec.fields_getter(parts)(codec.encode(t))
+    assert (got,) == want if len(parts) == 1 else got == want
+    assert PLAIN.fields_getter(parts)(t) == (want[0] if len(parts) == 1 else want)
+
+
+def test_leading_reads_scalars_and_stops_at_anything_else() -> None:
+    row = RowCodec().encode((7, "t", -5, None, True, [1], "x"))
+    assert leading(row, 5) == [7, "t", -5, None, True]
+    assert leading(row, 3) == [7, "t", -5]
+    assert leading(row, 6) is None  # a list: decode the row instead
+    assert leading(file_packb(list(range(16))), 1) is None  # not a fixarray
+
+
+def test_a_tuple_msgpack_cannot_write_is_refused() -> None:
+    with pytest.raises(Unencodable):
+        RowCodec().encode((1, object()))
+    with pytest.raises(Unencodable):
+        RowCodec().encode((2**64, Packed(b"\xc0")))
+
+
+def test_a_decoded_row_is_remembered_until_another_is_read() -> None:
+    codec = RowCodec()
+    a, b = codec.encode((1, "r", Packed(b"\x01"))), codec.encode((2, "r", Packed(b"\x02")))
+    first = codec.decode(a)
+    assert codec.decode(a) is first
+    codec.decode(b)
+    again = codec.decode(a)
+    assert again == first and again is not first
