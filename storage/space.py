@@ -140,6 +140,11 @@ class Space:
         """The primary key of a row this space holds (or held)."""
         return self.primary.key_of(self._decode(row))
 
+    def tuple_of(self, row: Any) -> Tuple:
+        """The tuple of a row this space holds (or held): what the change hook
+        and the engine's undo entries carry."""
+        return self._decode(row)
+
     def _row_of(self, t: Tuple) -> Any:
         try:
             return self._encode(t)
