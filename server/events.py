@@ -408,8 +408,9 @@ def _removed_by(batch: Batch) -> Gone:
     a delete record holds only the key (FORMAT.md §5.2, version 4)."""
     removed: dict[tuple[str, Any], deque[Any]] = {}
     for _kind, space, old, new in batch.undo:
-        if new is None and old is not None:
-            removed.setdefault((space.name, old[0]), deque()).append(old)
+        if new is None and old is not None:  # rows (storage/rows.py)
+            task = space.tuple_of(old)
+            removed.setdefault((space.name, task[0]), deque()).append(task)
 
     def gone(body: dict[str, Any]) -> Any:
         if body["op"] != "delete":

@@ -7,17 +7,23 @@ into a space.
 
 Must not touch: files, the clock, asyncio, the WAL.
 
-An index is an ordered map from an entry key to the tuple (ordered.py: O(1)
-for keys that arrive in order, as a queue's do). The entry key is the
+An index is an ordered map from an entry key to the row the space holds for
+a tuple (rows.py: in a persistent space its msgpack bytes, decoded for the
+reader; in a temporary one the tuple itself), in ordered.py's maps: O(1)
+for keys that arrive in order, as a queue's do. The entry key is the
 indexed fields; a non-unique index appends the primary key fields, so entry
 keys are unique and no list of tuples per key is needed. A one-field key is
-stored as the bare value, not a 1-tuple: a 48-byte object less per row.
+stored as the bare value, not a 1-tuple: a 48-byte object less per row. A
+primary index over one field keeps its rows in a list by key while the keys
+are ints in about their order (dense.py: task ids): 8 bytes a task.
 
 A secondary index whose entry key holds the whole primary key (a queue's
 status and watch indexes) keeps no dict of its own: its maps are
-OrderedKeys, and a key's tuple is the primary index's tuple with that
-primary key, if that tuple still has this entry key (and group). A queue
-then pays for one dict entry per task, not one per index.
+OrderedKeys, and a key's row is the primary index's row with that primary
+key, if that row still has this entry key (and group); the fields are read
+from the row's head (RowCodec.fields_getter), not by decoding it. A queue
+then pays for one slot per task in its primary index and one run entry per
+index.
 
 A grouped index (IndexDef.group = n) keeps one ordered map per value of its
 first n fields, keyed by the rest: the fields that take few values (a

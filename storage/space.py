@@ -8,7 +8,9 @@ owner's word for why it changes).
 
 Must not touch: files, the clock, asyncio. A space knows nothing about queues.
 
-Tuples are Python tuples. A key is the tuple of the indexed fields' values.
+Readers get and give Python tuples; a persistent space holds each as a row,
+its msgpack bytes (rows.py), and reports rows to the change hook. A key is
+the tuple of the indexed fields' values.
 Keys of one index must be mutually comparable (a driver keeps each field's
 type fixed), which is what lets every lookup be O(log n) (index.py).
 """
@@ -137,6 +139,11 @@ class Space:
     def row_key(self, row: Any) -> Key:
         """The primary key of a row this space holds (or held)."""
         return self.primary.key_of(self._decode(row))
+
+    def tuple_of(self, row: Any) -> Tuple:
+        """The tuple of a row this space holds (or held): what the change hook
+        and the engine's undo entries carry."""
+        return self._decode(row)
 
     def _row_of(self, t: Tuple) -> Any:
         try:
