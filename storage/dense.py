@@ -9,18 +9,23 @@ value costs 8 bytes a key where a dict costs ~50 and an int object 32. The
 slots before `head` are empty and are cut off once they are many; a key is
 read back as `base + slot`.
 
-The first key that does not fit (not an int, below the base, or far beyond
-the end) turns the map into an OrderedMap for good (`_other`), which then
-answers everything: a legacy tube's string ids, a user space's keys.
+An int key outside the window (below its base, or more than `gap` past its
+end) goes to a side OrderedMap, and so do the keys of a window that has
+become mostly empty slots (a task left behind while thousands passed): the
+list is as long as the tasks there are, not as the ids handed out. The
+first key that is not an int (or is negative) turns the whole map into an
+OrderedMap for good (`_other`): a legacy tube's string ids, a user space's
+keys.
 
-Invariants while dense: `_count` values are not None in `_slots`; every
-slot before `_head` is None and, when `_count` > 0, `_slots[_head]` and
-`_slots[-1]` are not.
+Invariants while dense: the window and the side map hold no key twice;
+`_count` values are not None in `_slots`; every slot before `_head` is
+None and, when `_count` > 0, `_slots[_head]` and `_slots[-1]` are not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from heapq import merge
 from typing import Any, Final
 
 from .ordered import ABSENT, OrderedMap
@@ -45,18 +50,23 @@ def _int_equal(key: Any) -> int | None:
 
 
 class DenseMap:
-    __slots__ = ("_base", "_count", "_head", "_other", "_slots")
+    __slots__ = ("_base", "_count", "_gap", "_head", "_other", "_side", "_slots", "_trim")
 
-    def __init__(self) -> None:
+    def __init__(self, gap: int = GAP, trim: int = _TRIM) -> None:
         self._slots: list[Any] = []
         self._base = 0
         self._head = 0
         self._count = 0
+        # Int keys outside the window: a task left far behind the others.
+        self._side: OrderedMap | None = None
         self._other: OrderedMap | None = None
+        self._gap, self._trim = gap, trim
 
     def __len__(self) -> int:
-        other = self._other
-        return self._count if other is None else len(other)
+        other, side = self._other, self._side
+        if other is not None:
+            return len(other)
+        return self._count + (0 if side is None else len(side))
 
     def __contains__(self, key: Any) -> bool:
         return self.get(key) is not None
@@ -71,7 +81,12 @@ class DenseMap:
                 return None
         i = key - self._base
         slots = self._slots
-        return slots[i] if 0 <= i < len(slots) else None
+        if 0 <= i < len(slots):
+            found = slots[i]
+            if found is not None:
+                return found
+        side = self._side
+        return None if side is None else side.get(key)
 
     def getter(self) -> Callable[[Any], Any]:
         return self.get
@@ -85,6 +100,10 @@ class DenseMap:
         if type(key) is not int or key < 0:
             self._spill().set(key, value)
             return
+        side = self._side
+        if side is not None and key in side:
+            side.set(key, value)
+            return
         slots = self._slots
         if not self._count:
             slots.clear()
@@ -97,13 +116,15 @@ class DenseMap:
                 if i < self._head:
                     self._head = i
             slots[i] = value
-        elif n <= i <= n + GAP:
+        elif n <= i <= n + self._gap:
             if i > n:
                 slots.extend([None] * (i - n))
             slots.append(value)
             self._count += 1
         else:
-            self._spill().set(key, value)
+            if side is None:
+                side = self._side = OrderedMap()
+            side.set(key, value)
 
     def put_back(self, key: Any, value: Any) -> None:
         self.set(key, value)
@@ -113,11 +134,18 @@ class DenseMap:
         other = self._other
         if other is not None:
             return other.pop(key)
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
+        nkey = key if type(key) is int else _int_equal(key)
         slots = self._slots
-        i = (key if type(key) is int else _int_equal(key)) - self._base  # type: ignore[operator]
+        i = -1 if nkey is None else nkey - self._base
+        if not 0 <= i < len(slots) or slots[i] is None:
+            side = self._side
+            if side is None:
+                raise KeyError(key)
+            value = side.pop(key)
+            if not side:
+                self._side = None
+            return value
+        value = slots[i]
         slots[i] = None
         self._count -= 1
         if not self._count:
@@ -130,17 +158,34 @@ class DenseMap:
             h = i + 1
             while slots[h] is None:
                 h += 1
-            if h > _TRIM and h * 2 > len(slots):
+            if h > self._trim and h * 2 > len(slots):
                 del slots[:h]
                 self._base += h
                 h = 0
             self._head = h
+        span = len(slots) - self._head
+        if span > self._gap and self._count * 8 < span:
+            self._thin()
         return value
+
+    def _thin(self) -> None:
+        """The window is mostly empty slots (a task or a few left behind while
+        thousands passed): its keys go to the side map, and the window starts
+        again at the next key put, so the list never grows with the ids handed
+        out, only with the tasks there are."""
+        side = self._side
+        if side is None:
+            side = self._side = OrderedMap()
+        base, slots = self._base, self._slots
+        for i in range(self._head, len(slots)):
+            if slots[i] is not None:
+                side.set(base + i, slots[i])
+        self._slots, self._count, self._head = [], 0, 0
 
     def clear(self) -> None:
         self._slots = []
         self._base = self._head = self._count = 0
-        self._other = None
+        self._side = self._other = None
 
     def load(self, items: Iterable[tuple[Any, Any]]) -> int:
         """Fill an EMPTY map (recovery). Returns how many keys it has (fewer
@@ -148,7 +193,7 @@ class DenseMap:
         pairs = list(items)
         keys = [key for key, _ in pairs]
         dense = all(type(key) is int for key in keys) and (not keys or min(keys) >= 0)
-        if not dense or (keys and max(keys) - min(keys) > 2 * len(keys) + GAP):
+        if not dense or (keys and max(keys) - min(keys) > 2 * len(keys) + self._gap):
             return self._spill().load(pairs)
         if not keys:
             return 0
@@ -161,33 +206,47 @@ class DenseMap:
         return self._count
 
     def values_unordered(self) -> list[Any]:
-        other = self._other
+        other, side = self._other, self._side
         if other is not None:
             return other.values_unordered()
-        return [v for v in self._slots if v is not None]
+        found = [v for v in self._slots if v is not None]
+        return found if side is None else found + side.values_unordered()
 
     def first_key(self) -> Any:
         """The smallest key, or ABSENT."""
-        other = self._other
+        other, side = self._other, self._side
         if other is not None:
             return other.first_key()
-        return self._base + self._head if self._count else ABSENT
+        best = self._base + self._head if self._count else ABSENT
+        if side is not None:
+            low = side.first_key()
+            if best is ABSENT or low < best:
+                return low
+        return best
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""
-        other = self._other
+        other, side = self._other, self._side
         if other is not None:
             return other.last_key()
-        return self._base + len(self._slots) - 1 if self._count else ABSENT
+        best = self._base + len(self._slots) - 1 if self._count else ABSENT
+        if side is not None:
+            high = side.last_key()
+            if best is ABSENT or high > best:
+                return high
+        return best
 
     def keys(
         self, lo: Any = ABSENT, hi: Any = ABSENT, hi_inclusive: bool = False, reverse: bool = False
     ) -> Iterator[Any]:
         """Keys with lo <= key < hi (<= hi if hi_inclusive), in order; ABSENT: no bound."""
-        other = self._other
+        other, side = self._other, self._side
         if other is not None:
             return other.keys(lo, hi, hi_inclusive, reverse)
-        return self._walk(lo, hi, hi_inclusive, reverse)
+        window = self._walk(lo, hi, hi_inclusive, reverse)
+        if side is None:
+            return window
+        return merge(window, side.keys(lo, hi, hi_inclusive, reverse), reverse=reverse)
 
     def _walk(self, lo: Any, hi: Any, hi_inclusive: bool, reverse: bool) -> Iterator[Any]:
         slots, base = self._slots, self._base
@@ -211,7 +270,11 @@ class DenseMap:
         """Stop being dense: every key so far into an OrderedMap, which answers from now on."""
         other = OrderedMap()
         base, slots = self._base, self._slots
-        other.load((base + i, v) for i, v in enumerate(slots) if v is not None)
-        self._slots, self._count, self._head = [], 0, 0
+        items = [(base + i, v) for i, v in enumerate(slots) if v is not None]
+        side = self._side
+        if side is not None:  # an OrderedMap: keys() is its walk in order, not a dict's
+            items.extend((k, side.get(k)) for k in side.keys())  # noqa: SIM118
+        other.load(items)
+        self._slots, self._count, self._head, self._side = [], 0, 0, None
         self._other = other
         return other

@@ -41,9 +41,11 @@ def _same_as_model(m: DenseMap, model: dict[Any, Any]) -> None:
         assert m.get(k) == model.get(k) and (k in m) == (k in model)
 
 
-@given(OPS)
-def test_a_dense_map_answers_as_an_ordered_dict(ops: list[tuple[str, Any]]) -> None:
-    m, model = DenseMap(), {}
+@given(OPS, st.sampled_from([(GAP, 1024), (8, 4), (2, 1)]))
+def test_a_dense_map_answers_as_an_ordered_dict(
+    ops: list[tuple[str, Any]], limits: tuple[int, int]
+) -> None:
+    m, model = DenseMap(*limits), {}
     for i, (op, key) in enumerate(ops):
         if op == "pop":
             if key in model:
@@ -75,10 +77,27 @@ def test_ids_in_order_leaving_from_the_front_keep_the_list_short() -> None:
     assert m.get(2.0) is None and m.get(49_950.0) == 49_950 and m.get(True) is None
 
 
-def test_a_key_that_does_not_fit_turns_it_into_an_ordered_map() -> None:
+def test_a_task_left_behind_does_not_keep_the_ids_after_it_in_the_list() -> None:
+    """One task stuck at id 0 (buried, say) while a million pass: the list is
+    as long as the tasks there are, not as the ids handed out."""
+    m = DenseMap()
+    m.set(0, "stuck")
+    for i in range(1, 200_000):
+        m.set(i, i)
+        if i >= 10:
+            m.pop(i - 9)
+    assert len(m) == 10 and m.first_key() == 0 and m.last_key() == 199_999
+    assert len(m._slots) < 3 * GAP and m._other is None
+    assert list(m.keys())[:3] == [0, 199_991, 199_992] and m.get(0) == "stuck"
+    assert m.pop(0) == "stuck" and m.first_key() == 199_991
+
+
+def test_a_key_that_is_not_an_int_turns_it_into_an_ordered_map() -> None:
     m = DenseMap()
     for i in (3, 1, 2):
         m.set(i, str(i))
-    m.set(10 * GAP, "far")
+    m.set(10 * GAP, "far")  # an int far past the end: the side map
+    assert m._other is None and list(m.keys()) == [1, 2, 3, 10 * GAP]
+    m.set(-1, "negative")
     assert m._other is not None
-    assert list(m.keys()) == [1, 2, 3, 10 * GAP] and m.get(2) == "2" and m.pop(1) == "1"
+    assert list(m.keys()) == [-1, 1, 2, 3, 10 * GAP] and m.get(2) == "2" and m.pop(1) == "1"
