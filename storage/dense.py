@@ -49,6 +49,11 @@ def _int_equal(key: Any) -> int | None:
     return None
 
 
+def _best(pick: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """pick(a, b), of the two that are not ABSENT (ABSENT if neither is)."""
+    return b if a is ABSENT else a if b is ABSENT else pick(a, b)
+
+
 class DenseMap:
     __slots__ = ("_base", "_count", "_gap", "_head", "_other", "_side", "_slots", "_trim")
 
@@ -217,24 +222,16 @@ class DenseMap:
         other, side = self._other, self._side
         if other is not None:
             return other.first_key()
-        best = self._base + self._head if self._count else ABSENT
-        if side is not None:
-            low = side.first_key()
-            if best is ABSENT or low < best:
-                return low
-        return best
+        window = self._base + self._head if self._count else ABSENT
+        return _best(min, window, ABSENT if side is None else side.first_key())
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""
         other, side = self._other, self._side
         if other is not None:
             return other.last_key()
-        best = self._base + len(self._slots) - 1 if self._count else ABSENT
-        if side is not None:
-            high = side.last_key()
-            if best is ABSENT or high > best:
-                return high
-        return best
+        window = self._base + len(self._slots) - 1 if self._count else ABSENT
+        return _best(max, window, ABSENT if side is None else side.last_key())
 
     def keys(
         self, lo: Any = ABSENT, hi: Any = ABSENT, hi_inclusive: bool = False, reverse: bool = False

@@ -44,25 +44,18 @@ def ext_hook(code: int, data: bytes) -> Any:
     return Packed(data) if code == PACKED_EXT else _ExtType(code, data)
 
 
-def _packer() -> Callable[[Any], bytes]:
-    """This thread's Packer (one is not thread-safe; recovery runs on a worker)."""
+def _packers() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]]:
+    """This thread's packers (a Packer is not thread-safe; recovery runs on a
+    worker): the file packer, and one of msgpack's own types only (no Python
+    default: anything else raises)."""
     try:
-        return _local.pack  # type: ignore[no-any-return]
-    except AttributeError:
-        pack = _local.pack = file_packer()
-        return pack
-
-
-def _plain() -> Callable[[Any], bytes]:
-    """This thread's Packer of msgpack's own types only (no Python default)."""
-    try:
-        return _local.plain  # type: ignore[no-any-return]
+        return _local.packers  # type: ignore[no-any-return]
     except AttributeError:
         plain = msgpack.Packer(
             use_bin_type=True, strict_types=True, unicode_errors="surrogateescape"
         )
-        pack = _local.plain = plain.pack
-        return pack  # type: ignore[no-any-return]
+        packers = _local.packers = (file_packer(), plain.pack)
+        return packers
 
 
 # One-character strings by their byte: a queue's statuses, read without a slice.
@@ -183,7 +176,7 @@ class RowCodec:
             # data spliced after them: the bytes the file packer writes.
             data: bytes = t[n - 1]
             try:
-                fields = _plain()(list(t[: n - 1]))
+                fields = _packers()[1](list(t[: n - 1]))
             except (TypeError, ValueError, OverflowError):
                 pass  # a field that needs the file packer's default
             else:
@@ -194,7 +187,7 @@ class RowCodec:
                 return row
         try:
             # A list: the file packer writes a tuple through its Python default.
-            return _packer()(list(t))
+            return _packers()[0](list(t))
         except Exception as e:  # TypeError, OverflowError, ValueError from msgpack
             raise Unencodable(str(e)) from e
 

@@ -170,8 +170,8 @@ def _rows(view: SpaceView) -> list[bytes]:
     rows = view.rows
     if view.overrides:
         key_of, overrides = view.key_of, view.overrides
-        rows = [t for t in rows if key_of(t) not in overrides]
-        rows.extend(t for t in overrides.values() if t is not None)
+        rows = [row for row in rows if key_of(row) not in overrides]
+        rows.extend(row for row in overrides.values() if row is not None)
     return rows
 
 
