@@ -116,6 +116,10 @@ def test_a_failing_snapshot_is_counted_and_retried_later_not_every_second(
         # Every file created from now on fails (the WAL segment is open already):
         # each snapshot fails at its create.
         c.call("queuebox.test.fail_io", "create", "ENOSPC", 1000)
+        # A check during the loop above may have written a snapshot already
+        # (a fast machine): 80 KiB more, so one is due after the failure is set.
+        for i in range(20):
+            c.call("queue.tube.full:put", [b"y" * 4096 + bytes([i])])
         wait_for(lambda: failures_metric(metrics) >= 1, 10)
         time.sleep(7)
         failures = failures_metric(metrics)
