@@ -54,6 +54,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.queue_calls",
     "queuebox.server.requests",
     "queuebox.server.commit",
+    "queuebox.server.timers",
 )
 
 

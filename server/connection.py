@@ -13,6 +13,7 @@ replies, waiting tasks and back-pressure are the shell's.
 from __future__ import annotations
 
 import asyncio
+from asyncio import Future
 from collections.abc import Coroutine
 from time import perf_counter
 from typing import Any, cast
@@ -83,6 +84,9 @@ class Connection(ConnectionShell):
     def _handle(self, items: list[Request | ProtocolError]) -> None:
         # The hot path: the shell's answer() inlined, bytes being the common case.
         out = self._out
+        unconfirmed = self._unconfirmed
+        # wal_mode=write: the replies wait in place for the turn's write (shell.py).
+        in_place = self.app.durability.on_loop
         table = REQUEST_TABLE
         session = self.session
         observe = self.app.observe_request  # metrics: None when off
@@ -101,7 +105,12 @@ class Connection(ConnectionShell):
                 if type(reply) is bytes:
                     out.append(reply)
                 elif type(reply) is Held:
-                    self._hold(reply)
+                    barrier = reply.barrier
+                    if in_place and type(barrier) is Future and not barrier.done():
+                        out.append(reply.reply)  # the shell's _hold, inlined
+                        unconfirmed.append((len(out) - 1, reply.sync, barrier))
+                    else:
+                        self._hold(reply)
                 elif type(reply) is Deferred:
                     self._defer(items[index:], reply.at)
                     break

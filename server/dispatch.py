@@ -26,8 +26,10 @@ from queuebox.protocol import (
     KEY_TUPLE,
     ErrorCode,
     call16_shape,
+    encode_one_packed,
     encode_packed_data,
 )
+from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
@@ -75,6 +77,23 @@ def encode_result(s: Caller, sync: int, values: Sequence[Any], call16: bool) -> 
     except (TypeError, ValueError, OverflowError) as exc:
         # What Tarantool says for a Lua value it cannot serialize, with our type.
         raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
+
+
+def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
+    """The reply of a CALL that answered `values`. One task (fields, then its
+    data as the client sent it: put, take, ack...) is the common answer: its
+    fields are packed with a nil where the data goes, and the data's bytes
+    follow them in the reply's one join (what `spliced` does, without its
+    intermediate bytes); anything else goes through `spliced`."""
+    if len(values) == 1:
+        task = values[0]
+        kind = type(task)
+        if (kind is list or kind is tuple) and task:
+            data = task[-1]
+            if type(data) is Packed:
+                head = pack((*task[:-1], None))
+                return encode_one_packed(sync, schema_version, head[:-1], data)
+    return encode_packed_data(sync, schema_version, len(values), spliced(values))
 
 
 def error_reply(s: Caller, sync: int, exc: BaseException, name: str = "") -> bytes:
@@ -144,7 +163,8 @@ def handle_call(req: Any, s: Caller, call16: bool = False) -> Reply:
         if args:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
-            args = [Packed(req.raw_arg(0)), *args[1:]]
+            data = Packed(req.raw_arg(0))
+            args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
     return run_handler(s, req.sync, name, bound.call, [] if args is None else args, call16)
@@ -186,7 +206,7 @@ def run_handler(
         # object: the checks below are the contract (the compiled build trusts annotations).
         result: object = handler(s, args)
         if type(result) is list and not call16:
-            reply = encode_packed_data(sync, s.schema_version, len(result), spliced(result))
+            reply = encode_answer(sync, s.schema_version, result)
         elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):
