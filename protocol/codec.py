@@ -19,7 +19,7 @@ _packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape")
 # One module-level C packer: building a Packer per call costs more than the
 # packing itself. pack() runs entirely in C without callbacks (no `default`
 # hook), so it cannot be re-entered while it holds its buffer.
-pack: Callable[[Any], bytes] = _packer.pack
+pack: Final[Callable[[Any], bytes]] = _packer.pack
 
 
 def new_unpacker(size_hint: int) -> msgpack.Unpacker:

@@ -55,6 +55,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.requests",
     "queuebox.server.commit",
     "queuebox.server.timers",
+    "queuebox.server.rights",
 )
 
 

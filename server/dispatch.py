@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from queuebox import protocol
 from queuebox.protocol import (
@@ -44,6 +44,9 @@ log = get_logger("queuebox.calls")
 failed_log = RateLimitedLog(log, burst=5, every_s=10.0)
 
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
+# Final: the compiled build holds it in a static, not a module-dict lookup per use
+# (storage.packed stays interpreted).
+_PACKED: Final = Packed
 
 
 class Caller(CallContext, Protocol):
@@ -90,8 +93,10 @@ def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
         kind = type(task)
         if (kind is list or kind is tuple) and task:
             data = task[-1]
-            if type(data) is Packed:
-                head = pack((*task[:-1], None))
+            if type(data) is _PACKED:
+                n = len(task)
+                # Most tasks answer (id, status, data): no slice, no unpacking.
+                head = pack((task[0], task[1], None) if n == 3 else (*task[:-1], None))
                 return encode_one_packed(sync, schema_version, head[:-1], data)
     return encode_packed_data(sync, schema_version, len(values), spliced(values))
 
@@ -163,7 +168,7 @@ def handle_call(req: Any, s: Caller, call16: bool = False) -> Reply:
         if args:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
-            data = Packed(req.raw_arg(0))
+            data = _PACKED(req.raw_arg(0))
             args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
