@@ -110,7 +110,16 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
 
 
 def instructions() -> int:
-    """Instructions per put: callgrind's total for 25 reads minus that for 5."""
+    """Instructions per put: callgrind's total for 25 reads minus that for 5
+    (once more if the 5 cost more: a cache written meanwhile, seen once)."""
+    for _ in range(2):
+        count = _instructions()
+        if count > 0:
+            return count
+    return count
+
+
+def _instructions() -> int:
     totals = []
     for batches in (5, 25):
         out = subprocess.run(
