@@ -14,7 +14,7 @@ import msgpack
 
 from .packed import file_packb, file_packer
 from .rows import ext_hook
-from .scan import is_array_head, value_end
+from .scan import array_head_at, is_array_head, value_end
 from .space import Space, SpaceDef
 
 Body = dict[str, Any]
@@ -276,19 +276,26 @@ def split_rows(u: msgpack.Unpacker, data: bytes) -> Body:
         if key != "tuples":
             body[key] = u.unpack()
             continue
-        count = u.read_array_header()
         start = u.tell()
-        rows = []
-        at = start
-        for _ in range(count):
-            end = value_end(data, at, len(data))
-            if end < 0 or not is_array_head(data[at]):
-                raise BadBody("rows record with a tuple that is not a whole array")
-            rows.append(data[at:end])
-            at = end
-        u.read_bytes(at - start)  # the Unpacker past the rows
-        body[key] = tuple(rows)
+        u.skip()  # the array, passed over in C
+        body[key] = _rows_in(data, start, u.tell())
     return body
+
+
+def _rows_in(data: bytes, start: int, end: int) -> tuple[bytes, ...]:
+    """The elements of the msgpack array at data[start:end], as bytes; BadBody
+    if it or one of them is not an array."""
+    if not is_array_head(data[start]):
+        raise BadBody("rows record with a bad 'tuples'")
+    count, at = array_head_at(data, start)
+    rows = []
+    for _ in range(count):
+        stop = value_end(data, at, end)
+        if stop < 0 or not is_array_head(data[at]):
+            raise BadBody("rows record with a tuple that is not a whole array")
+        rows.append(data[at:stop])
+        at = stop
+    return tuple(rows)
 
 
 def space_def(body: Body) -> SpaceDef:

@@ -45,6 +45,16 @@ def int_at(buf: bytes, pos: int) -> int:
     return value - (1 << (8 * width)) if value >> (8 * width - 1) else value
 
 
+def array_head_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """(how many items, where the first starts) of the array at buf[pos], whose
+    head is_array_head and is whole."""
+    b = buf[pos]
+    if b <= 0x9F:
+        return b - 0x90, pos + 1
+    width = 2 if b == 0xDC else 4
+    return uint_at(buf, pos + 1, width), pos + 1 + width
+
+
 def is_array_head(byte: int) -> bool:
     """Whether the msgpack value starting with `byte` is an array."""
     return 0x90 <= byte <= 0x9F or byte == 0xDC or byte == 0xDD

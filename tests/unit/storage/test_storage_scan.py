@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from queuebox.storage.packed import Packed, file_packb
 from queuebox.storage.rows import RowCodec, field_at
-from queuebox.storage.scan import NOT_WHOLE, int_at, is_array_head, is_int_head, value_end
+from queuebox.storage.scan import (
+    NOT_WHOLE,
+    array_head_at,
+    int_at,
+    is_array_head,
+    is_int_head,
+    value_end,
+)
 
 INTS = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 SCALARS = (
@@ -94,3 +101,12 @@ def test_field_at_is_the_rows_field_or_not_read(fields: list[Any], data: bytes, 
         assert found is None
     if n < len(t):
         assert RowCodec().column([row], n) == [t[n]]
+
+
+@given(st.sampled_from([0, 1, 15, 16, 65535, 65536, 70000]))
+def test_array_head_at_counts_the_items_of_any_array(count: int) -> None:
+    data = b"\xc0" + packb(list(range(count)))
+    n, first = array_head_at(data, 1)
+    assert n == count and value_end(data, 1, len(data)) == len(data)
+    if count:
+        assert int_at(data, first) == 0

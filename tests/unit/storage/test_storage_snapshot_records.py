@@ -246,11 +246,16 @@ def test_recovery_reads_rows_as_the_bytes_each_tuple_is_written_in(tmp_path: Pat
     assert decoded[1]["tuples"] == ((1, "r", "a"), (2, "t", {"k": (1.5, None)}))
 
 
-def test_a_rows_record_holding_a_tuple_that_is_no_array_is_damage(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tuples", "reason"),
+    [([[1, "r", "a"], 7], "not a whole array"), (7, "a bad 'tuples'")],
+    ids=["a-tuple", "the-tuples"],
+)
+def test_a_rows_record_holding_no_array_is_damage(tmp_path: Path, tuples: Any, reason: str) -> None:
     path = tmp_path / f"{5:020d}.snap"
-    rows = {"op": "rows", "sid": 512, "space": "q", "tuples": [[1, "r", "a"], 7]}
+    rows = {"op": "rows", "sid": 512, "space": "q", "tuples": tuples}
     path.write_bytes(_snap(CREATE, rows, end(2)))
     [damage] = [ev for ev in LogFile(path, raw_rows=True).events() if isinstance(ev, Damage)]
-    assert "not a whole array" in damage.reason
+    assert reason in damage.reason
     with pytest.raises(Unrecoverable, match="no snapshot is usable"):
         Engine(tmp_path, clock=FakeClock()).open()
