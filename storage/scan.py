@@ -20,6 +20,12 @@ NOT_WHOLE: Final = -1
 
 def uint_at(buf: bytes, start: int, width: int) -> int:
     """The big-endian unsigned int of buf[start : start + width]."""
+    if width == 1:
+        return buf[start]
+    if width == 2:
+        return buf[start] << 8 | buf[start + 1]
+    if width == 4:  # unrolled: a frame's length and CRC, an LSN
+        return buf[start] << 24 | buf[start + 1] << 16 | buf[start + 2] << 8 | buf[start + 3]
     value = 0
     for i in range(start, start + width):
         value = (value << 8) | buf[i]
