@@ -39,6 +39,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.reader",
     "queuebox.storage.staging",
     "queuebox.storage.walreplay",
+    "queuebox.storage.scan",
     "queuebox.drivers.args",
     "queuebox.drivers.core",
     "queuebox.drivers.deadlines",

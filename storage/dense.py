@@ -24,7 +24,7 @@ None and, when `_count` > 0, `_slots[_head]` and `_slots[-1]` are not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from heapq import merge
 from typing import Any, Final
 
@@ -192,21 +192,23 @@ class DenseMap:
         self._base = self._head = self._count = 0
         self._side = self._other = None
 
-    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
-        """Fill an EMPTY map (recovery). Returns how many keys it has (fewer
-        than the items if two had one key)."""
-        pairs = list(items)
-        keys = [key for key, _ in pairs]
-        dense = all(type(key) is int for key in keys) and (not keys or min(keys) >= 0)
-        if not dense or (keys and max(keys) - min(keys) > 2 * len(keys) + self._gap):
-            return self._spill().load(pairs)
-        if not keys:
+    def load(self, keys: list[Any], values: list[Any]) -> int:
+        """Fill an EMPTY map (recovery): keys[i] -> values[i]. Returns how many
+        keys it has (fewer than given if two were one key)."""
+        n = len(keys)
+        if not n:
             return 0
-        base = min(keys)
-        slots: list[Any] = [None] * (max(keys) - base + 1)
-        for key, value in pairs:
-            slots[key - base] = value
-        self._slots, self._base, self._head = slots, base, 0
+        if not all(type(key) is int for key in keys):
+            return self._spill().load(keys, values)
+        low: int = min(keys)
+        high: int = max(keys)
+        if low < 0 or high - low > 2 * n + self._gap:
+            return self._spill().load(keys, values)
+        slots: list[Any] = [None] * (high - low + 1)
+        for i in range(n):
+            key: int = keys[i]
+            slots[key - low] = values[i]
+        self._slots, self._base, self._head = slots, low, 0
         self._count = len(slots) - slots.count(None)
         return self._count
 
@@ -267,11 +269,14 @@ class DenseMap:
         """Stop being dense: every key so far into an OrderedMap, which answers from now on."""
         other = OrderedMap()
         base, slots = self._base, self._slots
-        items = [(base + i, v) for i, v in enumerate(slots) if v is not None]
+        keys = [base + i for i, v in enumerate(slots) if v is not None]
+        values = [v for v in slots if v is not None]
         side = self._side
         if side is not None:  # an OrderedMap: keys() is its walk in order, not a dict's
-            items.extend((k, side.get(k)) for k in side.keys())  # noqa: SIM118
-        other.load(items)
+            behind = list(side.keys())
+            keys += behind
+            values += map(side.get, behind)
+        other.load(keys, values)
         self._slots, self._count, self._head, self._side = [], 0, 0, None
         self._other = other
         return other

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from .scan import uint_at
+
 WAL_MAGIC = b"QBOXWAL\n"
 SNAP_MAGIC = b"QBOXSNP\n"
 KIND_OF_MAGIC = {WAL_MAGIC: "wal", SNAP_MAGIC: "snap"}
@@ -35,7 +37,11 @@ HEADER_SIZE = _HEADER.size + 4
 # dict, a million times in a start from the WAL.
 MARKER: Final = b"\xc1QBR"
 _FRAME: Final = struct.Struct(">4sII")  # marker, CRC of (length + body), body length
-_unpack_frame: Final = _FRAME.unpack_from
+_MARK_0: Final = 0xC1  # MARKER's bytes, compared one by one
+_MARK_1: Final = 0x51
+_MARK_2: Final = 0x42
+_MARK_3: Final = 0x52
+assert bytes((_MARK_0, _MARK_1, _MARK_2, _MARK_3)) == MARKER
 _crc32: Final = zlib.crc32
 FRAME_OVERHEAD: Final = 12  # _FRAME.size
 MAX_BODY: Final = 1 << 30
@@ -89,11 +95,22 @@ def sound_end(buf: bytes, view: memoryview, pos: int) -> int:
     is none (damage, or a frame cut by the end of buf)."""
     if len(buf) - pos < FRAME_OVERHEAD:
         return -1
-    marker, crc, n = _unpack_frame(buf, pos)
+    # Read by its bytes (scan.py), not struct: no tuple per frame.
+    n = uint_at(buf, pos + 8, 4)
     stop = pos + FRAME_OVERHEAD + n
-    if marker != MARKER or not 0 < n <= MAX_BODY or stop > len(buf):
+    if not _marked(buf, pos) or not 0 < n <= MAX_BODY or stop > len(buf):
         return -1
-    return stop if _crc32(view[pos + 8 : stop]) == crc else -1
+    return stop if _crc32(view[pos + 8 : stop]) == uint_at(buf, pos + 4, 4) else -1
+
+
+def _marked(buf: bytes, pos: int) -> bool:
+    """Whether a frame's marker is at buf[pos] (4 bytes there)."""
+    return (
+        buf[pos] == _MARK_0
+        and buf[pos + 1] == _MARK_1
+        and buf[pos + 2] == _MARK_2
+        and buf[pos + 3] == _MARK_3
+    )
 
 
 def sound_frames(buf: bytes, pos: int, most: int) -> tuple[int, int]:

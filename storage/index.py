@@ -144,6 +144,7 @@ class Index:
         parts = definition.parts
         if not self.unique:
             parts = parts + tuple(p for p in primary_parts if p not in parts)
+        self._parts = parts
         self._width = len(parts)  # fields of an entry key, unique per tuple
         self._user_key: Callable[[Tuple], Key] = key_getter(definition.parts)
         # Fields of the group key: at least one field stays for the key within.
@@ -344,19 +345,39 @@ class Index:
         else:
             self._groups[None].clear()
 
-    def _bulk_load(self, tuples: Sequence[Tuple], rows: Sequence[Any], space: str) -> None:
-        """Build from scratch (the index must be empty): one sort per group."""
-        inner, group_of = self._inner, self._group_of
-        if not self._gw:  # one map: the pairs are made at C speed
-            if self._groups[None].load(zip(map(inner, tuples), rows, strict=True)) != len(tuples):
-                raise DuplicateKey(self.name, space)
-            return
-        by_group: dict[Any, list[tuple[Any, Any]]] = {}
-        for t, row in zip(tuples, rows, strict=True):
-            by_group.setdefault(group_of(t), []).append((inner(t), row))
-        loaded = sum(self._map_of(group).load(items) for group, items in by_group.items())
-        if loaded != len(tuples):  # two tuples had one key
+    def _bulk_load(self, column: Callable[[int], list[Any]], rows: list[Any], space: str) -> None:
+        """Build from scratch (the index must be empty): one sort per group.
+        column(f): field f of every row, in the order of `rows`."""
+        keys = _keys(column, self._parts[self._gw :])
+        if not self._gw:
+            loaded = self._groups[None].load(keys, rows)
+        else:
+            groups = _keys(column, self._parts[: self._gw])
+            if len(set(groups)) == 1:  # one status, say: the lists as they are
+                loaded = self._map_of(groups[0]).load(keys, rows)
+            else:
+                loaded = sum(self._map_of(g).load(k, r) for g, (k, r) in _split(groups, keys, rows))
+        if loaded != len(rows):  # two rows had one key
             raise DuplicateKey(self.name, space)
+
+
+def _keys(column: Callable[[int], list[Any]], parts: tuple[int, ...]) -> list[Any]:
+    """The values at `parts` of every row, as itemgetter(*parts) gives them."""
+    if len(parts) == 1:
+        return column(parts[0])
+    return list(zip(*map(column, parts), strict=True))
+
+
+def _split(groups: list[Any], keys: list[Any], rows: list[Any]) -> Iterator[tuple[Any, Any]]:
+    """(group, (its keys, its rows)) for each group named in `groups`."""
+    by_group: dict[Any, tuple[list[Any], list[Any]]] = {}
+    for i in range(len(groups)):
+        found = by_group.get(groups[i])
+        if found is None:
+            found = by_group[groups[i]] = ([], [])
+        found[0].append(keys[i])
+        found[1].append(rows[i])
+    return iter(by_group.items())
 
 
 class PrimaryIndex(Index):

@@ -30,7 +30,7 @@ each row when it is compared.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterator
 from heapq import merge
 from typing import Any
 
@@ -131,11 +131,11 @@ class OrderedMap:
         self._head = self._stale = 0
         self._rest = None
 
-    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
-        """Fill an EMPTY map (recovery): one sort. Returns how many keys it has
-        (fewer than the items if two had one key)."""
+    def load(self, keys: list[Any], values: list[Any]) -> int:
+        """Fill an EMPTY map (recovery), keys[i] -> values[i]: one sort. Returns
+        how many keys it has (fewer than given if two were one key)."""
         m = self._map
-        m.update(items)
+        m.update(zip(keys, values, strict=True))
         self._run = sorted(m)
         return len(m)
 
@@ -271,15 +271,11 @@ class OrderedKeys(OrderedMap):
         super().clear()
         self._count = 0
 
-    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
+    def load(self, keys: list[Any], values: list[Any]) -> int:
         """Fill an EMPTY map (recovery): one sort; keys must be distinct."""
-        self._run = sorted(key for key, _ in items)
+        self._run = sorted(keys)
         self._count = len(self._run)
         return self._count
-
-
-def _key_first(item: tuple[Any, Any]) -> Any:
-    return item[0]
 
 
 class _Live:
@@ -366,10 +362,11 @@ class OrderedRows(OrderedKeys):
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
 
-    def load(self, items: Iterable[tuple[Any, Any]]) -> int:
-        """Fill an EMPTY map (recovery) from (key, row) pairs: sorted by the
-        keys given, not by computing each row's."""
-        self._run = [row for _, row in sorted(items, key=_key_first)]
+    def load(self, keys: list[Any], values: list[Any]) -> int:
+        """Fill an EMPTY map (recovery) with values[i], the row of keys[i]:
+        sorted by the keys given, not by computing each row's."""
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        self._run = [values[i] for i in order]
         self._count = len(self._run)
         return self._count
 

@@ -53,9 +53,14 @@ Event = Record | Damage
 class LogFile:
     """One file: `header` is read on construction (HeaderError if unusable)."""
 
-    def __init__(self, path: Path | str, files: FileIO | None = None) -> None:
+    def __init__(
+        self, path: Path | str, files: FileIO | None = None, *, raw_rows: bool = False
+    ) -> None:
         self.path = Path(path)
         self._files = files or FileIO()
+        # A snapshot's rows as the bytes each tuple is written in (recovery:
+        # they are what a space holds), not decoded tuples (records.py).
+        self.raw_rows = raw_rows
         self.size = self._files.size(self.path)
         self.skipped = 0  # records chunks(skip=...) left out
         fd = self._files.open_read(self.path)
@@ -89,8 +94,8 @@ class LogFile:
             # Skip the header by reading it: FileIO has no seek.
             files.read(fd, HEADER_SIZE)
             decoder = FrameDecoder(HEADER_SIZE)
-            bodies = BodyDecoder(self.header.kind)
-            parts = TupleParts() if self.header.kind == "snap" else None
+            bodies = BodyDecoder(self.header.kind, raw_rows=self.raw_rows)
+            parts = TupleParts(self.raw_rows) if self.header.kind == "snap" else None
             while True:
                 chunk = files.read(fd, CHUNK)
                 if chunk:
@@ -187,9 +192,11 @@ class TupleParts:
     """Joins the `part` records of a snapshot into the tuples they cut (FORMAT.md
     §5.3.1): one `rows` record of the tuple, from the first part's frame to the
     end of the last one's. A sequence that breaks is one Damage, from its first
-    part to the record that broke it; good data resumes there."""
+    part to the record that broke it; good data resumes there. With `raw`,
+    the record holds the tuple's bytes, as LogFile's raw_rows gives rows."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw: bool = False) -> None:
+        self._raw = raw
         self._first: Record | None = None  # the open tuple's first part
         self._pieces: list[bytes] = []
         self._got = 0  # bytes gathered, = the next part's `at`
@@ -242,7 +249,8 @@ class TupleParts:
         if type(row) is not tuple:
             return Damage(first.offset, "a tuple's parts are not an array", last.end)
         body = first.body
-        joined = {"op": "rows", "sid": body["sid"], "space": body["space"], "tuples": (row,)}
+        held = data if self._raw else row
+        joined = {"op": "rows", "sid": body["sid"], "space": body["space"], "tuples": (held,)}
         return _new_record(Record, (first.offset, last.end, joined))
 
     def _break(self, resume: int | None, reason: str, out: list[Event]) -> None:

@@ -14,6 +14,7 @@ import msgpack
 
 from .packed import file_packb, file_packer
 from .rows import ext_hook
+from .scan import array_head_at, is_array_head, value_end
 from .space import Space, SpaceDef
 
 Body = dict[str, Any]
@@ -193,15 +194,19 @@ class BodyDecoder:
     a time, which pins the error on the right frame.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, raw_rows: bool = False) -> None:
         self._checks = _CHECKS[kind]
         self._kind = kind
+        # A snapshot's `rows` records with their rows as bytes (split_rows).
+        self._raw_rows = raw_rows and kind == "snap"
 
     def __call__(self, data: bytes) -> Body:
         u = _unpacker(len(data))
         u.feed(data)
         try:
-            body = u.unpack()
+            body = split_rows(u, data) if self._raw_rows else u.unpack()
+        except BadBody:
+            raise
         except Exception as e:  # msgpack raises several types for bad input
             raise BadBody(f"body is not msgpack: {e!r}") from None
         if u.tell() != len(data):
@@ -211,7 +216,7 @@ class BodyDecoder:
     def decode_many(self, raws: list[bytes]) -> list[Body | BadBody]:
         """The body of each raw frame body, or the BadBody it raises."""
         size = sum(map(len, raws))
-        if size >= len(raws) * _BIG_BODY:
+        if self._raw_rows or size >= len(raws) * _BIG_BODY:
             # Big bodies (a snapshot's rows): joined, they only cost a copy, and
             # one Unpacker over a few of them measured slower than one each.
             return list(map(self._one, raws))
@@ -257,6 +262,40 @@ class BodyDecoder:
             if type(body[key]) is not want:
                 raise BadBody(f"{op} record with a bad {key!r}")
         return body
+
+
+def split_rows(u: msgpack.Unpacker, data: bytes) -> Body:
+    """A snapshot record's map, read by `u` (fed `data`), its values decoded
+    but for the array at "tuples" (a `rows` record's): a tuple of its
+    elements' bytes, each sliced out of `data` unread (scan.py finds its
+    end), which is exactly the row a space holds for it (rows.py). BadBody
+    for an element that is not a whole array; msgpack's errors for the rest."""
+    body: Body = {}
+    for _ in range(u.read_map_header()):
+        key = u.unpack()
+        if key != "tuples":
+            body[key] = u.unpack()
+            continue
+        start = u.tell()
+        u.skip()  # the array, passed over in C
+        body[key] = _rows_in(data, start, u.tell())
+    return body
+
+
+def _rows_in(data: bytes, start: int, end: int) -> tuple[bytes, ...]:
+    """The elements of the msgpack array at data[start:end], as bytes; BadBody
+    if it or one of them is not an array."""
+    if not is_array_head(data[start]):
+        raise BadBody("rows record with a bad 'tuples'")
+    count, at = array_head_at(data, start)
+    rows = []
+    for _ in range(count):
+        stop = value_end(data, at, end)
+        if stop < 0 or not is_array_head(data[at]):
+            raise BadBody("rows record with a tuple that is not a whole array")
+        rows.append(data[at:stop])
+        at = stop
+    return tuple(rows)
 
 
 def space_def(body: Body) -> SpaceDef:

@@ -32,7 +32,7 @@ from .layout import Listing, sort_listing
 from .reader import LogFile, Record
 from .records import BadBody
 from .space import StorageError
-from .staging import PUTS, WAL_APPLY, BadRecord, Stage, create_space, staged_space
+from .staging import WAL_APPLY, BadRecord, Stage, create_space, staged_space
 from .walreplay import FastReplay
 
 Progress = Callable[[int, int, float], None]  # (records, bytes, seconds)
@@ -255,14 +255,8 @@ class Recovery:
                 f"{path.name} offset {offset} holds LSN {lsn} after LSN {report.last_lsn}",
             )
         op = body["op"]
-        staged = stage.get(body["space"])
         try:
-            if op in PUTS and staged is not None and staged.by_key is not None:
-                # The common case of map records (versions 1-4), inline.
-                t = body["tuple"]
-                staged.by_key[staged.key_of(t)] = t
-            else:
-                WAL_APPLY[op](stage, body)
+            WAL_APPLY[op](stage, body)
         except (BadRecord, BadBody, TypeError, IndexError) as e:
             self._damaged(path, offset, str(e) or type(e).__name__)
             return
@@ -349,8 +343,9 @@ class Recovery:
 
     # -- common --
     def _open(self, path: Path) -> LogFile:
+        """A snapshot, its rows read as the bytes a space holds (reader.py)."""
         try:
-            return LogFile(path, self.files)
+            return LogFile(path, self.files, raw_rows=True)
         except HeaderError as e:
             raise CorruptLog(str(path), e.offset, e.reason) from None
 
@@ -381,7 +376,7 @@ class Recovery:
         for staged in sorted(stage.values(), key=lambda s: s.definition.id):
             space = catalog.add(staged.definition, log=False)
             try:
-                space.load_many(staged.values())
+                space.load_rows(staged.values())
             except StorageError as e:
                 raise CorruptLog(str(self.dir), 0, f"recovered rows of {space.name!r}: {e}") from e
             self.report.tuples += len(space)

@@ -24,11 +24,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
 from .packed import PACKED_EXT, Packed, file_packer
+from .scan import int_at, is_int_head, value_end
 
 Tuple = tuple[Any, ...]
 
@@ -134,6 +135,31 @@ def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
     return out
 
 
+_NOT_PLAIN: Final = None  # field_at's answer for a field it does not read
+
+
+def field_at(row: bytes, field: int) -> Any:
+    """Field `field` of a row, read from its bytes when the row is a small
+    array (fixarray) and the field an int or a string of up to 31 bytes;
+    else _NOT_PLAIN (None: a nil field is not read here either)."""
+    head = row[0]
+    if head < 0x90 or head - 0x90 <= field:
+        return _NOT_PLAIN
+    pos = 1
+    for _ in range(field):
+        pos = value_end(row, pos, len(row))
+        if pos < 0:
+            return _NOT_PLAIN
+    b = row[pos]
+    if is_int_head(b):
+        return int_at(row, pos)
+    if b == 0xA1 and row[pos + 1] < 0x80:
+        return _CHARS[row[pos + 1]]
+    if 0xA0 <= b <= 0xBF:
+        return row[pos + 1 : pos + 1 + b - 0xA0].decode("utf-8", "surrogateescape")
+    return _NOT_PLAIN
+
+
 def _data_head(size: int) -> bytes:
     """The head msgpack gives ext PACKED_EXT of `size` bytes (a fixext when it can)."""
     fixed = _FIXEXT.get(size)
@@ -211,6 +237,16 @@ class RowCodec:
 
         return fields
 
+    def column(self, rows: list[Any], field: int) -> list[Any]:
+        """Field `field` of each row (a bulk build of indexes reads one list
+        per indexed field): read from the row's bytes when it is an int or a
+        short string after plain fields (`field_at`), else from its tuple."""
+        out = []
+        for row in rows:
+            found = field_at(row, field)
+            out.append(self.decode(row)[field] if found is _NOT_PLAIN else found)
+        return out
+
     def decode(self, row: Any) -> Tuple:
         last = self._last
         if last[0] is row:
@@ -244,6 +280,9 @@ class PlainCodec:
 
     def decode(self, row: Any) -> Tuple:
         return row  # type: ignore[no-any-return]
+
+    def column(self, rows: list[Any], field: int) -> list[Any]:
+        return [row[field] for row in rows]
 
     def fields_getter(self, parts: tuple[int, ...]) -> Callable[[Any], Any]:
         return itemgetter(*parts)

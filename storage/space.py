@@ -112,6 +112,7 @@ class Space:
         codec = PLAIN if definition.temporary else RowCodec()
         self._encode = codec.encode
         self._decode = codec.decode
+        self._column = codec.column
         pk_parts = definition.indexes[0].parts
         self.primary = PrimaryIndex(definition.indexes[0], pk_parts, codec)
         self.indexes: dict[str, Index] = {self.primary.name: self.primary}
@@ -244,13 +245,27 @@ class Space:
         self.restore(old=self._row_of(t), new=self.primary.row(self.primary.key_of(t)))
 
     def load_many(self, tuples: Sequence[Tuple]) -> None:
-        """Fill an EMPTY space without reporting (recovery): one sort per index."""
+        """Fill an EMPTY space with tuples, without reporting: load_rows."""
+        self.load_rows(list(map(self._row_of, tuples)))
+
+    def load_rows(self, rows: list[Any]) -> None:
+        """Fill an EMPTY space without reporting (recovery) with rows as it
+        holds them (rows.py; a temporary space's are tuples): one sort per
+        index. Each indexed field is read once for all the indexes, as one
+        list of that field's values."""
         if len(self.primary):
-            raise StorageError(f"load_many needs an empty space, '{self.name}' is not")
-        rows = list(map(self._row_of, tuples))
+            raise StorageError(f"load_rows needs an empty space, '{self.name}' is not")
+        columns: dict[int, list[Any]] = {}
+
+        def column(field: int) -> list[Any]:
+            found = columns.get(field)
+            if found is None:
+                found = columns[field] = self._column(rows, field)
+            return found
+
         try:
             for idx in self._all:
-                idx._bulk_load(tuples, rows, self.name)
+                idx._bulk_load(column, rows, self.name)
         except BaseException:
             for idx in self._all:
                 idx._clear()

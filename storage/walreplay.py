@@ -1,19 +1,25 @@
 """The fast path of a start from the WAL: runs of sound frames holding
 version-5 put and delete records, each applied to the staged rows as it is
-decoded.
+read.
 
-Owns: one loop over a buffer of frames (marker, length and CRC checked,
-the positional body decoded by one msgpack Unpacker fed once per run) that
-applies every record it can take whole and stops at the first one it
-cannot, and the counts of what it applied.
+Owns: one loop over a buffer of frames (marker, length and CRC checked, the
+positional body read by its bytes: scan.py) that applies every record it can
+take whole and stops at the first one it cannot, and the counts of what it
+applied.
 
 Must not touch: what damage, gaps and odd records mean. The loop takes a
 record only when the general path (reader.py's decoder, records.py's
 checks, recovery.py's apply) would apply it with no word to say: a sound
-frame, an array of 6 or 7 fields, an int LSN that is the next one, an
-insert/replace with a tuple or a delete with a key, of a staged space. At
-anything else it stops where that frame starts, and the general path
-decodes from there, so every damage report and refusal is as before.
+frame, an array of 6 or 7 fields that ends with the frame, an int LSN that
+is the next one, an insert/replace with a tuple or a delete with a key, of a
+staged space. At anything else it stops where that frame starts, and the
+general path decodes from there, so every damage report and refusal is as
+before.
+
+Nothing of a record is decoded but its LSN, op and keys: a put's tuple is
+already in the form a space holds it (rows.py), so its bytes are sliced out
+as the row; the space's name is compared as bytes with the last record's;
+the timestamp is decoded once per run, the last one's.
 """
 
 from __future__ import annotations
@@ -21,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-import msgpack
-
 from .framing import FRAME_OVERHEAD, sound_end
-from .records import ARG, DELETE, INSERT, LSN, OP, SPACE, TS
-from .rows import ext_hook
-from .space import Tuple
+from .records import DELETE, INSERT, unpack
+from .scan import int_at, is_array_head, is_int_head, value_end
 from .staging import Stage, Staged
 
 TICK_EVERY: Final = 1024  # records between progress calls
+# The array heads of a version-5 record: its 6 fields, or 7 with a note.
+_FIELDS_6: Final = 0x96
+_FIELDS_7: Final = 0x97
 
 
 class FastReplay:
@@ -46,66 +52,55 @@ class FastReplay:
         self.bytes = 0  # their framed size
         self.declined = False  # the last run stopped at a sound frame it did not take
         self.saw_map = False  # ... and that frame held a map (a record of version 4 or older)
-        # The Unpacker of the last run, the buffer it was fed and where: the next
-        # run goes on with it when it starts where that one's frame ended.
-        self._unpacker: Any = None
-        self._buf: bytes = b""
-        self._fed_at = 0
 
     def run(self, buf: bytes, pos: int) -> int:
         """Apply the records of the frames from buf[pos] on, up to the first frame
         the general path must see; returns where that frame (or the end of the
         whole frames) is."""
         self.declined = self.saw_map = False
-        if len(buf) - pos < FRAME_OVERHEAD:
-            return pos
-        u = self._unpacker_at(buf, pos)
-        start = self._fed_at
-        stage = self.stage
         lsn = self.last_lsn
-        ts = self.last_ts
-        skip_head = u.read_bytes
-        unpack = u.unpack
-        tell = u.tell
+        ts_at = ts_end = -1  # the last record's timestamp field
         since = 0  # records since the last tick
         since_at = pos
-        # The space of the last record, and its rows by key: one lookup per run of
-        # records of one space. No space is created or dropped during a run.
-        name: Any = None
+        # The last record's space (its name as packed) and its rows by key: one
+        # lookup per run of records of one space. No space is created or
+        # dropped during a run.
+        name = b""
         staged: Staged | None = None
-        rows: dict[Any, Tuple] = {}
+        rows: dict[Any, bytes] = {}
         with memoryview(buf) as view:
             while True:
                 stop = sound_end(buf, view, pos)
                 if stop < 0:
                     break
-                skip_head(FRAME_OVERHEAD)
-                try:
-                    body = unpack()
-                except Exception:  # msgpack raises several types for bad input
+                fields = buf[pos + FRAME_OVERHEAD]  # a sound frame's body is not empty
+                at_lsn = pos + FRAME_OVERHEAD + 1
+                at_ts = value_end(buf, at_lsn, stop)
+                at_op = value_end(buf, at_ts, stop)
+                at_sid = value_end(buf, at_op, stop)
+                at_space = value_end(buf, at_sid, stop)
+                at_arg = value_end(buf, at_space, stop)
+                end = arg_end = value_end(buf, at_arg, stop)
+                if fields == _FIELDS_7:
+                    end = value_end(buf, arg_end, stop)  # the note
+                elif fields != _FIELDS_6:
+                    self.saw_map = 0x80 <= fields <= 0x8F or fields == 0xDE or fields == 0xDF
+                    end = -1
+                if end != stop or not _plain(buf, at_lsn, at_op, at_sid, lsn + 1):
                     self.declined = True
-                    self._unpacker = None  # where it stopped says nothing
                     break
-                if tell() != stop - start:
-                    self.declined = True
-                    self._unpacker = None  # not at a frame's end
-                    break
-                if type(body) is not tuple or not 6 <= len(body) <= 7:
-                    self.declined = True
-                    self.saw_map = type(body) is dict
-                    break
-                if body[SPACE] != name or staged is None:
-                    name = body[SPACE]
-                    staged = stage.get(name) if type(name) is str else None
+                if staged is None or not _same(buf, at_space, at_arg, name):
+                    name = buf[at_space:at_arg]
+                    staged = _staged(self.stage, name)
                     if staged is None:
                         self.declined = True
                         break
                     rows = staged.keyed()
-                if not self._apply(staged, rows, body, lsn):
+                if not _apply(staged, rows, buf, buf[at_op], at_arg, arg_end):
                     self.declined = True
                     break
-                lsn = body[LSN]
-                ts = body[TS]
+                lsn += 1
+                ts_at, ts_end = at_ts, at_op
                 pos = stop
                 since += 1
                 if since >= TICK_EVERY:
@@ -113,27 +108,9 @@ class FastReplay:
                     since, since_at = 0, pos
         self._count(since, pos - since_at)
         self.last_lsn = lsn
-        self.last_ts = ts
+        if ts_at >= 0:
+            self.last_ts = unpack(buf[ts_at:ts_end])
         return pos
-
-    def _unpacker_at(self, buf: bytes, pos: int) -> Any:
-        """An Unpacker whose next bytes are buf[pos:]: the last one if it stopped
-        right there (after a frame it left), else a new one fed from pos."""
-        u = self._unpacker
-        if u is not None and buf is self._buf and self._fed_at + u.tell() == pos:
-            return u
-        u = msgpack.Unpacker(
-            raw=False,
-            use_list=False,
-            strict_map_key=False,
-            ext_hook=ext_hook,
-            unicode_errors="surrogateescape",
-            max_buffer_size=max(len(buf) - pos, 1 << 20),
-        )
-        with memoryview(buf) as view:
-            u.feed(view[pos:])
-        self._unpacker, self._buf, self._fed_at = u, buf, pos
-        return u
 
     def _count(self, records: int, size: int) -> None:
         self.records += records
@@ -141,22 +118,53 @@ class FastReplay:
         if records:
             self.tick(records, size)
 
-    @staticmethod
-    def _apply(staged: Staged, rows: dict[Any, Tuple], body: tuple[Any, ...], last: int) -> bool:
-        """Apply one record of `staged` if it is a plain next put or delete; False
-        (nothing changed) if the general path must look at it."""
-        lsn = body[LSN]
-        arg = body[ARG]
-        op = body[OP]
-        if type(lsn) is not int or lsn != last + 1 or type(arg) is not tuple:
+
+def _plain(buf: bytes, at_lsn: int, at_op: int, at_sid: int, lsn: int) -> bool:
+    """Whether the record holds LSN `lsn` (an int) and a put or delete op (one byte)."""
+    if not is_int_head(buf[at_lsn]) or int_at(buf, at_lsn) != lsn:
+        return False
+    op = buf[at_op]
+    return at_sid == at_op + 1 and INSERT <= op <= DELETE
+
+
+def _same(buf: bytes, start: int, end: int, name: bytes) -> bool:
+    """Whether buf[start:end] is `name` (a few bytes), compared in place."""
+    if end - start != len(name):
+        return False
+    return all(buf[start + i] == name[i] for i in range(len(name)))
+
+
+def _staged(stage: Stage, packed: bytes) -> Staged | None:
+    """The staged space a record's packed space name names, if any."""
+    try:
+        name = unpack(packed)
+    except Exception:  # msgpack raises several types for bad input
+        return None
+    return stage.get(name) if type(name) is str else None
+
+
+def _apply(staged: Staged, rows: dict[Any, bytes], buf: bytes, op: int, at: int, end: int) -> bool:
+    """Apply one put (a row at buf[at:end]) or delete (its key there) to
+    `staged`; False (nothing changed) if the general path must look at it."""
+    try:
+        if op == DELETE:
+            if staged.int_first and buf[at] == 0x91 and is_int_head(buf[at + 1]):
+                key = int_at(buf, at + 1)  # [id]: a queue's ack
+            else:
+                arg = unpack(buf[at:end])
+                if type(arg) is not tuple:
+                    return False
+                key = staged.bare_key(arg)
+            rows.pop(key, None)
+            return True
+        head = buf[at]
+        if not is_array_head(head):
             return False
-        if type(op) is not int or not INSERT <= op <= DELETE:
-            return False
-        try:
-            if op == DELETE:
-                rows.pop(staged.bare_key(arg), None)
-            else:  # insert, replace
-                rows[staged.key_of(arg)] = arg
-        except (TypeError, IndexError):  # the general path names the damage
-            return False
-        return True
+        row = buf[at:end]
+        if staged.int_first and 0x91 <= head <= 0x9F and is_int_head(buf[at + 1]):
+            rows[int_at(buf, at + 1)] = row  # a task: its id first
+        else:
+            rows[staged.key_of(row)] = row
+    except Exception:  # TypeError, IndexError, msgpack's: the general path names it
+        return False
+    return True

@@ -3,13 +3,14 @@
     python tests/bench/profile_recovery.py --tasks 1000000 --repeat 3
     python tests/bench/profile_recovery.py --tasks 200000 --profile 25
 
-Fills a data directory as a server would (fifo tube shape, each task's data a
-`Packed` of 100 bytes as a client sends it, the put's `why`, batches of
-1,000), then opens it N times from the WAL alone and N times from a snapshot
-of it, each in a fresh process, printing wall and CPU seconds (the best of
-the repeats: the machine is shared), with the cyclic garbage collector
-paused as the server pauses it. --profile K also runs one recovery of each
-kind under cProfile and prints its K costliest functions by own time.
+Fills a data directory as a server would (a fifo or fifottl tube's space as
+its driver makes it, each task's data a `Packed` of 100 bytes as a client
+sends it, the put's `why`, batches of 1,000), then opens it N times from the
+WAL alone and N times from a snapshot of it, each in a fresh process,
+printing wall and CPU seconds (the best of the repeats: the machine is
+shared), with the cyclic garbage collector paused as the server pauses it.
+--profile K also runs one recovery of each kind under cProfile and prints
+its K costliest functions by own time.
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ import msgpack
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from queuebox.drivers.fifo import Fifo  # noqa: E402
+from queuebox.drivers.fifottl import FifoTtl  # noqa: E402
 from queuebox.storage.engine import Engine  # noqa: E402
 from queuebox.storage.packed import Packed  # noqa: E402
-from tests.bench.bench_storage import SHAPES  # noqa: E402
+
+# A tube's space as its driver makes it: the same indexes a server recovers.
+SHAPES = {"fifo": Fifo, "fifottl": FifoTtl}
 
 BATCH = 1000
 
@@ -42,7 +47,8 @@ BATCH = 1000
 def fill(d: Path, shape: str, n: int) -> None:
     e = Engine(d, wal_mode="write", clock=time.time)
     e.open()
-    q = e.catalog.create_space("tube", SHAPES[shape]["indexes"], format=SHAPES[shape]["format"])
+    driver = SHAPES[shape]
+    q = e.catalog.create_space("tube", list(driver.INDEXES), format=driver.FORMAT)
     q.note = "put"
     now = 1_700_000_000_000_000
     for start in range(0, n, BATCH):

@@ -62,7 +62,7 @@ def test_a_dense_map_answers_as_an_ordered_dict(
 @given(st.lists(st.tuples(INTS, st.integers()), max_size=50))
 def test_load_fills_an_empty_map_like_dict_update(items: list[tuple[int, int]]) -> None:
     m = DenseMap()
-    assert m.load(items) == len(dict(items))
+    assert m.load([k for k, _ in items], [v for _, v in items]) == len(dict(items))
     _same_as_model(m, dict(items))
 
 

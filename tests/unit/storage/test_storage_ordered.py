@@ -176,7 +176,7 @@ def test_deleting_from_the_end_keeps_last_right_and_compacts() -> None:
 
 def test_load_fills_in_order_and_counts_keys() -> None:
     m = OrderedMap()
-    assert m.load([(3, "c"), (1, "a"), (2, "b"), (1, "again")]) == 3
+    assert m.load([3, 1, 2, 1], ["c", "a", "b", "again"]) == 3
     assert list(m.keys()) == [1, 2, 3] and m.get(1) == "again"
     m.clear()
     assert len(m) == 0 and m.first_key() is ABSENT and list(m.keys()) == []

@@ -16,7 +16,8 @@ import msgpack
 import pytest
 
 from queuebox.storage import walcat
-from queuebox.storage.errors import CorruptLog
+from queuebox.storage.engine import Engine
+from queuebox.storage.errors import CorruptLog, Unrecoverable
 from queuebox.storage.framing import (
     FRAME_OVERHEAD,
     HEADER_SIZE,
@@ -29,7 +30,7 @@ from queuebox.storage.packed import Packed, file_packb
 from queuebox.storage.reader import LogFile, iter_records
 from queuebox.storage.records import pack, unpack
 from queuebox.storage.snapshot import MIN_RECORD_SIZE, SnapshotJob
-from tests.unit.storage.storage_harness import contents, flush, tasks
+from tests.unit.storage.storage_harness import FakeClock, contents, flush, tasks
 
 LIMIT = 4096
 # Data sizes around the limit: small, just under and over a record, many records.
@@ -227,3 +228,34 @@ def test_older_versions_still_read(tmp_path: Path, version: int) -> None:
     log = LogFile(path)
     assert log.header.version == version
     assert [b["op"] for b in iter_records(path)] == ["create_space", "rows", "end"]
+
+
+def test_recovery_reads_rows_as_the_bytes_each_tuple_is_written_in(tmp_path: Path) -> None:
+    """LogFile(raw_rows=True), what recovery reads a snapshot with: a `rows`
+    record's tuples come as their bytes (a space's rows), a tuple written in
+    parts as its joined bytes; the decoded reader still gives tuples."""
+    path = tmp_path / "x.snap"
+    listed = [[1, "r", "a"], [2, "t", {"k": [1.5, None]}]]
+    rows = {"op": "rows", "sid": 512, "space": "q", "tuples": listed}
+    path.write_bytes(_snap(CREATE, rows, *parts(), end(3)))
+    raw = [ev.body for ev in LogFile(path, raw_rows=True).events()]
+    assert [b["op"] for b in raw] == ["create_space", "rows", "rows", "end"]
+    assert raw[1]["tuples"] == tuple(file_packb(t) for t in listed)
+    assert raw[2]["tuples"] == (TUPLE,)
+    decoded = list(iter_records(path))
+    assert decoded[1]["tuples"] == ((1, "r", "a"), (2, "t", {"k": (1.5, None)}))
+
+
+@pytest.mark.parametrize(
+    ("tuples", "reason"),
+    [([[1, "r", "a"], 7], "not a whole array"), (7, "a bad 'tuples'")],
+    ids=["a-tuple", "the-tuples"],
+)
+def test_a_rows_record_holding_no_array_is_damage(tmp_path: Path, tuples: Any, reason: str) -> None:
+    path = tmp_path / f"{5:020d}.snap"
+    rows = {"op": "rows", "sid": 512, "space": "q", "tuples": tuples}
+    path.write_bytes(_snap(CREATE, rows, end(2)))
+    [damage] = [ev for ev in LogFile(path, raw_rows=True).events() if isinstance(ev, Damage)]
+    assert reason in damage.reason
+    with pytest.raises(Unrecoverable, match="no snapshot is usable"):
+        Engine(tmp_path, clock=FakeClock()).open()
