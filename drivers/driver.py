@@ -285,9 +285,9 @@ class TaskStore(ABC):
     def rebuild(self, now: int, keep: Container[int] = ()) -> None:
         """After a restart: recount, and every taken task is released (counted),
         but those in `keep` (held by a session that survives, durable.py)."""
-        self.counts = dict.fromkeys(STATUSES, 0)
-        for task in self.space:
-            self.counts[task[1]] += 1
+        # Each status's count is the size of its group in the status index:
+        # no walk over the tasks (a walk decodes every one).
+        self.counts = {status: self.by_status.count((status,)) for status in STATUSES}
         for task_id in self.taken_ids():
             if task_id not in keep:
                 self.release(task_id, {}, now, RESTARTED)

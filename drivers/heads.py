@@ -158,4 +158,6 @@ class UtubeRules(TaskStore):
 
     def rebuild(self, now: int, keep: Container[int] = ()) -> None:
         super().rebuild(now, keep)
-        self.heads.rebuild({t[self.F_UTUBE] for t in self.space})
+        # The utube index's groups are (status, utube): the utubes with tasks.
+        utubes = {key[1] for key in self.space.index(self.UTUBE_INDEX).group_keys()}
+        self.heads.rebuild(utubes)

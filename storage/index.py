@@ -270,6 +270,13 @@ class Index:
         keys = ((g if gw > 1 else (g,), m) for g, m in groups.items())
         return sum(len(m) for key, m in keys if key[:n] == prefix)
 
+    def group_keys(self) -> list[Key]:
+        """The whole group keys that have a tuple, in no order (() for an index
+        without groups that has one): which utubes hold tasks, without a
+        walk over the tasks."""
+        gw = self._gw
+        return [(g,) if gw == 1 else g if gw else () for g, found in self._groups.items() if found]
+
     def _in_group(self, found: Map, prefix: Key, reverse: bool) -> Iterator[Tuple]:
         if not prefix:
             keys = found.keys(reverse=reverse)

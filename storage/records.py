@@ -80,9 +80,10 @@ ARG_KEYS: dict[str, str] = {
 Change = list[Any]  # a WAL record's fields, by position (a DDL record's)
 
 
-# The array head of a change record's first 5 fields, packed before its row
-# is spliced in; the record's own has 6 fields, or 7 with a note.
-_HEAD_5: Final = 0x95
+# A note's packed form, by note: the few an owner writes (a queue's event
+# names), packed once. Bounded, in case an owner writes many.
+_NOTES: Final[dict[str, bytes]] = {}
+_NOTES_KEPT: Final = 256
 
 
 def change_record(
@@ -92,16 +93,24 @@ def change_record(
     rows (rows.py: the tuple's file form): the new one is spliced in as it is,
     not encoded again; a delete holds the old row's key alone (format 4 on, as
     Tarantool's xlog writes a DELETE; readers that want the deleted tuple had
-    it from the record that wrote it)."""
-    head = pack([lsn, ts, OP_CODES[op], space.id, space.name])
-    assert head[0] == _HEAD_5
-    fields = memoryview(head)[1:]
-    arg = pack(space.row_key(old)) if op == "delete" else new
+    it from the record that wrote it). Only the LSN and the timestamp are
+    packed per record: the op, the space's id and name once per space and op
+    (the space keeps them), a note once per note."""
+    head = pack([lsn, ts])  # an array of 2: its head byte is left out below
+    tail = space.record_fields.get(op)
+    if tail is None:
+        tail = space.record_fields[op] = pack([OP_CODES[op], space.id, space.name])[1:]
+    arg = pack(list(space.row_key(old))) if op == "delete" else new
     note = space.note
     if note is None:
-        return b"".join((b"\x96", fields, arg))
+        return b"".join((b"\x96", head[1:], tail, arg))
     # FORMAT.md §5.2: what the owner says made the change.
-    return b"".join((b"\x97", fields, arg, pack(note)))
+    packed = _NOTES.get(note)
+    if packed is None:
+        packed = pack(note)
+        if len(_NOTES) < _NOTES_KEPT:
+            _NOTES[note] = packed
+    return b"".join((b"\x97", head[1:], tail, arg, packed))
 
 
 def ddl_body(lsn: int, ts: float, op: str, definition: SpaceDef) -> Change:

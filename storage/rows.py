@@ -29,7 +29,7 @@ from typing import Any, Final
 import msgpack
 
 from .packed import PACKED_EXT, Packed, file_packer
-from .scan import int_at, is_int_head, value_end
+from .scan import int_at, is_int_head, uint_at, value_end
 
 Tuple = tuple[Any, ...]
 
@@ -63,13 +63,6 @@ def _packers() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]]:
 _CHARS = [chr(c) for c in range(128)]
 
 
-def _uint(row: bytes, start: int, end: int) -> int:
-    value = 0
-    for i in range(start, end):
-        value = (value << 8) | row[i]
-    return value
-
-
 def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
     """The first `count` fields of a row (fewer if it has fewer), read from
     its bytes when each is an int, a string, nil or a boolean (a queue's id,
@@ -94,17 +87,9 @@ def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
             end = pos + 1 + b - 0xA0
             out.append(row[pos + 1 : end].decode("utf-8", "surrogateescape"))
             pos = end
-        elif 0xCC <= b <= 0xCF:  # uint 8, 16, 32, 64
-            end = pos + 1 + (1 << (b - 0xCC))
-            out.append(_uint(row, pos + 1, end))
-            pos = end
-        elif 0xD0 <= b <= 0xD3:  # int 8, 16, 32, 64
-            end = pos + 1 + (1 << (b - 0xD0))
-            out.append(int.from_bytes(row[pos + 1 : end], "big", signed=True))
-            pos = end
-        elif b >= 0xE0:
-            out.append(b - 0x100)
-            pos += 1
+        elif is_int_head(b):  # the other ints: uint, int 8 to 64, negative fixint
+            out.append(int_at(row, pos))
+            pos += 1 if b >= 0xE0 else 1 + (1 << ((b - 0xCC) & 3))
         elif b == 0xD9:  # str 8
             end = pos + 2 + row[pos + 1]
             out.append(row[pos + 2 : end].decode("utf-8", "surrogateescape"))
@@ -118,7 +103,7 @@ def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
         elif data and 0xC7 <= b <= 0xC9:  # ext 8, 16, 32: the last field only
             size_end = pos + 1 + (1 << (b - 0xC7))
             start = size_end + 1
-            end = start + _uint(row, pos + 1, size_end)
+            end = start + uint_at(row, pos + 1, size_end - pos - 1)
             if row[size_end] != PACKED_EXT or end != len(row):
                 return None
             out.append(Packed(row[start:end]))

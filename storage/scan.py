@@ -66,10 +66,11 @@ def is_array_head(byte: int) -> bool:
     return 0x90 <= byte <= 0x9F or byte == 0xDC or byte == 0xDD
 
 
-def value_end(buf: bytes, pos: int, limit: int) -> int:
-    """The offset just past the msgpack value at buf[pos], or NOT_WHOLE if it
-    does not end by `limit` (<= len(buf)) or is not msgpack (byte 0xC1)."""
-    pending = 1  # values still to pass over: an array or a map adds its items
+def value_end(buf: bytes, pos: int, limit: int, count: int = 1) -> int:
+    """The offset just past the msgpack value at buf[pos] (past `count` values
+    in a row), or NOT_WHOLE if it does not end by `limit` (<= len(buf)) or is
+    not msgpack (byte 0xC1)."""
+    pending = count  # values still to pass over: an array or a map adds its items
     while pending:
         if pos < 0 or pos >= limit:
             return NOT_WHOLE

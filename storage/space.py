@@ -124,6 +124,9 @@ class Space:
         # The owner's word for why its next changes are made (a queue: the event,
         # "take", "ttl"...); the engine writes it with each change's WAL record.
         self.note: str | None = None
+        # The packed fields of this space's WAL records after their LSN and
+        # time, by op (records.change_record's: packed once, not per change).
+        self.record_fields: dict[str, bytes] = {}
 
     def index(self, name: str) -> Index:
         return self.indexes[name]

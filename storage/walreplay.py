@@ -59,7 +59,7 @@ class FastReplay:
         whole frames) is."""
         self.declined = self.saw_map = False
         lsn = self.last_lsn
-        ts_at = ts_end = -1  # the last record's timestamp field
+        last = -1  # where the last record taken starts (its timestamp is read at the end)
         since = 0  # records since the last tick
         since_at = pos
         # The last record's space (its name as packed) and its rows by key: one
@@ -75,10 +75,9 @@ class FastReplay:
                     break
                 fields = buf[pos + FRAME_OVERHEAD]  # a sound frame's body is not empty
                 at_lsn = pos + FRAME_OVERHEAD + 1
-                at_ts = value_end(buf, at_lsn, stop)
-                at_op = value_end(buf, at_ts, stop)
-                at_sid = value_end(buf, at_op, stop)
-                at_space = value_end(buf, at_sid, stop)
+                at_op = value_end(buf, at_lsn, stop, 2)  # past the LSN and the timestamp
+                # The op: one byte (checked by _plain), then the space's id and name.
+                at_space = value_end(buf, at_op + 1, stop) if at_op > 0 else -1
                 at_arg = value_end(buf, at_space, stop)
                 end = arg_end = value_end(buf, at_arg, stop)
                 if fields == _FIELDS_7:
@@ -86,7 +85,7 @@ class FastReplay:
                 elif fields != _FIELDS_6:
                     self.saw_map = 0x80 <= fields <= 0x8F or fields == 0xDE or fields == 0xDF
                     end = -1
-                if end != stop or not _plain(buf, at_lsn, at_op, at_sid, lsn + 1):
+                if end != stop or not _plain(buf, at_lsn, at_op, lsn + 1):
                     self.declined = True
                     break
                 if staged is None or not _same(buf, at_space, at_arg, name):
@@ -100,7 +99,7 @@ class FastReplay:
                     self.declined = True
                     break
                 lsn += 1
-                ts_at, ts_end = at_ts, at_op
+                last = pos
                 pos = stop
                 since += 1
                 if since >= TICK_EVERY:
@@ -108,8 +107,8 @@ class FastReplay:
                     since, since_at = 0, pos
         self._count(since, pos - since_at)
         self.last_lsn = lsn
-        if ts_at >= 0:
-            self.last_ts = unpack(buf[ts_at:ts_end])
+        if last >= 0:
+            self.last_ts = unpack(buf[last + FRAME_OVERHEAD : pos])[1]
         return pos
 
     def _count(self, records: int, size: int) -> None:
@@ -119,12 +118,12 @@ class FastReplay:
             self.tick(records, size)
 
 
-def _plain(buf: bytes, at_lsn: int, at_op: int, at_sid: int, lsn: int) -> bool:
-    """Whether the record holds LSN `lsn` (an int) and a put or delete op (one byte)."""
+def _plain(buf: bytes, at_lsn: int, at_op: int, lsn: int) -> bool:
+    """Whether the record holds LSN `lsn` (an int) and a put or delete op (a
+    positive fixint: one byte)."""
     if not is_int_head(buf[at_lsn]) or int_at(buf, at_lsn) != lsn:
         return False
-    op = buf[at_op]
-    return at_sid == at_op + 1 and INSERT <= op <= DELETE
+    return INSERT <= buf[at_op] <= DELETE
 
 
 def _same(buf: bytes, start: int, end: int, name: bytes) -> bool:

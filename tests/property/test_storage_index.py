@@ -222,8 +222,11 @@ class IndexMachine(RuleBasedStateMachine):
         assert len(self.space) == len(rows)
         for idef in self.definition.indexes:
             idx = self.space.index(idef.name)
+            entries = self.model.entries(idef)
             assert len(idx) == len(rows)
-            assert list(idx.iterate()) == [t for _, t in self.model.entries(idef)]
+            assert list(idx.iterate()) == [t for _, t in entries]
+            gw = max(0, min(idef.group, len(entries[0][0]) - 1)) if entries else 0
+            assert sorted(idx.group_keys()) == sorted({k[:gw] for k, _ in entries})
 
 
 class DoublePkMachine(IndexMachine):

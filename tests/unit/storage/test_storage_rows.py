@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queuebox.storage.packed import Packed, file_packb
+from queuebox.storage.records import OP_CODES, change_record, packer
 from queuebox.storage.rows import PLAIN, RowCodec, Unencodable, leading
+from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 SCALARS = (
     st.integers(-(2**63), 2**64 - 1)
@@ -81,3 +83,28 @@ def test_a_decoded_row_is_remembered_until_another_is_read() -> None:
     codec.decode(b)
     again = codec.decode(a)
     assert again == first and again is not first
+
+
+@given(
+    TASKS,
+    st.sampled_from(["insert", "replace", "delete"]),
+    st.integers(1, 2**63 - 1),
+    st.none() | st.sampled_from(["put", "take", "ack"]) | st.text(max_size=40),
+    st.text(min_size=1, max_size=40),
+)
+def test_a_change_record_is_its_fields_as_the_file_packer_writes_them(
+    t: tuple[Any, ...], op: str, lsn: int, note: str | None, name: str
+) -> None:
+    """The record splices the row in and packs its other fields once per space
+    and op (or note): the bytes are still those of the whole record packed."""
+    space = Space(SpaceDef(700, name, (IndexDef("pk", (0,)),)))
+    space.note = note
+    row = space._encode(t)
+    arg = [t[0]] if op == "delete" else list(t)
+    fields = [lsn, 1_700_000_000.5, OP_CODES[op], 700, name, arg]
+    want = file_packb(fields if note is None else [*fields, note])
+    for _ in range(2):  # packed, then from what the space kept
+        got = change_record(
+            packer(), lsn, 1_700_000_000.5, op, space, row, None if op == "delete" else row
+        )
+        assert got == want
