@@ -330,7 +330,10 @@ class TaskStore(ABC):
         if task[self.F_DATA] is MISSING:
             raise field_missing(self.F_DATA + 1)
         task = self.space.insert(task)
-        self._moved(None, task)
+        # _moved(None, task), spelled out: every put runs it.
+        self.counts[task[1]] += 1
+        self._status_changed(None, task)
+        self.events.changed(None, task)
         return task
 
     def _update(self, task_id: int, changes: dict[int, Any], old: Tuple | None = None) -> Tuple:

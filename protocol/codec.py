@@ -10,7 +10,7 @@ be ints. Must not know anything about IPROTO keys or frames.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
@@ -19,7 +19,7 @@ _packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape")
 # One module-level C packer: building a Packer per call costs more than the
 # packing itself. pack() runs entirely in C without callbacks (no `default`
 # hook), so it cannot be re-entered while it holds its buffer.
-pack: Callable[[Any], bytes] = _packer.pack
+pack: Final[Callable[[Any], bytes]] = _packer.pack
 
 
 def new_unpacker(size_hint: int) -> msgpack.Unpacker:
@@ -36,6 +36,26 @@ def new_unpacker(size_hint: int) -> msgpack.Unpacker:
     )
 
 
+def unpack_with_tuple_keys(data: bytes) -> Any:
+    """One msgpack map that a Python dict cannot hold as decoded: one with an
+    array key (Tarantool accepts a request body so; a task's data may be one).
+    Arrays become tuples, which can be keys; the map's own values go back to
+    lists. None if `data` is not one msgpack value even so."""
+    try:
+        body = msgpack.unpackb(
+            data,
+            raw=False,
+            unicode_errors="surrogateescape",
+            strict_map_key=False,
+            use_list=False,
+        )
+    except Exception:
+        return None
+    if type(body) is not dict:
+        return body
+    return {k: list(v) if type(v) is tuple else v for k, v in body.items()}
+
+
 def as_bytes(value: str | bytes) -> bytes:
     """The raw bytes a decoded MP_STR (or MP_BIN) carried on the wire."""
     if isinstance(value, bytes):
@@ -48,7 +68,7 @@ def as_bytes(value: str | bytes) -> bytes:
 # many, so a body deeper than this could be decoded and then fail to
 # encode once the server wraps it in a reply or a log record. Tarantool's
 # own Lua serializer stops at 128.
-MAX_NESTING = 256
+MAX_NESTING: Final = 256
 
 # Bytes that can start a msgpack array or map (fix*, 16- and 32-bit forms).
 _CONTAINER_BYTES = frozenset(range(0x80, 0xA0)) | {0xDC, 0xDD, 0xDE, 0xDF}

@@ -8,6 +8,7 @@ listed in PROTOCOL.md; nothing here may depend on another module.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
 
 class RequestType(IntEnum):
@@ -31,62 +32,62 @@ class RequestType(IntEnum):
 
 
 # Reply codes that are not request types.
-RESPONSE_CHUNK = 0x80  # box.session.push out-of-band reply, same SYNC as the request
-ERROR_FLAG = 0x8000  # error reply code = ERROR_FLAG | errcode
-ERROR_CODE_MASK = 0x7FFF
+RESPONSE_CHUNK: Final = 0x80  # box.session.push out-of-band reply, same SYNC as the request
+ERROR_FLAG: Final = 0x8000  # error reply code = ERROR_FLAG | errcode
+ERROR_CODE_MASK: Final = 0x7FFF
 
 # Header keys.
-KEY_REQUEST_TYPE = 0x00
-KEY_SYNC = 0x01
-KEY_REPLICA_ID = 0x02
-KEY_LSN = 0x03
-KEY_TIMESTAMP = 0x04
-KEY_SCHEMA_VERSION = 0x05
-KEY_SERVER_VERSION = 0x06
-KEY_GROUP_ID = 0x07
-KEY_TSN = 0x08
-KEY_FLAGS = 0x09
-KEY_STREAM_ID = 0x0A
+KEY_REQUEST_TYPE: Final = 0x00
+KEY_SYNC: Final = 0x01
+KEY_REPLICA_ID: Final = 0x02
+KEY_LSN: Final = 0x03
+KEY_TIMESTAMP: Final = 0x04
+KEY_SCHEMA_VERSION: Final = 0x05
+KEY_SERVER_VERSION: Final = 0x06
+KEY_GROUP_ID: Final = 0x07
+KEY_TSN: Final = 0x08
+KEY_FLAGS: Final = 0x09
+KEY_STREAM_ID: Final = 0x0A
 
 # Body keys.
-KEY_SPACE_ID = 0x10
-KEY_INDEX_ID = 0x11
-KEY_LIMIT = 0x12
-KEY_OFFSET = 0x13
-KEY_ITERATOR = 0x14
-KEY_INDEX_BASE = 0x15
-KEY_KEY = 0x20
-KEY_TUPLE = 0x21
-KEY_FUNCTION_NAME = 0x22
-KEY_USER_NAME = 0x23
-KEY_EXPR = 0x27
-KEY_OPS = 0x28
-KEY_DATA = 0x30
-KEY_ERROR_24 = 0x31
-KEY_METADATA = 0x32
-KEY_SQL_TEXT = 0x40
-KEY_SQL_BIND = 0x41
-KEY_SQL_INFO = 0x42
-KEY_STMT_ID = 0x43
-KEY_ERROR = 0x52
-KEY_VERSION = 0x54
-KEY_FEATURES = 0x55
-KEY_AUTH_TYPE = 0x5B
+KEY_SPACE_ID: Final = 0x10
+KEY_INDEX_ID: Final = 0x11
+KEY_LIMIT: Final = 0x12
+KEY_OFFSET: Final = 0x13
+KEY_ITERATOR: Final = 0x14
+KEY_INDEX_BASE: Final = 0x15
+KEY_KEY: Final = 0x20
+KEY_TUPLE: Final = 0x21
+KEY_FUNCTION_NAME: Final = 0x22
+KEY_USER_NAME: Final = 0x23
+KEY_EXPR: Final = 0x27
+KEY_OPS: Final = 0x28
+KEY_DATA: Final = 0x30
+KEY_ERROR_24: Final = 0x31
+KEY_METADATA: Final = 0x32
+KEY_SQL_TEXT: Final = 0x40
+KEY_SQL_BIND: Final = 0x41
+KEY_SQL_INFO: Final = 0x42
+KEY_STMT_ID: Final = 0x43
+KEY_ERROR: Final = 0x52
+KEY_VERSION: Final = 0x54
+KEY_FEATURES: Final = 0x55
+KEY_AUTH_TYPE: Final = 0x5B
 
 # Keys inside the KEY_ERROR map and inside each frame of its stack.
-ERROR_STACK = 0x00
-ERROR_FRAME_TYPE = 0x00
-ERROR_FRAME_FILE = 0x01
-ERROR_FRAME_LINE = 0x02
-ERROR_FRAME_MESSAGE = 0x03
-ERROR_FRAME_ERRNO = 0x04
-ERROR_FRAME_ERRCODE = 0x05
-ERROR_FRAME_FIELDS = 0x06
+ERROR_STACK: Final = 0x00
+ERROR_FRAME_TYPE: Final = 0x00
+ERROR_FRAME_FILE: Final = 0x01
+ERROR_FRAME_LINE: Final = 0x02
+ERROR_FRAME_MESSAGE: Final = 0x03
+ERROR_FRAME_ERRNO: Final = 0x04
+ERROR_FRAME_ERRCODE: Final = 0x05
+ERROR_FRAME_FIELDS: Final = 0x06
 
 # SELECT's default iterator (EQ); queuebox answers SELECT only for empty system views.
-ITERATOR_EQ = 0
+ITERATOR_EQ: Final = 0
 
-AUTH_METHOD_CHAP_SHA1 = "chap-sha1"
+AUTH_METHOD_CHAP_SHA1: Final = "chap-sha1"
 
 
 class ErrorCode(IntEnum):

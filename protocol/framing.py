@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Final
 
 from .errors import MSG_DECODER_DEAD, MSG_PACKET_LENGTH, MSG_TOO_BIG, ProtocolError
 
@@ -43,7 +44,7 @@ def _prefix_table() -> tuple[_Prefix | None, ...]:
     return tuple(table)
 
 
-_PREFIX = _prefix_table()
+_PREFIX: Final = _prefix_table()
 
 
 def prefix_width(first: int) -> int:

@@ -8,14 +8,14 @@ and trusts its input to be well formed: it only walks frames that decoded.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
 from .codec import pack
 from .constants import KEY_TUPLE
 
-_unpackb = msgpack.unpackb
+_unpackb: Final = msgpack.unpackb
 
 
 def raw_item(payload: bytes, args: Any, index: int) -> bytes | None:

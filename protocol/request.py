@@ -18,12 +18,11 @@ server accepts it can also encode again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 
-from .codec import MAX_NESTING, as_bytes, nesting_exceeds, new_unpacker
+from .codec import MAX_NESTING, as_bytes, nesting_exceeds, new_unpacker, unpack_with_tuple_keys
 from .constants import (
     ITERATOR_EQ,
     KEY_EXPR,
@@ -52,7 +51,7 @@ from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
 from .framing import DEFAULT_MAX_FRAME, FrameSplitter, prefix_width
 from .rawargs import raw_item
 
-_unpackb = msgpack.unpackb
+_unpackb: Final = msgpack.unpackb
 
 # What Tarantool requires of each known key's value. Keys listed in no
 # table are skipped, as 2.6 skips them. Header: 0x00..0x0a are uints except
@@ -86,23 +85,43 @@ _TYPED_BODY_KEYS: dict[int, type] = {
 
 # Prepended to a payload so one C call decodes header and body together as
 # a 2-element array; anything unusual falls back to the careful path.
-_PAIR = b"\x92"
+_PAIR: Final = b"\x92"
 
 
-@dataclass(slots=True)
 class Request:
     """One decoded client request.
 
     body is the raw body map with only uint keys kept. The properties read
     it; a missing key gives None, or Tarantool's default where it has one
-    (index_id 0, offset 0, iterator EQ, args []).
+    (index_id 0, offset 0, iterator EQ, args []). `payload`, the frame (for
+    raw_arg), is left out of == and repr. Not a dataclass: its generated
+    __init__ runs as Python even compiled (2,000 instructions a request).
     """
 
-    type: int
-    sync: int
-    schema_version: int
-    body: dict[int, Any]
-    payload: bytes = field(default=b"", repr=False, compare=False)
+    __slots__ = ("body", "payload", "schema_version", "sync", "type")
+
+    def __init__(
+        self,
+        type: int,
+        sync: int,
+        schema_version: int,
+        body: dict[int, Any],
+        payload: bytes = b"",
+    ) -> None:
+        self.type = type
+        self.sync = sync
+        self.schema_version = schema_version
+        self.body = body
+        self.payload = payload
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        mine = (self.type, self.sync, self.schema_version, self.body)
+        return mine == (other.type, other.sync, other.schema_version, other.body)
+
+    def __repr__(self) -> str:
+        return f"Request({self.type!r}, {self.sync!r}, {self.schema_version!r}, {self.body!r})"
 
     def raw_arg(self, index: int) -> bytes | None:
         """The msgpack bytes of TUPLE[index] exactly as the client sent them
@@ -288,33 +307,13 @@ def _decode_carefully(payload: bytes) -> Request | ProtocolError:
     try:
         body = unpacker.unpack()
     except Exception:
-        body = _decode_with_tuples(payload[start:])
+        body = unpack_with_tuple_keys(payload[start:])
         if body is None:
             return _bad_body(header.get(KEY_SYNC, 0))
     else:
         if unpacker.tell() != len(payload):
             return _bad_body(header.get(KEY_SYNC, 0))
     return _check_nesting(payload, _build(header, body, payload))
-
-
-def _decode_with_tuples(data: bytes) -> Any:
-    """A body a Python dict cannot hold as sent: a map with an array key,
-    which Tarantool accepts (a task's data may be one). Arrays become tuples,
-    which can be keys; the body's own values go back to lists for the
-    checks. None if it is not one msgpack value even so."""
-    try:
-        body = _unpackb(
-            data,
-            raw=False,
-            unicode_errors="surrogateescape",
-            strict_map_key=False,
-            use_list=False,
-        )
-    except Exception:
-        return None
-    if type(body) is not dict:
-        return body
-    return {k: list(v) if type(v) is tuple else v for k, v in body.items()}
 
 
 def _check_nesting(payload: bytes, decoded: Request | ProtocolError) -> Request | ProtocolError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from .codec import pack
 from .constants import (
@@ -34,23 +34,23 @@ from .constants import (
     KEY_VERSION,
 )
 
-HEADER_SIZE = 23  # the header map, without the length prefix
-PREFIX_SIZE = 5  # ce + u32
+HEADER_SIZE: Final = 23  # the header map, without the length prefix
+PREFIX_SIZE: Final = 5  # ce + u32
 ERROR_FILE = "queuebox"  # stands where Tarantool names its C source file
 IPROTO_VERSION = 3  # what the ID reply advertises unless told otherwise
 
 # Whole reply head incl. prefix: ce <len> | 83 00 ce <code> 01 cf | <sync>
 # | 05 ce <schema_version>. The constant runs are passed as literals: fewer
 # struct arguments is measurably faster than one field per byte.
-_HEAD = struct.Struct(">BI3sI2sQ2sI")
+_HEAD: Final = struct.Struct(">BI3sI2sQ2sI")
 # Success reply with an empty body (PING, AUTH): only sync and version vary.
-_OK_EMPTY = struct.Struct(">14sQ2sIB")
-_OK_EMPTY_START = b"\xce\x00\x00\x00\x18\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
+_OK_EMPTY: Final = struct.Struct(">14sQ2sIB")
+_OK_EMPTY_START: Final = b"\xce\x00\x00\x00\x18\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
 # Success reply with a DATA body: head, then `81 30 dd <count u32>`.
-_DATA_HEAD = struct.Struct(">BI9sQ2sI3sI")
-_DATA_OK_MIDDLE = b"\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
-_DATA_CHUNK_MIDDLE = b"\x83\x00\xce\x00\x00\x00\x80\x01\xcf"  # code 0x80: a push
-_DATA_BODY_SIZE = 7  # 81 30 dd + u32
+_DATA_HEAD: Final = struct.Struct(">BI9sQ2sI3sI")
+_DATA_OK_MIDDLE: Final = b"\x83\x00\xce\x00\x00\x00\x00\x01\xcf"
+_DATA_CHUNK_MIDDLE: Final = b"\x83\x00\xce\x00\x00\x00\x80\x01\xcf"  # code 0x80: a push
+_DATA_BODY_SIZE: Final = 7  # 81 30 dd + u32
 
 
 def _head(code: int, sync: int, schema_version: int, body_size: int) -> bytes:
@@ -105,6 +105,17 @@ def encode_packed_data(
         )
         + packed[skip:]
     )
+
+
+def encode_one_packed(sync: int, schema_version: int, head: bytes, tail: bytes) -> bytes:
+    """encode_packed_data of a DATA of one item whose msgpack is `head` then
+    `tail` (a task: its fields, then its data as the client sent it), in one
+    join: the item is not copied into a bytes of its own first."""
+    size = HEADER_SIZE + _DATA_BODY_SIZE + len(head) + len(tail)
+    start = _DATA_HEAD.pack(
+        0xCE, size, _DATA_OK_MIDDLE, sync, b"\x05\xce", schema_version, b"\x81\x30\xdd", 1
+    )
+    return b"".join((start, head, tail))
 
 
 def encode_packed_chunk(sync: int, schema_version: int, count: int, packed: bytes) -> bytes:

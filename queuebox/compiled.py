@@ -55,6 +55,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.queue_calls",
     "queuebox.server.requests",
     "queuebox.server.commit",
+    "queuebox.server.timers",
+    "queuebox.server.rights",
 )
 
 

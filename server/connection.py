@@ -13,7 +13,6 @@ replies, waiting tasks and back-pressure are the shell's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from time import perf_counter
 from typing import Any, cast
 
@@ -22,9 +21,9 @@ from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from .app import App
 from .connlog import HANDSHAKE_TYPES
-from .dispatch import Deferred, Held, barrier_failed, error_reply
+from .dispatch import Deferred, Reply, barrier_failed, error_reply
 from .logs import get_logger
-from .requests import REQUEST_TABLE, handle_unknown
+from .requests import REQUEST_TABLE, handle_unknown, run_requests
 from .shell import ConnectionShell, bad_frame_log
 
 log = get_logger("queuebox.conn")
@@ -81,36 +80,45 @@ class Connection(ConnectionShell):
         self._handle(items)
 
     def _handle(self, items: list[Request | ProtocolError]) -> None:
-        # The hot path: the shell's answer() inlined, bytes being the common case.
-        out = self._out
-        table = REQUEST_TABLE
+        # The hot path runs compiled (requests.run_requests) once the connection
+        # is past its handshake and metrics are off; what it hands back, and
+        # everything before, runs here, item by item.
         session = self.session
         observe = self.app.observe_request  # metrics: None when off
         connlog = self.connlog
-        for index, item in enumerate(items):
-            if type(item) is Request:
+        in_place = self.app.durability.on_loop
+        index, count = 0, len(items)
+        while index < count:
+            reply: Reply | None = None
+            ran = observe is None and connlog.loud
+            if ran:
+                index, reply = run_requests(
+                    items, index, session, self._out, self._unconfirmed, in_place
+                )
+                if index == count:
+                    break
+            item = items[index]
+            if type(item) is not Request:
+                self._protocol_error(cast(ProtocolError, item))
+                if self._closing:
+                    break
+                index += 1
+                continue
+            if not ran:
                 if not connlog.loud and item.type not in HANDSHAKE_TYPES:
                     connlog.promote()  # more than a health check: worth an info line
                 started = perf_counter() if observe is not None else 0.0
                 try:
-                    reply = table.get(item.type, handle_unknown)(item, session)
+                    reply = REQUEST_TABLE.get(item.type, handle_unknown)(item, session)
                 except Exception as exc:
                     reply = error_reply(session, item.sync, exc)
                 if observe is not None:
                     observe(item.type, perf_counter() - started)
-                if type(reply) is bytes:
-                    out.append(reply)
-                elif type(reply) is Held:
-                    self._hold(reply)
-                elif type(reply) is Deferred:
-                    self._defer(items[index:], reply.at)
-                    break
-                else:
-                    self._spawn(cast(Coroutine[Any, Any, bytes], reply))
-            else:
-                self._protocol_error(cast(ProtocolError, item))
-                if self._closing:
-                    break
+            if type(reply) is Deferred:
+                self._defer(items[index:], reply.at)
+                break
+            self.answer(cast(Reply, reply))
+            index += 1
         self.done_reading(bool(items))
 
     def _defer(self, items: list[Request | ProtocolError], at: float) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from queuebox import protocol
 from queuebox.protocol import (
@@ -26,8 +26,10 @@ from queuebox.protocol import (
     KEY_TUPLE,
     ErrorCode,
     call16_shape,
+    encode_one_packed,
     encode_packed_data,
 )
+from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
 
 from .config import READ
@@ -42,6 +44,9 @@ log = get_logger("queuebox.calls")
 failed_log = RateLimitedLog(log, burst=5, every_s=10.0)
 
 ER_SHUTDOWN_TEXT = "queuebox is shutting down"
+# Final: the compiled build holds it in a static, not a module-dict lookup per use
+# (storage.packed stays interpreted).
+_PACKED: Final = Packed
 
 
 class Caller(CallContext, Protocol):
@@ -75,6 +80,25 @@ def encode_result(s: Caller, sync: int, values: Sequence[Any], call16: bool) -> 
     except (TypeError, ValueError, OverflowError) as exc:
         # What Tarantool says for a Lua value it cannot serialize, with our type.
         raise CallError(ErrorCode.ER_PROC_LUA, f"unsupported result value: {exc}") from None
+
+
+def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
+    """The reply of a CALL that answered `values`. One task (fields, then its
+    data as the client sent it: put, take, ack...) is the common answer: its
+    fields are packed with a nil where the data goes, and the data's bytes
+    follow them in the reply's one join (what `spliced` does, without its
+    intermediate bytes); anything else goes through `spliced`."""
+    if len(values) == 1:
+        task = values[0]
+        kind = type(task)
+        if (kind is list or kind is tuple) and task:
+            data = task[-1]
+            if type(data) is _PACKED:
+                n = len(task)
+                # Most tasks answer (id, status, data): no slice, no unpacking.
+                head = pack((task[0], task[1], None) if n == 3 else (*task[:-1], None))
+                return encode_one_packed(sync, schema_version, head[:-1], data)
+    return encode_packed_data(sync, schema_version, len(values), spliced(values))
 
 
 def error_reply(s: Caller, sync: int, exc: BaseException, name: str = "") -> bytes:
@@ -144,7 +168,8 @@ def handle_call(req: Any, s: Caller, call16: bool = False) -> Reply:
         if args:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
-            args = [Packed(req.raw_arg(0)), *args[1:]]
+            data = _PACKED(req.raw_arg(0))
+            args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
     return run_handler(s, req.sync, name, bound.call, [] if args is None else args, call16)
@@ -186,7 +211,7 @@ def run_handler(
         # object: the checks below are the contract (the compiled build trusts annotations).
         result: object = handler(s, args)
         if type(result) is list and not call16:
-            reply = encode_packed_data(sync, s.schema_version, len(result), spliced(result))
+            reply = encode_answer(sync, s.schema_version, result)
         elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):

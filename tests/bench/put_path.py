@@ -1,0 +1,159 @@
+"""The pipelined put in process: server CPU, or instructions, per durable put.
+
+    python tests/bench/put_path.py [--batches 200] [--rounds 5]    # CPU µs per put
+    python tests/bench/put_path.py --instructions                  # callgrind
+
+Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
+directory) in this process, opens one IPROTO connection over a fake
+transport and feeds it reads of 128 pipelined `queue.tube.jobs:put` CALLs
+(64-byte payloads) on a fifo tube, one loop turn each: the request path from
+the read buffer to the WAL write and the reply bytes, without sockets.
+Prints process CPU per put for each round (the shared machine makes it
+noisy: compare builds alternately), or with `--instructions` runs itself
+twice under valgrind's callgrind (5 and 25 reads after the warm-up) and
+prints the difference per put: instructions, which load on the machine does
+not change. Imports the build importable from here (compiled when the .so
+files are in place). Asserts nothing: speed is measured, never tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+PUTS_PER_READ = 128
+
+
+def call(sync: int, name: str, args: list[Any]) -> bytes:
+    payload = msgpack.packb({0: 10, 1: sync}) + msgpack.packb({0x22: name, 0x21: args})
+    return b"\xce" + struct.pack(">I", len(payload)) + payload
+
+
+class FakeTransport:
+    """What the connection asks of a transport; counts what it writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def run(batches: int, rounds: int, warmup: int) -> list[float]:
+    from queuebox.server.app import App
+    from queuebox.server.build import build_server
+    from queuebox.server.config import Config
+    from queuebox.server.connection import Connection
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        app = App(Config(data_dir=data_dir, listen_port=0, wal_mode="write", log_level="error"))
+        await build_server(app)
+        conn = Connection(app)
+        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
+        read = b"".join(
+            call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ)
+        )
+
+        def feed(data: bytes) -> None:
+            buffer = conn.get_buffer(len(data))
+            buffer[: len(data)] = data
+            conn.buffer_updated(len(data))
+
+        feed(call(1, "queue.create_tube", ["jobs", "fifo"]))
+        for _ in range(warmup):
+            feed(read)
+            await asyncio.sleep(0)
+        per_put = []
+        for _ in range(rounds):
+            gc.collect()
+            started = time.process_time()
+            for _ in range(batches):
+                feed(read)
+                await asyncio.sleep(0)
+            per_put.append((time.process_time() - started) / (batches * PUTS_PER_READ) * 1e6)
+        return per_put
+
+
+def instructions() -> int:
+    """Instructions per put: callgrind's total for 25 reads minus that for 5
+    (once more if the 5 cost more: a cache written meanwhile, seen once)."""
+    for _ in range(2):
+        count = _instructions()
+        if count > 0:
+            return count
+    return count
+
+
+def _instructions() -> int:
+    totals = []
+    for batches in (5, 25):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+            + [sys.executable, __file__, "--batches", str(batches), "--rounds", "1"]
+            + ["--warmup", "5"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        found = re.search(r"Collected : ([\d,]+)", out.stderr)
+        assert found is not None, out.stderr[-2000:]
+        totals.append(int(found.group(1).replace(",", "")))
+    return (totals[1] - totals[0]) // (20 * PUTS_PER_READ)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200, help="reads of 128 puts per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=50, help="reads before the first round")
+    parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    args = parser.parse_args()
+    from queuebox.compiled import build_label
+
+    if args.instructions:
+        subprocess.run([sys.executable, __file__, "--batches", "1", "--rounds", "1"], check=True)
+        print(f"{build_label()}: {instructions():,} instructions per put")
+        return
+    per_put = asyncio.run(run(args.batches, args.rounds, args.warmup))
+    shown = " ".join(f"{x:.2f}" for x in per_put)
+    print(f"{build_label()}: CPU µs per put {shown} (best {min(per_put):.2f})")
+
+
+if __name__ == "__main__":
+    main()
