@@ -39,7 +39,9 @@ log = get_logger("queuebox.store")
 # A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
 snapshot_failed_log = RateLimitedLog(log, burst=3, every_s=60.0)
 
-PROGRESS_LOG_S = 1.0  # a "recovering" line at most this often
+# A "recovering" line at the first progress report (a tenth of a second into
+# a recovery that takes that long), then at most this often.
+PROGRESS_LOG_S = 1.0
 SNAPSHOT_CHECK_S = 1.0
 # After a failed scheduled snapshot, wait this long before the next try,
 # doubling per failure up to the cap: a full disk is not hammered every second.
@@ -182,7 +184,7 @@ def open_engine(
         snapshot_record_size=config.snapshot_record_size,
     )
 
-    logged = 0.0
+    logged = -PROGRESS_LOG_S
 
     def progress(records: int, nbytes: int, seconds: float) -> None:
         nonlocal logged
