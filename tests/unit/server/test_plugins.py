@@ -152,7 +152,10 @@ async def test_failing_and_slow_callbacks_are_reported_and_the_change_stands(
     # The other plugin's callback heard every change all the same.
     assert [h[1] for h in s.run("sample.heard")[0]] == ["put", "take", "put", "take"]
     s.run("queue.tube.t:ack", 0)
-    assert s.host.guard.slow == {(flaky, "callback flaky.<locals>.slow_on_ack"): 1}
+    # Callbacks only: on a loaded machine the plugin's load (an import) can run
+    # past plugin_slow_s too, and is counted as slow then (seen in a CI run).
+    slow = {place: n for place, n in s.host.guard.slow.items() if place[1].startswith("callback")}
+    assert slow == {(flaky, "callback flaky.<locals>.slow_on_ack"): 1}
     s.run("queue.tube.t:delete", 1)  # an async callback that never ends in time
     await asyncio.sleep(0.2)
     assert s.errors()[(flaky, "callback flaky.<locals>.never_done")] == 1
