@@ -10,7 +10,7 @@ Must not touch: tasks, tubes, the clock (callers pass `now`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 from .errors import QueueError, field_type, key_part_type, module_error
 
@@ -89,11 +89,14 @@ def number(value: object, number_first: bool = False) -> float | int:
     return value  # type: ignore[return-value]
 
 
+_U64_MAX_S: Final = U64_MAX / US  # seconds past which a time in µs is capped
+
+
 def to_us(seconds: float | int) -> int:
     """upstream util.time(): seconds to µs, negative → 0, truncated, capped at uint64."""
     if seconds < 0:
         return 0
-    if seconds >= U64_MAX / US:
+    if seconds >= _U64_MAX_S:
         return U64_MAX
     return int(seconds * US)
 

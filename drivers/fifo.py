@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .driver import READY, Tuple, register_driver
 from .untimed import UntimedStore
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Fifo(UntimedStore):
     TYPE = "fifo"
 

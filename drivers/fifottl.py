@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .driver import READY, Tuple, register_driver
 from .ttl import TtlStore
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FifoTtl(TtlStore):
     TYPE = "fifottl"
 

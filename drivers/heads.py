@@ -15,18 +15,21 @@ Must not touch: task tuples (it only reads the index it is given).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
 from heapq import heapify, heappop, heappush
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
+
+from mypy_extensions import mypyc_attr, trait
 
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Index, IndexDef
 
-from .driver import READY, TAKEN, TaskStore, Tuple
+from .driver import DECLARED, READY, TAKEN, TaskStore, Tuple
 from .errors import module_error
 
 HeadKey = tuple[Any, ...]
-_HEAD_STATUSES = (READY, TAKEN)  # the statuses a utube's head depends on
+_HEAD_STATUSES: Final = (READY, TAKEN)  # the statuses a utube's head depends on
 READY_BUFFER = "ready_buffer"
 _COMPACT_SLACK = 64  # stale heap entries always allowed, so a small heap is not rebuilt often
 
@@ -95,22 +98,28 @@ class UtubeHeads:
         self._head_of.clear()
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class UtubeRules(TaskStore):
-    """What utube and utubettl share: one taken task per utube, take through the heads."""
+    """What utube and utubettl share: one taken task per utube, take through the heads.
+
+    The second base of both, after UntimedStore or TtlStore: mypyc compiles a
+    second base only as a trait, and its super() is static (the class's own
+    base, not the next class in the method order). So this class defines no
+    method that UntimedStore or TtlStore define: each driver makes its heads
+    (`open_heads`), rebuilds them (`rebuild_heads`) and describes its utube.
+    """
 
     F_UTUBE: ClassVar[int]
     UTUBE_INDEX: ClassVar[str]
+    heads: UtubeHeads
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def open_heads(self) -> None:
         self.heads = UtubeHeads(self.space.index(self.UTUBE_INDEX), self.head_key)
 
+    @abstractmethod
     def head_key(self, task: Tuple) -> HeadKey:
-        raise NotImplementedError
-
-    @classmethod
-    def describe(cls, task: Tuple) -> dict[str, Any]:
-        return {**super().describe(task), "utube": task[cls.F_UTUBE]}
+        """The task's place in the take order, without its utube (ends with its id)."""
 
     @classmethod
     def open_extra(cls, catalog: Catalog, name: str, opts: dict[str, Any]) -> None:
@@ -156,8 +165,11 @@ class UtubeRules(TaskStore):
         super().truncate()
         self.heads.clear()
 
-    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
-        super().rebuild(now, keep)
+    def rebuild_heads(self) -> None:
+        """After the driver's rebuild (the tasks recounted, the taken ones back)."""
         # The utube index's groups are (status, utube): the utubes with tasks.
         utubes = {key[1] for key in self.space.index(self.UTUBE_INDEX).group_keys()}
         self.heads.rebuild(utubes)
+
+
+DECLARED[UtubeRules] = ("head_key",)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .args import lua_or, number
 from .driver import Tuple, register_driver
 from .errors import module_error
 from .fifottl import FifoTtl
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LimFifoTtl(FifoTtl):
     TYPE = "limfifottl"
 

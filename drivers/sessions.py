@@ -63,34 +63,44 @@ class Ownership:
     """Which session holds each taken task, per tube (upstream's _queue_taken_2)."""
 
     def __init__(self) -> None:
-        self._owner: dict[str, dict[int, SessionId]] = {}
+        # tube -> task -> (session, connection that took it, when): the module's
+        # _queue_taken_2. One entry a taken task: a take and an ack each add or
+        # remove one tuple here and one (tube, task) in `_held`.
+        self._owner: dict[str, dict[int, tuple[SessionId, int, int]]] = {}
         self._held: dict[SessionId, set[tuple[str, int]]] = {}
-        # (tube, task) -> (connection that took it, when): the module's _queue_taken_2.
-        self._taken_by: dict[tuple[str, int], tuple[int, int]] = {}
         # None unless in_replicaset is on: then the one extra step of take and clear.
         self.journal: TakenJournal | None = None
 
     def take(
         self, tube: str, task_id: int, session: SessionId, conn_id: int = 0, now: int = 0
     ) -> None:
-        self.clear(tube, task_id)
-        self._owner.setdefault(tube, {})[task_id] = session
-        self._held.setdefault(session, set()).add((tube, task_id))
-        self._taken_by[(tube, task_id)] = (conn_id, now)
+        owners = self._owner.get(tube)
+        if owners is None:
+            owners = self._owner[tube] = {}
+        elif task_id in owners:
+            self.clear(tube, task_id)
+            owners = self._owner.setdefault(tube, {})
+        owners[task_id] = (session, conn_id, now)
+        held = self._held.get(session)
+        if held is None:
+            held = self._held[session] = set()
+        held.add((tube, task_id))
         if self.journal is not None:
             self.journal.took(tube, task_id, session)
 
     def owner(self, tube: str, task_id: int) -> SessionId | None:
-        return self._owner.get(tube, {}).get(task_id)
+        owners = self._owner.get(tube)
+        entry = None if owners is None else owners.get(task_id)
+        return None if entry is None else entry[0]
 
     def clear(self, tube: str, task_id: int) -> None:
         owners = self._owner.get(tube)
         if owners is None:
             return
-        session = owners.pop(task_id, None)
-        if session is None:
+        entry = owners.pop(task_id, None)
+        if entry is None:
             return
-        self._taken_by.pop((tube, task_id), None)
+        session = entry[0]
         if not owners:
             del self._owner[tube]
         held = self._held[session]
@@ -113,9 +123,9 @@ class Ownership:
     def rows(self) -> list[tuple[str, int, SessionId, int, int]]:
         """(tube, task id, session, connection that took it, when) of every taken task."""
         return [
-            (tube, task_id, session, *self._taken_by.get((tube, task_id), (0, 0)))
+            (tube, task_id, *entry)
             for tube, owners in self._owner.items()
-            for task_id, session in owners.items()
+            for task_id, entry in owners.items()
         ]
 
 

@@ -17,10 +17,12 @@ Must not touch: anything but its own space; never reads the clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final
 
-from queuebox.storage.space import IndexDef
+from mypy_extensions import mypyc_attr
+
+from queuebox.storage.space import IndexDef, Space
 
 from .args import (
     MAX_TIMEOUT_S,
@@ -43,17 +45,23 @@ from .driver import (
     TTR_PASSED,
     ModuleIndex,
     S,
+    TaskEvents,
     TaskStore,
     Tuple,
     U,
 )
 from .errors import integer_overflow
 
-F_NEXT, F_TTL, F_TTR, F_PRI, F_CREATED = 2, 3, 4, 5, 6
+F_NEXT: Final = 2
+F_TTL: Final = 3
+F_TTR: Final = 4
+F_PRI: Final = 5
+F_CREATED: Final = 6
 # Priorities looked at for the oldest ready task: a tube with more is measured on these.
 OLDEST_PRIORITIES = 64
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TtlStore(TaskStore):
     F_DATA = 7
     FORMAT: ClassVar[tuple[str, ...]] = (
@@ -80,8 +88,8 @@ class TtlStore(TaskStore):
     # The statistics key of a delay ending (utubettl counts it as "delayed").
     DELAY_STAT: ClassVar[str] = "delay"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
+        super().__init__(space, events, opts)  # named: mypyc mangles a forwarded *args
         self.watch = self.space.index("watch")
 
     @classmethod

@@ -152,6 +152,7 @@ class Tube:
         self.retries = Retries(shared.journal, name, opts)
         self.driver = driver_cls(space, self, opts)
         self.driver.retries = self.retries
+        self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
@@ -177,7 +178,7 @@ class Tube:
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self.driver.TIMED or self.retries.timed:
+        if self._timed or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
@@ -247,7 +248,8 @@ class Tube:
 
     def take(self, call: Call) -> Answer:
         timeout = call.arg(0)
-        wait_us = U64_MAX if timeout is None else to_us(number(timeout))
+        if timeout is not None:
+            number(timeout)  # a timeout Lua cannot compare is refused, a task ready or not
         task = self.driver.take(call.now)
         if task is not None:
             if self.retries.policy is not None:
@@ -255,6 +257,7 @@ class Tube:
             session = self.shared.sessions.session_of(call.conn_id)
             self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
             return self._answer(task)
+        wait_us = U64_MAX if timeout is None else to_us(timeout)
         if wait_us <= 0:
             return []
         wait_s = None if timeout is None else _wait_seconds(wait_us / US)

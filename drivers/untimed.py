@@ -14,22 +14,37 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from bisect import bisect_right
-from collections.abc import Container
-from typing import Any
+from collections.abc import Container, Mapping
+from typing import Any, Final
+
+from mypy_extensions import mypyc_attr
+
+from queuebox.storage.space import Space
 
 from .args import U64_MAX, US, add_u64, delay_option, to_us
-from .driver import BURIED, DELAYED, READY, RELEASED, TAKEN, TaskStore, Tuple
+from .driver import (
+    BURIED,
+    DECLARED,
+    DELAYED,
+    READY,
+    RELEASED,
+    TAKEN,
+    TaskEvents,
+    TaskStore,
+    Tuple,
+)
 from .errors import module_error
 
-MARK_EVERY = US  # a put time noted at most once a second...
-MAX_MARKS = 4096  # ...and at most this many kept: thinned out, coarser, beyond
+MARK_EVERY: Final = US  # a put time noted at most once a second...
+MAX_MARKS: Final = 4096  # ...and at most this many kept: thinned out, coarser, beyond
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class UntimedStore(TaskStore):
     TIMED = False  # the tube asks next_deadline() once retries.timed says a delay was set
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
+        super().__init__(space, events, opts)  # named: mypyc mangles a forwarded *args
         # (task id, put time µs), ids ascending: a fifo task has no time of its own, and
         # ids grow with put time, so a task was put no earlier than its mark's time.
         self._marks: list[tuple[int, int]] = []
@@ -111,3 +126,6 @@ class UntimedStore(TaskStore):
         task = self._update(task_id, {1: BURIED})
         self.events.stat("bury")
         return task
+
+
+DECLARED[UntimedStore] = ("next_ready",)

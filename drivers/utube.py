@@ -10,19 +10,23 @@ Must not touch: anything but its own space.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Container, Mapping
+from typing import Any, ClassVar, Final
 
-from queuebox.storage.space import IndexDef
+from mypy_extensions import mypyc_attr
+
+from queuebox.storage.space import IndexDef, Space
 
 from .args import lua_tostring
-from .driver import READY, ModuleIndex, S, Tuple, U, register_driver
+from .driver import READY, ModuleIndex, S, TaskEvents, Tuple, U, register_driver
 from .heads import HeadKey, UtubeRules
 from .untimed import UntimedStore
 
-F_UTUBE = 2
+F_UTUBE: Final = 2
 
 
-class Utube(UtubeRules, UntimedStore):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class Utube(UntimedStore, UtubeRules):
     TYPE = "utube"
     F_UTUBE = F_UTUBE
     F_DATA = 3
@@ -39,6 +43,18 @@ class Utube(UtubeRules, UntimedStore):
         ("status", ((1, S), (0, U)), True),
         ("utube", ((1, S), (F_UTUBE, S), (0, U)), True),
     )
+
+    def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
+        super().__init__(space, events, opts)
+        self.open_heads()
+
+    @classmethod
+    def describe(cls, task: Tuple) -> dict[str, Any]:
+        return {**super().describe(task), "utube": task[F_UTUBE]}
+
+    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
+        super().rebuild(now, keep)
+        self.rebuild_heads()
 
     def head_key(self, task: Tuple) -> HeadKey:
         return (task[0],)

@@ -12,19 +12,23 @@ Must not touch: anything but its own space.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Container, Mapping
+from typing import Any, ClassVar, Final
 
-from queuebox.storage.space import IndexDef
+from mypy_extensions import mypyc_attr
+
+from queuebox.storage.space import IndexDef, Space
 
 from .args import add_u64, lua_tostring
-from .driver import ModuleIndex, S, Tuple, U, register_driver
+from .driver import ModuleIndex, S, TaskEvents, Tuple, U, register_driver
 from .heads import HeadKey, UtubeRules
 from .ttl import F_NEXT, F_PRI, F_TTR, TtlStore
 
-F_UTUBE = 7
+F_UTUBE: Final = 7
 
 
-class UtubeTtl(UtubeRules, TtlStore):
+@mypyc_attr(allow_interpreted_subclasses=True)
+class UtubeTtl(TtlStore, UtubeRules):
     TYPE = "utubettl"
     F_UTUBE = F_UTUBE
     F_DATA = 8
@@ -47,6 +51,18 @@ class UtubeTtl(UtubeRules, TtlStore):
         ("utube_pri", ((1, S), (F_UTUBE, S), (F_PRI, U), (0, U)), True),
     )
     DELAY_STAT = "delayed"
+
+    def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
+        super().__init__(space, events, opts)
+        self.open_heads()
+
+    @classmethod
+    def describe(cls, task: Tuple) -> dict[str, Any]:
+        return {**super().describe(task), "utube": task[F_UTUBE]}
+
+    def rebuild(self, now: int, keep: Container[int] = ()) -> None:
+        super().rebuild(now, keep)
+        self.rebuild_heads()
 
     def head_key(self, task: Tuple) -> HeadKey:
         return (task[F_PRI], task[0])

@@ -16,11 +16,13 @@ from importlib.util import find_spec
 
 # Measured with the in-process put and take+ack loops (docs/performance.md);
 # recovery, reader and staging with the start of a million tasks from the WAL.
+# The driver classes (driver, untimed, ttl, fifo*, utube*, heads) compile as
+# classes Python code may subclass (plugins' drivers); `@abstractmethod` is not
+# enforced on them, so driver.check_driver checks the declared methods itself,
+# and utube's second base (heads.UtubeRules) is a mypyc trait.
 # Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
-# compile); the driver classes (driver, untimed, ttl, fifo*, utube*, heads):
-# compiled, TaskStore's abstract methods are no longer enforced (a driver
-# without put would register) and utube's two bases crash; drivers.legacy and
-# the asyncio Protocol shells (server.shell, server.connection).
+# compile); drivers.legacy and the asyncio Protocol shells (server.shell,
+# server.connection).
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.rawargs",
@@ -41,6 +43,15 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.walreplay",
     "queuebox.storage.scan",
     "queuebox.drivers.args",
+    "queuebox.drivers.driver",
+    "queuebox.drivers.untimed",
+    "queuebox.drivers.ttl",
+    "queuebox.drivers.fifo",
+    "queuebox.drivers.fifottl",
+    "queuebox.drivers.limfifottl",
+    "queuebox.drivers.utube",
+    "queuebox.drivers.utubettl",
+    "queuebox.drivers.heads",
     "queuebox.drivers.core",
     "queuebox.drivers.deadlines",
     "queuebox.drivers.errors",

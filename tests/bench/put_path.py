@@ -28,6 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +77,14 @@ class FakeTransport:
         pass
 
 
-async def run(batches: int, rounds: int, warmup: int) -> list[float]:
+Feed = Callable[[bytes], None]
+
+
+@asynccontextmanager
+async def connection() -> AsyncIterator[Feed]:
+    """A server as `queuebox serve` builds it (wal_mode=write, a temporary data
+    directory) with one connection over a fake transport and a fifo tube `jobs`;
+    yields the function that feeds the connection one read."""
     from queuebox.server.app import App
     from queuebox.server.build import build_server
     from queuebox.server.config import Config
@@ -85,9 +95,6 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
         await build_server(app)
         conn = Connection(app)
         conn.connection_made(FakeTransport())  # type: ignore[arg-type]
-        read = b"".join(
-            call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ)
-        )
 
         def feed(data: bytes) -> None:
             buffer = conn.get_buffer(len(data))
@@ -95,36 +102,50 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
             conn.buffer_updated(len(data))
 
         feed(call(1, "queue.create_tube", ["jobs", "fifo"]))
-        for _ in range(warmup):
-            feed(read)
+        yield feed
+
+
+async def timed(
+    feed: Feed, reads: Iterator[bytes], batches: int, rounds: int, warmup: int, per_read: int
+) -> list[float]:
+    """Process CPU µs per request of each round of `batches` reads, one loop turn each."""
+    for _ in range(warmup):
+        feed(next(reads))
+        await asyncio.sleep(0)
+    per_request = []
+    for _ in range(rounds):
+        gc.collect()
+        started = time.process_time()
+        for _ in range(batches):
+            feed(next(reads))
             await asyncio.sleep(0)
-        per_put = []
-        for _ in range(rounds):
-            gc.collect()
-            started = time.process_time()
-            for _ in range(batches):
-                feed(read)
-                await asyncio.sleep(0)
-            per_put.append((time.process_time() - started) / (batches * PUTS_PER_READ) * 1e6)
-        return per_put
+        per_request.append((time.process_time() - started) / (batches * per_read) * 1e6)
+    return per_request
 
 
-def instructions() -> int:
-    """Instructions per put: callgrind's total for 25 reads minus that for 5
-    (once more if the 5 cost more: a cache written meanwhile, seen once)."""
+async def run(batches: int, rounds: int, warmup: int) -> list[float]:
+    read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ))
+    async with connection() as feed:
+        return await timed(feed, repeat(read), batches, rounds, warmup, PUTS_PER_READ)
+
+
+def instructions(script: str = __file__, per_read: int = PUTS_PER_READ) -> int:
+    """Instructions per request (put; take+ack pair for takeack_path.py): callgrind's
+    total for 25 reads of `script` minus that for 5, over `per_read` per read (once
+    more if the 5 cost more: a cache written meanwhile, seen once)."""
     for _ in range(2):
-        count = _instructions()
+        count = _instructions(script, per_read)
         if count > 0:
             return count
     return count
 
 
-def _instructions() -> int:
+def _instructions(script: str, per_read: int) -> int:
     totals = []
     for batches in (5, 25):
         out = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            + [sys.executable, __file__, "--batches", str(batches), "--rounds", "1"]
+            + [sys.executable, script, "--batches", str(batches), "--rounds", "1"]
             + ["--warmup", "5"],
             capture_output=True,
             text=True,
@@ -134,7 +155,7 @@ def _instructions() -> int:
         found = re.search(r"Collected : ([\d,]+)", out.stderr)
         assert found is not None, out.stderr[-2000:]
         totals.append(int(found.group(1).replace(",", "")))
-    return (totals[1] - totals[0]) // (20 * PUTS_PER_READ)
+    return (totals[1] - totals[0]) // (20 * per_read)
 
 
 def main() -> None:
