@@ -21,8 +21,10 @@ from importlib.util import find_spec
 # enforced on them, so driver.check_driver checks the declared methods itself,
 # and utube's second base (heads.UtubeRules) is a mypyc trait.
 # Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
-# compile); drivers.legacy and the asyncio Protocol shells (server.shell,
-# server.connection).
+# compile); drivers.legacy.
+# The connection's shell (reading, shell, connection, legacy15: one chain of
+# single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
+# are per-turn costs: compiled, a sequential put takes 8% fewer instructions.
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.rawargs",
@@ -42,6 +44,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.staging",
     "queuebox.storage.walreplay",
     "queuebox.storage.scan",
+    "queuebox.storage.wal",
+    "queuebox.storage.fileio",
     "queuebox.drivers.args",
     "queuebox.drivers.driver",
     "queuebox.drivers.untimed",
@@ -68,6 +72,10 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.commit",
     "queuebox.server.timers",
     "queuebox.server.rights",
+    "queuebox.server.reading",
+    "queuebox.server.shell",
+    "queuebox.server.connection",
+    "queuebox.server.legacy15",
 )
 
 

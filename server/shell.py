@@ -58,7 +58,7 @@ timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
 bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
-class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
+class ConnectionShell(BudgetedReading):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
 
