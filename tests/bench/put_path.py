@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from itertools import repeat
 from pathlib import Path
@@ -158,9 +158,17 @@ def _instructions(script: str, per_read: int) -> int:
     return (totals[1] - totals[0]) // (20 * per_read)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=200, help="reads of 128 puts per round")
+def measure(
+    script: str,
+    doc: str,
+    what: str,
+    per_read: int,
+    run_rounds: Callable[[int, int, int], Coroutine[Any, Any, list[float]]],
+) -> None:
+    """The command line of put_path.py and takeack_path.py: CPU per `what` in
+    rounds, or instructions per `what` with --instructions."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200, help="reads per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=50, help="reads before the first round")
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
@@ -168,13 +176,13 @@ def main() -> None:
     from queuebox.compiled import build_label
 
     if args.instructions:
-        subprocess.run([sys.executable, __file__, "--batches", "1", "--rounds", "1"], check=True)
-        print(f"{build_label()}: {instructions():,} instructions per put")
+        subprocess.run([sys.executable, script, "--batches", "1", "--rounds", "1"], check=True)
+        print(f"{build_label()}: {instructions(script, per_read):,} instructions per {what}")
         return
-    per_put = asyncio.run(run(args.batches, args.rounds, args.warmup))
-    shown = " ".join(f"{x:.2f}" for x in per_put)
-    print(f"{build_label()}: CPU µs per put {shown} (best {min(per_put):.2f})")
+    per_round = asyncio.run(run_rounds(args.batches, args.rounds, args.warmup))
+    shown = " ".join(f"{x:.2f}" for x in per_round)
+    print(f"{build_label()}: CPU µs per {what} {shown} (best {min(per_round):.2f})")
 
 
 if __name__ == "__main__":
-    main()
+    measure(__file__, __doc__ or "", "put", PUTS_PER_READ, run)

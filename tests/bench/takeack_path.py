@@ -16,13 +16,10 @@ reads after the warm-up). Asserts nothing: speed is measured, never tested.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 
-from put_path import PUTS_PER_READ, call, connection, instructions, timed
+from put_path import PUTS_PER_READ, call, connection, measure, timed
 
 PAIRS_PER_READ = 64
 
@@ -49,24 +46,5 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
         return await timed(feed, pairs(0), batches, rounds, warmup, PAIRS_PER_READ)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=200, help="reads of 64 pairs per round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=50, help="reads before the first round")
-    parser.add_argument("--instructions", action="store_true", help="count with callgrind")
-    args = parser.parse_args()
-    from queuebox.compiled import build_label
-
-    if args.instructions:
-        subprocess.run([sys.executable, __file__, "--batches", "1", "--rounds", "1"], check=True)
-        count = instructions(__file__, PAIRS_PER_READ)
-        print(f"{build_label()}: {count:,} instructions per take+ack pair")
-        return
-    per_pair = asyncio.run(run(args.batches, args.rounds, args.warmup))
-    shown = " ".join(f"{x:.2f}" for x in per_pair)
-    print(f"{build_label()}: CPU µs per take+ack pair {shown} (best {min(per_pair):.2f})")
-
-
 if __name__ == "__main__":
-    main()
+    measure(__file__, __doc__ or "", "take+ack pair", PAIRS_PER_READ, run)
