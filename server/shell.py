@@ -313,7 +313,9 @@ class ConnectionShell(BudgetedReading):
         # both make asyncio.Future); anything else waits the general way.
         if type(barrier) is Future and self.app.durability.on_loop and not barrier.done():
             # wal_mode=write: the turn's changes are written by flush() itself,
-            # before the replies go out, so the reply waits in place.
+            # before the replies go out, so the reply waits in place. The
+            # compiled read loop queues its replies the same way by itself
+            # (requests.run_requests): a change here is a change there.
             self._out.append(held.reply)
             self._unconfirmed.append((len(self._out) - 1, held.sync, barrier))
         else:

@@ -2,12 +2,16 @@
 
     python tests/bench/put_path.py [--batches 200] [--rounds 5]    # CPU µs per put
     python tests/bench/put_path.py --instructions                  # callgrind
+    python tests/bench/put_path.py --per-read 1 --uvloop ...       # the sequential put
 
 Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
 directory) in this process, opens one IPROTO connection over a fake
 transport and feeds it reads of 128 pipelined `queue.tube.jobs:put` CALLs
 (64-byte payloads) on a fifo tube, one loop turn each: the request path from
-the read buffer to the WAL write and the reply bytes, without sockets.
+the read buffer to the WAL write and the reply bytes, without sockets. With
+`--per-read 1` each put has a read and a loop turn (a WAL write, a reply
+flush) of its own, as one consumer with one request in flight; `--uvloop`
+runs the loop the server runs (asyncio's own loop is Python code).
 Prints process CPU per put for each round (the shared machine makes it
 noisy: compare builds alternately), or with `--instructions` runs itself
 twice under valgrind's callgrind (5 and 25 reads after the warm-up) and
@@ -123,30 +127,30 @@ async def timed(
     return per_request
 
 
-async def run(batches: int, rounds: int, warmup: int) -> list[float]:
-    read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ))
+async def run(batches: int, rounds: int, warmup: int, per_read: int) -> list[float]:
+    read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(per_read))
     async with connection() as feed:
-        return await timed(feed, repeat(read), batches, rounds, warmup, PUTS_PER_READ)
+        return await timed(feed, repeat(read), batches, rounds, warmup, per_read)
 
 
-def instructions(script: str = __file__, per_read: int = PUTS_PER_READ) -> int:
+def instructions(script: str, flags: list[str], per_read: int) -> int:
     """Instructions per request (put; take+ack pair for takeack_path.py): callgrind's
     total for 25 reads of `script` minus that for 5, over `per_read` per read (once
     more if the 5 cost more: a cache written meanwhile, seen once)."""
     for _ in range(2):
-        count = _instructions(script, per_read)
+        count = _instructions(script, flags, per_read)
         if count > 0:
             return count
     return count
 
 
-def _instructions(script: str, per_read: int) -> int:
+def _instructions(script: str, flags: list[str], per_read: int) -> int:
     totals = []
     for batches in (5, 25):
         out = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
             + [sys.executable, script, "--batches", str(batches), "--rounds", "1"]
-            + ["--warmup", "5"],
+            + ["--warmup", "5", *flags],
             capture_output=True,
             text=True,
             check=True,
@@ -163,23 +167,35 @@ def measure(
     doc: str,
     what: str,
     per_read: int,
-    run_rounds: Callable[[int, int, int], Coroutine[Any, Any, list[float]]],
+    run_rounds: Callable[[int, int, int, int], Coroutine[Any, Any, list[float]]],
 ) -> None:
     """The command line of put_path.py and takeack_path.py: CPU per `what` in
-    rounds, or instructions per `what` with --instructions."""
+    rounds, or instructions per `what` with --instructions; `per_read` of them
+    in a read unless --per-read says otherwise."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200, help="reads per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=50, help="reads before the first round")
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    parser.add_argument("--per-read", type=int, default=per_read, help=f"{what}s per read")
+    parser.add_argument("--uvloop", action="store_true", help="the server's loop, not asyncio's")
     args = parser.parse_args()
+    flags = ["--per-read", str(args.per_read)] + (["--uvloop"] if args.uvloop else [])
     from queuebox.compiled import build_label
 
     if args.instructions:
-        subprocess.run([sys.executable, script, "--batches", "1", "--rounds", "1"], check=True)
-        print(f"{build_label()}: {instructions(script, per_read):,} instructions per {what}")
+        warm = [sys.executable, script, "--batches", "1", "--rounds", "1", *flags]
+        subprocess.run(warm, check=True)
+        count = instructions(script, flags, args.per_read)
+        print(f"{build_label()}: {count:,} instructions per {what}")
         return
-    per_round = asyncio.run(run_rounds(args.batches, args.rounds, args.warmup))
+    work = run_rounds(args.batches, args.rounds, args.warmup, args.per_read)
+    if args.uvloop:
+        import uvloop
+
+        per_round = uvloop.run(work)
+    else:
+        per_round = asyncio.run(work)
     shown = " ".join(f"{x:.2f}" for x in per_round)
     print(f"{build_label()}: CPU µs per {what} {shown} (best {min(per_round):.2f})")
 

@@ -24,26 +24,26 @@ from put_path import PUTS_PER_READ, call, connection, measure, timed
 PAIRS_PER_READ = 64
 
 
-def pairs(first: int) -> Iterator[bytes]:
-    """Reads of PAIRS_PER_READ take(0)+ack(id) pairs, ids from `first` on."""
+def pairs(first: int, per_read: int) -> Iterator[bytes]:
+    """Reads of `per_read` take(0)+ack(id) pairs, ids from `first` on."""
     task_id = first
     while True:
         parts = []
-        for i in range(PAIRS_PER_READ):
+        for i in range(per_read):
             parts.append(call(2 * i, "queue.tube.jobs:take", [0]))
             parts.append(call(2 * i + 1, "queue.tube.jobs:ack", [task_id + i]))
         yield b"".join(parts)
-        task_id += PAIRS_PER_READ
+        task_id += per_read
 
 
-async def run(batches: int, rounds: int, warmup: int) -> list[float]:
-    tasks = (warmup + batches * rounds) * PAIRS_PER_READ
+async def run(batches: int, rounds: int, warmup: int, per_read: int) -> list[float]:
+    tasks = (warmup + batches * rounds) * per_read
     puts = b"".join(call(i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ))
     async with connection() as feed:
         for _ in range(-(-tasks // PUTS_PER_READ)):
             feed(puts)
             await asyncio.sleep(0)
-        return await timed(feed, pairs(0), batches, rounds, warmup, PAIRS_PER_READ)
+        return await timed(feed, pairs(0, per_read), batches, rounds, warmup, per_read)
 
 
 if __name__ == "__main__":
