@@ -39,6 +39,7 @@ LSN it waits for as soon as its handler returns):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -493,15 +494,17 @@ class Engine:
         self._snapshot_lsn = max(self._snapshot_lsn, job.lsn)
         self._wal_bytes_at_snapshot = job.wal_mark
         self._interval_start = None
+        cut = self._cut_segment(job.lsn)
         listing = sort_listing(self.data_dir, self._files.listdir(self.data_dir))
         kept = [lsn for lsn, _ in listing.snap if lsn <= job.lsn][-self.checkpoint_count :]
         oldest = kept[0] if kept else job.lsn
         doomed = [p for lsn, p in listing.snap if lsn < oldest]
         if self._log:
             needed = self.retain_after()
-            doomed += covered_segments(
-                listing.wal, oldest if needed is None else min(oldest, needed)
-            )
+            # The segment this snapshot cut stays as it would have while being
+            # written: a damaged newest snapshot can still fall back to it.
+            wal = [w for w in listing.wal if cut is None or w[0] < cut]
+            doomed += covered_segments(wal, oldest if needed is None else min(oldest, needed))
         else:
             # No WAL is written in this mode: every segment is older than the state
             # in memory, and a kept one would look like a WAL cut short at the next start.
@@ -514,3 +517,16 @@ class Engine:
                 continue  # harmless: retried after the next snapshot
             removed.append(path.name)
         return removed
+
+    def _cut_segment(self, lsn: int) -> int | None:
+        """After a snapshot at `lsn` while nothing was written since and the writer
+        thread is idle (every batch taken is written): start the next segment, so
+        a start from this snapshot opens only that one instead of passing over
+        every record the snapshot holds. Returns its first LSN, or None. Only a
+        shortcut: if the new segment cannot be made, the next write makes it."""
+        if not self._log or not self._taken_lsn == self._written_lsn == lsn:
+            return None
+        with contextlib.suppress(WalWriteError):
+            if self._wal.rotate(lsn + 1):
+                return lsn + 1
+        return None

@@ -338,6 +338,10 @@ class Recovery:
         # Files removed above (torn, empty) no longer count; damaged ones do.
         listing = sort_listing(self.dir, self.files.listdir(self.dir))
         names = [lsn for lsn, _ in listing.snap + listing.wal]
+        if listing.wal and self.files.size(listing.wal[-1][1]) == HEADER_SIZE:
+            # A segment a snapshot started (engine.py) names the LSN its first
+            # record will have: none was given yet, and the next write reuses it.
+            names[-1] -= 1
         report = self.report
         report.highest_lsn = max([report.last_lsn, self._wal_end, *names])
 

@@ -12,6 +12,7 @@ A segment's life:
 
     (none) --append--> create NNN.wal, write header+batch --ok--> OPEN
     OPEN   --append, would pass segment_size--> close, create next (as above)
+    OPEN   --rotate (a snapshot)--> close, create next holding the header only
     OPEN   --append--> write batch --ok--> OPEN (good length += batch)
                               \\--fail--> truncate to good length --ok--> OPEN
                                                     \\--fail--> DIRTY
@@ -56,6 +57,17 @@ class WalWriter:
         else:
             self._write_at(self._fd, data, self._good)
         self.bytes_written += len(data)
+
+    def rotate(self, next_lsn: int) -> bool:
+        """Close a segment that holds records and start the next one, header only,
+        named `next_lsn` (the LSN of the next record): called by a snapshot while
+        no write is in flight, so that a start from that snapshot reads no segment
+        of records it already holds. True if it did. Not after a failed write (`_dirty`): the old
+        segment must end on whole batches before another follows it."""
+        if self._fd is None or self._good == HEADER_SIZE or self._dirty:
+            return False
+        self._start_segment(next_lsn, b"")
+        return True
 
     def close(self) -> None:
         if self._fd is not None:

@@ -81,7 +81,8 @@ class WalCursor:
     def _next_segment(self) -> bool:
         """At the end of the open segment: move on if a later one starts where it ends."""
         wal = sort_listing(self._dir, self._files.listdir(self._dir)).wal
-        if not any(first == self.next_lsn for first, _ in wal):
+        # Not the open one again: a segment a snapshot began holds no record yet.
+        if not any(first == self.next_lsn and path != self._path for first, path in wal):
             return False
         self.close()
         return self._open()

@@ -152,7 +152,9 @@ def test_snapshot_removes_covered_segments_and_older_snapshots(make_engine, data
     job.run()
     removed = e.finish_snapshot(job)
     after = wal_files(data_dir)
-    assert after == before[-1:]  # only the segment still being written
+    # The snapshot cut the segment being written and began an empty one; the one
+    # it cut stays (a damaged snapshot could fall back to it), those before go.
+    assert after == [*before[-1:], f"{job.lsn + 1:020d}.wal"]
     assert sorted(removed) == before[:-1]
     for i in range(100, 110):
         q.insert((i, "r", b"z" * 40))
@@ -162,11 +164,59 @@ def test_snapshot_removes_covered_segments_and_older_snapshots(make_engine, data
     job2.run()
     removed = e.finish_snapshot(job2)
     assert removed[0] == f"{job.lsn:020d}.snap" and after[0] in removed
-    assert len(wal_files(data_dir)) == 1
+    assert wal_files(data_dir)[-1] == f"{job2.lsn + 1:020d}.wal"
+    assert len(wal_files(data_dir)) == 2  # the segment job2 cut, and the empty one
     assert snap_files(data_dir) == [f"{job2.lsn:020d}.snap"]
     want = contents(e)
     e.close()
     assert contents(make_engine(segment_size=600)) == want
+
+
+def test_a_start_from_a_snapshot_reads_no_record_it_holds(make_engine, data_dir) -> None:
+    e = make_engine()
+    fill(e)
+    job = e.begin_snapshot()
+    job.run()
+    e.finish_snapshot(job)
+    # The segment of the records it holds stays for a fallback; the next is empty.
+    assert wal_files(data_dir) == ["00000000000000000001.wal", f"{job.lsn + 1:020d}.wal"]
+    assert len(list(iter_records(data_dir / f"{job.lsn + 1:020d}.wal"))) == 0
+    want = contents(e)
+    e.close()
+    again = make_engine(open_it=False)
+    report = again.open()
+    assert contents(again) == want
+    assert report.snapshot_lsn == job.lsn and report.wal_segments == 1
+    assert report.wal_records == 0 and report.last_lsn == job.lsn and not report.warnings
+    again.catalog.space("q").insert((60, "r", b"next"))
+    flush(again)
+    want = contents(again)
+    again.close()
+    # The first write after the start goes into the empty segment, named for it.
+    assert wal_files(data_dir)[-1] == f"{job.lsn + 1:020d}.wal"
+    assert [r["lsn"] for r in iter_records(data_dir / wal_files(data_dir)[-1])] == [job.lsn + 1]
+    assert contents(make_engine()) == want
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written-since", "being-written"])
+def test_no_cut_after_a_write_past_the_snapshot(make_engine, data_dir, written) -> None:
+    e = make_engine()
+    fill(e)
+    e.catalog.space("q").insert((70, "r", b"in flight"))
+    batch = e.take_batch()  # handed to the writer thread, not yet written
+    assert batch is not None
+    job = e.begin_snapshot()
+    if written:
+        e.write_batch(batch)
+    job.run()
+    e.finish_snapshot(job)
+    assert job.lsn == batch.first_lsn - 1
+    assert wal_files(data_dir) == ["00000000000000000001.wal"]
+    if not written:
+        e.write_batch(batch)
+    want = contents(e)
+    e.close()
+    assert contents(make_engine()) == want
 
 
 def test_snapshot_of_an_unchanged_state_writes_nothing(make_engine, data_dir) -> None:

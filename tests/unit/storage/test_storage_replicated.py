@@ -126,6 +126,28 @@ def test_the_cursor_reads_after_an_lsn_across_segments_while_the_wal_grows(
         primary.close()
 
 
+def test_the_cursor_waits_in_the_empty_segment_a_snapshot_began(tmp_path: Path) -> None:
+    primary = make(tmp_path / "p")
+    try:
+        q = tasks(primary)
+        q.insert((1, "r", b"before"))
+        flush(primary)
+        job = primary.begin_snapshot()
+        job.run()
+        primary.finish_snapshot(job)
+        assert (tmp_path / "p" / f"{job.lsn + 1:020d}.wal").exists()  # header only
+        at_end, after_snapshot = primary.wal_cursor(job.lsn - 1), primary.wal_cursor(job.lsn)
+        assert [b["lsn"] for _, b in frames_of(at_end.read())] == [job.lsn]
+        # Both read to the empty segment and return (they used to reopen it forever).
+        assert at_end.read() == b"" and after_snapshot.read() == b""
+        q.insert((2, "r", b"after"))
+        flush(primary)
+        for cursor in (at_end, after_snapshot):
+            assert [b["lsn"] for _, b in frames_of(cursor.read())] == [job.lsn + 1]
+    finally:
+        primary.close()
+
+
 def test_the_cursor_says_when_the_lsn_is_gone(tmp_path: Path) -> None:
     primary = make(tmp_path / "p", segment_size=300, checkpoint_count=1)
     try:
