@@ -6,9 +6,11 @@ tuples, spaces or indexes (index.py builds on it).
 
 A queue's keys mostly grow: task ids, (priority, id) within one status. So
 a new key usually goes on the end of `_run`, a plain list, and a removed
-key is only dropped from the dict: its run entry goes stale and is skipped
-(and finally trimmed) by whoever walks past it. Taking the first key, the
-fifo take, walks the run's head past stale entries: O(1) amortized. A key
+key is only dropped from the dict: the head moves past it if it heads the
+run (a take, an ack: keys mostly leave from the front), else its run entry
+goes stale and is skipped (and finally trimmed) by whoever walks past it.
+Taking the first key, the fifo take, walks the run's head past stale
+entries: O(1) amortized. A key
 that arrives out of order (a released task going back before newer ones, a
 deadline earlier than the latest) goes into `_rest`, a SortedList, and the
 two sorted sequences are merged where order is asked for.
@@ -164,11 +166,8 @@ class OrderedMap:
             start = h
             while h < n and run[h] not in m:
                 h += 1
-            self._stale -= h - start
-            if h > _TRIM and h * 2 > n:
-                del run[:h]
-                h, n = 0, len(run)
-            self._head = h
+            h = self._walked(start, h)
+            n = len(run)
         best = run[h] if h < n else ABSENT
         rest = self._rest
         if rest:
@@ -176,6 +175,17 @@ class OrderedMap:
             if best is ABSENT or low < best:
                 return low
         return best
+
+    def _walked(self, start: int, h: int) -> int:
+        """The head walked from `start` past stale entries to `h`: the new
+        head (0 once they are trimmed off)."""
+        self._stale -= h - start
+        run = self._run
+        if h > _TRIM and h * 2 > len(run):
+            del run[:h]
+            h = 0
+        self._head = h
+        return h
 
     def first_value(self) -> Any:
         """The value of first_key(), None if the map is empty."""
@@ -284,11 +294,7 @@ class OrderedKeys(OrderedMap):
                 break
             h += 1
         if h != start:
-            self._stale -= h - start
-            if h > _TRIM and h * 2 > n:
-                del run[:h]
-                h = 0
-            self._head = h
+            h = self._walked(start, h)
         rest = self._rest
         if rest:
             low = rest[0]
@@ -430,11 +436,7 @@ class OrderedRows(OrderedKeys):
             run[h] = None  # behind the head: no longer read, so let the old row go
             h += 1
         if h != start:
-            self._stale -= h - start
-            if h > _TRIM and h * 2 > n:
-                del run[:h]
-                h = 0
-            self._head = h
+            h = self._walked(start, h)
         best = run[h] if h < len(run) else None
         rest = self._rest
         if rest:

@@ -120,21 +120,23 @@ def instructions() -> int:
 
 
 def _instructions() -> int:
-    totals = []
-    for batches in (5, 25):
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            + [sys.executable, __file__, "--batches", str(batches), "--rounds", "1"]
-            + ["--warmup", "5"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        found = re.search(r"Collected : ([\d,]+)", out.stderr)
-        assert found is not None, out.stderr[-2000:]
-        totals.append(int(found.group(1).replace(",", "")))
-    return (totals[1] - totals[0]) // (20 * PUTS_PER_READ)
+    args = ["--rounds", "1", "--warmup", "5"]
+    few, many = (callgrind([__file__, "--batches", str(n), *args]) for n in (5, 25))
+    return (many - few) // (20 * PUTS_PER_READ)
+
+
+def callgrind(argv: list[str]) -> int:
+    """The instructions callgrind counts in `python argv` (hash seed fixed)."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"Collected : ([\d,]+)", out.stderr)
+    assert found is not None, out.stderr[-2000:]
+    return int(found.group(1).replace(",", ""))
 
 
 def main() -> None:

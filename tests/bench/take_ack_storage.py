@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -97,21 +94,11 @@ def run(mode: str, rounds: int, warmup: int) -> float:
 
 def instructions(mode: str) -> int:
     """Instructions per op: callgrind's total for 40 rounds minus that for 10."""
-    totals = []
-    for rounds in (10, 40):
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            + [sys.executable, __file__, "--mode", mode, "--rounds", str(rounds)]
-            + ["--warmup", "5"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        found = re.search(r"Collected : ([\d,]+)", out.stderr)
-        assert found is not None, out.stderr[-2000:]
-        totals.append(int(found.group(1).replace(",", "")))
-    return (totals[1] - totals[0]) // (30 * WINDOW)
+    from tests.bench.put_path import callgrind
+
+    args = ["--mode", mode, "--warmup", "5", "--rounds"]
+    few, many = (callgrind([__file__, *args, str(n)]) for n in (10, 40))
+    return (many - few) // (30 * WINDOW)
 
 
 def main() -> None:
