@@ -17,6 +17,11 @@ the last row it decoded: one change reads its task several times (the
 status index checks it, the caller gets it, the WAL record takes its key).
 A temporary space keeps Python tuples: it is never written, and its values
 need not be msgpack (the server's own session spaces).
+
+An update's row is the old row with the changed fields packed again
+(`RowCodec.patch`: a take's status), not the whole tuple encoded: each
+field of a row is in msgpack's one form for its value, so the bytes are
+those encoding would give.
 """
 
 from __future__ import annotations
