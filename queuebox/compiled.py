@@ -19,8 +19,10 @@ from importlib.util import find_spec
 # Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
 # compile); the driver classes (driver, untimed, ttl, fifo*, utube*, heads):
 # compiled, TaskStore's abstract methods are no longer enforced (a driver
-# without put would register) and utube's two bases crash; drivers.legacy and
-# the asyncio Protocol shells (server.shell, server.connection).
+# without put would register) and utube's two bases crash; drivers.legacy.
+# The connection's shell (reading, shell, connection, legacy15: one chain of
+# single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
+# are per-turn costs: compiled, a sequential put takes 8% fewer instructions.
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.rawargs",
@@ -40,6 +42,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.staging",
     "queuebox.storage.walreplay",
     "queuebox.storage.scan",
+    "queuebox.storage.wal",
+    "queuebox.storage.fileio",
     "queuebox.drivers.args",
     "queuebox.drivers.core",
     "queuebox.drivers.deadlines",
@@ -57,6 +61,10 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.commit",
     "queuebox.server.timers",
     "queuebox.server.rights",
+    "queuebox.server.reading",
+    "queuebox.server.shell",
+    "queuebox.server.connection",
+    "queuebox.server.legacy15",
 )
 
 

@@ -30,11 +30,11 @@ log = get_logger("queuebox.conn")
 
 
 class Connection(ConnectionShell):
-    decoder: protocol.RequestDecoder
-
     def __init__(self, app: App) -> None:
         super().__init__(app)
-        self.decoder = protocol.RequestDecoder(app.config.max_frame)
+        # Its own name for its own type: reading.py knows it as `decoder`.
+        self._requests = protocol.RequestDecoder(app.config.max_frame)
+        self.decoder = self._requests
 
     def opened(self, transport: asyncio.Transport) -> None:
         app = self.app
@@ -56,13 +56,13 @@ class Connection(ConnectionShell):
 
     def decode(self, data: bytes) -> list[Request | ProtocolError]:
         try:
-            return self.decoder.feed(data)
+            return self._requests.feed(data)
         except Exception:
             return self._decoder_failed()
 
     def decode_frame(self, frame: memoryview) -> list[Request | ProtocolError]:
         try:
-            return [self.decoder.feed_frame(frame)]
+            return [self._requests.feed_frame(frame)]
         except Exception:
             return self._decoder_failed()
 

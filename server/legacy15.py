@@ -49,13 +49,14 @@ Handler15 = Callable[[Frame, Session, QueueCalls], Reply]
 
 class Box15Connection(ConnectionShell):
     kind = "legacy connection"
-    decoder: box15.Box15Decoder
 
     def __init__(self, app: App, queue_of: Callable[[], QueueCalls | None]) -> None:
         super().__init__(app)
         # Asked per read: a replica has no queue until it is promoted.
         self.queue_of = queue_of
-        self.decoder = box15.Box15Decoder(app.config.max_frame)
+        # Its own name for its own type: reading.py knows it as `decoder`.
+        self._box15 = box15.Box15Decoder(app.config.max_frame)
+        self.decoder = self._box15
 
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return wal_failed(self.session, sync, error)
@@ -66,10 +67,10 @@ class Box15Connection(ConnectionShell):
         return box15.encode_error(type_, sync, box15.ER_MEMORY_ISSUE, message)
 
     def decode(self, data: bytes) -> list[Frame | Box15Error]:
-        return self.decoder.feed(data)
+        return self._box15.feed(data)
 
     def decode_frame(self, frame: memoryview) -> list[Frame | Box15Error]:
-        return self.decoder.feed(bytes(frame))
+        return self._box15.feed(bytes(frame))
 
     def handle(self, items: list[Any]) -> None:
         session, queue = self.session, self.queue_of()

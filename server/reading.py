@@ -50,7 +50,7 @@ class Decoder(Protocol):
     def take_partial(self) -> bytes: ...
 
 
-class BudgetedReading:
+class BudgetedReading(asyncio.BufferedProtocol):
     # Provided by the shell and the port.
     decoder: Decoder
     kind: str

@@ -58,7 +58,7 @@ timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
 bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
-class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
+class ConnectionShell(BudgetedReading):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
 
@@ -313,7 +313,9 @@ class ConnectionShell(BudgetedReading, asyncio.BufferedProtocol):
         # both make asyncio.Future); anything else waits the general way.
         if type(barrier) is Future and self.app.durability.on_loop and not barrier.done():
             # wal_mode=write: the turn's changes are written by flush() itself,
-            # before the replies go out, so the reply waits in place.
+            # before the replies go out, so the reply waits in place. The
+            # compiled read loop queues its replies the same way by itself
+            # (requests.run_requests): a change here is a change there.
             self._out.append(held.reply)
             self._unconfirmed.append((len(self._out) - 1, held.sync, barrier))
         else:

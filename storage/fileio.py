@@ -17,9 +17,13 @@ import os
 import time
 from pathlib import Path
 
+from mypy_extensions import mypyc_attr
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+# Compiled with the WAL writer (queuebox/compiled.py); tests subclass it.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FileIO:
     """Thin, unbuffered wrappers around os; errors surface as OSError."""
 

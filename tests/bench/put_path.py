@@ -2,12 +2,16 @@
 
     python tests/bench/put_path.py [--batches 200] [--rounds 5]    # CPU µs per put
     python tests/bench/put_path.py --instructions                  # callgrind
+    python tests/bench/put_path.py --per-read 1 --uvloop ...       # the sequential put
 
 Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
 directory) in this process, opens one IPROTO connection over a fake
 transport and feeds it reads of 128 pipelined `queue.tube.jobs:put` CALLs
 (64-byte payloads) on a fifo tube, one loop turn each: the request path from
-the read buffer to the WAL write and the reply bytes, without sockets.
+the read buffer to the WAL write and the reply bytes, without sockets. With
+`--per-read 1` each put has a read and a loop turn (a WAL write, a reply
+flush) of its own, as one consumer with one request in flight; `--uvloop`
+runs the loop the server runs (asyncio's own loop is Python code).
 Prints process CPU per put for each round (the shared machine makes it
 noisy: compare builds alternately), or with `--instructions` runs itself
 twice under valgrind's callgrind (5 and 25 reads after the warm-up) and
@@ -74,7 +78,7 @@ class FakeTransport:
         pass
 
 
-async def run(batches: int, rounds: int, warmup: int) -> list[float]:
+async def run(batches: int, rounds: int, warmup: int, per_read: int) -> list[float]:
     from queuebox.server.app import App
     from queuebox.server.build import build_server
     from queuebox.server.config import Config
@@ -85,9 +89,7 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
         await build_server(app)
         conn = Connection(app)
         conn.connection_made(FakeTransport())  # type: ignore[arg-type]
-        read = b"".join(
-            call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ)
-        )
+        read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(per_read))
 
         def feed(data: bytes) -> None:
             buffer = conn.get_buffer(len(data))
@@ -105,24 +107,24 @@ async def run(batches: int, rounds: int, warmup: int) -> list[float]:
             for _ in range(batches):
                 feed(read)
                 await asyncio.sleep(0)
-            per_put.append((time.process_time() - started) / (batches * PUTS_PER_READ) * 1e6)
+            per_put.append((time.process_time() - started) / (batches * per_read) * 1e6)
         return per_put
 
 
-def instructions() -> int:
+def instructions(flags: list[str], per_read: int) -> int:
     """Instructions per put: callgrind's total for 25 reads minus that for 5
     (once more if the 5 cost more: a cache written meanwhile, seen once)."""
     for _ in range(2):
-        count = _instructions()
+        count = _instructions(flags, per_read)
         if count > 0:
             return count
     return count
 
 
-def _instructions() -> int:
-    args = ["--rounds", "1", "--warmup", "5"]
+def _instructions(flags: list[str], per_read: int) -> int:
+    args = ["--rounds", "1", "--warmup", "5", *flags]
     few, many = (callgrind([__file__, "--batches", str(n), *args]) for n in (5, 25))
-    return (many - few) // (20 * PUTS_PER_READ)
+    return (many - few) // (20 * per_read)
 
 
 def callgrind(argv: list[str]) -> int:
@@ -141,18 +143,28 @@ def callgrind(argv: list[str]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=200, help="reads of 128 puts per round")
+    parser.add_argument("--batches", type=int, default=200, help="reads per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=50, help="reads before the first round")
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    parser.add_argument("--per-read", type=int, default=PUTS_PER_READ, help="puts per read")
+    parser.add_argument("--uvloop", action="store_true", help="the server's loop, not asyncio's")
     args = parser.parse_args()
+    flags = ["--per-read", str(args.per_read)] + (["--uvloop"] if args.uvloop else [])
     from queuebox.compiled import build_label
 
     if args.instructions:
-        subprocess.run([sys.executable, __file__, "--batches", "1", "--rounds", "1"], check=True)
-        print(f"{build_label()}: {instructions():,} instructions per put")
+        warm = [sys.executable, __file__, "--batches", "1", "--rounds", "1", *flags]
+        subprocess.run(warm, check=True)
+        print(f"{build_label()}: {instructions(flags, args.per_read):,} instructions per put")
         return
-    per_put = asyncio.run(run(args.batches, args.rounds, args.warmup))
+    work = run(args.batches, args.rounds, args.warmup, args.per_read)
+    if args.uvloop:
+        import uvloop
+
+        per_put = uvloop.run(work)
+    else:
+        per_put = asyncio.run(work)
     shown = " ".join(f"{x:.2f}" for x in per_put)
     print(f"{build_label()}: CPU µs per put {shown} (best {min(per_put):.2f})")
 
