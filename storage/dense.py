@@ -80,18 +80,23 @@ class DenseMap:
         other = self._other
         if other is not None:
             return other.get(key)
-        if type(key) is not int:
-            key = _int_equal(key)
-            if key is None:
+        # An int variable: compiled, the slot is found by native arithmetic.
+        k: int
+        if type(key) is int:
+            k = key
+        else:
+            equal = _int_equal(key)
+            if equal is None:
                 return None
-        i = key - self._base
+            k = equal
+        i = k - self._base
         slots = self._slots
         if 0 <= i < len(slots):
             found = slots[i]
             if found is not None:
                 return found
         side = self._side
-        return None if side is None else side.get(key)
+        return None if side is None else side.get(k)
 
     def getter(self) -> Callable[[Any], Any]:
         return self.get
@@ -105,15 +110,16 @@ class DenseMap:
         if type(key) is not int or key < 0:
             self._spill().set(key, value)
             return
+        k: int = key
         side = self._side
-        if side is not None and key in side:
-            side.set(key, value)
+        if side is not None and k in side:
+            side.set(k, value)
             return
         slots = self._slots
         if not self._count:
             slots.clear()
-            self._base, self._head = key, 0
-        i = key - self._base
+            self._base, self._head = k, 0
+        i = k - self._base
         n = len(slots)
         if 0 <= i < n:
             if slots[i] is None:
@@ -226,6 +232,10 @@ class DenseMap:
             return other.first_key()
         window = self._base + self._head if self._count else ABSENT
         return _best(min, window, ABSENT if side is None else side.first_key())
+
+    def first_value(self) -> Any:
+        """The value of first_key(), None if the map is empty."""
+        return self.get(self.first_key())
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""

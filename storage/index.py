@@ -204,7 +204,7 @@ class Index:
         gw = self._gw
         if len(prefix) == gw:
             found = self._groups.get(self._group_key(prefix))
-            return None if found is None else self._tuple(found.get(found.first_key()))
+            return None if found is None else self._tuple(found.first_value())
         return next(self.iterate(prefix), None)
 
     def first_key(self, group: Key = ()) -> Key | None:

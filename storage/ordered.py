@@ -6,9 +6,11 @@ tuples, spaces or indexes (index.py builds on it).
 
 A queue's keys mostly grow: task ids, (priority, id) within one status. So
 a new key usually goes on the end of `_run`, a plain list, and a removed
-key is only dropped from the dict: its run entry goes stale and is skipped
-(and finally trimmed) by whoever walks past it. Taking the first key, the
-fifo take, walks the run's head past stale entries: O(1) amortized. A key
+key is only dropped from the dict: the head moves past it if it heads the
+run (a take, an ack: keys mostly leave from the front), else its run entry
+goes stale and is skipped (and finally trimmed) by whoever walks past it.
+Taking the first key, the fifo take, walks the run's head past stale
+entries: O(1) amortized. A key
 that arrives out of order (a released task going back before newer ones, a
 deadline earlier than the latest) goes into `_rest`, a SortedList, and the
 two sorted sequences are merged where order is asked for.
@@ -113,17 +115,30 @@ class OrderedMap:
         return value
 
     def _unplace(self, key: Any) -> None:
-        """Take a removed key out of order: from the rest, or left stale in the run."""
+        """Take a removed key out of order: past it if it heads the run (a
+        take, an ack: no stale entry for first_key to walk or a compaction
+        to sweep), from the rest, or left stale in the run."""
+        run, h = self._run, self._head
+        if h < len(run) and run[h] == key:  # in the run, so not in the rest
+            self._pass_head()
+            return
         rest = self._rest
         if rest:
-            run = self._run
-            pos = bisect_left(run, key, self._head)
+            pos = bisect_left(run, key, h)
             if pos == len(run) or run[pos] != key:
                 rest.remove(key)
                 return
         self._stale += 1
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
+
+    def _pass_head(self) -> None:
+        """Move the head past the run's first entry, just removed."""
+        run, h = self._run, self._head + 1
+        if h > _TRIM and h * 2 > len(run):
+            del run[:h]
+            h = 0
+        self._head = h
 
     def clear(self) -> None:
         self._map.clear()
@@ -151,11 +166,8 @@ class OrderedMap:
             start = h
             while h < n and run[h] not in m:
                 h += 1
-            self._stale -= h - start
-            if h > _TRIM and h * 2 > n:
-                del run[:h]
-                h, n = 0, len(run)
-            self._head = h
+            h = self._walked(start, h)
+            n = len(run)
         best = run[h] if h < n else ABSENT
         rest = self._rest
         if rest:
@@ -163,6 +175,21 @@ class OrderedMap:
             if best is ABSENT or low < best:
                 return low
         return best
+
+    def _walked(self, start: int, h: int) -> int:
+        """The head walked from `start` past stale entries to `h`: the new
+        head (0 once they are trimmed off)."""
+        self._stale -= h - start
+        run = self._run
+        if h > _TRIM and h * 2 > len(run):
+            del run[:h]
+            h = 0
+        self._head = h
+        return h
+
+    def first_value(self) -> Any:
+        """The value of first_key(), None if the map is empty."""
+        return self.get(self.first_key())
 
     def last_key(self) -> Any:
         """The greatest key, or ABSENT."""
@@ -253,6 +280,27 @@ class OrderedKeys(OrderedMap):
 
     def get(self, key: Any) -> Any:
         return None if key is ABSENT else self._lookup(key)
+
+    def first_value(self) -> Any:
+        """first_key's walk, keeping the value that proved its key live: one
+        lookup for a take where first_key then get made two."""
+        run, lookup = self._run, self._lookup
+        h, n = self._head, len(run)
+        start = h
+        value = None
+        while h < n:
+            value = lookup(run[h])
+            if value is not None:
+                break
+            h += 1
+        if h != start:
+            h = self._walked(start, h)
+        rest = self._rest
+        if rest:
+            low = rest[0]
+            if value is None or low < run[h]:
+                return lookup(low)
+        return value
 
     def values_unordered(self) -> list[Any]:
         return list(map(self._lookup, self.keys()))
@@ -358,6 +406,11 @@ class OrderedRows(OrderedKeys):
             if pos < len(rest) and rest.key(rest[pos]) == key:
                 del rest[pos]
                 return
+        run, h = self._run, self._head
+        if h < len(run) and self._key_of(run[h]) == key:  # the run's only row with it
+            run[h] = None  # let the old row go
+            self._pass_head()
+            return
         self._stale += 1
         if self._stale > _TRIM and self._stale * 2 > len(self._run) - self._head:
             self._compact()
@@ -371,6 +424,11 @@ class OrderedRows(OrderedKeys):
         return self._count
 
     def first_key(self) -> Any:
+        row = self.first_value()
+        return ABSENT if row is None else self._key_of(row)
+
+    def first_value(self) -> Any:
+        """The first live row: the value is the run's entry itself."""
         run, live, key_of = self._run, self._live, self._key_of
         h, n = self._head, len(run)
         start = h
@@ -378,16 +436,12 @@ class OrderedRows(OrderedKeys):
             run[h] = None  # behind the head: no longer read, so let the old row go
             h += 1
         if h != start:
-            self._stale -= h - start
-            if h > _TRIM and h * 2 > n:
-                del run[:h]
-                h = 0
-            self._head = h
-        best = key_of(run[h]) if h < len(run) else ABSENT
+            h = self._walked(start, h)
+        best = run[h] if h < len(run) else None
         rest = self._rest
         if rest:
-            low = key_of(rest[0])
-            if best is ABSENT or low < best:
+            low = rest[0]
+            if best is None or key_of(low) < key_of(best):
                 return low
         return best
 

@@ -17,12 +17,17 @@ the last row it decoded: one change reads its task several times (the
 status index checks it, the caller gets it, the WAL record takes its key).
 A temporary space keeps Python tuples: it is never written, and its values
 need not be msgpack (the server's own session spaces).
+
+An update's row is the old row with the changed fields packed again
+(`RowCodec.patch`: a take's status), not the whole tuple encoded: each
+field of a row is in msgpack's one form for its value, so the bytes are
+those encoding would give.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Final
 
@@ -145,13 +150,60 @@ def field_at(row: bytes, field: int) -> Any:
     return _NOT_PLAIN
 
 
+# The least uint 8, 16, 32, 64 msgpack writes: a smaller value has a shorter form.
+_UINT_FLOOR: Final = (0x80, 0x100, 0x10000, 0x100000000)
+
+
+def lead_int(row: bytes) -> bytes | None:
+    """The bytes of a row's first field when it is a non-negative int in the
+    form msgpack writes for its value (the shortest), else None: packing the
+    field again would give these bytes."""
+    if not 0x91 <= row[0] <= 0x9F:
+        return None
+    b = row[1]
+    if b < 0x80:
+        return row[1:2]
+    if 0xCC <= b <= 0xCF:
+        width = 1 << (b - 0xCC)
+        if uint_at(row, 2, width) >= _UINT_FLOOR[b - 0xCC]:
+            return row[1 : 2 + width]
+    return None
+
+
+def _patched(row: bytes, t: Tuple, fields: list[int]) -> bytes | None:
+    """RowCodec.patch's row, None if a field is the data (or not the task's)
+    or needs the file packer's default."""
+    n = len(t)
+    if row[0] != 0x90 + n:
+        return None
+    pack = _packers()[1]
+    pieces: list[bytes] = []
+    # `at`: where the fields not passed yet start (after the array head);
+    # `copied`: where the row's bytes not copied yet start.
+    limit, at, passed, copied = len(row), 1, 0, 0
+    for no in fields:
+        if not 0 <= no < n - 1:
+            return None
+        start = value_end(row, at, limit, no - passed)
+        end = value_end(row, start, limit)
+        if end < 0:
+            return None
+        try:
+            packed = pack(t[no])
+        except (TypeError, ValueError, OverflowError):
+            return None
+        pieces.append(row[copied:start])
+        pieces.append(packed)
+        at = copied = end
+        passed = no + 1
+    pieces.append(row[copied:])
+    return b"".join(pieces)
+
+
 def _data_head(size: int) -> bytes:
     """The head msgpack gives ext PACKED_EXT of `size` bytes (a fixext when it can)."""
-    fixed = _FIXEXT.get(size)
-    if fixed is not None:
-        return fixed
     if size < 0x100:
-        return bytes((0xC7, size, PACKED_EXT))
+        return _SMALL_HEADS[size]
     if size < 0x10000:
         return b"\xc8" + size.to_bytes(2, "big") + _EXT_CODE
     return b"\xc9" + size.to_bytes(4, "big") + _EXT_CODE
@@ -160,6 +212,8 @@ def _data_head(size: int) -> bytes:
 _EXT_CODE = bytes((PACKED_EXT,))
 _FIXEXT = {1 << i: bytes((0xD4 + i, PACKED_EXT)) for i in range(5)}
 _ARRAY_HEADS = [bytes((0x90 + n,)) for n in range(16)]
+# The heads of data up to 255 bytes, by size: made once, not per row.
+_SMALL_HEADS: Final = [_FIXEXT.get(n) or bytes((0xC7, n, PACKED_EXT)) for n in range(0x100)]
 
 
 class Unencodable(Exception):
@@ -201,6 +255,20 @@ class RowCodec:
             return _packers()[0](list(t))
         except Exception as e:  # TypeError, OverflowError, ValueError from msgpack
             raise Unencodable(str(e)) from e
+
+    def patch(self, row: Any, t: Tuple, fields: Iterable[int]) -> Any:
+        """The row of `t`, a tuple whose `row` differs from it only at
+        `fields` (a take's status): for a task, the row with those fields
+        packed again and the rest copied, the bytes encode(t) would give
+        (each field of a row is in msgpack's one form for its value); else
+        encode(t)."""
+        n = len(t)
+        if 0 < n < 16 and type(t[n - 1]) is Packed and type(row) is bytes:
+            new = _patched(row, t, sorted(fields))
+            if new is not None:
+                self._last = self._lead = (new, t)  # read next, as encode's row is
+                return new
+        return self.encode(t)
 
     def fields_getter(self, parts: tuple[int, ...]) -> Callable[[Any], Any]:
         """row -> its fields at `parts`, as itemgetter(*parts) gives them from
@@ -261,6 +329,9 @@ class PlainCodec:
     __slots__ = ()
 
     def encode(self, t: Tuple) -> Any:
+        return t
+
+    def patch(self, row: Any, t: Tuple, fields: Iterable[int]) -> Any:
         return t
 
     def decode(self, row: Any) -> Tuple:

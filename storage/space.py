@@ -17,7 +17,7 @@ type fixed), which is what lets every lookup be O(log n) (index.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,9 +111,13 @@ class Space:
         self.temporary = definition.temporary
         codec = PLAIN if definition.temporary else RowCodec()
         self._encode = codec.encode
+        self._patch = codec.patch
         self._decode = codec.decode
         self._column = codec.column
         pk_parts = definition.indexes[0].parts
+        # The primary key is the row's first field (a task's id): a delete's
+        # record slices it from the row (records.py).
+        self.key_leads = pk_parts == (0,)
         self.primary = PrimaryIndex(definition.indexes[0], pk_parts, codec)
         self.indexes: dict[str, Index] = {self.primary.name: self.primary}
         for d in definition.indexes[1:]:
@@ -149,9 +153,11 @@ class Space:
         and the engine's undo entries carry."""
         return self._decode(row)
 
-    def _row_of(self, t: Tuple) -> Any:
+    def _row_of(self, t: Tuple, old: Any = None, changed: Iterable[int] = ()) -> Any:
+        """The row of `t`; with `old`, the row of a tuple that differs from
+        `t` at the fields `changed` alone (an update: those are packed again)."""
         try:
-            return self._encode(t)
+            return self._encode(t) if old is None else self._patch(old, t, changed)
         except Unencodable as e:
             raise UnloggableChange(f"change to space {self.name!r} not made: {e}") from e
 
@@ -186,7 +192,7 @@ class Space:
         t = tuple(new)
         if self.primary.key_of(t) != key:
             raise StorageError("an update may not change the primary key")
-        row = self._row_of(t)
+        row = self._row_of(t, old, changes)
         for idx in self._secondary:
             idx._check_insert(t, self.name, old)
         self._store(old, was, t, row)

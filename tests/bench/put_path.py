@@ -145,21 +145,23 @@ def instructions(script: str, flags: list[str], per_read: int) -> int:
 
 
 def _instructions(script: str, flags: list[str], per_read: int) -> int:
-    totals = []
-    for batches in (5, 25):
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            + [sys.executable, script, "--batches", str(batches), "--rounds", "1"]
-            + ["--warmup", "5", *flags],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        found = re.search(r"Collected : ([\d,]+)", out.stderr)
-        assert found is not None, out.stderr[-2000:]
-        totals.append(int(found.group(1).replace(",", "")))
-    return (totals[1] - totals[0]) // (20 * per_read)
+    args = ["--rounds", "1", "--warmup", "5", *flags]
+    few, many = (callgrind([script, "--batches", str(n), *args]) for n in (5, 25))
+    return (many - few) // (20 * per_read)
+
+
+def callgrind(argv: list[str]) -> int:
+    """The instructions callgrind counts in `python argv` (hash seed fixed)."""
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"Collected : ([\d,]+)", out.stderr)
+    assert found is not None, out.stderr[-2000:]
+    return int(found.group(1).replace(",", ""))
 
 
 def measure(

@@ -56,6 +56,7 @@ def check_read(m: OrderedMap, model: dict[Any, Any], op: str, k: int) -> None:
     """The read `op` of key `k` (if it is one), then get and `in` of `k`, against the model."""
     if op == "first":
         assert m.first_key() == min(model, default=ABSENT)
+        assert m.first_value() == (model[min(model)] if model else None)
     elif op == "last":
         assert m.last_key() == max(model, default=ABSENT)
     elif op == "range":
@@ -193,10 +194,30 @@ def test_an_index_first_trims_what_its_head_walked_past() -> None:
         assert space.index("watch").first() == (i, 1_000 + i)
         space.update((i,), {1: 10_000_000 + i})  # and come back at the end
     watch = space.index("watch")._groups[None]
-    # The head is where the last first() found its answer (stale since): nothing
-    # the earlier calls walked past is in front of it to walk again.
+    # The head is the next answer: each update removed the head's row, and the
+    # head moved past it, so nothing the earlier calls walked past is in front
+    # of it to walk again.
     # (Its run holds the rows, each a tuple's msgpack; their keys are (field 1, id).)
     head = [msgpack.unpackb(row) for row in watch._run[watch._head : watch._head + 2]]
-    assert [(t[1], t[0]) for t in head] == [(5_999, 4999), (6_000, 5000)]
+    assert [(t[1], t[0]) for t in head] == [(6_000, 5000), (6_001, 5001)]
     assert len(watch._run) <= 2 * 6000
     assert space.index("watch").first() == (5000, 6_000)
+
+
+def test_first_value_walks_past_keys_removed_behind_the_head_once() -> None:
+    """Keys removed behind a live head stay in the run; removing the head then
+    leaves them at the front: the next first_value walks past them to the
+    first live key, and moves the head there, so no later call walks them."""
+    model: dict[int, str] = {}
+    m = OrderedKeys(model.get)
+    for k in range(3000):
+        model[k] = f"v{k}"
+        m.set(k, None)
+    for k in range(1, 2000):  # behind the head (0): left stale
+        del model[k]
+        m.pop(k)
+    del model[0]
+    m.pop(0)  # the head goes: the stale ones are in front now
+    assert m.first_value() == "v2000"
+    assert m._run[m._head] == 2000 and m._stale == 0
+    assert len(m) == 1000

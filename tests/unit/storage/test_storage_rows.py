@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from queuebox.storage.packed import Packed, file_packb
 from queuebox.storage.records import OP_CODES, change_record, packer
-from queuebox.storage.rows import PLAIN, RowCodec, Unencodable, leading
+from queuebox.storage.rows import PLAIN, RowCodec, Unencodable, lead_int, leading
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 SCALARS = (
@@ -88,23 +88,68 @@ def test_a_decoded_row_is_remembered_until_another_is_read() -> None:
 @given(
     TASKS,
     st.sampled_from(["insert", "replace", "delete"]),
-    st.integers(1, 2**63 - 1),
+    st.integers(1, 2**63 - 1)
+    | st.sampled_from([0, 127, 128, 255, 256, 2**16 - 1, 2**16])
+    | st.sampled_from([2**32 - 1, 2**32, 2**64 - 1]),
     st.none() | st.sampled_from(["put", "take", "ack"]) | st.text(max_size=40),
     st.text(min_size=1, max_size=40),
+    st.sampled_from([1_700_000_000.5, 0.0, -1.25]),
 )
 def test_a_change_record_is_its_fields_as_the_file_packer_writes_them(
-    t: tuple[Any, ...], op: str, lsn: int, note: str | None, name: str
+    t: tuple[Any, ...], op: str, lsn: int, note: str | None, name: str, ts: float
 ) -> None:
     """The record splices the row in and packs its other fields once per space
-    and op (or note): the bytes are still those of the whole record packed."""
+    and op (or note): the bytes are still those of the whole record packed,
+    for an LSN of any width and a deleted row's key of any kind (an int id
+    is sliced from the row)."""
     space = Space(SpaceDef(700, name, (IndexDef("pk", (0,)),)))
     space.note = note
     row = space._encode(t)
     arg = [t[0]] if op == "delete" else list(t)
-    fields = [lsn, 1_700_000_000.5, OP_CODES[op], 700, name, arg]
+    fields = [lsn, ts, OP_CODES[op], 700, name, arg]
     want = file_packb(fields if note is None else [*fields, note])
     for _ in range(2):  # packed, then from what the space kept
-        got = change_record(
-            packer(), lsn, 1_700_000_000.5, op, space, row, None if op == "delete" else row
-        )
+        got = change_record(packer(), lsn, ts, op, space, row, None if op == "delete" else row)
         assert got == want
+
+
+@given(st.integers(-(2**63), 2**64 - 1) | st.text(max_size=3), st.integers(0, 3))
+def test_a_deleted_rows_key_is_packed_as_its_first_field(key: Any, more: int) -> None:
+    """A delete's key, sliced from the row when it is an int, or packed; on a
+    primary key of two fields, always packed."""
+    for parts in ((0,), (0, 1)):
+        space = Space(SpaceDef(701, "k", (IndexDef("pk", parts),)))
+        t = (key, *range(more + 1))
+        record = change_record(packer(), 9, 1.5, "delete", space, space._encode(t), None)
+        assert msgpack.unpackb(record)[5] == list(t[: len(parts)])
+
+
+def test_lead_int_slices_only_an_int_in_its_shortest_form() -> None:
+    assert lead_int(b"\x92\x05\xa1r") == b"\x05"
+    assert lead_int(b"\x91\xcd\x01\x00") == b"\xcd\x01\x00"
+    assert lead_int(b"\x91\xcc\x05") is None  # 5 in a uint 8: packed again it is 1 byte
+    assert lead_int(b"\x91\xcf\x00\x00\x00\x00\xff\xff\xff\xff") is None
+    assert lead_int(b"\x91\xff") is None  # negative: packed instead
+    assert lead_int(b"\x91\xa1r") is None
+    assert lead_int(b"\x90") is None
+
+
+@given(TASKS | ANY, st.data())
+def test_a_patched_row_is_the_changed_tuples_file_form(
+    t: tuple[Any, ...], data: st.DataObject
+) -> None:
+    """An update packs only the fields it changed into a copy of the row: the
+    bytes are those of the changed tuple encoded whole, whatever the fields
+    (a value the plain packer refuses, the data itself: encoded whole)."""
+    if not t:
+        return
+    changes = data.draw(
+        st.dictionaries(st.integers(-1, len(t) - 1), SCALARS | DATA | NESTED, max_size=3)
+    )
+    new = list(t)
+    for no, value in changes.items():
+        new[no] = value
+    codec = RowCodec()
+    row = codec.patch(codec.encode(t), tuple(new), changes)
+    assert row == file_packb(new)
+    assert codec.decode(row) == tuple(new)
