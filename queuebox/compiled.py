@@ -32,6 +32,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.framing",
     "queuebox.protocol.codec",
     "queuebox.storage.ordered",
+    "queuebox.storage.orderedrows",
     "queuebox.storage.index",
     "queuebox.storage.space",
     "queuebox.storage.engine",

@@ -44,7 +44,8 @@ from operator import itemgetter
 from typing import Any
 
 from .dense import DenseMap
-from .ordered import ABSENT, OrderedKeys, OrderedMap, OrderedRows
+from .ordered import ABSENT, OrderedKeys, OrderedMap
+from .orderedrows import OrderedRows
 from .rows import PLAIN, Codec
 
 Tuple = tuple[Any, ...]
