@@ -37,7 +37,7 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Container, Mapping
 from typing import Any, ClassVar, Final, Protocol
 
@@ -179,8 +179,12 @@ def missing_index(space: Space, names: tuple[str, ...]) -> str | None:
     return next((n for n in names if n not in space.indexes), None)
 
 
+# Not an ABC: compiled, the driver classes would share ABC's subclass cache
+# (a native class gets no `_abc_impl` of its own), and isinstance(a fifottl
+# driver, UntimedStore) said True once FifoTtl had been checked as a TaskStore.
+# `@abstractmethod` stays, for mypy; check_driver enforces it on both builds.
 @mypyc_attr(allow_interpreted_subclasses=True)  # plugins' drivers are Python classes
-class TaskStore(ABC):
+class TaskStore:
     """A tube's space of task tuples; subclasses give the layout and the rules.
 
     Fields 0 and 1 are always (task_id, status); F_DATA is where the data is.

@@ -18,17 +18,12 @@ from typing import Any
 import pytest
 
 from queuebox.protocol import box15
+from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, closed_by_peer
 
 DRIVER = Path(__file__).with_name("box15_driver.pl")
 TASK = "&&&&*"  # id, tube, status, data...: byte strings
 META = "&&&Q&&LQQQQQQ"  # QUEUE.md §12 meta, as 1.5 packed it
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_legacy_server(workdir: Path, *flags: str) -> tuple[ServerProc, int]:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,10 +65,23 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
+# Below Linux's ephemeral range (32768-60999): a port chosen here and bound by
+# a server a moment later cannot be taken meanwhile by an outgoing connection
+# or a bind to port 0 of another test (a CI run lost a primary's start so).
+FREE_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port of 127.0.0.1 that nothing listens on now, for a server to bind."""
+    for _ in range(100):
+        port = random.choice(FREE_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found in 100 tries")
 
 
 class TarantoolProc:

@@ -168,3 +168,18 @@ def test_a_python_driver_on_taskstore_alone_runs() -> None:
         assert restarted.status("s", 1) == "r"  # a restart gives the taken task back
     finally:
         DRIVERS.pop("stack", None)
+
+
+def test_a_driver_class_is_a_subclass_only_of_its_own_bases() -> None:
+    # Compiled, while TaskStore was an ABC, every driver class shared ABC's
+    # subclass cache: once FifoTtl had been checked as a TaskStore (at its
+    # registration), issubclass(FifoTtl, UntimedStore) said True, and the web
+    # console called a fifottl tube's oldest ready age an estimate.
+    from queuebox.drivers.heads import UtubeRules
+    from queuebox.drivers.ttl import TtlStore
+
+    bases = (TaskStore, UntimedStore, TtlStore, UtubeRules, *DRIVERS.values())
+    for cls in DRIVERS.values():
+        assert issubclass(cls, TaskStore)
+        for base in bases:
+            assert issubclass(cls, base) == (base in cls.__mro__), (cls, base)
