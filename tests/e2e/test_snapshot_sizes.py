@@ -129,6 +129,9 @@ def test_a_failing_snapshot_is_counted_and_retried_later_not_every_second(
     assert server.stop() == 0
     lines = [line for line in server.log().splitlines() if "] snapshot failed " in line]
     total = max(int(n) for n in re.findall(r"failures=(\d+)", "\n".join(lines)))
-    assert total == failures + 1  # and the one at shutdown
+    # The one at shutdown, and at most one scheduled retry more: the read above
+    # can fall just before the retry due 7 s after the first failure (a CI run).
+    assert [line for line in lines if "why=shutdown" in line]
+    assert failures + 1 <= total <= failures + 2
     counted = sum(int(n) for n in re.findall(r"suppressed=(\d+)", "\n".join(lines)))
     assert len(lines) + counted == total  # each failure a line, or counted in one
