@@ -169,10 +169,11 @@ def _big_blocks_reused() -> Iterator[None]:
     """Recovery reads the files in 4 MiB pieces and grows dicts and lists of a
     million entries: with the server's 1 MiB mmap threshold (serve.py) every
     such block was a fresh mapping, faulted in page by page and unmapped when
-    freed: a million tasks took 165k page faults from the WAL (97k without
-    the pin) and 194k from a snapshot (95k), about 0.45 s of a start. Meanwhile blocks up to glibc's largest threshold come
-    from the heap and are reused; the recovery's malloc_trim (recovery.py)
-    hands the heap's free pages back after, and the pin is restored."""
+    freed (a million tasks: 165k page faults from the WAL, 97k without the
+    pin; 194k from a snapshot, 95k). Meanwhile blocks up to glibc's largest
+    threshold come from the heap and are reused; the recovery's malloc_trim
+    (recovery.py) hands the heap's free pages back after, and the pin is
+    restored."""
     pin_malloc_mmap_threshold(RECOVERY_MMAP_THRESHOLD)
     try:
         yield

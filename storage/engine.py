@@ -193,9 +193,12 @@ class Engine:
         job.run()
         self.finish_snapshot(job)
         if report.wal_damaged:
-            # Every segment left holds only LSNs the new snapshot covers.
+            # Every segment left holds only LSNs the new snapshot covers, but
+            # the empty one the snapshot began (named job.lsn + 1), written next.
             segments = sort_listing(self.data_dir, self._files.listdir(self.data_dir)).wal
-            for _, path in segments:
+            for lsn, path in segments:
+                if lsn > job.lsn:
+                    continue
                 self._set_aside(path)
                 aside.append(path)
         self._files.fsync_dir(self.data_dir)

@@ -11,6 +11,7 @@ called from the one writer thread the server runs.
 A segment's life:
 
     (none) --append--> create NNN.wal, write header+batch --ok--> OPEN
+    (none) --rotate (a snapshot)--> create next holding the header only --> OPEN
     OPEN   --append, would pass segment_size--> close, create next (as above)
     OPEN   --rotate (a snapshot)--> close, create next holding the header only
     OPEN   --append--> write batch --ok--> OPEN (good length += batch)
@@ -63,8 +64,16 @@ class WalWriter:
         named `next_lsn` (the LSN of the next record): called by a snapshot while
         no write is in flight, so that a start from that snapshot reads no segment
         of records it already holds. True if it did. Not after a failed write (`_dirty`): the old
-        segment must end on whole batches before another follows it."""
-        if self._fd is None or self._good == HEADER_SIZE or self._dirty:
+        segment must end on whole batches before another follows it. With no segment open
+        (nothing written since the start) it creates the one the next write would: a start
+        after a restart and a clean stop then skips no records either (not at LSN 1: a
+        fresh directory gets no WAL file before its first write)."""
+        if self._dirty:
+            return False
+        if self._fd is None:
+            if next_lsn <= 1:
+                return False
+        elif self._good == HEADER_SIZE:
             return False
         self._start_segment(next_lsn, b"")
         return True

@@ -366,3 +366,32 @@ def test_wal_mode_none_snapshot_covers_changes_not_yet_taken(make_engine) -> Non
     e.close()
     again = make_engine(wal_mode="none")
     assert list(again.catalog.space("q")) == [(1, "r", b"x")] and again.last_lsn == job.lsn
+
+
+def test_a_snapshot_after_a_restart_with_no_write_begins_a_segment(make_engine, data_dir) -> None:
+    # A restart from the WAL, nothing written, then a clean stop's snapshot: the
+    # next start reads only the new empty segment, no record the snapshot holds.
+    e = make_engine()
+    fill(e)
+    want = contents(e)
+    e.close()
+    restarted = make_engine()
+    job = restarted.begin_snapshot()
+    job.run()
+    restarted.finish_snapshot(job)
+    restarted.close()
+    assert wal_files(data_dir) == ["00000000000000000001.wal", f"{job.lsn + 1:020d}.wal"]
+    again = make_engine(open_it=False)
+    report = again.open()
+    assert contents(again) == want
+    assert report.snapshot_lsn == job.lsn and report.wal_segments == 1
+    assert report.wal_records == 0 and report.last_lsn == job.lsn and not report.warnings
+
+
+def test_a_snapshot_of_a_fresh_directory_makes_no_wal_file(make_engine, data_dir) -> None:
+    e = make_engine()
+    job = e.begin_snapshot()
+    job.run()
+    e.finish_snapshot(job)
+    e.close()
+    assert wal_files(data_dir) == []
