@@ -136,6 +136,20 @@ def test_every_flipped_byte_is_caught_and_decoding_resumes_after_it() -> None:
         assert got == want, pos
 
 
+@pytest.mark.parametrize("size", [4095, 4096, 4097, 70_000])
+def test_a_flipped_byte_is_caught_in_small_and_big_bodies(size: int) -> None:
+    # A body up to 4 KiB is copied out for its CRC, a bigger one viewed (framing.py).
+    bodies = [b"a" * 10, bytes(i % 251 for i in range(size)), b"z"]
+    data, offsets = stream(bodies)
+    want = [("frame", o, b) for o, b in zip(offsets, bodies, strict=True)]
+    assert decode_in_pieces(data, None, 0) == want
+    for pos in (offsets[1] + 9, offsets[1] + FRAME_OVERHEAD + size // 2, offsets[2] - 1):
+        bad = bytearray(data)
+        bad[pos] ^= 0x40
+        got = decode_in_pieces(bytes(bad), None, 0)
+        assert got == [want[0], ("damage", offsets[1], offsets[2]), want[2]], pos
+
+
 def test_resync_skips_a_marker_inside_a_body() -> None:
     decoy = b"xx" + MARKER + struct.pack(">II", 0, 4) + b"yyyy"
     bodies = [b"first", decoy, b"third"]
