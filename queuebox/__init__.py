@@ -9,9 +9,8 @@ tree they are the folders at the top of the repo; `queuebox/<name>` links to
 them, so a checkout and an installed wheel import the same way.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("queuebox")
-except PackageNotFoundError:  # a checkout on sys.path without an install
-    __version__ = "0+unknown"
+# The one place the version is written: pyproject.toml reads it from here. A
+# constant, not importlib.metadata's lookup, which cost every start (the
+# server's and each CLI command's) some 25 ms of imports and a scan of the
+# installed distributions, and said "unknown" in a checkout without an install.
+__version__ = "0.1.0"

@@ -48,6 +48,7 @@ from typing import Any, NoReturn
 
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
+from .checkpoints import Checkpoints
 from .errors import (
     CorruptLog,
     DataDirLocked,
@@ -60,7 +61,7 @@ from .errors import (
 )
 from .fileio import FileIO
 from .framing import encode_frame
-from .layout import LOCK_NAME, covered_segments, sort_listing
+from .layout import LOCK_NAME, sort_listing
 from .records import change_record, ddl_body, packer
 from .recovery import Progress, Recovery, RecoveryReport
 from .replicated import apply_record
@@ -104,16 +105,18 @@ class Engine:
     ) -> None:
         if wal_mode not in WAL_MODES:
             raise ValueError(f"wal_mode must be one of {', '.join(WAL_MODES)}, not {wal_mode!r}")
-        if checkpoint_count < 1:
-            raise ValueError(f"checkpoint_count must be at least 1, not {checkpoint_count}")
-        self.checkpoint_count = checkpoint_count
         self.data_dir = Path(data_dir)
         self.wal_mode = wal_mode
         self.force_recovery = force_recovery
-        self.snapshot_wal_bytes = snapshot_wal_bytes
-        self.snapshot_interval_s = snapshot_interval_s
-        self.snapshot_record_size = snapshot_record_size
         self._files = files or FileIO()
+        self._checkpoints = Checkpoints(
+            self._files,
+            self.data_dir,
+            count=checkpoint_count,
+            wal_bytes=snapshot_wal_bytes,
+            interval_s=snapshot_interval_s,
+            record_size=snapshot_record_size,
+        )
         self._clock = clock  # wall time for record timestamps, from the server
         self._timer = timer  # only to measure recovery
         self._log = wal_mode != "none"
@@ -130,10 +133,6 @@ class Engine:
         self._undo: list[Undo] = []
         self._inflight: list[Batch] = []  # taken, not yet known written, oldest first
         self._doomed: Batch | None = None  # stands for pending changes a rollback undid
-        self._snapshot_lsn = 0
-        self._job: SnapshotJob | None = None
-        self._wal_bytes_at_snapshot = 0
-        self._interval_start: float | None = None
         # A replica (or a fenced primary) takes changes only from its primary:
         # apply_replicated() hands the hooks the primary's frame in _incoming.
         self.writable = True
@@ -168,9 +167,9 @@ class Engine:
             self._last_lsn = self._taken_lsn = self._written_lsn = report.highest_lsn
             self.last_ts = report.last_ts if report.last_lsn == report.highest_lsn else None
             self._written_ts = self.last_ts
-            self._snapshot_lsn = report.snapshot_lsn
+            self._checkpoints.lsn = report.snapshot_lsn
             # WAL replayed on top of the snapshot counts toward the next one.
-            self._wal_bytes_at_snapshot = -report.wal_bytes
+            self._checkpoints.wal_mark = -report.wal_bytes
             self._opened = True
             if report.needs_repair:
                 self._repair(report)
@@ -267,7 +266,7 @@ class Engine:
 
     @property
     def snapshot_lsn(self) -> int:
-        return self._snapshot_lsn
+        return self._checkpoints.lsn
 
     # -- the change hooks (loop thread) --
     def _on_change(self, space: Space, op: str, old: Any, new: Any) -> None:
@@ -435,18 +434,12 @@ class Engine:
 
     # -- snapshots --
     def snapshot_due(self, now: float) -> bool:
-        """True when the WAL grew by snapshot_wal_bytes since the last snapshot, or
-        snapshot_interval_s seconds passed with changes. `now` is the server's
-        monotonic time; the interval runs from the first call after open() or
-        after the last finish_snapshot()."""
-        if (self._job is not None and not self._job.finished) or not self._opened:
+        """True when a snapshot is due (Checkpoints.due; never before open() nor
+        while one runs). `now` is the server's monotonic time."""
+        if not self._opened:
             return False
-        if self._interval_start is None:
-            self._interval_start = now
-        if self.wal_bytes_since_snapshot >= self.snapshot_wal_bytes:
-            return True
-        changed = self._durable() != self._snapshot_lsn
-        return changed and now - self._interval_start >= self.snapshot_interval_s
+        changed = self._durable() != self._checkpoints.lsn
+        return self._checkpoints.due(now, self._wal.bytes_written, changed)
 
     def _durable(self) -> int:
         # In wal_mode "none" nothing waits for a write: every change counts.
@@ -454,69 +447,34 @@ class Engine:
 
     @property
     def wal_bytes_since_snapshot(self) -> int:
-        return self._wal.bytes_written - self._wal_bytes_at_snapshot
+        return self._wal.bytes_written - self._checkpoints.wal_mark
 
     def begin_snapshot(self) -> SnapshotJob:
         """Capture the state as of the durable LSN (loop thread, cheap: pointer
         copies). Run job.run() on a worker thread, then finish_snapshot(job)."""
         if not self._opened:
             raise EngineError("the engine is not open")
-        if self._job is not None:
-            if not self._job.finished:
-                raise EngineError("a snapshot is already in progress")
-            self.finish_snapshot(self._job)  # the caller skipped it: do it now
+        skipped = self._checkpoints.unfinished()
+        if skipped is not None and skipped.finished:
+            self.finish_snapshot(skipped)  # the caller skipped it: do it now
         self._prune()
         durable = self._durable()
         undo = [e for b in self._inflight if b.first_lsn > durable for e in b.undo]
         undo += self._undo
-        views = capture(self.catalog, undo)
-        self._job = SnapshotJob(
-            self._files,
-            self.data_dir,
-            durable,
-            views,
-            needed=durable != self._snapshot_lsn,
-            wal_mark=self._wal.bytes_written,
-            ts=self._written_ts if self._log else self.last_ts,
-            record_size=self.snapshot_record_size,
+        ts = self._written_ts if self._log else self.last_ts
+        return self._checkpoints.begin(
+            durable, capture(self.catalog, undo), self._wal.bytes_written, ts
         )
-        return self._job
 
     def finish_snapshot(self, job: SnapshotJob) -> list[str]:
         """After job.run() (loop thread), whether it succeeded or raised: on success
         keep the newest checkpoint_count snapshots, remove older ones and the WAL
         segments the oldest kept one covers. Returns the names of the files removed."""
-        if job is not self._job:
-            raise EngineError("finish_snapshot of a job this engine did not begin")
-        self._job = None
-        if job.error is not None or (job.needed and job.result is None):
+        if not self._checkpoints.settle(job):
             return []
-        self._snapshot_lsn = max(self._snapshot_lsn, job.lsn)
-        self._wal_bytes_at_snapshot = job.wal_mark
-        self._interval_start = None
         cut = self._cut_segment(job.lsn)
-        listing = sort_listing(self.data_dir, self._files.listdir(self.data_dir))
-        kept = [lsn for lsn, _ in listing.snap if lsn <= job.lsn][-self.checkpoint_count :]
-        oldest = kept[0] if kept else job.lsn
-        doomed = [p for lsn, p in listing.snap if lsn < oldest]
-        if self._log:
-            needed = self.retain_after()
-            # The segment this snapshot cut stays as it would have while being
-            # written: a damaged newest snapshot can still fall back to it.
-            wal = [w for w in listing.wal if cut is None or w[0] < cut]
-            doomed += covered_segments(wal, oldest if needed is None else min(oldest, needed))
-        else:
-            # No WAL is written in this mode: every segment is older than the state
-            # in memory, and a kept one would look like a WAL cut short at the next start.
-            doomed += [p for _, p in listing.wal]
-        removed = []
-        for path in doomed:
-            try:
-                self._files.unlink(path)
-            except OSError:
-                continue  # harmless: retried after the next snapshot
-            removed.append(path.name)
-        return removed
+        needed = self.retain_after() if self._log else None
+        return self._checkpoints.retire(job.lsn, cut, needed, self._log)
 
     def _cut_segment(self, lsn: int) -> int | None:
         """After a snapshot at `lsn` while nothing was written since and the writer

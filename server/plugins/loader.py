@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 GROUP = "queuebox.plugins"
 ENTRY = "queuebox_plugin"
@@ -28,6 +30,9 @@ class PluginNotFound(Exception):
 
 def installed() -> list[EntryPoint]:
     """Every entry point of group queuebox.plugins, in name order."""
+    # Imported here: a start without plugins pays neither the import nor the scan.
+    from importlib.metadata import entry_points
+
     return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
 
 
