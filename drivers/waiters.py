@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from itertools import count
-
-from sortedcontainers import SortedDict
 
 from .args import US
 
@@ -33,19 +31,37 @@ from .args import US
 FINITE_KEY_LIMIT_S = 3153.6
 Kind = str  # "take" or "put"
 WaitKey = tuple[float, int, int]
+Line = tuple[Hashable, Kind]  # the waiters of one tube and kind
 
 
-@dataclass(eq=False)
 class Waiter:
-    """The handle the server keeps: pass it to Waiters.remove when the wait ends."""
+    """The handle the server keeps: pass it to Waiters.remove when the wait ends.
 
-    tube: Hashable  # a tube name (the legacy API keys its waiters its own way)
-    kind: Kind
-    conn_id: int
-    key: WaitKey
-    wake: Callable[[], None] = field(repr=False)
-    active: bool = True
-    start_us: int = 0  # when it began waiting (the module's _queue_consumers keeps it)
+    A plain class, not a dataclass: one is made per waiting call, and in the
+    compiled build a dataclass's generated __init__ stays interpreted."""
+
+    __slots__ = ("active", "conn_id", "key", "kind", "start_us", "tube", "wake")
+
+    def __init__(
+        self,
+        tube: Hashable,  # a tube name (the legacy API keys its waiters its own way)
+        kind: Kind,
+        conn_id: int,
+        key: WaitKey,
+        wake: Callable[[], None],
+        active: bool = True,
+        start_us: int = 0,  # when it began waiting (the module's _queue_consumers keeps it)
+    ) -> None:
+        self.tube = tube
+        self.kind = kind
+        self.conn_id = conn_id
+        self.key = key
+        self.wake = wake
+        self.active = active
+        self.start_us = start_us
+
+    def __repr__(self) -> str:
+        return f"Waiter({self.tube!r}, {self.kind!r}, conn_id={self.conn_id}, key={self.key})"
 
 
 def wait_key(timeout_s: float | None, start_us: int, conn_id: int, seq: int) -> WaitKey:
@@ -55,10 +71,18 @@ def wait_key(timeout_s: float | None, start_us: int, conn_id: int, seq: int) -> 
 
 
 class Waiters:
+    """Each line (tube and kind) is a heap of (key, waiter), keys unique (the
+    sequence number), plus its count of active waiters: a waiter removed
+    elsewhere than at the top is only marked inactive and skipped when it
+    surfaces; a line is rebuilt once most of it is inactive, and dropped when
+    none is active. A heap, not a sorted container: a waiting call adds one
+    tuple, not a container per line that comes and goes with its waiters."""
+
     def __init__(self, notify: Callable[[Callable[[], None]], None] | None = None) -> None:
         # notify(wake) runs a wake callback; Queue makes it "run at the end of this call".
         self._notify = notify or (lambda wake: wake())
-        self._lists: dict[tuple[Hashable, Kind], SortedDict] = {}
+        self._lines: dict[Line, list[tuple[WaitKey, Waiter]]] = {}
+        self._active: dict[Line, int] = {}
         self._by_conn: dict[int, set[Waiter]] = {}
         self._seq = count()
 
@@ -73,8 +97,19 @@ class Waiters:
     ) -> Waiter:
         key = wait_key(timeout_s, now_us, conn_id, next(self._seq))
         waiter = Waiter(tube, kind, conn_id, key, wake, True, now_us)
-        self._lists.setdefault((tube, kind), SortedDict())[key] = waiter
-        self._by_conn.setdefault(conn_id, set()).add(waiter)
+        line = (tube, kind)
+        heap = self._lines.get(line)
+        if heap is None:
+            self._lines[line] = [(key, waiter)]
+            self._active[line] = 1
+        else:
+            heappush(heap, (key, waiter))
+            self._active[line] += 1
+        conn_waiters = self._by_conn.get(conn_id)
+        if conn_waiters is None:
+            self._by_conn[conn_id] = {waiter}
+        else:
+            conn_waiters.add(waiter)
         return waiter
 
     def remove(self, waiter: Waiter) -> None:
@@ -82,11 +117,19 @@ class Waiters:
         if not waiter.active:
             return
         waiter.active = False
-        waiters = self._lists.get((waiter.tube, waiter.kind))
-        if waiters is not None:
-            waiters.pop(waiter.key, None)
-            if not waiters:
-                del self._lists[(waiter.tube, waiter.kind)]
+        line = (waiter.tube, waiter.kind)
+        left = self._active.get(line)
+        if left is not None:
+            if left == 1:
+                del self._lines[line], self._active[line]
+            else:
+                self._active[line] = left - 1
+                heap = self._lines[line]
+                if heap[0][1] is waiter:
+                    heappop(heap)
+                elif len(heap) > 2 * left + 8:  # mostly inactive: rebuilt, O(1) amortized
+                    heap[:] = [entry for entry in heap if entry[1].active]
+                    heapify(heap)
         conn_waiters = self._by_conn.get(waiter.conn_id)
         if conn_waiters is not None:
             conn_waiters.discard(waiter)
@@ -95,23 +138,31 @@ class Waiters:
 
     def wake_one(self, tube: Hashable, kind: Kind) -> bool:
         """Remove the waiter with the smallest key and wake it; False if none waits."""
-        waiters = self._lists.get((tube, kind))
-        if not waiters:
+        heap = self._lines.get((tube, kind))
+        if heap is None:
             return False
-        waiter = waiters.peekitem(0)[1]
+        while not heap[0][1].active:  # some waiter is active, or the line would be gone
+            heappop(heap)
+        waiter = heap[0][1]
         self.remove(waiter)
         self._notify(waiter.wake)
         return True
 
     def has(self, tube: Hashable, kind: Kind) -> bool:
-        return bool(self._lists.get((tube, kind)))
+        return (tube, kind) in self._active
 
     def waiting(self, kind: Kind) -> list[Waiter]:
         """Every waiter of `kind`, per tube in wake order."""
-        return [w for (_, k), ws in self._lists.items() if k == kind for w in ws.values()]
+        return [
+            w
+            for (_, k), heap in self._lines.items()
+            if k == kind
+            for _, w in sorted(heap)
+            if w.active
+        ]
 
     def count(self, tube: Hashable, kind: Kind) -> int:
-        return len(self._lists.get((tube, kind), ()))
+        return self._active.get((tube, kind), 0)
 
     def remove_conn(self, conn_id: int) -> list[Waiter]:
         """A closed connection's waiters: removed, never woken, they take nothing."""

@@ -132,7 +132,8 @@ class Deferred:
         self.at = at
 
 
-Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes]
+# A coroutine's reply may be held too: the shell holds it as it holds an inline one.
+Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes | Held]
 
 
 def admit(s: Caller, name: str) -> Bound:
@@ -228,23 +229,27 @@ def run_handler(
 
 async def _finish(
     s: Caller, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
-) -> bytes:
+) -> bytes | Held:
+    """The reply of a call that waited; held for the durability barrier like an
+    inline one (the connection sends it after the turn's WAL write, in the same
+    turn, not from this task once more turns have passed)."""
     try:
-        try:
-            result = await awaitable
-            if not isinstance(result, list | tuple):
-                raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
+        result = await awaitable
+        if type(result) is list and not call16:
+            reply = encode_answer(sync, s.schema_version, result)
+        elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
-        except asyncio.CancelledError:
-            # Only shutdown cancels a waiting request; the client still gets an answer.
-            reply = protocol.encode_error(
-                sync, s.schema_version, ErrorCode.ER_PROC_LUA, ER_SHUTDOWN_TEXT
-            )
-        except Exception as exc:
-            reply = error_reply(s, sync, exc, name)
+        else:
+            raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
+    except asyncio.CancelledError:
+        # Only shutdown cancels a waiting request; the client still gets an answer.
+        reply = protocol.encode_error(
+            sync, s.schema_version, ErrorCode.ER_PROC_LUA, ER_SHUTDOWN_TEXT
+        )
+    except Exception as exc:
+        reply = error_reply(s, sync, exc, name)
+    try:
         barrier = s.app.durability.barrier()
-        if barrier is not None:
-            await barrier
-    except BaseException as exc:  # the barrier failed or was cancelled: never ack
-        reply = barrier_failed(s, sync, exc)
-    return reply
+    except Exception as exc:  # never ack what may not be durable
+        return barrier_failed(s, sync, exc)
+    return reply if barrier is None else Held(barrier, sync, reply)

@@ -136,21 +136,22 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
     return reply if barrier is None else Held(barrier, frame.sync, reply)
 
 
-async def _finish(frame: Frame, s: Session, name: str, waiting: Awaitable[list[Any]]) -> bytes:
-    """A waiting take: its answer, then the durability barrier, then the reply."""
+async def _finish(
+    frame: Frame, s: Session, name: str, waiting: Awaitable[list[Any]]
+) -> bytes | Held:
+    """A waiting take: its answer, held for the durability barrier like an inline
+    one (dispatch._finish)."""
     try:
-        try:
-            reply = encode_result(frame, name, await waiting)
-        except asyncio.CancelledError:  # only shutdown cancels a waiting call
-            reply = lua_error(frame, ER_SHUTDOWN_TEXT)
-        except Exception as exc:
-            reply = error_reply(frame, exc)
+        reply = encode_result(frame, name, await waiting)
+    except asyncio.CancelledError:  # only shutdown cancels a waiting call
+        reply = lua_error(frame, ER_SHUTDOWN_TEXT)
+    except Exception as exc:
+        reply = error_reply(frame, exc)
+    try:
         barrier = s.app.durability.barrier()
-        if barrier is not None:
-            await barrier
-    except BaseException as exc:  # the barrier failed or was cancelled: never ack
-        reply = wal_failed(s, frame.sync, exc)
-    return reply
+    except Exception as exc:  # never ack what may not be durable
+        return wal_failed(s, frame.sync, exc)
+    return reply if barrier is None else Held(barrier, frame.sync, reply)
 
 
 REQUESTS: dict[int, Handler15] = {

@@ -60,7 +60,37 @@ EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
 EVAL_VERSION = "return queue._VERSION"
 EVAL_STATE = "return queue.state()"
 
-Registered = tuple[QueueCore, Waiter, asyncio.Future[None]]
+
+class Wait:
+    """One registration of a waiting call: `future` is done when the call should
+    look again (woken, its time is up, its client left, the queue went away);
+    `woken` says whether a wake came (the queue's, or reload/uninstall). One
+    future and at most one timer, not asyncio.wait's set, callbacks and
+    coroutines.
+
+    A wake completes the future one loop turn later: the change that woke it
+    (a put) has its WAL write at the end of its turn, queued after the wake
+    (the barrier comes after the handler), so the retry always runs after
+    that write, and a failed write's rollback comes before it
+    (test_wal_failure)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.woken = False
+
+    def wake(self) -> None:
+        if not self.woken:
+            self.woken = True
+            self.loop.call_soon(self.end)
+
+    def end(self, _: object = None) -> None:
+        """The deadline's timer, or the connection's `closed` (its callback)."""
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+Registered = tuple[QueueCore, Waiter, Wait]
 
 
 class QueueCalls:
@@ -86,7 +116,7 @@ class QueueCalls:
         self.legacy = LegacyQueue(catalog, clock_us, self._deadline_moved)
         self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
-        self._waiting: set[asyncio.Future[None]] = set()
+        self._waiting: set[Wait] = set()
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
         # Set by uninstall(): what waiting calls answer; nothing runs any more.
@@ -144,9 +174,8 @@ class QueueCalls:
         self._legacy_names = self._legacy_port_table()
         for conn_id in self.app.connections:
             self._connected(conn_id)
-        for woken in list(self._waiting):
-            if not woken.done():
-                woken.set_result(None)
+        for wait in list(self._waiting):
+            wait.wake()
         self.app.durability.barrier()  # the rebuild's own changes (taken -> ready)
         self.timer.rearm()
 
@@ -189,9 +218,8 @@ class QueueCalls:
         self.timer.stop()
         self.app.registry.remove_resolver(self.resolve)
         self.app.remove_connection_listeners(self._connected, self._disconnected)
-        for woken in list(self._waiting):
-            if not woken.done():
-                woken.set_result(None)
+        for wait in list(self._waiting):
+            wait.wake()
 
     def resolve(self, name: str) -> Bound | None:
         """The one resolution of a queue name: the first core that binds it,
@@ -319,17 +347,12 @@ class QueueCalls:
     def _register(
         self, core: QueueCore, ctx: CallContext, blocked: Blocked, remaining: float | None
     ) -> Registered:
-        woken: asyncio.Future[None] = self._loop.create_future()
-
-        def wake() -> None:
-            if not woken.done():
-                woken.set_result(None)
-
+        wait = Wait(self._loop)
         waiter = core.waiters.add(
-            blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wake
+            blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wait.wake
         )
-        self._waiting.add(woken)
-        return core, waiter, woken
+        self._waiting.add(wait)
+        return core, waiter, wait
 
     async def _waiting_call(
         self,
@@ -339,26 +362,30 @@ class QueueCalls:
         registered: Registered,
     ) -> list[Any]:
         loop = self._loop
+        closed = ctx.closed
         while True:
-            remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            core, waiter, woken = registered
+            core, waiter, wait = registered
+            end = wait.end  # one bound method: remove_done_callback finds it by identity
+            timer = None if deadline is None else loop.call_at(deadline, end)
+            closed.add_done_callback(end)
             try:
-                await asyncio.wait(
-                    (woken, ctx.closed), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
+                await wait.future
             finally:
-                self._waiting.discard(woken)
+                if timer is not None:
+                    timer.cancel()
+                closed.remove_done_callback(end)
+                self._waiting.discard(wait)
                 core.waiters.remove(waiter)
-            if ctx.closed.done():
-                if woken.done():
+            if closed.done():
+                if wait.woken:
                     self._pass_wake_on(core, blocked)
                 return []  # the client left: take nothing
             if self._refusal is not None:
                 raise self._refusal()
-            if not woken.done():
-                remaining = 0.0  # time is up: one last attempt, which never blocks
-            elif deadline is not None:
-                remaining = max(0.0, deadline - loop.time())
+            if not wait.woken:
+                remaining: float | None = 0.0  # time is up: one last attempt, which never blocks
+            else:
+                remaining = None if deadline is None else max(0.0, deadline - loop.time())
             name, args = blocked.retry(remaining)
             # Bound afresh: reload() may have replaced the cores while we waited.
             core, answer = self._call_again(ctx, name, args)

@@ -238,7 +238,7 @@ class ConnectionShell(BudgetedReading):
         elif type(reply) is Held:
             self._hold(reply)
         else:
-            self._spawn(cast(Coroutine[Any, Any, bytes], reply))
+            self._spawn(cast(Coroutine[Any, Any, bytes | Held], reply))
 
     def send(self, reply: bytes) -> None:
         """Queue a reply produced outside a read; written at the end of this loop turn."""
@@ -335,23 +335,38 @@ class ConnectionShell(BudgetedReading):
         else:
             self._run(self._await_barrier(held))
 
-    def _spawn(self, coro: Coroutine[Any, Any, bytes]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, bytes | Held]) -> None:
         self._started()
         self._run(coro)
 
-    def _run(self, coro: Coroutine[Any, Any, bytes]) -> None:
+    def _run(self, coro: Coroutine[Any, Any, bytes | Held]) -> None:
         """A counted reply produced by a task; kept in app.tasks so shutdown sees it."""
         task = self.loop.create_task(self._answer_later(coro))
         tasks = self.app.tasks
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    async def _answer_later(self, coro: Coroutine[Any, Any, bytes]) -> None:
+    async def _answer_later(self, coro: Coroutine[Any, Any, bytes | Held]) -> None:
         try:
             reply = await coro
         finally:
             self._finished()
-        self.send(reply)
+        if type(reply) is Held:
+            self._send_held(reply)
+        else:
+            self.send(cast(bytes, reply))
+
+    def _send_held(self, held: Held) -> None:
+        """A task's reply held for its barrier: as a read's (`_hold`), so with
+        wal_mode=write it goes out right after this turn's WAL write, not from
+        the task once the barrier's callbacks have run (two turns later)."""
+        if self._closing:
+            return
+        self._hold(held)
+        if self._unconfirmed and not self._flush_scheduled:
+            self._flush_scheduled = True
+            if not self.app.durability.flush_after_write(self.flush):
+                self.loop.call_soon(self.flush)
 
     def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
         batch = self._held.pop(fut, ())

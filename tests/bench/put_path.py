@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from itertools import repeat
 from pathlib import Path
@@ -85,10 +85,19 @@ Feed = Callable[[bytes], None]
 
 
 @asynccontextmanager
-async def connection() -> AsyncIterator[Feed]:
+async def connection(kind: str = "fifo") -> AsyncIterator[Feed]:
     """A server as `queuebox serve` builds it (wal_mode=write, a temporary data
-    directory) with one connection over a fake transport and a fifo tube `jobs`;
-    yields the function that feeds the connection one read."""
+    directory) with one connection over a fake transport and a tube `jobs` of
+    `kind`; yields the function that feeds the connection one read."""
+    async with connections(1, kind) as [(feed, _)]:
+        yield feed
+
+
+@asynccontextmanager
+async def connections(
+    n: int, kind: str = "fifo"
+) -> AsyncIterator[list[tuple[Feed, FakeTransport]]]:
+    """The same with `n` connections: (feed, its transport) of each."""
     from queuebox.server.app import App
     from queuebox.server.build import build_server
     from queuebox.server.config import Config
@@ -97,40 +106,56 @@ async def connection() -> AsyncIterator[Feed]:
     with tempfile.TemporaryDirectory() as data_dir:
         app = App(Config(data_dir=data_dir, listen_port=0, wal_mode="write", log_level="error"))
         await build_server(app)
-        conn = Connection(app)
-        conn.connection_made(FakeTransport())  # type: ignore[arg-type]
-
-        def feed(data: bytes) -> None:
-            buffer = conn.get_buffer(len(data))
-            buffer[: len(data)] = data
-            conn.buffer_updated(len(data))
-
-        feed(call(1, "queue.create_tube", ["jobs", "fifo"]))
-        yield feed
+        opened = [_open(app, Connection) for _ in range(n)]
+        opened[0][0](call(1, "queue.create_tube", ["jobs", kind]))
+        yield opened
 
 
-async def timed(
-    feed: Feed, reads: Iterator[bytes], batches: int, rounds: int, warmup: int, per_read: int
-) -> list[float]:
-    """Process CPU µs per request of each round of `batches` reads, one loop turn each."""
+def _open(app: Any, connection: Any) -> tuple[Feed, FakeTransport]:
+    conn = connection(app)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+
+    def feed(data: bytes) -> None:
+        buffer = conn.get_buffer(len(data))
+        buffer[: len(data)] = data
+        conn.buffer_updated(len(data))
+
+    return feed, transport
+
+
+Step = Callable[[], Awaitable[None]]
+
+
+async def timed(step: Step, batches: int, rounds: int, warmup: int, per_step: int) -> list[float]:
+    """Process CPU µs per request of each round of `batches` steps (each a read
+    and its loop turn, or more: takeack_path.py's one-in-flight modes)."""
     for _ in range(warmup):
-        feed(next(reads))
-        await asyncio.sleep(0)
+        await step()
     per_request = []
     for _ in range(rounds):
         gc.collect()
         started = time.process_time()
         for _ in range(batches):
-            feed(next(reads))
-            await asyncio.sleep(0)
-        per_request.append((time.process_time() - started) / (batches * per_read) * 1e6)
+            await step()
+        per_request.append((time.process_time() - started) / (batches * per_step) * 1e6)
     return per_request
 
 
-async def run(batches: int, rounds: int, warmup: int, per_read: int) -> list[float]:
+def turn(feed: Feed, reads: Iterator[bytes]) -> Step:
+    """A step: the next read, then one loop turn (its WAL write, its replies)."""
+
+    async def step() -> None:
+        feed(next(reads))
+        await asyncio.sleep(0)
+
+    return step
+
+
+async def run(batches: int, rounds: int, warmup: int, per_read: int, mode: str) -> list[float]:
     read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(per_read))
     async with connection() as feed:
-        return await timed(feed, repeat(read), batches, rounds, warmup, per_read)
+        return await timed(turn(feed, repeat(read)), batches, rounds, warmup, per_read)
 
 
 def instructions(script: str, flags: list[str], per_read: int) -> int:
@@ -169,11 +194,14 @@ def measure(
     doc: str,
     what: str,
     per_read: int,
-    run_rounds: Callable[[int, int, int, int], Coroutine[Any, Any, list[float]]],
+    run_rounds: Callable[[int, int, int, int, str], Coroutine[Any, Any, list[float]]],
+    modes: dict[str, str] | None = None,
 ) -> None:
     """The command line of put_path.py and takeack_path.py: CPU per `what` in
     rounds, or instructions per `what` with --instructions; `per_read` of them
-    in a read unless --per-read says otherwise."""
+    in a read unless --per-read says otherwise; `modes`: --mode's choices, each
+    with what it measures per request (the first is the default)."""
+    modes = modes or {"pipelined": what}
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200, help="reads per round")
     parser.add_argument("--rounds", type=int, default=5)
@@ -181,17 +209,21 @@ def measure(
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
     parser.add_argument("--per-read", type=int, default=per_read, help=f"{what}s per read")
     parser.add_argument("--uvloop", action="store_true", help="the server's loop, not asyncio's")
+    parser.add_argument("--mode", choices=list(modes), default=next(iter(modes)))
     args = parser.parse_args()
-    flags = ["--per-read", str(args.per_read)] + (["--uvloop"] if args.uvloop else [])
+    what = modes[args.mode]
+    per_read = 1 if args.mode != "pipelined" else args.per_read
+    flags = ["--per-read", str(per_read), "--mode", args.mode]
+    flags += ["--uvloop"] if args.uvloop else []
     from queuebox.compiled import build_label
 
     if args.instructions:
         warm = [sys.executable, script, "--batches", "1", "--rounds", "1", *flags]
         subprocess.run(warm, check=True)
-        count = instructions(script, flags, args.per_read)
+        count = instructions(script, flags, per_read)
         print(f"{build_label()}: {count:,} instructions per {what}")
         return
-    work = run_rounds(args.batches, args.rounds, args.warmup, args.per_read)
+    work = run_rounds(args.batches, args.rounds, args.warmup, per_read, args.mode)
     if args.uvloop:
         import uvloop
 

@@ -2,6 +2,8 @@
 
     python tests/bench/takeack_path.py [--batches 200] [--rounds 5]   # CPU µs per pair
     python tests/bench/takeack_path.py --instructions                 # callgrind
+    python tests/bench/takeack_path.py --mode sequential --uvloop ... # one in flight
+    python tests/bench/takeack_path.py --mode woken --uvloop ...      # a take woken by a put
 
 The server and connection of put_path.py (`queuebox serve`'s, wal_mode=write,
 one connection over a fake transport): a fifo tube filled with 64-byte
@@ -12,6 +14,14 @@ each: the take and the ack from the read buffer to the WAL write and the
 reply bytes. Prints process CPU per pair for each round, or with
 `--instructions` the difference per pair of two callgrind runs (5 and 25
 reads after the warm-up). Asserts nothing: speed is measured, never tested.
+
+`--mode sequential`: one request in flight, as one consumer of busy-utubes
+runs: a take(0) read, its loop turns until its reply is written, then its
+ack the same way; per pair. `--mode woken`: a second connection; the take
+(with a timeout) finds the tube empty and waits, the other connection's put
+wakes it, and once the take's reply is written its ack follows: the path of
+a blocked take (its wait, its retry, its reply from a task); per take + put
++ ack.
 """
 
 from __future__ import annotations
@@ -19,9 +29,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from put_path import PUTS_PER_READ, call, connection, measure, timed
+from put_path import (
+    PUTS_PER_READ,
+    FakeTransport,
+    Feed,
+    Step,
+    call,
+    connections,
+    measure,
+    timed,
+    turn,
+)
 
 PAIRS_PER_READ = 64
+FILL_READS = 30
 
 
 def pairs(first: int, per_read: int) -> Iterator[bytes]:
@@ -36,15 +57,72 @@ def pairs(first: int, per_read: int) -> Iterator[bytes]:
         task_id += per_read
 
 
-async def run(batches: int, rounds: int, warmup: int, per_read: int) -> list[float]:
-    tasks = (warmup + batches * rounds) * per_read
+async def run(batches: int, rounds: int, warmup: int, per_read: int, mode: str) -> list[float]:
+    # At least the tasks of 30 reads: the 5- and 25-read callgrind runs then put
+    # the same tasks, and their difference counts the take and ack alone.
+    tasks = max(warmup + batches * rounds, FILL_READS) * per_read
+    if mode == "woken":
+        return await run_woken(batches, rounds, warmup)
     puts = b"".join(call(i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ))
-    async with connection() as feed:
+    async with connections(1) as [(feed, transport)]:
         for _ in range(-(-tasks // PUTS_PER_READ)):
             feed(puts)
             await asyncio.sleep(0)
-        return await timed(feed, pairs(0, per_read), batches, rounds, warmup, per_read)
+        if mode == "sequential":
+            step = sequential(feed, transport)
+        else:
+            step = turn(feed, pairs(0, per_read))
+        return await timed(step, batches, rounds, warmup, per_read)
 
+
+async def replied(transport: FakeTransport, writes: int) -> None:
+    """Loop turns until `transport` has had `writes` writes."""
+    while transport.writes < writes:
+        await asyncio.sleep(0)
+
+
+def sequential(feed: Feed, transport: FakeTransport) -> Step:
+    """A take(0), its reply, then the ack of the task it took, its reply."""
+    task_id = 0
+
+    async def step() -> None:
+        nonlocal task_id
+        taken = transport.writes + 1
+        feed(call(1, "queue.tube.jobs:take", [0]))
+        await replied(transport, taken)
+        feed(call(2, "queue.tube.jobs:ack", [task_id]))
+        await replied(transport, taken + 1)
+        task_id += 1
+
+    return step
+
+
+async def run_woken(batches: int, rounds: int, warmup: int) -> list[float]:
+    async with connections(2) as [(take_feed, taker), (put_feed, putter)]:
+        await asyncio.sleep(0)
+        take = call(1, "queue.tube.jobs:take", [30])
+        put = call(2, "queue.tube.jobs:put", ["x" * 64])
+        # The tube is empty at each step's start, so fifo gives every put id 0.
+        ack = call(3, "queue.tube.jobs:ack", [0])
+
+        async def step() -> None:
+            taken, put_done = taker.writes + 1, putter.writes + 1
+            take_feed(take)  # the tube is empty: it waits
+            await asyncio.sleep(0)
+            put_feed(put)
+            await replied(putter, put_done)
+            await replied(taker, taken)
+            take_feed(ack)
+            await replied(taker, taken + 1)
+
+        return await timed(step, batches, rounds, warmup, 1)
+
+
+MODES = {
+    "pipelined": "take+ack pair",
+    "sequential": "take+ack pair, one in flight",
+    "woken": "woken take+put+ack",
+}
 
 if __name__ == "__main__":
-    measure(__file__, __doc__ or "", "take+ack pair", PAIRS_PER_READ, run)
+    measure(__file__, __doc__ or "", "take+ack pair", PAIRS_PER_READ, run, MODES)
