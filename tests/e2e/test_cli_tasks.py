@@ -166,6 +166,13 @@ def wait_for_a_socket(pid: int, seconds: float = 60.0) -> None:
     raise AssertionError(f"process {pid} opened no socket in {seconds} s")
 
 
+def interruptible() -> None:
+    """In the child, before exec: SIGINT as a terminal gives it. A shell without job
+    control starts background commands with SIGINT ignored, that is inherited, and a
+    Python started so never raises KeyboardInterrupt (a CI run from `cmd &` did)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_a_waiting_take_quietly(env: dict[str, str]) -> None:
     tube = unique("wait")
     ok("create-tube", tube, "fifo", env=env)
@@ -173,7 +180,7 @@ def test_ctrl_c_ends_a_waiting_take_quietly(env: dict[str, str]) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "queuebox", "take", tube, "--timeout", "60"],
         cwd=REPO, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, preexec_fn=interruptible,
     )  # fmt: skip
     wait_for_a_socket(proc.pid)  # Python started (slowly, on a busy machine) and connected
     time.sleep(0.5)
@@ -189,7 +196,7 @@ def test_ctrl_c_in_bench_drops_its_tube_without_tracebacks(env: dict[str, str]) 
         [sys.executable, "-m", "queuebox", "bench", "take-ack", "--tasks", "5000000",
          "--tube", tube, "--processes", "2", "--max-time", "120"],
         cwd=REPO, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        text=True, start_new_session=True, preexec_fn=interruptible,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while tube not in ok("tubes", env=env).split() and time.monotonic() < deadline:
