@@ -32,6 +32,7 @@ from operator import itemgetter
 from typing import Any, Final
 
 import msgpack
+from mypy_extensions import i64
 
 from .packed import PACKED_EXT, Packed, file_packer
 from .scan import int_at, is_int_head, uint_at, value_end
@@ -128,19 +129,19 @@ def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
 _NOT_PLAIN: Final = None  # field_at's answer for a field it does not read
 
 
-def field_at(row: bytes, field: int) -> Any:
+def field_at(row: bytes, field: i64) -> Any:
     """Field `field` of a row, read from its bytes when the row is a small
     array (fixarray) and the field an int or a string of up to 31 bytes;
     else _NOT_PLAIN (None: a nil field is not read here either)."""
-    head = row[0]
+    head: i64 = row[0]
     if head < 0x90 or head - 0x90 <= field:
         return _NOT_PLAIN
-    pos = 1
-    for _ in range(field):
-        pos = value_end(row, pos, len(row))
+    pos: i64 = 1
+    if field:  # the fields before it passed over in one call (scan.py)
+        pos = value_end(row, 1, len(row), field)
         if pos < 0:
             return _NOT_PLAIN
-    b = row[pos]
+    b: i64 = row[pos]
     if is_int_head(b):
         return int_at(row, pos)
     if b == 0xA1 and row[pos + 1] < 0x80:

@@ -53,23 +53,26 @@ def _short_uint_at(buf: bytes, start: i64, width: i64) -> i64:
     return b0 << 24 | b1 << 16 | b2 << 8 | b3
 
 
-def is_int_head(byte: int) -> bool:
+def is_int_head(byte: i64) -> bool:
     """Whether the msgpack value starting with `byte` is an int."""
     return byte <= 0x7F or byte >= 0xE0 or 0xCC <= byte <= 0xD3
 
 
-def int_at(buf: bytes, pos: int) -> int:
+def int_at(buf: bytes, pos: i64) -> int:
     """The int at buf[pos], whose head is_int_head and which is whole."""
-    b = buf[pos]
+    b: i64 = buf[pos]
     if b <= 0x7F:
         return b
     if b >= 0xE0:
         return b - 0x100
     if b <= 0xCF:  # uint 8, 16, 32, 64
         return uint_at(buf, pos + 1, 1 << (b - 0xCC))
-    width = 1 << (b - 0xD0)  # int 8, 16, 32, 64
+    width: i64 = 1 << (b - 0xD0)  # int 8, 16, 32, 64
     value = uint_at(buf, pos + 1, width)
-    return value - (1 << (8 * width)) if value >> (8 * width - 1) else value
+    bits: int = 8 * width  # an int: 1 << 64 passes i64's range
+    if value >> (bits - 1):
+        return value - (1 << bits)
+    return value
 
 
 def array_head_at(buf: bytes, pos: int) -> tuple[int, int]:
