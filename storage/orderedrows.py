@@ -109,9 +109,15 @@ class OrderedRows(OrderedKeys):
 
     def load(self, keys: list[Any], values: list[Any]) -> int:
         """Fill an EMPTY map (recovery) with values[i], the row of keys[i]:
-        sorted by the keys given, not by computing each row's."""
-        order = sorted(range(len(keys)), key=keys.__getitem__)
-        self._run = [values[i] for i in order]
+        sorted by the keys given, not by computing each row's. Keys already
+        in order (a recovery's rows come in key order: a snapshot writes them
+        so, the WAL puts them so) are only checked, not sorted: one compare
+        per key instead of a sort's, its key calls and its list of indexes."""
+        if _ascending(keys):
+            self._run = list(values)
+        else:
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            self._run = [values[i] for i in order]
         self._count = len(self._run)
         return self._count
 
@@ -162,3 +168,9 @@ class OrderedRows(OrderedKeys):
     ) -> Iterator[Any]:
         rows = rest.irange_key(lo, hi, inclusive=inclusive, reverse=reverse)
         return map(self._key_of, rows)
+
+
+def _ascending(keys: list[Any]) -> bool:
+    """Whether no key is less than the one before it: then a stable sort keeps
+    the list as it is (and compares the same neighbours on the way)."""
+    return not any(keys[i] < keys[i - 1] for i in range(1, len(keys)))
