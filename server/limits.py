@@ -345,7 +345,12 @@ class BufferBudget:
             self._timer = self._call_later(at - now + 0.001, self.settle)
 
 
-def pin_malloc_mmap_threshold(nbytes: int = 1 << 20) -> bool:
+# The server's glibc mmap threshold (serve.py pins it at the start; store.py
+# lifts it during recovery and puts this back).
+SERVER_MMAP_THRESHOLD = 1 << 20
+
+
+def pin_malloc_mmap_threshold(nbytes: int) -> bool:
     """Blocks of `nbytes` and more come from their own mapping, given back to the
     OS when freed (glibc; elsewhere a no-op, False). glibc's own threshold grows
     with every big block freed, up to 32 MiB, and keeps the freed ones in its

@@ -29,7 +29,7 @@ from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
 from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
-from .limits import pin_malloc_mmap_threshold, raise_open_files_limit
+from .limits import SERVER_MMAP_THRESHOLD, pin_malloc_mmap_threshold, raise_open_files_limit
 from .listener import Listener
 from .loop import cancel_and_wait, run
 from .replication.applier import bootstrap
@@ -169,7 +169,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     gc.set_threshold(10_000, 10, 10)
     # The memory a big request used goes back to the OS once it is handled,
     # so the buffer budget (limits.py) holds for resident memory too.
-    pin_malloc_mmap_threshold()
+    pin_malloc_mmap_threshold(SERVER_MMAP_THRESHOLD)
     if files < wanted:
         log.warning(
             "open-file limit is below max_connections",

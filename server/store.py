@@ -33,7 +33,7 @@ from .app import App
 from .commit import GroupCommit
 from .config import ADMIN, Config
 from .errors import CallError
-from .limits import pin_malloc_mmap_threshold
+from .limits import SERVER_MMAP_THRESHOLD, pin_malloc_mmap_threshold
 from .logs import RateLimitedLog, get_logger
 from .registry import CallContext, Handler
 
@@ -178,7 +178,7 @@ def _big_blocks_reused() -> Iterator[None]:
     try:
         yield
     finally:
-        pin_malloc_mmap_threshold()
+        pin_malloc_mmap_threshold(SERVER_MMAP_THRESHOLD)
 
 
 class RecoveryStopped(Exception):
