@@ -251,12 +251,12 @@ class BodyDecoder:
         u = _unpacker(len(data))
         u.feed(data)
         try:
-            body = split_rows(u, data) if self._raw_rows else u.unpack()
+            body, end = split_rows(u, data) if self._raw_rows else (u.unpack(), u.tell())
         except BadBody:
             raise
         except Exception as e:  # msgpack raises several types for bad input
             raise BadBody(f"body is not msgpack: {e!r}") from None
-        if u.tell() != len(data):
+        if end != len(data):
             raise BadBody("bytes left over after the record's msgpack map")
         return self.check(body)
 
@@ -311,27 +311,35 @@ class BodyDecoder:
         return body
 
 
-def split_rows(u: msgpack.Unpacker, data: bytes) -> Body:
+def split_rows(u: msgpack.Unpacker, data: bytes) -> tuple[Body, int]:
     """A snapshot record's map, read by `u` (fed `data`), its values decoded
     but for the array at "tuples" (a `rows` record's): a tuple of its
     elements' bytes, each sliced out of `data` unread (scan.py finds its
-    end), which is exactly the row a space holds for it (rows.py). BadBody
-    for an element that is not a whole array; msgpack's errors for the rest."""
+    end), which is exactly the row a space holds for it (rows.py); and where
+    the map ends. BadBody for an element that is not a whole array;
+    msgpack's errors for the rest."""
     body: Body = {}
-    for _ in range(u.read_map_header()):
+    count = u.read_map_header()
+    for i in range(count):
         key = u.unpack()
         if key != "tuples":
             body[key] = u.unpack()
             continue
         start = u.tell()
+        if i == count - 1:
+            # The last entry, as snapshot.py writes it: the map ends where the
+            # array does, found by reading its rows; not passed over twice.
+            rows, end = _rows_in(data, start, len(data))
+            body[key] = rows
+            return body, end
         u.skip()  # the array, passed over in C
-        body[key] = _rows_in(data, start, u.tell())
-    return body
+        body[key] = _rows_in(data, start, u.tell())[0]
+    return body, u.tell()
 
 
-def _rows_in(data: bytes, start: int, end: int) -> tuple[bytes, ...]:
-    """The elements of the msgpack array at data[start:end], as bytes; BadBody
-    if it or one of them is not an array."""
+def _rows_in(data: bytes, start: int, end: int) -> tuple[tuple[bytes, ...], int]:
+    """The elements of the msgpack array at data[start:end], as bytes, and
+    where the array ends; BadBody if it or one of them is not an array."""
     if not is_array_head(data[start]):
         raise BadBody("rows record with a bad 'tuples'")
     count, at = array_head_at(data, start)
@@ -342,7 +350,7 @@ def _rows_in(data: bytes, start: int, end: int) -> tuple[bytes, ...]:
             raise BadBody("rows record with a tuple that is not a whole array")
         rows.append(data[at:stop])
         at = stop
-    return tuple(rows)
+    return tuple(rows), at
 
 
 def space_def(body: Body) -> SpaceDef:
