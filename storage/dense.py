@@ -204,19 +204,23 @@ class DenseMap:
         n = len(keys)
         if not n:
             return 0
-        if not all(type(key) is int for key in keys):
+        bounds = _int_bounds(keys)
+        if bounds is None:
             return self._spill().load(keys, values)
-        low: int = min(keys)
-        high: int = max(keys)
+        low, high = bounds
         if low < 0 or high - low > 2 * n + self._gap:
             return self._spill().load(keys, values)
         slots: list[Any] = [None] * (high - low + 1)
+        count = 0  # the slots filled (a key given twice fills one)
         for i in range(n):
             key: int = keys[i]
-            slots[key - low] = values[i]
+            at = key - low
+            if slots[at] is None:
+                count += 1
+            slots[at] = values[i]
         self._slots, self._base, self._head = slots, low, 0
-        self._count = len(slots) - slots.count(None)
-        return self._count
+        self._count = count
+        return count
 
     def values_unordered(self) -> list[Any]:
         other, side = self._other, self._side
@@ -290,3 +294,23 @@ class DenseMap:
         self._slots, self._count, self._head, self._side = [], 0, 0, None
         self._other = other
         return other
+
+
+def _int_bounds(keys: list[Any]) -> tuple[int, int] | None:
+    """(the least, the greatest) of a non-empty list of ints, in one compiled
+    pass (min() and max() compare through the object protocol); None if a key
+    is not an int (nor is a bool: type() is int)."""
+    first = keys[0]
+    if type(first) is not int:
+        return None
+    low: int = first
+    high: int = first
+    for key in keys:
+        if type(key) is not int:
+            return None
+        k: int = key
+        if k < low:
+            low = k
+        elif k > high:
+            high = k
+    return low, high
