@@ -13,6 +13,11 @@ the cluster's `pipeline report` ran past its 240 s bound.
 Workers take the units in collection order, so on workers the folders whose
 modules run longest (a JVM, kill -9 loops, fault rounds, clusters) come
 first and the many short unit tests fill in at the end.
+
+Under the test command (tests/run.sh sets QUEUEBOX_EXPECT_BUILD) no test may
+be skipped: the command installs everything the tests need, so a skip there
+means an install that did not happen, and it fails the run. Run by hand,
+without a program the command would install, a test still skips and says why.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 
 import pytest
 
+SKIPS_FAIL = bool(os.environ.get("QUEUEBOX_EXPECT_BUILD"))
 FIRST = ("tests/spark/", "tests/crash/", "tests/fault/", "tests/e2e/")
 
 
@@ -56,3 +62,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group_of(item)))
     if on_a_worker(config):
         items.sort(key=rank)  # stable: a module's tests keep their order
+
+
+_skipped: list[str] = []  # under the test command, on the process that ends the session
+
+
+def ends_the_session() -> bool:
+    # xdist's workers report their tests to the controller, which reports them
+    # again: count each once, where the session's exit status is decided.
+    return not os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if SKIPS_FAIL and report.skipped and ends_the_session():
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        _skipped.append(f"{report.nodeid}: {why}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _skipped and ends_the_session():
+        print(f"\n{len(_skipped)} skipped under the test command, which must run every test:")
+        print("\n".join(f"  {line}" for line in _skipped))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

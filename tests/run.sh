@@ -107,25 +107,55 @@ fi
 export SPARK_LOCAL_IP=127.0.0.1
 # ---------------------------------------------------------------------------
 
-# --- Lint, format and types: a failure fails the command, before any test runs ---
-"$PYTHON" -m ruff check .
-"$PYTHON" -m ruff format --check .
-"$PYTHON" -m mypy
-
-# --- The suite on each build -------------------------------------------------
+# --- The compiled build, started first ------------------------------------------
 # The compiled modules land beside their .py files (queuebox/<pkg> are links to
 # the folders), where they would hide every later edit of the .py: they are
 # removed on any exit. tests/unit/test_compiled_build.py fails a run whose
 # build is not the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently
 # fell back to pure Python cannot pass as the compiled run.
-wheel_work=""  # where the compiled run's wheel is built (below)
+# One mypyc compile: the wheel a user would build from this checkout (from a
+# copy of the files git tracks, so nothing of the work tree changes under
+# it); the compiled run imports its modules (unpacked in place) and
+# tests/e2e/test_packaging.py inspects and installs that same wheel. The
+# compile is a few minutes of one C compiler on one core, so it runs in the
+# background while the checks and the pure run (which wait on servers more
+# than they compute) go on.
+builds=${QUEUEBOX_BUILDS:-pure compiled}
+wheel_work=""  # where the compiled run's wheel is built
+wheel_pid=""   # the background compile, while it runs
 remove_compiled() {
+    if [ -n "$wheel_pid" ]; then  # the compile's whole process group: pip, gcc
+        kill -- "-$wheel_pid" 2>/dev/null || true
+        wait "$wheel_pid" 2>/dev/null || true
+    fi
     find protocol storage drivers server clients queuebox -name '*.so' -delete
     rm -rf build ${wheel_work:+"$wheel_work"}
 }
 trap remove_compiled EXIT
 remove_compiled
 wheel_work=$(mktemp -d)
+if [[ " $builds " == *" compiled "* ]]; then
+    setsid "$PYTHON" -m tests.wheelbuild compiled "$wheel_work" \
+        >"$wheel_work/wheel" 2>"$wheel_work/log" </dev/null &
+    wheel_pid=$!
+fi
+wait_compiled() {  # waits for the background compile; sets wheel to its path
+    local pid=$wheel_pid
+    wheel_pid=""
+    if ! wait "$pid"; then
+        echo "the compiled build failed:" >&2
+        cat "$wheel_work/log" >&2
+        return 1
+    fi
+    wheel=$(cat "$wheel_work/wheel")
+}
+
+# --- Lint, format and types: a failure fails the command, before any test runs ---
+"$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
+"$PYTHON" -m mypy
+
+# --- The suite on each build -------------------------------------------------
 # The pure build's share when no arguments are given: what the compiled
 # modules do (protocol, storage, the queue core, the call path), seen from the
 # unit tests and over real sockets. Everything else (replication, clients,
@@ -143,14 +173,11 @@ PURE_SUBSET=(
 workers=${QUEUEBOX_TEST_WORKERS:-4}
 parallel=()
 if [ "$workers" != 1 ]; then parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder); fi
-for build in ${QUEUEBOX_BUILDS:-pure compiled}; do
+for build in $builds; do
     what=("$@")
     extra=()
     if [ "$build" = compiled ]; then
-        # One mypyc compile: the wheel a user would build from this checkout;
-        # the suite imports its compiled modules (unpacked in place) and
-        # tests/e2e/test_packaging.py inspects and installs the wheel itself.
-        wheel=$("$PYTHON" -m tests.wheelbuild compiled "$wheel_work")
+        wait_compiled
         "$PYTHON" -m tests.wheelbuild unpack "$wheel"
         extra=(QUEUEBOX_TEST_WHEEL="$wheel")
     elif [ $# -eq 0 ] && [ -z "${QUEUEBOX_BUILDS:-}" ]; then
