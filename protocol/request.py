@@ -259,19 +259,21 @@ def _build(
     """
     if type(header) is not dict:
         return _bad_header()
-    for key, value in header.items():
+    head: dict[Any, Any] = header  # typed: compiled, walked as a dict
+    for key, value in head.items():
         if type(key) is not int or key < 0:
-            return _bad_header(_read_sync(header))
+            return _bad_header(_read_sync(head))
         if key in _uint_header_keys:
             if type(value) is not int or value < 0:
-                return _bad_header(_read_sync(header))
+                return _bad_header(_read_sync(head))
         elif type(value) is not _typed_header_keys.get(key, type(value)):
-            return _bad_header(_read_sync(header))
-    sync = header.get(KEY_SYNC, 0)
+            return _bad_header(_read_sync(head))
+    sync = head.get(KEY_SYNC, 0)
     if type(body) is not dict:
         return _bad_body(sync)
+    fields: dict[Any, Any] = body
     clean = True
-    for key, value in body.items():
+    for key, value in fields.items():
         if type(key) is not int or key < 0:
             clean = False
         elif key in _uint_body_keys:
@@ -280,10 +282,10 @@ def _build(
         elif type(value) is not _typed_body_keys.get(key, type(value)):
             return _bad_body(sync)
     return Request(
-        header.get(KEY_REQUEST_TYPE, 0),
+        head.get(KEY_REQUEST_TYPE, 0),
         sync,
-        header.get(KEY_SCHEMA_VERSION, 0),
-        body if clean else _uint_keys_only(body),
+        head.get(KEY_SCHEMA_VERSION, 0),
+        fields if clean else _uint_keys_only(fields),
         payload,
     )
 

@@ -24,7 +24,8 @@ server plug into:
   queue glue attaches every queue it builds.
 - `read_only` / `lease_ok` / `state`: whether this instance takes changes
   (a replica, or a primary fenced off, does not; `lease_ok`, when set, is
-  the leader lease's synchronous check) and the queue state it reports
+  the leader lease's synchronous check; `refuses_changes()` asks both) and
+  the queue state it reports
   (drivers/queue_state.py: INIT until the data directory is recovered,
   then server/replication/role.py moves it).
 
@@ -57,6 +58,8 @@ from .slots import ConnectionSlots
 from .users import Users
 
 log = get_logger("queuebox.app")
+# `refuses_changes` of a writable instance without a lease: `bool()` is False.
+_NEVER: Callable[[], bool] = bool
 
 ConnHook = Callable[[int], None]
 ShutdownHook = Callable[[], Awaitable[Any] | None]
@@ -113,11 +116,16 @@ class App:
         self.durability: Durable = Durability()
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
+        # What every call that changes data asks (`refuses_changes()`): picked
+        # again whenever read_only or lease_ok is set, so the common case, a
+        # writable instance without a lease, asks a builtin (no Python frame
+        # per request: this class stays interpreted in the compiled build).
+        self.refuses_changes: Callable[[], bool] = _NEVER
+        self._lease_ok: Callable[[], bool] | None = None
         # A replica, and with etcd every instance until it holds the leader key.
         self.read_only = (
             config.read_only or bool(config.replication_source) or bool(config.etcd_endpoints)
         )
-        self.lease_ok: Callable[[], bool] | None = None
         self.state = INIT  # until recovery is done: role.py moves it
         # Who in process hears of task changes (plugin callbacks, event feeds).
         self.changes = ChangeHub()
@@ -142,9 +150,31 @@ class App:
         self._shutdown_hooks: list[ShutdownHook] = []
         self._stopping_listeners: list[Callable[[], None]] = []
 
-    def refuses_changes(self) -> bool:
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self._read_only = value
+        self._pick_refusal()
+
+    @property
+    def lease_ok(self) -> Callable[[], bool] | None:
+        return self._lease_ok
+
+    @lease_ok.setter
+    def lease_ok(self, check: Callable[[], bool] | None) -> None:
+        self._lease_ok = check
+        self._pick_refusal()
+
+    def _pick_refusal(self) -> None:
+        writable = not self._read_only and self._lease_ok is None
+        self.refuses_changes = _NEVER if writable else self._refuses
+
+    def _refuses(self) -> bool:
         """True when a call that changes data must get ER_READONLY."""
-        return self.read_only or (self.lease_ok is not None and not self.lease_ok())
+        return self._read_only or (self._lease_ok is not None and not self._lease_ok())
 
     # --- seams ---
 

@@ -172,15 +172,27 @@ class ConnectionShell(BudgetedReading):
             if self.session.close_requested:
                 self.close()
                 return
-        if self._unconfirmed:
-            if self._flush_scheduled:
-                return  # a flush is coming this turn: it writes them all
-            if self.app.durability.flush_after_write(self.flush):
-                # One WAL write for every connection read this turn, then the
-                # replies: not one write per connection (commit.py).
-                self._flush_scheduled = True
-                return
+        if self._unconfirmed and self._schedule_flush():
+            return
         self.flush()
+
+    def _schedule_flush(self) -> bool:
+        """Replies wait for this turn's WAL write: True if a flush comes after
+        it (one write for every connection of the turn, then their replies, not
+        one write per connection: commit.py), or is coming already; False if
+        no write is coming (the caller flushes, which writes first)."""
+        if self._flush_scheduled:
+            return True
+        if self.app.durability.flush_after_write(self.flush):
+            self._flush_scheduled = True
+            return True
+        return False
+
+    def _flush_soon(self) -> None:
+        """Flush at the end of this loop turn (a reply made outside a read)."""
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
 
     def _arm_watchdog(self, seconds: float) -> None:
         self._watchdog = None
@@ -245,9 +257,7 @@ class ConnectionShell(BudgetedReading):
         if self._closing:
             return
         self._out.append(reply)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
+        self._flush_soon()
 
     def unsent(self) -> int:
         """Reply bytes queued or buffered by the transport, not yet sent."""
@@ -363,10 +373,8 @@ class ConnectionShell(BudgetedReading):
         if self._closing:
             return
         self._hold(held)
-        if self._unconfirmed and not self._flush_scheduled:
-            self._flush_scheduled = True
-            if not self.app.durability.flush_after_write(self.flush):
-                self.loop.call_soon(self.flush)
+        if self._unconfirmed and not self._schedule_flush():
+            self._flush_soon()
 
     def _after_barrier(self, fut: asyncio.Future[Any]) -> None:
         batch = self._held.pop(fut, ())

@@ -1,6 +1,7 @@
 """busy-utubes on a real server: its CPU and its syscalls per request.
 
     python tests/bench/busy_syscalls.py [CHECKOUT] [--per-utube 300] [--strace]
+    python tests/bench/busy_syscalls.py --perf /tmp/busy.data   # perf record -g
 
 Starts `queuebox serve` from CHECKOUT (default: this one; compiled when its
 .so files are in place) on a free port with wal_mode=write, fills a utube
@@ -10,7 +11,9 @@ tube is empty. Prints the server's CPU per request (from /proc) and, with
 `--strace`, `strace -c -f` of the server over the consume phase: each
 syscall's count per request (read and write are one each per request; the
 rest, epoll_pwait and the WAL's pwrite64, are the loop's wake-ups and
-writes shared by the consumers). Asserts nothing: speed is measured, never
+writes shared by the consumers); with `--perf PATH`, `perf record -g` of
+the server over the consume phase into PATH (read it with `perf report -i
+PATH --no-children --sort dso` or `--sort symbol`). Asserts nothing: speed is measured, never
 tested; the numbers move with the machine's load.
 """
 
@@ -18,6 +21,7 @@ import argparse
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -103,6 +107,10 @@ async def main(args: argparse.Namespace) -> None:
         if args.strace:
             cmd = ["strace", "-c", "-f", "-o", str(out), "-p", str(proc.pid)]
             strace = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+        elif args.perf:
+            cmd = ["perf", "record", "-g", "-q", "-o", args.perf, "-p", str(proc.pid)]
+            strace = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
+        if strace is not None:
             await asyncio.sleep(1.0)  # attached
         counts = [0]
         cpu0 = cpu_ticks(proc.pid)
@@ -111,14 +119,14 @@ async def main(args: argparse.Namespace) -> None:
         wall = time.monotonic() - t0
         cpu = (cpu_ticks(proc.pid) - cpu0) / os.sysconf("SC_CLK_TCK")
         if strace is not None:
-            strace.terminate()
-            strace.wait(30)
+            strace.send_signal(signal.SIGINT)  # perf writes its file on SIGINT
+            strace.wait(60)
         n = counts[0]
         print(
             f"requests {n} wall {wall:.2f}s pairs/s {n / 2 / wall:.0f} "
             f"CPU us/request {cpu / n * 1e6:.1f}"
         )
-        if strace is not None:
+        if args.strace:
             strace_report(out, n)
 
 
@@ -128,4 +136,5 @@ if __name__ == "__main__":
     p.add_argument("--utubes", type=int, default=10)
     p.add_argument("--per-utube", type=int, default=300)
     p.add_argument("--strace", action="store_true")
+    p.add_argument("--perf", metavar="PATH", help="perf record -g the server into PATH")
     asyncio.run(main(p.parse_args()))
