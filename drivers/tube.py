@@ -34,7 +34,16 @@ from .args import (
     to_us,
 )
 from .deadlines import Deadlines
-from .driver import BURIED, DELAYED, MISSING, RELEASED_ALL, SESSION_ENDED, TaskStore, done
+from .driver import (
+    BURIED,
+    DELAYED,
+    MISSING,
+    RELEASED_ALL,
+    SESSION_ENDED,
+    TaskEvents,
+    TaskStore,
+    done,
+)
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, live_change
 from .retries import Journal, Retries
@@ -132,7 +141,7 @@ def _wait_seconds(timeout: float | int) -> float | None:
     return None if timeout > MAX_TIMEOUT_S else float(timeout)
 
 
-class Tube:
+class Tube(TaskEvents):
     def __init__(
         self,
         name: str,

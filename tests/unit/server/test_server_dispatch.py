@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 
+from queuebox.protocol import encode_packed_data
 from queuebox.server.config import ADMIN, READ, WRITE
+from queuebox.server.dispatch import encode_answer
 from queuebox.server.registry import (
     Bound,
     CallContext,
@@ -15,6 +18,7 @@ from queuebox.server.registry import (
     normalize_eval,
     parse_name,
 )
+from queuebox.storage.packed import Packed, spliced
 
 
 def triple(found: Bound | None) -> tuple[Any, str, str | None] | None:
@@ -152,3 +156,29 @@ def test_a_name_is_resolved_once_until_forgotten() -> None:
     assert asked.count("queue.tube.jobs:put") == 2
     # fixed names survive forget()
     assert triple(registry.resolve("queue.state")) == (h_a, READ, None)
+
+
+@pytest.mark.parametrize(
+    "task_id", [0, 1, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 2**32 - 1, 2**32, 2**64 - 1]
+)
+@pytest.mark.parametrize("status", ["r", "t", "!", "~", "-"])
+def test_a_task_answer_is_the_bytes_msgpack_writes(task_id: int, status: str) -> None:
+    """A task's reply (its head written by hand, encode_answer) is byte for byte
+    the reply the general encoder (`spliced`) gives, at every uint width."""
+    data = Packed(msgpack.packb({"k": [1, "x" * 40]}))
+    task = (task_id, status, data)
+    expected = encode_packed_data(7, 3, 1, spliced([task]))
+    assert encode_answer(7, 3, [task]) == expected
+    assert encode_answer(7, 3, [list(task)]) == expected
+
+
+@pytest.mark.parametrize(
+    ("task_id", "status"),
+    [(True, "r"), (-1, "r"), (1.5, "r"), (1, "rt"), (1, "é"), (1, None), ("1", "r")],
+)
+def test_an_answer_the_head_does_not_cover_goes_through_the_packer(
+    task_id: Any, status: Any
+) -> None:
+    data = Packed(msgpack.packb("x"))
+    task = (task_id, status, data)
+    assert encode_answer(7, 3, [task]) == encode_packed_data(7, 3, 1, spliced([task]))
