@@ -182,11 +182,16 @@ def test_one_timer_serves_every_tube_in_deadline_order(
     server: ServerProc, conn: tarantool.Connection
 ) -> None:
     # No call runs while the delays end: only the server's timer can wake these takes.
+    # Each delay is counted back from one deadline, so however slowly a loaded
+    # machine sets the tubes up, the tasks come due 0.3 s apart, the last put first.
     tubes = [Tube(conn, "fifottl") for _ in range(3)]
+    due = time.monotonic() + 1.5
     with ExitStack() as stack:
         consumers = [stack.enter_context(RawClient(server.port)) for _ in tubes]
         for n, (t, consumer) in enumerate(zip(tubes, consumers, strict=True)):
-            t.put(n, {"delay": 0.1 * (3 - n)})
+            delay = due + 0.3 * (2 - n) - time.monotonic()
+            assert delay > 0.1, "setting up took longer than the deadlines allow"
+            t.put(n, {"delay": delay})
             consumer.request(CALL, {0x22: f"queue.tube.{t.name}:take", 0x21: [3]})
             assert consumer.roundtrip(PING).code == 0
         order: list[int] = []
