@@ -26,6 +26,7 @@ from importlib.util import find_spec
 # single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
 # are per-turn costs: compiled, a sequential put takes 5% fewer instructions.
 # The buffer budget (limits) is asked before every read (`read_size`).
+# The session: every call reads its caller's fields (dispatch.admit, run_handler).
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.rawargs",
@@ -69,6 +70,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.waiters",
     "queuebox.server.registry",
     "queuebox.server.dispatch",
+    "queuebox.server.session",
     "queuebox.server.queue_calls",
     "queuebox.server.requests",
     "queuebox.server.commit",

@@ -125,7 +125,7 @@ class Server:
             quorum=role.quorum if role.quorum.need else None,
             last_lsn=lambda: engine.last_lsn,
             observers=self.wal_observers,
-            listeners=(role.feeds.written, self.events.written),
+            listeners=(role.feeds.audience(), self.events.audience()),
             rolled_back=role.rolled_back,
         )
         self.app.spaces = Spaces(self.app, store.engine.catalog)

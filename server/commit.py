@@ -32,7 +32,8 @@ replication and the listeners of every written batch, in order:
     reply ◀── Durability.barrier() ◀── the quorum (replicas' acks), if any
                                   ◀── GroupCommit.barrier(): this turn's write
     a batch written ──▶ observers(records, bytes, seconds)  (metrics)
-                    ──▶ listeners(batch)  (the replication feed, event streams)
+                    ──▶ listeners(batch)  (the replication feed, event streams),
+                        each only while its audience is not empty
     a write failed  ──▶ rolled_back()  (the queue rebuilds itself)
 
 Must not touch: sockets, protocol bytes, queue semantics.
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Protocol
 
@@ -211,6 +212,10 @@ class QuorumBarrier(Protocol):
 
 
 BatchListener = Callable[[Any], None]
+# A listener with its audience (the subscribed replicas, the open event
+# streams): called only while that is not empty, so a write nobody listens
+# to costs a len(), not an interpreted call per listener.
+Audience = tuple[Sized, BatchListener]
 WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
 
 
@@ -226,7 +231,7 @@ class Durability:
         quorum: QuorumBarrier | None = None,
         last_lsn: Callable[[], int] | None = None,
         observers: Sequence[WalObserver] = (),
-        listeners: Sequence[BatchListener] = (),
+        listeners: Sequence[Audience] = (),
         rolled_back: Callable[[], None] | None = None,
     ) -> None:
         self._commit = commit
@@ -264,8 +269,9 @@ class Durability:
     def written(self, batch: Any, seconds: float) -> None:
         for observe in self._observers:
             observe(batch.count, len(batch.data), seconds)
-        for listener in self._listeners:
-            listener(batch)
+        for audience, listener in self._listeners:
+            if len(audience):
+                listener(batch)
 
     def rolled_back(self) -> None:
         if self._rolled_back is not None:

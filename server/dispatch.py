@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from queuebox import protocol
 from queuebox.protocol import (
@@ -37,8 +37,9 @@ from queuebox.storage.packed import Packed, spliced
 from .config import READ
 from .errors import CallError, error_code_and_message, read_only_error
 from .logs import RateLimitedLog, get_logger
-from .registry import Bound, CallContext, Handler, Registry
+from .registry import Bound, Handler
 from .rights import access_denied
+from .session import Session
 
 log = get_logger("queuebox.calls")
 # A bug that one kind of call triggers every time, or a disk that fails every
@@ -49,19 +50,6 @@ ER_SHUTDOWN_TEXT = "queuebox is shutting down"
 # Final: the compiled build holds it in a static, not a module-dict lookup per use
 # (storage.packed stays interpreted).
 _PACKED: Final = Packed
-
-
-class Caller(CallContext, Protocol):
-    """What the call path needs of its caller: a `Session` (session.py)."""
-
-    sync: int
-
-    @property
-    def app(self) -> Any: ...
-    @property
-    def registry(self) -> Registry: ...
-    @property
-    def schema_version(self) -> int: ...
 
 
 class Held:
@@ -75,7 +63,7 @@ class Held:
         self.reply = reply
 
 
-def encode_result(s: Caller, sync: int, values: Sequence[Any], call16: bool) -> bytes:
+def encode_result(s: Session, sync: int, values: Sequence[Any], call16: bool) -> bytes:
     data = call16_shape(values) if call16 else values
     try:
         return encode_packed_data(sync, s.schema_version, len(data), spliced(data))
@@ -141,7 +129,7 @@ def _task_head(task_id: Any, status: Any) -> bytes | None:
     return None
 
 
-def error_reply(s: Caller, sync: int, exc: BaseException, name: str = "") -> bytes:
+def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> bytes:
     """The error reply for an exception a handler raised; unexpected ones are logged."""
     found = error_code_and_message(exc)
     if found is None:
@@ -153,7 +141,7 @@ def error_reply(s: Caller, sync: int, exc: BaseException, name: str = "") -> byt
     return protocol.encode_error(sync, s.schema_version, found[0], found[1])
 
 
-def barrier_failed(s: Caller, sync: int, exc: BaseException | None) -> bytes:
+def barrier_failed(s: Session, sync: int, exc: BaseException | None) -> bytes:
     # The change may not be on disk: the client must not get a success.
     failed_log.error("durability barrier failed", type(exc), conn_id=s.conn_id, error=repr(exc))
     found = error_code_and_message(exc) if exc is not None else None
@@ -176,7 +164,7 @@ class Deferred:
 Reply = bytes | Held | Deferred | Coroutine[Any, Any, bytes | Held]
 
 
-def admit(s: Caller, name: str) -> Bound:
+def admit(s: Session, name: str) -> Bound:
     """The checks of a call, for every caller (a connection, callas.py), in
     Tarantool's order: some right at all (denied before the name is looked
     up), the name, the right on the call's tube, then read-only."""
@@ -195,7 +183,7 @@ def admit(s: Caller, name: str) -> Bound:
     return found
 
 
-def handle_call(req: Request, s: Caller, call16: bool = False) -> Reply:
+def handle_call(req: Request, s: Session, call16: bool = False) -> Reply:
     # The hot path: the body is read directly, not through Request's properties;
     # typed, so the compiled build reads the request's fields and the body's
     # keys natively, not as a method call by name each.
@@ -218,11 +206,11 @@ def handle_call(req: Request, s: Caller, call16: bool = False) -> Reply:
     return run_handler(s, req.sync, name, bound.call, [] if args is None else args, call16)
 
 
-def handle_call16(req: Request, s: Caller) -> Reply:
+def handle_call16(req: Request, s: Session) -> Reply:
     return handle_call(req, s, True)
 
 
-def handle_eval(req: Any, s: Caller) -> Reply:
+def handle_eval(req: Any, s: Session) -> Reply:
     if not req.has(protocol.KEY_EXPR):
         raise CallError(
             ErrorCode.ER_MISSING_REQUEST_FIELD, "Missing mandatory field 'expression' in request"
@@ -243,7 +231,7 @@ def handle_eval(req: Any, s: Caller) -> Reply:
 
 
 def run_handler(
-    s: Caller, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
+    s: Session, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
 ) -> Reply:
     """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
 
@@ -270,7 +258,7 @@ def run_handler(
 
 
 async def _finish(
-    s: Caller, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
+    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
 ) -> bytes | Held:
     """The reply of a call that waited; held for the durability barrier like an
     inline one (the connection sends it after the turn's WAL write, in the same

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any, cast
 
 from queuebox.drivers.driver import DRIVERS
@@ -383,6 +383,10 @@ class EventService:
         return [stream.position]
 
     # -- live: every written batch --
+    def audience(self) -> tuple[Sized, Callable[[Any], None]]:
+        """`written` with whom it is for (Durability calls it only while there is one)."""
+        return self.streams, self.written
+
     def written(self, batch: Any) -> None:
         """Every batch written here (a listener of build.py's Durability)."""
         if not self.streams:

@@ -6,12 +6,18 @@ durability barrier), which request handlers (`requests.py`, `dispatch.py`,
 `legacy15.py`) and function handlers receive instead of the connection. Must
 not touch the transport, the decoder or the reply buffer: those are the
 connection shell's (`shell.py`) and its ports'.
+
+Compiled (queuebox/compiled.py): the call path (dispatch.py) reads a
+session's grant, registry, app and schema version on every call, natively
+rather than by name; callas.py's `LocalSession` is a Python subclass.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Protocol
+
+from mypy_extensions import mypyc_attr
 
 from queuebox import protocol
 
@@ -24,6 +30,7 @@ class Outlet(Protocol):
     def unsent(self) -> int: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # callas.LocalSession
 class Session:
     __slots__ = (
         "app",

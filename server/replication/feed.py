@@ -32,6 +32,7 @@ The WAL a connected replica still needs is kept at snapshots
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sized
 from typing import Any, cast
 
 from queuebox.protocol import ErrorCode, encode_reply
@@ -122,6 +123,10 @@ class Feeds:
         return min(needed) if needed else None
 
     # -- live --
+    def audience(self) -> tuple[Sized, Callable[[Any], None]]:
+        """`written` with whom it is for (Durability calls it only while there is one)."""
+        return self.feeds, self.written
+
     def written(self, batch: Any) -> None:
         """Every batch written here (a listener of build.py's Durability)."""
         if not self.feeds:
