@@ -87,16 +87,6 @@ class LiveConnection(Protocol):
     def abort(self) -> None: ...
 
 
-class Durable(Protocol):
-    """What requests see of durability (commit.py's `Durability`)."""
-
-    @property
-    def on_loop(self) -> bool: ...
-    def barrier(self) -> Awaitable[Any] | None: ...
-    def commit_now(self) -> None: ...
-    def flush_after_write(self, callback: Callable[[], None]) -> bool: ...
-
-
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -113,7 +103,8 @@ class App:
         # Requests that wait (tasks), kept here so shutdown can wait for or
         # cancel them, also those of connections already closed.
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.durability: Durable = Durability()
+        # A native class (commit.py): the call path's barrier() is a native call.
+        self.durability = Durability()
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         # What every call that changes data asks (`refuses_changes()`): picked

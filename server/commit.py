@@ -47,6 +47,8 @@ from collections.abc import Awaitable, Callable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from queuebox.protocol import ErrorCode
 
 from .logs import RateLimitedLog, get_logger
@@ -219,6 +221,7 @@ Audience = tuple[Sized, BatchListener]
 WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests script a barrier of their own
 class Durability:
     """What a reply waits for before it goes out, and who hears of each write
     (see the top). Without a group commit (an app not built over a data

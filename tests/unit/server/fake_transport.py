@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from queuebox.server.commit import Durability
+
 
 def record_reads(protocol: Any) -> list[int]:
     """The size of every buffer `protocol` offers for a read from now on."""
@@ -87,7 +89,7 @@ class FakeTransport:
         self.aborted = True
 
 
-class Durable:
+class Durable(Durability):
     """What app.durability is to a connection: replies wait for `barrier()`;
     with `commit_now` (wal_mode=write) the connection has the WAL written in
     its flush, before the replies go out."""
@@ -97,6 +99,7 @@ class Durable:
         barrier: Callable[[], Awaitable[Any] | None],
         commit_now: Callable[[], object] | None = None,
     ) -> None:
+        super().__init__()
         self._barrier = barrier
         self._commit_now = commit_now
         self.on_loop = commit_now is not None
