@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Protocol
 from mypy_extensions import mypyc_attr
 
 from queuebox.protocol import ErrorCode
+from queuebox.storage.engine import Engine
 
 from .logs import RateLimitedLog, get_logger
 
@@ -68,29 +69,16 @@ class WalFailed(Exception):
         super().__init__(self.message)
 
 
-class Journal(Protocol):
-    """The part of storage.engine.Engine that group commit drives."""
-
-    def has_pending(self) -> bool: ...
-    def take_batch(self) -> Any: ...
-    def write_batch(self, batch: Any) -> None: ...
-    def rollback(self, batch: Any) -> Any: ...
-
-
-class Report(Protocol):
-    """Who hears of each write: the `Durability` built over this group commit."""
-
-    def written(self, batch: Any, seconds: float) -> None: ...
-    def rolled_back(self) -> None: ...
-
-
 class GroupCommit:
-    def __init__(self, journal: Journal, enabled: bool = True, on_loop: bool = False) -> None:
+    def __init__(self, journal: Engine, enabled: bool = True, on_loop: bool = False) -> None:
+        # The engine, not a Protocol: has_pending() on every call and the
+        # batch's take, write and rollback are native calls in the compiled build.
         self._journal = journal
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
         self.on_loop = on_loop
-        # The Durability over this group commit (it sets itself here): nobody else.
-        self.report: Report | None = None
+        # The Durability over this group commit (it sets itself here): nobody
+        # else. The class, not a Protocol: its written() is a native call.
+        self.report: Durability | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
         # Kept, not looked up: get_running_loop() costs a getpid() syscall.
         self._loop = asyncio.get_running_loop()
@@ -233,15 +221,16 @@ class Durability:
         *,
         quorum: QuorumBarrier | None = None,
         last_lsn: Callable[[], int] | None = None,
-        observers: Sequence[WalObserver] = (),
+        observers: list[WalObserver] | None = None,
         listeners: Sequence[Audience] = (),
         rolled_back: Callable[[], None] | None = None,
     ) -> None:
         self._commit = commit
         self._quorum = quorum
         self._last_lsn = last_lsn
-        self._observers = observers  # the server's list: metrics may join later
-        self._listeners = tuple(listeners)
+        # The server's list: metrics may join later. Lists: iterated natively.
+        self._observers = observers if observers is not None else []
+        self._listeners = list(listeners)
         self._rolled_back = rolled_back
         # wal_mode=write: commit_now() writes the WAL on the loop, so a connection
         # confirms its held replies inside its flush (shell.py).

@@ -5,6 +5,8 @@ its replies only after it: done, or failed as ER_WAL_IO for every one."""
 from __future__ import annotations
 
 import asyncio
+import errno
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,50 +15,69 @@ from queuebox.server.app import App
 from queuebox.server.commit import Durability, GroupCommit
 from queuebox.server.config import WRITE
 from queuebox.server.registry import CallContext
+from queuebox.storage.engine import Engine
+from queuebox.storage.index import IndexDef
 from tests.unit.server.test_server_connection import call, make_app, open_conn
+from tests.unit.storage.storage_harness import FaultyFileIO
 
 WAL_IO = 0x8000 | 40
 
 
 class Journal:
-    """What group commit drives, in memory: the changes of the turn, the writes."""
+    """What group commit drives: a real engine (its WAL on a FileIO that fails
+    on cue) with one space, and which keys each WAL write held."""
 
-    def __init__(self) -> None:
-        self.pending: list[str] = []
+    def __init__(self, data_dir: Path) -> None:
+        self.files = FaultyFileIO()
+        self.engine = Engine(data_dir, "write", files=self.files, clock=lambda: 1.0)
+        self.engine.open()
+        self.space = self.engine.catalog.create_space("t", [IndexDef("pk", (0,))])
+        created = self.engine.take_batch()  # the space itself: not one of the writes below
+        assert created is not None
+        self.engine.write_batch(created)
         self.writes: list[list[str]] = []
-        self.failure: OSError | None = None
+        self._pending: list[str] = []
 
-    def has_pending(self) -> bool:
-        return bool(self.pending)
+    def change(self, key: str) -> None:
+        self.space.replace((key,))
+        self._pending.append(key)
 
-    def take_batch(self) -> list[str] | None:
-        batch, self.pending = self.pending, []
-        return batch or None
+    def fail_next_write(self) -> None:
+        self.files.plan("pwrite", OSError(errno.ENOSPC, "disk full"))
 
-    def write_batch(self, batch: list[str]) -> None:
-        if self.failure is not None:
-            raise self.failure
-        self.writes.append(batch)
-
-    def rollback(self, batch: list[str]) -> None:
-        pass
+    def written(self, batch: Any, seconds: float) -> None:
+        """What group commit reports after each write (as the Durability does)."""
+        self.writes.append(list(self._pending))
+        self._pending = []
 
 
 @pytest.fixture
-def journal() -> Journal:
-    return Journal()
+def journal(tmp_path: Path) -> Journal:
+    return Journal(tmp_path)
+
+
+class Recorded(Durability):
+    """The app's Durability, also telling the journal which keys each write held."""
+
+    def __init__(self, commit: GroupCommit, journal: Journal) -> None:
+        super().__init__(commit)
+        self.journal = journal
+
+    def written(self, batch: Any, seconds: float) -> None:
+        super().written(batch, seconds)
+        self.journal.written(batch, seconds)
 
 
 async def wal_app(journal: Journal) -> tuple[App, GroupCommit]:
     app = make_app()
 
     def change(ctx: CallContext, args: list[Any]) -> list[Any]:
-        journal.pending.append(str(args[0]))
+        journal.change(str(args[0]))
         return [args[0]]
 
     app.registry.register("t.change", change, WRITE)
-    commit = GroupCommit(journal, on_loop=True)
-    app.durability = Durability(commit)
+    commit = GroupCommit(journal.engine, on_loop=True)
+    app.durability = Recorded(commit, journal)
     return app, commit
 
 
@@ -82,7 +103,7 @@ async def test_connections_of_one_turn_share_one_write(journal: Journal) -> None
 async def test_a_failed_shared_write_fails_every_connections_replies(journal: Journal) -> None:
     app, commit = await wal_app(journal)
     a, b = open_conn(app), open_conn(app)
-    journal.failure = OSError("disk full")
+    journal.fail_next_write()
     a.feed(call(1, "t.change", "a1") + call(2, "queuebox.echo", "read"))
     b.feed(call(7, "t.change", "b1"))
     await asyncio.sleep(0)
