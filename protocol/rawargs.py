@@ -1,68 +1,59 @@
 """Where a request's argument sits in its frame: its bytes as the client sent them.
 
-Owns `raw_item` and `raw_span` (TUPLE[index] of a request body, as bytes or
-where they lie, for a value the server keeps without decoding: a task's
-data) and `skip`, a msgpack walker
+Owns `raw_item` (TUPLE[index] of a request body, as bytes, for a value the
+server keeps without decoding: a task's data) and `skip`, a msgpack walker
 that passes values without building them. Must not decode what it finds,
 and trusts its input to be well formed: it only walks frames that decoded.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgpack
 
+from .codec import pack
 from .constants import KEY_TUPLE
 
 _unpackb: Final = msgpack.unpackb
 
 
-def raw_item(payload: bytes, index: int) -> bytes | None:
-    """TUPLE[index] of the frame `payload` (header, then body) as sent; None
-    if there is no such item."""
-    start, end = raw_span(payload, index)
-    return payload[start:end] if end else None
-
-
-def raw_span(payload: bytes, index: int) -> tuple[int, int]:
-    """(start, end) of TUPLE[index] in `payload`; (0, 0) if there is none.
-
-    One walk from the front over the header and the body's keys, nothing
-    decoded but a key that is not a one-byte uint. The item that ends the
-    frame (put's data when TUPLE comes last) is not walked at all: the frame
-    decoded whole, so nothing follows it.
-    """
+def raw_item(payload: bytes, args: Any, index: int) -> bytes | None:
+    """TUPLE[index] of the frame `payload` whose decoded TUPLE is `args`;
+    None if there is no such item."""
+    if type(args) is list and index < len(args) < 16:
+        # Most clients encode as msgpack does and send TUPLE last: then the
+        # frame ends with the args as packed here, and no walk is needed.
+        # (Should the match come from another key's bytes, these are still
+        # the very values the client sent, encoded the shortest way.)
+        try:
+            if len(args) == 1:  # put(data): one pack, the data after its array's head
+                packed = pack(args[0])
+                head = len(payload) - len(packed) - 1
+                if head > 0 and payload[head] == 0x91 and payload.endswith(packed):
+                    return packed
+            else:
+                items = [pack(arg) for arg in args]
+                if payload.endswith(bytes((0x90 | len(args),)) + b"".join(items)):
+                    return items[index]
+        except (TypeError, ValueError, OverflowError):
+            pass
     pos = skip(payload, 0)  # the header
-    if pos >= len(payload):  # no body
-        return 0, 0
-    pairs, pos = _container(payload, pos)
-    found = 0
-    last = False
-    for pair in range(pairs):
-        first = payload[pos]
+    n, pos = _container(payload, pos)
+    found = None
+    for _ in range(n):
         end = skip(payload, pos)
-        # The last TUPLE key wins, as in the body.
-        if first == KEY_TUPLE or (first >= 0x80 and _tuple_key(payload, pos, end)):
+        # A uint key is at most 9 bytes; the last TUPLE key wins, as in the body.
+        if end - pos <= 9 and _unpackb(payload[pos:end]) == KEY_TUPLE:
             found = end
-            last = pair == pairs - 1
         pos = skip(payload, end)
-    if not found:
-        return 0, 0
-    count, pos = _container(payload, found)
-    if index >= count:
-        return 0, 0
+    if found is None:
+        return None
+    n, pos = _container(payload, found)
+    if index >= n:
+        return None
     pos = skip(payload, pos, index)
-    return pos, len(payload) if last and index == count - 1 else skip(payload, pos)
-
-
-def _tuple_key(payload: bytes, pos: int, end: int) -> bool:
-    """Whether the key at payload[pos:end], not a one-byte uint, is still TUPLE
-    (a uint written wide, at most 9 bytes; a float equal to it is not one)."""
-    if end - pos > 9:
-        return False
-    value = _unpackb(payload[pos:end])
-    return type(value) is int and value == KEY_TUPLE
+    return payload[pos : skip(payload, pos)]
 
 
 def _container(data: bytes, pos: int) -> tuple[int, int]:

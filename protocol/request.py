@@ -127,7 +127,7 @@ class Request:
         """The msgpack bytes of TUPLE[index] exactly as the client sent them
         (a task's data is kept so, never decoded); None if there is no such
         item."""
-        return raw_item(self.payload, index)
+        return raw_item(self.payload, self.body.get(KEY_TUPLE), index)
 
     def has(self, key: int) -> bool:
         """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""

@@ -47,11 +47,12 @@ def test_skip_passes_each_value_whatever_its_type(values: list[object]) -> None:
 )
 def test_raw_item_walks_the_frame_when_the_args_were_encoded_otherwise(body: bytes) -> None:
     payload = HEADER + body
-    assert raw_item(payload, 0) == b"\xcd\x00\x01"
-    assert raw_item(payload, 1) == b"\xa1x"
-    assert raw_item(payload, 2) is None
+    args = [1, "x"]
+    assert raw_item(payload, args, 0) == b"\xcd\x00\x01"
+    assert raw_item(payload, args, 1) == b"\xa1x"
+    assert raw_item(payload, args, 2) is None
 
 
 def test_raw_item_without_args() -> None:
-    assert raw_item(HEADER + b"\x81\x22\xa1f", 0) is None
-    assert raw_item(HEADER + b"\x82\x22\xa1f\x21\x90", 0) is None
+    assert raw_item(HEADER + b"\x81\x22\xa1f", None, 0) is None
+    assert raw_item(HEADER + b"\x82\x22\xa1f\x21\x90", [], 0) is None
