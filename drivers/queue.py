@@ -22,6 +22,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 from __future__ import annotations
 
 from collections.abc import Callable, Container
+from functools import partial
 from typing import Any, ClassVar
 
 from queuebox.storage.catalog import Catalog
@@ -136,6 +137,9 @@ class Queue(EntryPoints):
         handler = self._resolve(name)
         if handler is None:
             return None
+        # A tube's method runs on the tube straight from here: one closure a call.
+        tube, method = self._method_of(name)
+        live = self.registry.tubes
         clock, deadlines, advance, leave = self._clock, self.deadlines, self._advance, self._leave
 
         def bound(conn_id: int, args: list[Any]) -> Answer:
@@ -146,7 +150,10 @@ class Queue(EntryPoints):
                 earliest = deadlines.earliest
                 if earliest is not None and earliest <= now:
                     advance(now)
-                return handler(Call(conn_id, name, list(args or ()), now))
+                call = Call(conn_id, name, list(args or ()), now)
+                if tube is None:
+                    return handler(call)
+                return tube.run_method(live, method, call)
             finally:
                 leave(now)
 
@@ -364,7 +371,14 @@ class Queue(EntryPoints):
             return without_self
         if method == "drop":
             return lambda call: self._drop(tube)
-        return tube.method(method, self.registry.tubes)
+        return partial(tube.run_method, self.registry.tubes, method)
+
+    def _method_of(self, name: str) -> tuple[Tube | None, str]:
+        """(tube, method) if `name` is a live tube's method but drop, else (None, "")."""
+        parsed = self._parse(name)
+        if parsed is None or parsed[0] != "tube:" or parsed[2] not in METHODS:
+            return None, ""
+        return self.registry.get(parsed[1] or ""), parsed[2] or ""
 
     def _unserved(self, name: str) -> Handler:
         driver = self.registry.unserved[name]

@@ -204,25 +204,17 @@ class Tube(TaskEvents):
     def report(self) -> dict[str, Any]:
         return self.stats.report(self.driver.counts)
 
-    def method(self, name: str, live: Mapping[str, Tube]) -> Callable[[Call], Answer]:
-        """The tube method `name`, bound: it answers ER_NO_SUCH_PROC once this
-        tube is no longer the live one of its name (dropped while a call
-        waited), runs the method, then moves the tube's deadline (a call may
-        have changed its earliest event)."""
-        run = METHODS[name]
-        sync = self.sync_deadline
-        space = self.driver.space
-
-        def call(call: Call) -> Answer:
-            if live.get(self.name) is not self:
-                raise no_such_proc(call.name)
-            space.note = name  # the event of the changes it makes (events.py)
-            try:
-                return run(self, call)
-            finally:
-                sync()
-
-        return call
+    def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
+        """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
+        longer the live one of its name (dropped while a call waited), then
+        move the tube's deadline (a call may have changed its earliest event)."""
+        if live.get(self.name) is not self:
+            raise no_such_proc(call.name)
+        self.driver.space.note = name  # the event of the changes it makes (events.py)
+        try:
+            return METHODS[name](self, call)
+        finally:
+            self.sync_deadline()
 
     # -- helpers --
     def _answer(self, task: Any) -> list[Any]:

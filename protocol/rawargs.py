@@ -27,10 +27,11 @@ def raw_item(payload: bytes, args: Any, index: int) -> bytes | None:
         # (Should the match come from another key's bytes, these are still
         # the very values the client sent, encoded the shortest way.)
         try:
-            if len(args) == 1:  # put(data): one pack, the data after the header
-                packed = pack(args)
-                if payload.endswith(packed):
-                    return packed[1:]
+            if len(args) == 1:  # put(data): one pack, the data after its array's head
+                packed = pack(args[0])
+                head = len(payload) - len(packed) - 1
+                if head > 0 and payload[head] == 0x91 and payload.endswith(packed):
+                    return packed
             else:
                 items = [pack(arg) for arg in args]
                 if payload.endswith(bytes((0x90 | len(args),)) + b"".join(items)):

@@ -247,7 +247,9 @@ class DenseMap:
         if other is not None:
             return other.last_key()
         window = self._base + len(self._slots) - 1 if self._count else ABSENT
-        return _best(max, window, ABSENT if side is None else side.last_key())
+        if side is None:  # every put asks: no call through _best and max
+            return window
+        return _best(max, window, side.last_key())
 
     def keys(
         self, lo: Any = ABSENT, hi: Any = ABSENT, hi_inclusive: bool = False, reverse: bool = False
