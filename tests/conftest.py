@@ -64,23 +64,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=rank)  # stable: a module's tests keep their order
 
 
-_skipped: list[str] = []  # under the test command, on the process that ends the session
-
-
-def ends_the_session() -> bool:
-    # xdist's workers report their tests to the controller, which reports them
-    # again: count each once, where the session's exit status is decided.
-    return not os.environ.get("PYTEST_XDIST_WORKER")
+_skipped: list[str] = []  # under the test command; acted on where the session's exit is decided
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if SKIPS_FAIL and report.skipped and ends_the_session():
+    if SKIPS_FAIL and report.skipped:
         why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         _skipped.append(f"{report.nodeid}: {why}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _skipped and ends_the_session():
+    # xdist's workers report their tests to the controller, which decides.
+    if _skipped and not on_a_worker(session.config):
         print(f"\n{len(_skipped)} skipped under the test command, which must run every test:")
         print("\n".join(f"  {line}" for line in _skipped))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
