@@ -29,6 +29,8 @@ from importlib.util import find_spec
 # The session: every call reads its caller's fields (dispatch.admit, run_handler).
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
+    "queuebox.protocol.plainframe",
+    "queuebox.protocol.value",
     "queuebox.protocol.rawargs",
     "queuebox.protocol.response",
     "queuebox.protocol.framing",

@@ -199,7 +199,9 @@ def handle_call(req: Request, s: Session, call16: bool = False) -> Reply:
         if args:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
-            data = _PACKED(req.raw_arg(0))  # type: ignore[arg-type]  # args: never None
+            raw = req.raw_arg(0)
+            assert raw is not None  # args has a first item
+            data = _PACKED(raw)
             args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
