@@ -68,6 +68,7 @@ from .response import (
     encode_packed_chunk,
     encode_packed_data,
     encode_reply,
+    encode_task_reply,
 )
 from .value import Request
 
@@ -119,6 +120,7 @@ __all__ = [
     "encode_ok",
     "encode_ping",
     "encode_reply",
+    "encode_task_reply",
     "encode_request",
     "make_greeting",
     "new_salt",

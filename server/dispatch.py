@@ -29,10 +29,10 @@ from queuebox.protocol import (
     call16_shape,
     encode_one_packed,
     encode_packed_data,
+    encode_task_reply,
 )
 from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
-from queuebox.storage.rows import task_head
 
 from .config import READ
 from .errors import CallError, error_code_and_message, read_only_error
@@ -84,11 +84,12 @@ def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
         if (kind is list or kind is tuple) and task:
             data = task[-1]
             if type(data) is _PACKED:
-                n = len(task)
-                # Most tasks answer (id, status, data): their head written here.
-                head = task_head(task[0], task[1]) if n == 3 else None
-                if head is None:
-                    head = pack((*task[:-1], None))[:-1]
+                # Most tasks answer (id, status, data): the reply in one struct call.
+                if len(task) == 3:
+                    reply = encode_task_reply(sync, schema_version, task[0], task[1], data)
+                    if reply is not None:
+                        return reply
+                head = pack((*task[:-1], None))[:-1]
                 return encode_one_packed(sync, schema_version, head, data)
     return encode_packed_data(sync, schema_version, len(values), spliced(values))
 

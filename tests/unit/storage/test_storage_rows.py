@@ -37,7 +37,14 @@ NESTED = st.lists(INTS, max_size=3) | st.dictionaries(st.text(max_size=3), INTS)
 TASKS = st.builds(lambda head, data: (*head, data), st.lists(SCALARS, max_size=14), DATA)
 ANY = st.lists(SCALARS | DATA | NESTED, max_size=20).map(tuple)
 # (id, status, data), a fifo task: its head written by hand (rows.task_head).
-FIFO = st.tuples(st.integers(-1, 2**64 - 1) | st.just(True), st.text(max_size=2), DATA)
+FIFO = st.tuples(
+    st.integers(-1, 2**64 - 1)
+    | st.sampled_from(
+        [0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 2**32 - 1, 2**32, 2**64 - 1, True]
+    ),
+    st.sampled_from(["r", "t", "~", "!", "-"]) | st.text(max_size=2),
+    DATA,
+)
 
 
 @given(TASKS | ANY | FIFO)
