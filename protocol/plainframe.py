@@ -174,8 +174,9 @@ def _item(data: bytes, pos: i64, end: i64) -> tuple[Any, i64]:
         if stop > end:
             return None, _NOT_PLAIN
         value = _uint(data, pos + 1, width)
-        if b >= 0xD0 and value >> (8 * width - 1):
-            value -= 1 << (8 * width)
+        bits: int = 8 * width  # an int: with an i64, `value` would be made one
+        if b >= 0xD0 and value >> (bits - 1):
+            value -= 1 << bits
         return value, stop
     if b == 0xC0:
         return None, pos + 1
