@@ -63,6 +63,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.deadlines",
     "queuebox.drivers.errors",
     "queuebox.drivers.queue",
+    "queuebox.drivers.callnames",
+    "queuebox.drivers.queue_cfg",
     "queuebox.drivers.sessions",
     "queuebox.drivers.stats",
     "queuebox.drivers.tube",
