@@ -51,6 +51,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.fileio",
     "queuebox.drivers.args",
     "queuebox.drivers.driver",
+    "queuebox.drivers.task_events",
     "queuebox.drivers.untimed",
     "queuebox.drivers.ttl",
     "queuebox.drivers.fifo",
