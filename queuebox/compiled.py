@@ -75,6 +75,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.dispatch",
     "queuebox.server.session",
     "queuebox.server.queue_calls",
+    "queuebox.server.waiting",
     "queuebox.server.requests",
     "queuebox.server.commit",
     "queuebox.server.timers",
