@@ -36,6 +36,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.ordered",
     "queuebox.storage.orderedrows",
     "queuebox.storage.index",
+    "queuebox.storage.indexdef",
     "queuebox.storage.space",
     "queuebox.storage.engine",
     "queuebox.storage.records",
