@@ -44,6 +44,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.dense",
     "queuebox.storage.framing",
     "queuebox.storage.recovery",
+    "queuebox.storage.recovery_report",
     "queuebox.storage.reader",
     "queuebox.storage.staging",
     "queuebox.storage.walreplay",
