@@ -32,24 +32,33 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from queuebox.drivers.events import Normalize, ReadBack, TaskChange, record_change
 from queuebox.protocol import ErrorCode, encode_packed_chunk
+from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
 from queuebox.storage.packed import spliced
 from queuebox.storage.walfeed import WalCursor, records_of
 
+from .app import App
 from .errors import CallError
 from .session import Outlet, Session
-
-if TYPE_CHECKING:  # events.py makes the streams: a cycle for the type only
-    from .events import EventService
 
 HIGH_WATER = 1 << 20  # unsent bytes to one subscriber before its stream waits
 READ_CHUNK = 1 << 20  # WAL bytes read back per step
 MEMORY_BACKLOG = 10_000  # events of a tube without WAL waiting for a slow reader
 Gone = Callable[[dict[str, Any]], Any]  # a record -> the task it deleted, if known
+
+
+class Service(Protocol):
+    """What a stream reads of the service that made it (events.EventService)."""
+
+    app: App
+    engine: Engine
+    heartbeat_s: float
+
+    def exists(self, tube: str) -> bool: ...
 
 
 def lost(why: str) -> CallError:
@@ -62,7 +71,7 @@ class Stream:
     """One subscription: what it pushed up to (`position`), and how it waits."""
 
     def __init__(
-        self, service: EventService, session: Session, sync: int, tube: str, deadline: float
+        self, service: Service, session: Session, sync: int, tube: str, deadline: float
     ) -> None:
         assert session.outlet is not None
         self.service = service
