@@ -26,7 +26,8 @@ from importlib.util import find_spec
 # single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
 # are per-turn costs: compiled, a sequential put takes 5% fewer instructions.
 # The buffer budget (limits) is asked before every read (`read_size`).
-# The session: every call reads its caller's fields (dispatch.admit, run_handler).
+# The session: every call reads its caller's fields (dispatch.admit, run_handler);
+# the batch of each WAL write (batch) is made and read on every loop turn.
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.rawargs",
@@ -38,6 +39,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.index",
     "queuebox.storage.space",
     "queuebox.storage.engine",
+    "queuebox.storage.batch",
     "queuebox.storage.records",
     "queuebox.storage.rows",
     "queuebox.storage.dense",

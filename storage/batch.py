@@ -9,24 +9,36 @@ entry). Must not touch: files, LSN assignment and the order of rollback
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .catalog import Catalog
 from .snapshot import CREATE, DROP, TUPLE, Undo
 from .space import Space, Tuple
 
 
-@dataclass(eq=False)
 class Batch:
-    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`."""
+    """Changes with LSNs first_lsn..last_lsn, framed in `data`, undone by `undo`.
 
-    first_lsn: int
-    last_lsn: int
-    data: bytes
-    undo: list[Undo] = field(repr=False)
-    written: bool = False  # durable under the engine's wal_mode
-    last_ts: float | None = None  # the timestamp of the record at last_lsn
-    cancelled: bool = False  # rolled back: must never be written
+    A plain class, not a dataclass: compiled (queuebox/compiled.py), its
+    construction on every WAL write is then native (a dataclass's __init__ is
+    generated Python, run by name)."""
+
+    def __init__(
+        self,
+        first_lsn: int,
+        last_lsn: int,
+        data: bytes,
+        undo: list[Undo],
+        *,
+        last_ts: float | None = None,
+        cancelled: bool = False,
+    ) -> None:
+        self.first_lsn = first_lsn
+        self.last_lsn = last_lsn
+        self.data = data
+        self.undo = undo
+        self.written = False  # durable under the engine's wal_mode
+        self.last_ts = last_ts  # the timestamp of the record at last_lsn
+        self.cancelled = cancelled  # rolled back: must never be written
 
     @property
     def count(self) -> int:
