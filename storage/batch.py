@@ -9,10 +9,11 @@ entry). Must not touch: files, LSN assignment and the order of rollback
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .catalog import Catalog
 from .snapshot import CREATE, DROP, TUPLE, Undo
-from .space import Space, Tuple
+from .space import Space
 
 
 class Batch:
@@ -45,20 +46,22 @@ class Batch:
         return self.last_lsn - self.first_lsn + 1
 
 
-def _undo_tuple(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+# old, new: the space's rows (rows.py) as the undo entries hold them, not
+# tuples (compiled, a wrong annotation here is checked and fails a rollback).
+def _undo_tuple(catalog: Catalog, space: Space, old: Any, new: Any) -> None:
     space.restore(old, new)
 
 
-def _undo_create(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+def _undo_create(catalog: Catalog, space: Space, old: Any, new: Any) -> None:
     if catalog.get(space.name) is space:
         catalog.drop_space(space.name, log=False)
 
 
-def _undo_drop(catalog: Catalog, space: Space, old: Tuple | None, new: Tuple | None) -> None:
+def _undo_drop(catalog: Catalog, space: Space, old: Any, new: Any) -> None:
     catalog.restore_space(space)
 
 
-UNDO: dict[str, Callable[[Catalog, Space, Tuple | None, Tuple | None], None]] = {
+UNDO: dict[str, Callable[[Catalog, Space, Any, Any], None]] = {
     TUPLE: _undo_tuple,
     CREATE: _undo_create,
     DROP: _undo_drop,
