@@ -43,6 +43,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.indexdef",
     "queuebox.storage.space",
     "queuebox.storage.engine",
+    "queuebox.storage.waljournal",
     "queuebox.storage.batch",
     "queuebox.storage.records",
     "queuebox.storage.rows",

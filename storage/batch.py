@@ -3,7 +3,7 @@
 Owns: the Batch record (its LSN range, framed bytes, undo entries and
 outcome) and the undo of each kind of change (UNDO, by the kind in an undo
 entry). Must not touch: files, LSN assignment and the order of rollback
-(engine.py decides which entries to undo, newest first).
+(waljournal.py decides which entries to undo, newest first).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ size, the one write (and in fsync mode the one fsync) per batch, and putting
 the file back to its last good length when a write fails.
 
 Must not touch: record encoding (the batch arrives as bytes), in-memory
-state and rollback (engine.py), threads: every method is synchronous and is
+state and rollback (waljournal.py), threads: every method is synchronous and is
 called from the one writer thread the server runs.
 
 A segment's life:
