@@ -40,7 +40,6 @@ from .driver import (
     MISSING,
     RELEASED_ALL,
     SESSION_ENDED,
-    TaskEvents,
     TaskStore,
     done,
 )
@@ -49,6 +48,7 @@ from .events import TaskChange, live_change
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
+from .task_events import TaskEvents
 from .waiters import Waiters
 
 

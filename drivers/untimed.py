@@ -29,11 +29,10 @@ from .driver import (
     READY,
     RELEASED,
     TAKEN,
-    TaskEvents,
     TaskStore,
-    Tuple,
 )
 from .errors import module_error
+from .task_events import TaskEvents, Tuple
 
 MARK_EVERY: Final = US  # a put time noted at most once a second...
 MAX_MARKS: Final = 4096  # ...and at most this many kept: thinned out, coarser, beyond

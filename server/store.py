@@ -27,7 +27,7 @@ from queuebox.protocol import ErrorCode
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO, InjectedFaults
-from queuebox.storage.recovery import RecoveryReport
+from queuebox.storage.recovery_report import RecoveryReport
 
 from .app import App
 from .commit import GroupCommit

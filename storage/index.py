@@ -44,22 +44,10 @@ from operator import itemgetter
 from typing import Any
 
 from .dense import DenseMap
-from .indexdef import TOP, DuplicateKey, IndexDef, Key, StorageError, Tuple, key_getter
+from .indexdef import TOP, DuplicateKey, IndexDef, Key, Tuple, key_getter
 from .ordered import ABSENT, OrderedKeys, OrderedMap
 from .orderedrows import OrderedRows
 from .rows import PLAIN, Codec
-
-# space.py re-exports the definitions from here, with the index types.
-__all__ = [
-    "DuplicateKey",
-    "Index",
-    "IndexDef",
-    "Key",
-    "PrimaryIndex",
-    "StorageError",
-    "Tuple",
-    "key_getter",
-]
 
 Map = OrderedMap | DenseMap  # what one group of an index keeps
 

@@ -38,8 +38,6 @@ from .walreplay import FastReplay
 Progress = Callable[[int, int, float], None]  # (records, bytes, seconds)
 SKIPS_LISTED = 20  # a forced start past a lost space definition may skip thousands
 
-__all__ = ["Progress", "Recovery", "RecoveryReport", "release_free_heap"]
-
 
 class Recovery:
     # Seconds between progress calls: often, so a caller can stop a long recovery

@@ -23,18 +23,10 @@ from typing import Any
 
 from .errors import UnloggableChange
 
-# The index types live in index.py; they are re-exported here because the
-# drivers import everything about spaces from this module.
-from .index import (
-    DuplicateKey,
-    Index,
-    IndexDef,
-    Key,
-    PrimaryIndex,
-    StorageError,
-    Tuple,
-    key_getter,
-)
+# The index types live in index.py and indexdef.py; they are re-exported here
+# because the drivers import everything about spaces from this module.
+from .index import Index, PrimaryIndex
+from .indexdef import DuplicateKey, IndexDef, Key, StorageError, Tuple, key_getter
 from .rows import PLAIN, RowCodec, Unencodable
 
 __all__ = [
