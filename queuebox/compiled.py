@@ -22,8 +22,8 @@ from importlib.util import find_spec
 # and utube's second base (heads.UtubeRules) is a mypyc trait.
 # Left pure: storage.packed (Packed subclasses bytes, which mypyc cannot
 # compile); drivers.legacy.
-# The connection's shell (reading, shell, connection, legacy15: one chain of
-# single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
+# The connection's shell (reading, watchdog, shell, connection, legacy15: one
+# chain of single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
 # are per-turn costs: compiled, a sequential put takes 5% fewer instructions.
 # The buffer budget (limits) is asked before every read (`read_size`).
 # The session and the app: every call reads its caller's fields and the app's
@@ -90,6 +90,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.timers",
     "queuebox.server.rights",
     "queuebox.server.reading",
+    "queuebox.server.watchdog",
     "queuebox.server.shell",
     "queuebox.server.connection",
     "queuebox.server.legacy15",

@@ -6,7 +6,9 @@ write per loop turn, replies held until their durability barrier, the tasks
 of requests that wait (kept in `app.tasks`, so shutdown sees them), the
 in-flight accounting and back-pressure, and stop_reading/close/abort for the
 listener's shutdown.
-Reading under the buffer budget is `reading.py`'s half of the same object.
+Reading under the buffer budget is `reading.py`'s part of the same object,
+the watchdog (time limits, and the connection's side of slots.py)
+`watchdog.py`'s.
 Must not know a wire format: a port subclasses it (`connection.py`: IPROTO;
 `legacy15.py`: Tarantool 1.5), has a `decoder`, decodes bytes and runs its
 request table (reading.py's hooks), hands each handler's answer to the
@@ -29,10 +31,6 @@ without bound:
     reading ──(a frame waits for buffer_budget: reading.py)──────▶ paused
     reading ──(a throttled AUTH waits its turn: authguard.py)────▶ paused
     paused ──(every reason above cleared)────────────────────────▶ reading
-
-The watchdog closes a connection that sends no whole request within
-`handshake_timeout_s` of opening, and (with `idle_timeout_s`) one that has
-no request and nothing in flight for that long.
 """
 
 from __future__ import annotations
@@ -47,18 +45,16 @@ from .app import App
 from .connlog import ConnectionLog
 from .dispatch import Held, Reply
 from .logs import RateLimitedLog, get_logger
-from .reading import BudgetedReading
 from .session import Session
+from .watchdog import WatchedConnection
 
 log = get_logger("queuebox.conn")
 # Lines a flood of sockets would repeat: a few a second, with counts.
-reclaimed_log = RateLimitedLog(log, burst=5, every_s=1.0)
 refused_log = RateLimitedLog(log, burst=5, every_s=1.0)
-timed_out_log = RateLimitedLog(log, burst=10, every_s=0.2)
 bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 
 
-class ConnectionShell(BudgetedReading):
+class ConnectionShell(WatchedConnection):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
 
@@ -86,9 +82,7 @@ class ConnectionShell(BudgetedReading):
         self._init_reading(app.buffer_budget)
         # Requests waiting for a throttled AUTH to run first (connection.py).
         self._deferred: list[Any] | None = None
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._spoken = False  # a whole request arrived: the handshake is over
-        self._last_request = monotonic()  # of the last request, or the connect
+        self._init_watchdog()
         self.connlog = ConnectionLog(self.session, self.loop, self.kind)
 
     # --- what a port says ---
@@ -140,8 +134,7 @@ class ConnectionShell(BudgetedReading):
         self._unconfirmed.clear()
         if not self.closed.done():
             self.closed.set_result(None)
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        self._stop_watchdog()
         self._stop_reading_frames()
         if self.conn_id:
             self.app.slots.release(self)
@@ -165,10 +158,7 @@ class ConnectionShell(BudgetedReading):
         if any_request:
             self._last_request = monotonic()  # idle from now (slots.py, the watchdog)
             if not self._spoken:
-                self._spoken = True
-                if self._watchdog is not None:
-                    self._watchdog.cancel()
-                self._arm_watchdog(self.app.config.idle_timeout_s)
+                self._end_handshake()
             if self.session.close_requested:
                 self.close()
                 return
@@ -193,51 +183,6 @@ class ConnectionShell(BudgetedReading):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush)
-
-    def _arm_watchdog(self, seconds: float) -> None:
-        self._watchdog = None
-        if seconds > 0 and not self._closing:
-            self._watchdog = self.loop.call_later(seconds, self._watch)
-
-    def _watch(self) -> None:
-        self._watchdog = None
-        if self._closing:
-            return
-        if not self._spoken:
-            self._time_out("handshake", self.app.config.handshake_timeout_s)
-            return
-        limit = self.app.config.idle_timeout_s
-        idle = monotonic() - self._last_request
-        if self.in_flight == 0 and idle >= limit:
-            self._time_out("idle", limit)
-        else:  # busy, or a request came since: look again when it could be idle
-            self._watchdog = self.loop.call_later(max(limit - idle, limit / 10), self._watch)
-
-    # --- connection slots (slots.py) ---
-
-    def idle_since(self) -> float | None:
-        busy = self.in_flight or self._frame_view is not None or self._waiting_frame
-        return None if busy or self._closing else self._last_request
-
-    def reclaim(self) -> None:
-        reclaimed_log.info(
-            f"{self.kind} closed to make room",
-            conn_id=self.conn_id,
-            peer=self.session.peer,
-            idle_s=round(monotonic() - self._last_request, 1),
-        )
-        self.close()
-
-    def _time_out(self, reason: str, seconds: float) -> None:
-        timed_out_log.info(
-            f"{self.kind} timed out",
-            reason,
-            conn_id=self.conn_id,
-            peer=self.session.peer,
-            reason=reason,
-            timeout_s=seconds,
-        )
-        self.close()
 
     # --- replies ---
 
