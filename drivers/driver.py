@@ -3,10 +3,11 @@
 Owns: the task states and their machine (drawn below), the driver contract
 (`TaskStore`, whose abstract methods every driver must implement; checked
 when a driver class registers, like upstream's list of required methods),
-the `TaskEvents` a driver reports to the framework, and `TaskStore`'s
-writers: the one place where a driver writes its space, so that per-status
-counts, ownership release, wakeups, the "room for a waiting put" signal and
-the change reported to listeners can never be forgotten by a code path.
+the `TaskEvents` a driver reports to the framework (task_events.py), and
+`TaskStore`'s writers: the one place where a driver writes its space, so that
+per-status counts, ownership release, wakeups, the "room for a waiting put"
+signal and the change reported to listeners can never be forgotten by a code
+path.
 Must not touch: sessions, waiters, statistics objects, the clock (time comes
 in as `now`, epoch µs), anything outside its own space(s).
 
@@ -48,8 +49,8 @@ from queuebox.storage.space import IndexDef, Space
 
 from .errors import field_missing, module_error
 from .retries import Retries
+from .task_events import TaskEvents, Tuple
 
-Tuple = tuple[Any, ...]
 # An index as the module creates it in Tarantool: (name, ((field, type), ...), unique).
 ModuleIndex = tuple[str, tuple[tuple[int, str], ...], bool]
 U, S = "unsigned", "string"
@@ -97,34 +98,6 @@ REQUIRED_METHODS = (
     "fire",
     "rebuild",
 )
-
-
-class TaskEvents:
-    """What a driver tells its tube (the framework) about its tasks: the base
-    of `tube.Tube`, which defines every method. A class, not a Protocol:
-    compiled, a driver's call on its events (two to four a put, a take or an
-    ack) is then a native call, not a method looked up by name."""
-
-    def stat(self, name: str) -> None:
-        """Count one call/event in the tube's statistics (upstream's stats_data)."""
-        raise NotImplementedError
-
-    def ready(self) -> None:
-        """A task became takeable: wake at most one waiting take."""
-        raise NotImplementedError
-
-    def untaken(self, task_id: int) -> None:
-        """A taken task left `t`: its ownership record goes."""
-        raise NotImplementedError
-
-    def removed(self) -> None:
-        """A task was deleted: a waiting put may now have room."""
-        raise NotImplementedError
-
-    def changed(self, old: Tuple | None, new: Tuple | None) -> None:
-        """A task changed (after it: stats, wakes and ownership are done): for the
-        tube's listeners (plugin callbacks, event subscribers; events.py)."""
-        raise NotImplementedError
 
 
 DRIVERS: dict[str, type[TaskStore]] = {}
@@ -181,10 +154,6 @@ def register_driver(name: str, cls: type[TaskStore]) -> None:
     """Add a driver type; its class must implement the whole contract."""
     check_driver(name, cls)
     DRIVERS[name] = cls
-
-
-def missing_index(space: Space, names: tuple[str, ...]) -> str | None:
-    return next((n for n in names if n not in space.indexes), None)
 
 
 # Not an ABC: compiled, the driver classes would share ABC's subclass cache
@@ -255,7 +224,7 @@ class TaskStore:
     @classmethod
     def missing_index(cls, space: Space) -> str | None:
         """The first index this driver needs that `space` lacks (if_not_exists reuse)."""
-        return missing_index(space, tuple(i.name for i in cls.INDEXES))
+        return next((i.name for i in cls.INDEXES if i.name not in space.indexes), None)
 
     def drop_spaces(self, catalog: Catalog) -> None:
         catalog.drop_space(self.space.name)

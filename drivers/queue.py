@@ -1,8 +1,9 @@
 """The queue module as the server sees it: one `QueueCore`, its names bound once.
 
-Owns: the call table (every `queue.*` name, its handler and its access
-level), binding a name to what runs it (`bind`), the module-level calls
-(create_tube, tube, cfg, identify, statistics/stats, state), the connection
+Owns: the call table (every `queue.*` name and its handler; callnames.py
+parses the names and gives their access levels), binding a name to what runs
+it (`bind`), the module-level calls (create_tube, tube, cfg with its options
+read in queue_cfg.py, identify, statistics/stats, state), the connection
 lifecycle and the queue-wide timer (`next_deadline`/`tick` over one
 Deadlines set), and the in_replicaset journal (durable.py): switched on and
 off by cfg, resumed from after a rebuild. Entry points follow
@@ -22,15 +23,15 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from functools import partial
 from typing import Any, ClassVar
 
 from queuebox.storage.catalog import Catalog
 
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
-from .args import is_number, lua_tostring, lua_truthy, lua_type, options
+from .args import lua_tostring, lua_truthy, options
 from .args import task_id as task_id_arg
+from .callnames import TUBE_ACCESS, access_of, parse_name
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
 from .driver import TAKEN
@@ -38,6 +39,7 @@ from .durable import SavedState, SessionJournal, saved_state
 from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
 from .events import TaskChange, deferred
 from .listing import list_tasks
+from .queue_cfg import read_cfg
 from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
@@ -49,36 +51,7 @@ from .tubes import TubeRegistry
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
 VERSION = "1.5.0"
-READ, WRITE, ADMIN = "read", "write", "admin"
-
-TUBE_ACCESS = {
-    "peek": READ,
-    "put": WRITE,
-    "take": WRITE,
-    "touch": WRITE,
-    "ack": WRITE,
-    "release": WRITE,
-    "bury": WRITE,
-    "kick": WRITE,
-    "delete": WRITE,
-    "release_all": WRITE,
-    "drop": ADMIN,
-    "truncate": ADMIN,
-    "on_task_change": ADMIN,
-}
-MODULE_ACCESS = {
-    "statistics": READ,
-    "stats": READ,
-    "state": READ,
-    "tube": READ,
-    "identify": READ,
-    "create_tube": ADMIN,
-    "cfg": ADMIN,
-}
-assert set(TUBE_ACCESS) == set(METHODS) | {"drop"}
-
 Handler = Callable[[Call], Answer]
-Parsed = tuple[str, str | None, str | None] | None
 
 
 class Queue(EntryPoints):
@@ -134,12 +107,16 @@ class Queue(EntryPoints):
         The server keeps the bound call for the name: a dropped tube's calls
         answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
         after a drop."""
-        handler = self._resolve(name)
-        if handler is None:
+        parsed = parse_name(name, self._namespaces, self._module)
+        if parsed is None:
             return None
-        # A tube's method runs on the tube straight from here: one closure a call.
-        tube, method = self._method_of(name)
-        live = self.registry.tubes
+        module, tube_name, method = parsed
+        # A live tube's method (but drop) runs on the tube straight from the bound call.
+        tube = self.registry.get(tube_name) if module == "tube:" and method in METHODS else None
+        handler = self._handler(module, tube_name, method) if tube is None else None
+        if tube is None and handler is None:
+            return None
+        live, run = self.registry.tubes, method or ""
         clock, deadlines, advance, leave = self._clock, self.deadlines, self._advance, self._leave
 
         def bound(conn_id: int, args: list[Any]) -> Answer:
@@ -151,9 +128,10 @@ class Queue(EntryPoints):
                 if earliest is not None and earliest <= now:
                     advance(now)
                 call = Call(conn_id, name, list(args or ()), now)
-                if tube is None:
-                    return handler(call)
-                return tube.run_method(live, method, call)
+                if tube is not None:
+                    return tube.run_method(live, run, call)
+                assert handler is not None
+                return handler(call)
             finally:
                 leave(now)
 
@@ -161,22 +139,16 @@ class Queue(EntryPoints):
 
     def takes_data(self, name: str) -> bool:
         """`tube:put` keeps its data as the client's bytes (the dot form has no self)."""
-        parsed = self._parse(name)
+        parsed = parse_name(name, self._namespaces, self._module)
         return parsed is not None and parsed[0] == "tube:" and parsed[2] == "put"
 
     def access_of(self, name: str) -> str:
         """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
-        parsed = self._parse(name)
-        if parsed is None:
-            return ADMIN
-        module, tube, method = parsed
-        if tube is None:
-            return MODULE_ACCESS.get(module, ADMIN)
-        return TUBE_ACCESS.get(method or "", ADMIN)
+        return access_of(parse_name(name, self._namespaces, self._module))
 
     def tube_of(self, name: str) -> str | None:
         """The tube a tube method's name acts on; None for a module function."""
-        parsed = self._parse(name)
+        parsed = parse_name(name, self._namespaces, self._module)
         return None if parsed is None else parsed[1]
 
     def connected(self, conn_id: int) -> None:
@@ -332,30 +304,9 @@ class Queue(EntryPoints):
             self.journal.clear()
             self.journal = self.owners.journal = None
 
-    def _parse(self, name: str) -> Parsed:
-        """name -> (module function, tube, method); ("tube:", t, m), or ("tube.", t, m)
-        for the dot form. Not cached: the server binds a name once and keeps it."""
-        if not isinstance(name, str):
-            return None
-        for ns in self._namespaces:
-            if not name.startswith(ns + "."):
-                continue
-            rest = name[len(ns) + 1 :]
-            if rest in self._module:
-                return rest, None, None
-            if rest.startswith("tube."):
-                tail = rest[len("tube.") :]
-                for sep in (":", "."):
-                    tube, found, method = tail.partition(sep)
-                    if found and tube and "." not in tube and ":" not in tube:
-                        return "tube" + sep, tube, method
-        return None
-
-    def _resolve(self, name: str) -> Handler | None:
-        parsed = self._parse(name)
-        if parsed is None:
-            return None
-        module, tube_name, method = parsed
+    def _handler(self, module: str, tube_name: str | None, method: str | None) -> Handler | None:
+        """What runs a module function, or a tube call that `bind` does not run
+        on a live tube (drop, the dot form, an unserved tube); None: no such call."""
         if tube_name is None:
             return self._module[module]
         tube = self.registry.get(tube_name)
@@ -369,16 +320,7 @@ class Queue(EntryPoints):
                 raise module_error("attempt to index field 'raw' (a nil value)")
 
             return without_self
-        if method == "drop":
-            return lambda call: self._drop(tube)
-        return partial(tube.run_method, self.registry.tubes, method)
-
-    def _method_of(self, name: str) -> tuple[Tube | None, str]:
-        """(tube, method) if `name` is a live tube's method but drop, else (None, "")."""
-        parsed = self._parse(name)
-        if parsed is None or parsed[0] != "tube:" or parsed[2] not in METHODS:
-            return None, ""
-        return self.registry.get(parsed[1] or ""), parsed[2] or ""
+        return lambda call: self._drop(tube)  # the live tube's other methods: bind
 
     def _unserved(self, name: str) -> Handler:
         driver = self.registry.unserved[name]
@@ -411,27 +353,9 @@ class Queue(EntryPoints):
         return [name in self.registry.tubes]
 
     def _cfg(self, call: Call) -> Answer:
-        raw = call.arg(0)
-        if raw is None:
-            raw = {}
-        if isinstance(raw, dict):
-            items = [(k, v) for k, v in raw.items() if v is not None]
-        elif isinstance(raw, list | tuple):
-            items = [(i + 1, v) for i, v in enumerate(raw) if v is not None]
-        else:
-            raise module_error(f"attempt to index local 'opts' (a {lua_type(raw)} value)")
-        opts = dict(items)
-        opts.setdefault("in_replicaset", False)
-        for key, value in opts.items():
-            if key == "in_replicaset" and not isinstance(value, bool):
-                raise module_error(f"Invalid value of in_replicaset: {lua_tostring(value)}")
-            if key not in ("ttr", "in_replicaset"):
-                raise module_error(f"Unknown option {lua_tostring(key)}")
+        opts = read_cfg(call.arg(0))
         if "ttr" in opts:
-            ttr = opts["ttr"]
-            if not is_number(ttr) or ttr < 0:
-                raise module_error(f"Invalid value of ttr: {lua_tostring(ttr)}")
-            self.sessions.ttr = ttr
+            self.sessions.ttr = opts["ttr"]
         replicaset = opts["in_replicaset"]
         if replicaset and any(lua_truthy(t.opts.get("temporary")) for t in self._tubes()):
             replicaset = False  # upstream only logs: temporary tubes exist

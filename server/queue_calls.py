@@ -1,27 +1,16 @@
-"""The queue, plugged into the server: names, waiting calls, timers, connections.
+"""The queue, plugged into the server: names, timers, connections.
 
 Owns: the binding of the pure queue cores (`drivers.queue.Queue`, the modern
 API, and `drivers.legacy.LegacyQueue`, the 1.5-era API) to the function
 registry and to the Tarantool 1.5 port's names (`resolve_legacy`), the EVAL
-texts real clients send, the asyncio side of a call that must wait (a take
-on an empty tube, a put to a full limfifottl), the single deadline timer over
-both cores, and the connect/disconnect notifications.
+texts real clients send, the single deadline timer over both cores, and the
+connect/disconnect notifications. A call that must wait (Blocked) is handed
+to waiting.py.
 
 Must not touch: queue semantics (the cores own them), sockets, the WAL
 (group commit runs after every handler through the app's durability barrier).
 Its life: `install()` when the instance becomes the primary, `uninstall()`
 when it steps down (replication/role.py); an uninstalled one is dead for good.
-
-A waiting call, drawn once:
-
-    call ──▶ answer ─────────────────────────────▶ reply
-      │
-      └──▶ Blocked ──▶ register waiter ──┬─ woken ───▶ call again with the time left
-           (in the same step,            ├─ timeout ─▶ one last call with 0 ─▶ reply
-            before any other request)    ├─ conn closed ─▶ [] (takes nothing; a wake
-                                         │                it got goes to the next waiter)
-                                         └─ uninstalled ─▶ the refusal it was given
-                                                          (the call changed nothing)
 """
 
 from __future__ import annotations
@@ -33,17 +22,15 @@ from typing import Any
 from queuebox.drivers.core import CoreCall, QueueCore
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 from queuebox.drivers.queue import Blocked, Queue
-from queuebox.drivers.waiters import Waiter
-from queuebox.protocol import ErrorCode
 from queuebox.storage.catalog import Catalog
 
 from .app import App
 from .config import ADMIN, READ
-from .errors import CallError
 from .logs import RateLimitedLog, get_logger
 from .registry import Bound, CallContext, Handler
 from .rights import Grant, access_denied, check_tube, legacy_tube
 from .timers import DeadlineTimer, wall_clock_us
+from .waiting import WaitingCalls
 
 log = get_logger("queuebox.queue")
 # Every write failing (a full disk) reloads on every failure.
@@ -59,38 +46,6 @@ EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
 EVAL_VERSION = "return queue._VERSION"
 EVAL_STATE = "return queue.state()"
-
-
-class Wait:
-    """One registration of a waiting call: `future` is done when the call should
-    look again (woken, its time is up, its client left, the queue went away);
-    `woken` says whether a wake came (the queue's, or reload/uninstall). One
-    future and at most one timer, not asyncio.wait's set, callbacks and
-    coroutines.
-
-    A wake completes the future one loop turn later: the change that woke it
-    (a put) has its WAL write at the end of its turn, queued after the wake
-    (the barrier comes after the handler), so the retry always runs after
-    that write, and a failed write's rollback comes before it
-    (test_wal_failure)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.woken = False
-
-    def wake(self) -> None:
-        if not self.woken:
-            self.woken = True
-            self.loop.call_soon(self.end)
-
-    def end(self, _: object = None) -> None:
-        """The deadline's timer, or the connection's `closed` (its callback)."""
-        if not self.future.done():
-            self.future.set_result(None)
-
-
-Registered = tuple[QueueCore, Waiter, Wait]
 
 
 class QueueCalls:
@@ -116,11 +71,9 @@ class QueueCalls:
         self.legacy = LegacyQueue(catalog, clock_us, self._deadline_moved)
         self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
-        self._waiting: set[Wait] = set()
+        self.waits = WaitingCalls(self._loop, clock_us, lambda: self.cores)
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
-        # Set by uninstall(): what waiting calls answer; nothing runs any more.
-        self._refusal: Callable[[], Exception] | None = None
 
     # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
@@ -139,7 +92,7 @@ class QueueCalls:
             self._loop.call_soon(self._rearm)
 
     def tick(self, now_us: int) -> None:
-        if self._refusal is not None or self.app.refuses_changes():
+        if self.waits.refusal is not None or self.app.refuses_changes():
             return  # fenced: a timer's change would be refused (role.py)
         for core in self.cores:
             core.tick(now_us)
@@ -174,8 +127,7 @@ class QueueCalls:
         self._legacy_names = self._legacy_port_table()
         for conn_id in self.app.connections:
             self._connected(conn_id)
-        for wait in list(self._waiting):
-            wait.wake()
+        self.waits.wake_all()
         self.app.durability.barrier()  # the rebuild's own changes (taken -> ready)
         self.timer.rearm()
 
@@ -212,14 +164,13 @@ class QueueCalls:
         waiting in it (a take on an empty tube, a put to a full one) is answered
         with `refusal()`: such a call has changed nothing. The fixed names it
         registered stay until the read-only view replaces them."""
-        if self._refusal is not None:
+        if self.waits.refusal is not None:
             return
-        self._refusal = refusal
+        self.waits.refusal = refusal  # nothing runs any more
         self.timer.stop()
         self.app.registry.remove_resolver(self.resolve)
         self.app.remove_connection_listeners(self._connected, self._disconnected)
-        for wait in list(self._waiting):
-            wait.wake()
+        self.waits.wake_all()
 
     def resolve(self, name: str) -> Bound | None:
         """The one resolution of a queue name: the first core that binds it,
@@ -267,7 +218,7 @@ class QueueCalls:
                 if drops:
                     self.app.registry.forget()  # it keeps names bound to the dropped tube
             if isinstance(answer, Blocked):
-                return self._wait(core, ctx, answer)
+                return self.waits.start(core, ctx, answer)
             return answer
 
         return handler
@@ -332,92 +283,10 @@ class QueueCalls:
     def _eval_exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.modern.tube_exists(args[0] if args else None)]
 
-    def _wait(self, core: QueueCore, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
-        """Register the waiter now, in the same step as the call that blocked.
-
-        A request read in the same batch (a put pipelined after the take) runs
-        before any task starts: a waiter registered inside the coroutine would
-        miss that put's wakeup and sleep until its timeout.
-        """
-        loop = self._loop
-        deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
-        first = self._register(core, ctx, blocked, blocked.timeout_s)
-        return self._waiting_call(ctx, blocked, deadline, first)
-
-    def _register(
-        self, core: QueueCore, ctx: CallContext, blocked: Blocked, remaining: float | None
-    ) -> Registered:
-        wait = Wait(self._loop)
-        waiter = core.waiters.add(
-            blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wait.wake
-        )
-        self._waiting.add(wait)
-        return core, waiter, wait
-
-    async def _waiting_call(
-        self,
-        ctx: CallContext,
-        blocked: Blocked,
-        deadline: float | None,
-        registered: Registered,
-    ) -> list[Any]:
-        loop = self._loop
-        closed = ctx.closed
-        while True:
-            core, waiter, wait = registered
-            end = wait.end  # one bound method: remove_done_callback finds it by identity
-            timer = None if deadline is None else loop.call_at(deadline, end)
-            closed.add_done_callback(end)
-            try:
-                await wait.future
-            finally:
-                if timer is not None:
-                    timer.cancel()
-                closed.remove_done_callback(end)
-                self._waiting.discard(wait)
-                core.waiters.remove(waiter)
-            if closed.done():
-                if wait.woken:
-                    self._pass_wake_on(core, blocked)
-                return []  # the client left: take nothing
-            if self._refusal is not None:
-                raise self._refusal()
-            if not wait.woken:
-                remaining: float | None = 0.0  # time is up: one last attempt, which never blocks
-            else:
-                remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            name, args = blocked.retry(remaining)
-            # Bound afresh: reload() may have replaced the cores while we waited.
-            core, answer = self._call_again(ctx, name, args)
-            if not isinstance(answer, Blocked):
-                return answer
-            blocked = answer
-            remaining = None if deadline is None else max(0.0, deadline - loop.time())
-            registered = self._register(core, ctx, blocked, remaining)
-
-    def _call_again(
-        self, ctx: CallContext, name: str, args: list[Any]
-    ) -> tuple[QueueCore, list[Any] | Blocked]:
-        for core in self.cores:
-            bound = core.bind(name)
-            if bound is not None:
-                return core, bound(ctx.conn_id, args)  # a take or a put: never a drop
-        # The tube was dropped while the call waited.
-        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
-
-    def _pass_wake_on(self, core: QueueCore, blocked: Blocked) -> None:
-        """A woken waiter whose client left will not take its task: wake the next one.
-
-        The cores run wake callbacks at the end of an entry point; a tick at the
-        current time is one, and runs nothing that is not already due.
-        """
-        if core.waiters.wake_one(blocked.tube, blocked.kind):
-            core.tick(self.clock_us())
-
     # -- lifecycle --
     def _rearm(self) -> None:
         self._rearm_scheduled = False
-        if self._refusal is None:
+        if self.waits.refusal is None:
             self.timer.rearm()
 
     def _after_tick(self) -> None:

@@ -28,7 +28,8 @@ from queuebox.storage.errors import CorruptLog, EngineError, LsnGap, Unrecoverab
 from . import legacy15, logs
 from .app import App
 from .build import Server, build_server
-from .config import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, Config, ConfigError, load_config
+from .config import Config, ConfigError
+from .config_load import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, load_config
 from .limits import SERVER_MMAP_THRESHOLD, pin_malloc_mmap_threshold, raise_open_files_limit
 from .listener import Listener
 from .loop import cancel_and_wait, run

@@ -2,8 +2,8 @@
 
 Owns: one line of text per setting (`SETTING_HELP`) and `flag_help`, which adds
 the default (as a user would write it: 16M, 3600, off) and the environment
-variable. The choices come from the setting's parser in `config.py`, so they
-cannot drift. Must not parse or validate values: `config.py` does.
+variable. The choices come from the setting's parser in `config_load.py`, so they
+cannot drift. Must not parse or validate values: `config_load.py` does.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .config import ENV_PREFIX, SCALAR_FIELDS, Config
+from .config import Config
+from .config_load import ENV_PREFIX, SCALAR_FIELDS
 
 SETTING_HELP: dict[str, str] = {
     "listen": "address to serve IPROTO on, HOST:PORT or [v6]:PORT or :PORT (loopback); "

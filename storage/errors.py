@@ -1,12 +1,12 @@
 """The errors of the durable engine (WAL, snapshots, recovery, the data directory).
 
 Owns: the exception types the server catches and reports. Must not touch
-anything else; errors about a bad space operation live in index.py/space.py.
+anything else; errors about a bad space operation live in indexdef.py/space.py.
 """
 
 from __future__ import annotations
 
-from .index import StorageError
+from .indexdef import StorageError
 
 
 class EngineError(Exception):

@@ -1,7 +1,8 @@
 """Ordered indexes over tuples, in memory: the primary index and secondary ones.
 
 Owns: how one index stores its entries and answers lookups (get, first, last,
-iterate by prefix), and the bulk build used by recovery. Space (space.py)
+iterate by prefix), and the bulk build used by recovery; what an index is
+(its definition, its key, its errors) is indexdef.py's. Space (space.py)
 decides when entries are added and removed; this module never calls back
 into a space.
 
@@ -38,82 +39,29 @@ indexed fields) to the tuple; keys of one index must be mutually comparable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
 
 from .dense import DenseMap
+from .indexdef import TOP, DuplicateKey, IndexDef, Key, StorageError, Tuple, key_getter
 from .ordered import ABSENT, OrderedKeys, OrderedMap
 from .orderedrows import OrderedRows
 from .rows import PLAIN, Codec
 
-Tuple = tuple[Any, ...]
-Key = tuple[Any, ...]
+# space.py re-exports the definitions from here, with the index types.
+__all__ = [
+    "DuplicateKey",
+    "Index",
+    "IndexDef",
+    "Key",
+    "PrimaryIndex",
+    "StorageError",
+    "Tuple",
+    "key_getter",
+]
+
 Map = OrderedMap | DenseMap  # what one group of an index keeps
-
-
-class StorageError(Exception):
-    """Base of the errors a space raises for a bad operation."""
-
-
-class DuplicateKey(StorageError):
-    def __init__(self, index: str, space: str) -> None:
-        super().__init__(f"Duplicate key exists in unique index '{index}' in space '{space}'")
-        self.index = index
-        self.space = space
-
-
-@dataclass(frozen=True)
-class IndexDef:
-    """An index over `parts` (field numbers, 0-based); `group`: see the module doc."""
-
-    name: str
-    parts: tuple[int, ...]
-    unique: bool = True
-    group: int = 0
-
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"name": self.name, "parts": list(self.parts), "unique": self.unique}
-        if self.group:
-            wire["group"] = self.group
-        return wire
-
-    @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> IndexDef:
-        return cls(
-            str(d["name"]),
-            tuple(int(p) for p in d["parts"]),
-            bool(d["unique"]),
-            int(d.get("group", 0)),
-        )
-
-
-class _TopType:
-    """Compares greater than anything: the upper bound of a prefix range."""
-
-    def __lt__(self, other: object) -> bool:
-        return False
-
-    def __gt__(self, other: object) -> bool:
-        return other is not self
-
-    def __eq__(self, other: object) -> bool:
-        return other is self
-
-    def __hash__(self) -> int:
-        return 0
-
-
-_Top = _TopType()
-
-
-def key_getter(parts: Sequence[int]) -> Callable[[Tuple], Key]:
-    """The function that extracts the key (a tuple of the fields at `parts`)."""
-    if len(parts) == 1:
-        (p,) = parts
-        return lambda t: (t[p],)
-    return itemgetter(*parts)
 
 
 def _no_group(t: Tuple) -> None:
@@ -284,7 +232,7 @@ class Index:
         elif self._single:
             keys = iter((prefix[0],) if prefix[0] in found else ())
         else:
-            keys = found.keys(prefix, prefix + (_Top,), reverse=reverse)
+            keys = found.keys(prefix, prefix + (TOP,), reverse=reverse)
         get, decode = found.get, self._decode
         for key in keys:
             yield decode(get(key))

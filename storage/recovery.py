@@ -6,7 +6,7 @@ torn tail of the last segment is cut off with a warning; corruption and gaps
 in the LSNs stop the start unless force_recovery; with no consistent base
 left, the start stops even with it), the highest LSN seen on disk, progress
 reports, and the final bulk build of every index (staging.py holds the rows
-until then).
+until then). What it found goes into a RecoveryReport (recovery_report.py).
 
 Must not touch: writing records (only truncating a torn tail and removing
 leftovers), the engine's pending changes, the clock (durations come from the
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalog import Catalog
@@ -31,6 +30,7 @@ from .framing import HEADER_SIZE, Damage, HeaderError
 from .layout import Listing, sort_listing
 from .reader import LogFile, Record
 from .records import BadBody
+from .recovery_report import RecoveryReport
 from .space import StorageError
 from .staging import WAL_APPLY, BadRecord, Stage, create_space, staged_space
 from .walreplay import FastReplay
@@ -38,34 +38,7 @@ from .walreplay import FastReplay
 Progress = Callable[[int, int, float], None]  # (records, bytes, seconds)
 SKIPS_LISTED = 20  # a forced start past a lost space definition may skip thousands
 
-
-@dataclass
-class RecoveryReport:
-    snapshot: str | None = None
-    snapshot_lsn: int = 0
-    snapshot_tuples: int = 0
-    wal_segments: int = 0
-    wal_records: int = 0  # records replayed (LSN after the snapshot)
-    wal_bytes: int = 0  # their framed size
-    last_lsn: int = 0
-    last_ts: float | None = None  # the timestamp of the record at last_lsn, if replayed
-    highest_lsn: int = 0  # the highest LSN any file on disk names or holds
-    spaces: int = 0
-    tuples: int = 0
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)  # torn tails cut, leftovers removed
-    skipped: list[str] = field(default_factory=list)  # damage passed over by force_recovery
-    lost: list[str] = field(default_factory=list)  # LSN ranges force_recovery started without
-    damaged_snapshots: list[Path] = field(default_factory=list)  # not used, newest first
-
-    @property
-    def needs_repair(self) -> bool:
-        """The files on disk would not give this state again: write a new snapshot."""
-        return bool(self.skipped or self.lost or self.damaged_snapshots)
-
-    @property
-    def wal_damaged(self) -> bool:
-        return bool(self.skipped or self.lost)
+__all__ = ["Progress", "Recovery", "RecoveryReport", "release_free_heap"]
 
 
 class Recovery:
@@ -358,19 +331,20 @@ class Recovery:
         self._records += records
         self._bytes += size
         self._unchecked = 0
-        if self.progress is not None:
-            now = self.timer()
-            if now >= self._next_progress:
-                self._next_progress = now + self.PROGRESS_EVERY
-                self.progress(self._records, self._bytes, now - self._t0)
+        self._report_progress()
 
     def _tick(self, size: int) -> None:
         self._records += 1
         self._bytes += size
         self._unchecked += 1
         # Look at the timer now and then: every 1024 records or big record.
-        if self.progress is not None and (self._unchecked >= 1024 or size >= 1 << 16):
+        if self._unchecked >= 1024 or size >= 1 << 16:
             self._unchecked = 0
+            self._report_progress()
+
+    def _report_progress(self) -> None:
+        """Tell `progress` how far recovery got, at most every PROGRESS_EVERY."""
+        if self.progress is not None:
             now = self.timer()
             if now >= self._next_progress:
                 self._next_progress = now + self.PROGRESS_EVERY

@@ -1,322 +1,37 @@
 """The asyncio client's connection: one pipelined IPROTO connection that survives reconnects.
 
-Owns: `Connection` (calls matched by sync over one socket, call timeouts, reconnect with
-backoff, re-joining the queue session through `queue.identify`). The socket itself is
-`clients.aio.wire.Wire`; tubes, the legacy API and the consumer live in the sibling
-modules `tube`, `legacy` and `consumer`; `connect()` is in `clients.aio`. Built on
-`protocol/` only; must not import server/, drivers/ or storage/.
-
-Connection states:
-
-    connect() ──▶ CONNECTED ──connection lost──▶ RECONNECTING ──greeting, auth, identify──┐
-                   ▲  │                            │  ▲   │                                │
-                   │  │ close()                    │  └───┘ failed: sleep backoff, retry   │
-                   │  ▼                            │ reconnect=False or reconnect_timeout  │
-                   │ CLOSED                        ▼                                       │
-                   │                             BROKEN (every call: NetworkError)         │
-                   └───────────────────────────────────────────────────────────────────────┘
-
-Calls in flight when the connection breaks fail with `ConnectionLost` (they may or may
-not have run). Calls made while RECONNECTING wait for the connection, within their own
-timeout.
-
-Given several addresses (`clients.failover`), connecting means finding the writable
-instance: each address in turn until one's `queue.state()` says RUNNING, rounds repeated
-with backoff for at most `failover_timeout` (then BROKEN with `NoWritableInstance`). A
-reply ER_READONLY sends the connection back to RECONNECTING (the old socket closes once
-its calls are answered), and calls are retried there as `failover.verdict` says.
+Owns: `Connection`, what a program calls: ping, call, eval, the queue's module
+functions (create_tube, tubes, statistics, cfg, identify, ...) and the tubes and
+legacy API it hands out. How it connects, reconnects and sends one request
+(the states drawn there) is its base, `clients.aio.link.Link`; tubes, the legacy
+API and the consumer live in the sibling modules `tube`, `legacy` and
+`consumer`; `connect()` is in `clients.aio`. Built on `protocol/` only; must
+not import server/, drivers/ or storage/.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from queuebox import protocol
-from queuebox.clients import failover, iproto
-from queuebox.clients.aio.dial import Dialer
+from queuebox.clients import iproto
 from queuebox.clients.aio.legacy import LegacyQueue
+from queuebox.clients.aio.link import Link
 from queuebox.clients.aio.tube import Tube
-from queuebox.clients.aio.wire import Orphan, PushHandler, Wire
-from queuebox.clients.calls import Call, modern
-from queuebox.clients.errors import (
-    AuthError,
-    CallTimeout,
-    ConnectionLost,
-    NetworkError,
-    QueueboxError,
-    ServerError,
-)
-
-T = TypeVar("T")
-LOST = failover.Event.LOST_IN_FLIGHT
-log = logging.getLogger("queuebox.client")
+from queuebox.clients.aio.wire import PushHandler
+from queuebox.clients.calls import modern
 
 __all__ = ["Connection"]
 
 
-class Connection:
+class Connection(Link):
     """A pipelined, self-healing connection to queuebox (or Tarantool + queue).
 
     Create it with `connect()`. Any number of coroutines may call it at once; the calls
     share one socket and their replies are matched by sync. Use it as an async context
     manager, or call `close()`.
     """
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-    ) -> None:
-        self._opts = options
-        self._syncs = iproto.Syncs()
-        # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._dial = Dialer(
-            (host, port), addresses, user, password, options, self._syncs, self._lost
-        )
-        self.host, self.port = self._dial.at
-        self._leaving: set[Wire] = set()
-        self._wire: Wire | None = None
-        self._ready = asyncio.Event()
-        self._broken: NetworkError | None = None
-        self._closed = False
-        self._reconnecting: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
-        self._session: bytes | None = None
-        self._session_lock = asyncio.Lock()
-        self.greeting: protocol.Greeting | None = None
-        self.reconnects = 0
-
-    # -- life cycle --------------------------------------------------------------------
-
-    async def start(self) -> Connection:
-        """Open the first connection (what awaiting `clients.aio.connect()` does)."""
-        if self._dial.addresses:
-            self._attach(await self._dial.retrying(self._opts.failover_timeout, self._rejoin))
-        elif self._opts.wait_for_server > 0:
-            started = time.monotonic()
-            wait = self._opts.wait_for_server
-            self._attach(await self._dial.retrying(wait, self._rejoin, first=True))
-            if time.monotonic() - started > 1:
-                log.info("connected to %s:%s", self.host, self.port)
-        else:
-            self._attach(await self._dial.open())
-        return self
-
-    def _attach(self, wire: Wire) -> None:
-        self._wire = wire
-        self.host, self.port = self._dial.at
-        self.greeting = self._dial.greeting
-        self._ready.set()
-
-    def _lost(self, wire: Wire) -> None:
-        self._leaving.discard(wire)
-        if wire is self._wire:
-            self._detach(f"connection to {self.host}:{self.port} lost")
-
-    def _leave(self, wire: Wire) -> None:
-        """`wire`'s instance refused a change as read-only: find the writable one; the
-        old socket closes once the calls in flight on it are answered."""
-        if wire is self._wire:
-            self._leaving.add(wire)
-            wire.close_when_idle()
-            self._detach(f"{self.host}:{self.port} is read-only")
-
-    def _detach(self, why: str) -> None:
-        self._wire = None
-        self._ready.clear()
-        if self._closed:
-            return
-        if not self._opts.reconnect:
-            self._broken = NetworkError(why)
-            self._ready.set()
-            return
-        log.warning("%s, reconnecting", why)
-        self._reconnecting = asyncio.get_running_loop().create_task(self._reconnect())
-
-    async def _reconnect(self) -> None:
-        started = time.monotonic()
-        limit = self._opts.reconnect_timeout
-        if self._dial.addresses:
-            limit = self._opts.failover_timeout
-        try:
-            wire = await self._dial.retrying(limit, self._rejoin)
-        except AuthError as exc:
-            self._give_up(NetworkError(f"reconnect refused: {exc}"))
-            return
-        except NetworkError as exc:
-            self._give_up(exc)
-            return
-        self.reconnects += 1
-        self._attach(wire)
-        log.info(
-            "reconnected to %s:%s after %.1f s", self.host, self.port, time.monotonic() - started
-        )
-
-    def _give_up(self, error: NetworkError) -> None:
-        self._broken = error
-        self._ready.set()
-
-    async def _rejoin(self, wire: Wire) -> None:
-        """Re-join the queue session we had, so the tasks we took stay ours."""
-        if self._session is None:
-            return
-        try:
-            await self._dial.ask(wire, modern.identify(self._session))
-        except ServerError as exc:
-            log.warning("could not re-join queue session: %s", exc)
-            self._session = None
-
-    async def close(self) -> None:
-        """Close the connection; calls in flight fail with NetworkError."""
-        self._closed = True
-        self._broken = NetworkError("connection closed")
-        self._ready.set()
-        if self._reconnecting is not None:
-            self._reconnecting.cancel()
-        for wire in [self._wire, *self._leaving]:
-            if wire is not None:
-                wire.abort(NetworkError("connection closed"))
-        self._wire = None
-        await asyncio.sleep(0)
-
-    async def __aenter__(self) -> Connection:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
-    ) -> None:
-        await self.close()
-
-    @property
-    def connected(self) -> bool:
-        """True while a live socket is attached."""
-        return self._wire is not None
-
-    @property
-    def closed(self) -> bool:
-        """True once closed, or once it gave up reconnecting: every call now fails."""
-        return self._broken is not None
-
-    # -- calls -------------------------------------------------------------------------
-
-    async def _connected(self) -> Wire:
-        while True:
-            if self._broken is not None:
-                raise self._broken
-            if self._wire is not None:
-                return self._wire
-            await self._ready.wait()
-
-    async def _roundtrip(
-        self,
-        payload: Callable[[int], bytes],
-        wait: float | None,
-        orphan: Orphan | None,
-        repeatable: bool = False,
-        on_push: PushHandler | None = None,
-    ) -> protocol.Response:
-        """Send one request (payload(sync) -> bytes) and wait for its reply.
-
-        Following the writable instance, a reply ER_READONLY or a connection broken
-        mid-call sends it again on the instance found next, as `failover.verdict` says.
-        """
-        attempts = failover.MAX_ATTEMPTS if self._dial.addresses and self._opts.reconnect else 1
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
-            try:
-                wire, response = await self._send_once(payload, wait, orphan, on_push)
-            except ConnectionLost:
-                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
-                    raise
-                continue
-            if last or not failover.refused_read_only(response.error_code):
-                return response
-            self._leave(wire)
-        raise AssertionError("the last attempt returns or raises")
-
-    async def _send_once(
-        self,
-        payload: Callable[[int], bytes],
-        wait: float | None,
-        orphan: Orphan | None,
-        on_push: PushHandler | None = None,
-    ) -> tuple[Wire, protocol.Response]:
-        """Send one request on the current wire (waiting for one) and wait for its reply.
-
-        A call that times out or is cancelled leaves `orphan` to handle its late reply.
-        """
-        timeout = self._opts.deadline_for(wait)
-        wire = self._wire
-        if wire is None:
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            try:
-                async with asyncio.timeout(timeout):
-                    wire = await self._connected()
-            except TimeoutError:
-                raise CallTimeout(f"not connected within {timeout} s") from None
-            if timeout is not None:
-                timeout = max(timeout - (loop.time() - started), 0.0)
-        sync = self._syncs.next()
-        waiter = wire.send(sync, payload(sync), on_push)
-        timer = None
-        if timeout is not None:
-            timer = asyncio.get_running_loop().call_later(
-                timeout, self._expire, wire, sync, waiter, orphan, timeout
-            )
-        try:
-            return wire, await waiter
-        except asyncio.CancelledError:
-            wire.abandon(sync, orphan)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    @staticmethod
-    def _expire(
-        wire: Wire,
-        sync: int,
-        waiter: asyncio.Future[protocol.Response],
-        orphan: Orphan | None,
-        timeout: float,
-    ) -> None:
-        if not waiter.done():
-            wire.abandon(sync, orphan)
-            waiter.set_exception(CallTimeout(f"no reply within {timeout:g} s"))
-
-    async def run(self, call: Call[T]) -> T:
-        """Run a described queue call (see `clients.calls`) and return its result."""
-        orphan = None if call.undo is None else partial(self._undo_late, call)
-        payload = partial(iproto.encode, call=call)
-        return iproto.result(
-            call, await self._roundtrip(payload, call.wait, orphan, call.repeatable)
-        )
-
-    def _undo_late(self, call: Call[Any], response: protocol.Response) -> None:
-        """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""
-        if not response.ok or call.undo is None:
-            return
-        follow_up = call.undo(list(response.data or []))
-        if follow_up is not None:
-            task = asyncio.get_running_loop().create_task(self._quietly(follow_up))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _quietly(self, call: Call[Any]) -> None:
-        try:
-            await self.run(call)
-        except QueueboxError as exc:
-            log.warning("could not undo an abandoned %s: %s", call.function, exc)
 
     async def ping(self) -> None:
         """Send an IPROTO PING and wait for its answer."""

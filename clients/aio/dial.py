@@ -4,7 +4,7 @@ Owns: `Dialer`, which opens a `Wire` (TCP connect, greeting, AUTH) to the one ad
 it was given, or, given several (`clients.failover`), to the first whose
 `queue.state()` says RUNNING, and retries that with backoff for a bounded time. What
 happens on the wire afterwards (calls, reconnects, sessions) is
-`clients.aio.connection`'s. Built on `protocol/` only; must not import server/,
+`clients.aio.link`'s. Built on `protocol/` only; must not import server/,
 drivers/ or storage/.
 """
 

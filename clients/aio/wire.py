@@ -1,4 +1,4 @@
-"""The asyncio side of one TCP connection to an IPROTO server, for `clients.aio.connection`.
+"""The asyncio side of one TCP connection to an IPROTO server, for `clients.aio.link`.
 
 Owns: `Wire`, the `asyncio.Protocol` that reads the greeting, frames replies with
 `protocol.ResponseDecoder`, hands each reply to the future waiting for its sync (or to

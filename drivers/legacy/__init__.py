@@ -1,6 +1,7 @@
 """The legacy (Tarantool 1.5-era) queue API: `queue.put(space, tube, ...)` and friends.
 
-    api.py     LegacyQueue: the functions of QUEUE.md §12, the name table, access classes
+    api.py     LegacyQueue: the name table, access classes, statistics, the timers
+    calls.py   the functions of QUEUE.md §12 (LegacyQueue's base)
     args.py    turning raw CALL arguments into checked values
     store.py   the `_legacy_<N>` spaces and the one write funnel
     events.py  timers, disconnects and restarts

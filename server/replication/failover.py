@@ -39,7 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ..config import Config, parse_listen
+from ..config import Config
+from ..config_values import parse_listen
 from ..leader import LeaderError, Leadership
 from ..logs import RateLimitedLog, get_logger
 from ..loop import cancel_and_wait

@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from queuebox.cli import COMMANDS
-from queuebox.server.config import SCALAR_FIELDS, ConfigError, load_config
+from queuebox.server.config import ConfigError
+from queuebox.server.config_load import SCALAR_FIELDS, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

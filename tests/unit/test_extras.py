@@ -8,7 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from queuebox.server.config import load_config
+from queuebox.server.config_load import load_config
 from queuebox.server.serve import missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from queuebox.server.commit import Durability, GroupCommit
 from queuebox.server.config import WRITE
 from queuebox.server.registry import CallContext
 from queuebox.storage.engine import Engine
-from queuebox.storage.index import IndexDef
+from queuebox.storage.indexdef import IndexDef
 from tests.unit.server.test_server_connection import call, make_app, open_conn
 from tests.unit.storage.storage_harness import FaultyFileIO
 

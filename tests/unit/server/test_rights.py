@@ -18,8 +18,8 @@ from queuebox.server.config import (
     ConfigError,
     UserSpec,
     effective_guest_rights,
-    load_config,
 )
+from queuebox.server.config_load import load_config
 from queuebox.server.rights import MEMO_SIZE, Grant, Rights, legacy_tube
 
 TOML = """

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from queuebox import cli
-from queuebox.server.config import SCALAR_FIELDS
+from queuebox.server.config_load import SCALAR_FIELDS
 from queuebox.server.serve import build_parser
 
 

@@ -17,10 +17,10 @@ from queuebox.server.config import (
     Config,
     ConfigError,
     effective_guest_rights,
-    load_config,
-    parse_listen,
     parse_rights,
 )
+from queuebox.server.config_load import load_config
+from queuebox.server.config_values import parse_listen
 
 
 def hash2(password: str) -> bytes:

@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from queuebox.server.config import load_config
+from queuebox.server.config_load import load_config
 from queuebox.server.web.auth import IDLE_S, MAX_SESSIONS, Logins, is_public, same_origin
 from queuebox.server.web.rates import KEEP, Rates
 from queuebox.server.web.render import TEXT_LIMIT, data_view, task_view
