@@ -11,6 +11,8 @@ ProtocolError. Modules:
     greeting   the 128-byte greeting
     auth       chap-sha1
     request    server side: RequestDecoder -> Request
+    plainframe the decoder's fast path: a plain call's frame read by its bytes
+    value      the Request value; rawargs: where an argument sits in its frame
     response   server side: replies as bytes, CALL_16 shaping
     client     client side: request encoders, ResponseDecoder -> Response
 """
@@ -55,7 +57,7 @@ from .constants import (
 from .errors import ProtocolError
 from .framing import DEFAULT_MAX_FRAME
 from .greeting import Greeting, make_greeting, new_salt, parse_greeting
-from .request import Request, RequestDecoder, sync_of_partial
+from .request import RequestDecoder, sync_of_partial
 from .response import (
     call16_shape,
     encode_data,
@@ -66,7 +68,9 @@ from .response import (
     encode_packed_chunk,
     encode_packed_data,
     encode_reply,
+    encode_task_reply,
 )
+from .value import Request
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
@@ -116,6 +120,7 @@ __all__ = [
     "encode_ok",
     "encode_ping",
     "encode_reply",
+    "encode_task_reply",
     "encode_request",
     "make_greeting",
     "new_salt",

@@ -22,9 +22,8 @@ from typing import Any, Final
 
 import msgpack
 
-from .codec import MAX_NESTING, as_bytes, nesting_exceeds, new_unpacker, unpack_with_tuple_keys
+from .codec import MAX_NESTING, nesting_exceeds, new_unpacker, unpack_with_tuple_keys
 from .constants import (
-    ITERATOR_EQ,
     KEY_EXPR,
     KEY_FEATURES,
     KEY_FUNCTION_NAME,
@@ -49,7 +48,8 @@ from .constants import (
 )
 from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
 from .framing import DEFAULT_MAX_FRAME, FrameSplitter, prefix_width
-from .rawargs import raw_item
+from .plainframe import decode_plain
+from .value import Request
 
 _unpackb: Final = msgpack.unpackb
 
@@ -88,115 +88,6 @@ _TYPED_BODY_KEYS: dict[int, type] = {
 _PAIR: Final = b"\x92"
 
 
-class Request:
-    """One decoded client request.
-
-    body is the raw body map with only uint keys kept. The properties read
-    it; a missing key gives None, or Tarantool's default where it has one
-    (index_id 0, offset 0, iterator EQ, args []). `payload`, the frame (for
-    raw_arg), is left out of == and repr. Not a dataclass: its generated
-    __init__ runs as Python even compiled (2,000 instructions a request).
-    """
-
-    __slots__ = ("body", "payload", "schema_version", "sync", "type")
-
-    def __init__(
-        self,
-        type: int,
-        sync: int,
-        schema_version: int,
-        body: dict[int, Any],
-        payload: bytes = b"",
-    ) -> None:
-        self.type = type
-        self.sync = sync
-        self.schema_version = schema_version
-        self.body = body
-        self.payload = payload
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Request):
-            return NotImplemented
-        mine = (self.type, self.sync, self.schema_version, self.body)
-        return mine == (other.type, other.sync, other.schema_version, other.body)
-
-    def __repr__(self) -> str:
-        return f"Request({self.type!r}, {self.sync!r}, {self.schema_version!r}, {self.body!r})"
-
-    def raw_arg(self, index: int) -> bytes | None:
-        """The msgpack bytes of TUPLE[index] exactly as the client sent them
-        (a task's data is kept so, never decoded); None if there is no such
-        item."""
-        return raw_item(self.payload, self.body.get(KEY_TUPLE), index)
-
-    def has(self, key: int) -> bool:
-        """Whether the body carries `key` (for ER_MISSING_REQUEST_FIELD checks)."""
-        return key in self.body
-
-    @property
-    def function_name(self) -> str | None:
-        return self.body.get(KEY_FUNCTION_NAME)
-
-    @property
-    def args(self) -> list[Any]:
-        """CALL/CALL_16/EVAL arguments: TUPLE, or a fresh [] when absent."""
-        args = self.body.get(KEY_TUPLE)
-        return [] if args is None else args
-
-    @property
-    def expr(self) -> str | None:
-        return self.body.get(KEY_EXPR)
-
-    @property
-    def user_name(self) -> str | None:
-        return self.body.get(KEY_USER_NAME)
-
-    @property
-    def space_id(self) -> int | None:
-        return self.body.get(KEY_SPACE_ID)
-
-    @property
-    def index_id(self) -> int:
-        value: int = self.body.get(KEY_INDEX_ID, 0)  # a uint: _build checked it
-        return value
-
-    @property
-    def limit(self) -> int | None:
-        return self.body.get(KEY_LIMIT)
-
-    @property
-    def offset(self) -> int:
-        value: int = self.body.get(KEY_OFFSET, 0)  # a uint: _build checked it
-        return value
-
-    @property
-    def iterator(self) -> int:
-        value: int = self.body.get(KEY_ITERATOR, ITERATOR_EQ)  # a uint: _build checked it
-        return value
-
-    @property
-    def key(self) -> list[Any] | None:
-        return self.body.get(KEY_KEY)
-
-    @property
-    def tuple(self) -> list[Any] | None:
-        return self.body.get(KEY_TUPLE)
-
-    @property
-    def ops(self) -> list[Any] | None:
-        return self.body.get(KEY_OPS)
-
-    def scramble(self) -> bytes | None:
-        """AUTH: the scramble (TUPLE[1]) as raw bytes, whether it came as
-        MP_BIN or as an MP_STR of non-UTF-8 bytes; None if absent or neither.
-        Its length is not checked here: a wrong size is the server's
-        "invalid scramble size" reply."""
-        item = _tuple_item(self.body, 1)
-        if isinstance(item, str | bytes):
-            return as_bytes(item)
-        return None
-
-
 def sync_of_partial(frame: bytes) -> int:
     """The SYNC of a frame (length prefix included) from its first bytes, or 0
     when they do not show it: the error reply to a frame dropped unread names
@@ -209,13 +100,6 @@ def sync_of_partial(frame: bytes) -> int:
     except Exception:
         return 0
     return _read_sync(header) if type(header) is dict else 0
-
-
-def _tuple_item(body: dict[int, Any], index: int) -> Any:
-    items = body.get(KEY_TUPLE)
-    if items is None or len(items) <= index:
-        return None
-    return items[index]
 
 
 def _bad_header(sync: int = 0) -> ProtocolError:
@@ -363,17 +247,19 @@ class RequestDecoder:
         out: list[Request | ProtocolError] = []
         append = out.append
         for payload in payloads:
-            try:
-                header, body = _unpackb(
-                    _PAIR + payload,
-                    raw=False,
-                    unicode_errors="surrogateescape",
-                    strict_map_key=False,
-                )
-            except Exception:
-                append(_decode_carefully(payload))
-                continue
-            request = _build(header, body, payload)
+            request: Request | ProtocolError | None = decode_plain(payload)
+            if request is None:
+                try:
+                    header, body = _unpackb(
+                        _PAIR + payload,
+                        raw=False,
+                        unicode_errors="surrogateescape",
+                        strict_map_key=False,
+                    )
+                except Exception:
+                    append(_decode_carefully(payload))
+                    continue
+                request = _build(header, body, payload)
             if len(payload) > MAX_NESTING:  # short frames cannot nest too deep
                 request = _check_nesting(payload, request)
             append(request)
@@ -387,6 +273,9 @@ class RequestDecoder:
         times). Overwrites the prefix's last byte."""
         width = prefix_width(frame[0])
         payload = bytes(frame[width:])
+        plain = decode_plain(payload)
+        if plain is not None:
+            return _check_nesting(payload, plain)
         frame[width - 1] = _PAIR[0]  # the payload becomes a 2-element array
         try:
             header, body = _unpackb(

@@ -118,6 +118,50 @@ def encode_one_packed(sync: int, schema_version: int, head: bytes, tail: bytes) 
     return b"".join((start, head, tail))
 
 
+# encode_one_packed's head and a task's head (the array of three, its id as
+# the shortest uint, its status as a fixstr of one byte) in one struct call,
+# by the id's form: the reply to a call that answered one task, up to its data.
+_TASK_BODY: Final = b"\x81\x30\xdd\x00\x00\x00\x01\x93"  # DATA: [ one item: [ 3 fields
+_TASK_BODY_U8: Final = _TASK_BODY + b"\xcc"  # ... then the id's uint head
+_TASK_BODY_U16: Final = _TASK_BODY + b"\xcd"
+_TASK_BODY_U32: Final = _TASK_BODY + b"\xce"
+_TASK_BODY_U64: Final = _TASK_BODY + b"\xcf"
+_TASK_FIX: Final = struct.Struct(">BI9sQ2sI8sBH").pack
+_TASK_U8: Final = struct.Struct(">BI9sQ2sI9sBH").pack
+_TASK_U16: Final = struct.Struct(">BI9sQ2sI9sHH").pack
+_TASK_U32: Final = struct.Struct(">BI9sQ2sI9sIH").pack
+_TASK_U64: Final = struct.Struct(">BI9sQ2sI9sQH").pack
+
+
+def encode_task_reply(
+    sync: int, schema_version: int, task_id: Any, status: Any, data: bytes
+) -> bytes | None:
+    """encode_one_packed of the task (task_id, status, data), `data` its last
+    field's msgpack: None unless task_id is an int from 0 to 2**64 - 1 and
+    status one ASCII character (a queue's task: the caller packs any other)."""
+    if type(task_id) is not int or type(status) is not str or len(status) != 1:
+        return None
+    char = ord(status)
+    if task_id < 0 or char >= 0x80:
+        return None
+    fixstr = 0xA100 | char
+    size = HEADER_SIZE + _DATA_BODY_SIZE + 3 + len(data)  # 3: the array's byte, the status
+    mid, ok, version = _DATA_OK_MIDDLE, b"\x05\xce", schema_version
+    if task_id < 0x80:
+        head = _TASK_FIX(0xCE, size + 1, mid, sync, ok, version, _TASK_BODY, task_id, fixstr)
+    elif task_id < 0x100:
+        head = _TASK_U8(0xCE, size + 2, mid, sync, ok, version, _TASK_BODY_U8, task_id, fixstr)
+    elif task_id < 0x10000:
+        head = _TASK_U16(0xCE, size + 3, mid, sync, ok, version, _TASK_BODY_U16, task_id, fixstr)
+    elif task_id < 0x100000000:
+        head = _TASK_U32(0xCE, size + 5, mid, sync, ok, version, _TASK_BODY_U32, task_id, fixstr)
+    elif task_id < 0x10000000000000000:
+        head = _TASK_U64(0xCE, size + 9, mid, sync, ok, version, _TASK_BODY_U64, task_id, fixstr)
+    else:
+        return None
+    return head + data
+
+
 def encode_packed_chunk(sync: int, schema_version: int, count: int, packed: bytes) -> bytes:
     """A push (box.session.push): code 0x80 CHUNK, the request's sync, DATA as
     encode_packed_data; the request's final reply follows later (PROTOCOL.md §7)."""

@@ -26,9 +26,13 @@ from importlib.util import find_spec
 # single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
 # are per-turn costs: compiled, a sequential put takes 5% fewer instructions.
 # The buffer budget (limits) is asked before every read (`read_size`).
-# The session: every call reads its caller's fields (dispatch.admit, run_handler).
+# The session and the app: every call reads its caller's fields and the app's
+# (dispatch.admit, run_handler; durability, refuses_changes); the batch of each
+# WAL write (batch) is made and read on every loop turn.
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
+    "queuebox.protocol.plainframe",
+    "queuebox.protocol.value",
     "queuebox.protocol.rawargs",
     "queuebox.protocol.response",
     "queuebox.protocol.framing",
@@ -39,6 +43,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.storage.indexdef",
     "queuebox.storage.space",
     "queuebox.storage.engine",
+    "queuebox.storage.batch",
     "queuebox.storage.records",
     "queuebox.storage.rows",
     "queuebox.storage.dense",
@@ -76,6 +81,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.registry",
     "queuebox.server.dispatch",
     "queuebox.server.session",
+    "queuebox.server.app",
     "queuebox.server.queue_calls",
     "queuebox.server.waiting",
     "queuebox.server.requests",

@@ -109,8 +109,8 @@ class App:
         self.shutting_down = False
         # What every call that changes data asks (`refuses_changes()`): picked
         # again whenever read_only or lease_ok is set, so the common case, a
-        # writable instance without a lease, asks a builtin (no Python frame
-        # per request: this class stays interpreted in the compiled build).
+        # writable instance without a lease, asks a builtin (no method call,
+        # and no Python frame per request in the pure build).
         self.refuses_changes: Callable[[], bool] = _NEVER
         self._lease_ok: Callable[[], bool] | None = None
         # A replica, and with etcd every instance until it holds the leader key.

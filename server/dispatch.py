@@ -17,7 +17,6 @@ waits); the connection does the rest.
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, Final
 
@@ -30,6 +29,7 @@ from queuebox.protocol import (
     call16_shape,
     encode_one_packed,
     encode_packed_data,
+    encode_task_reply,
 )
 from queuebox.protocol.codec import pack
 from queuebox.storage.packed import Packed, spliced
@@ -84,49 +84,14 @@ def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
         if (kind is list or kind is tuple) and task:
             data = task[-1]
             if type(data) is _PACKED:
-                n = len(task)
-                # Most tasks answer (id, status, data): their head written here.
-                head = _task_head(task[0], task[1]) if n == 3 else None
-                if head is None:
-                    head = pack((*task[:-1], None))[:-1]
+                # Most tasks answer (id, status, data): the reply in one struct call.
+                if len(task) == 3:
+                    reply = encode_task_reply(sync, schema_version, task[0], task[1], data)
+                    if reply is not None:
+                        return reply
+                head = pack((*task[:-1], None))[:-1]
                 return encode_one_packed(sync, schema_version, head, data)
     return encode_packed_data(sync, schema_version, len(values), spliced(values))
-
-
-# The head of a task's array of three, as msgpack writes it, up to its data:
-# the array's byte, the id as the shortest uint, the status as a fixstr; one
-# C call, where the Packer's call on a tuple cost four times the instructions.
-_FIX_HEAD: Final = struct.Struct(">BB2s").pack
-_U8_HEAD: Final = struct.Struct(">BBB2s").pack
-_U16_HEAD: Final = struct.Struct(">BBH2s").pack
-_U32_HEAD: Final = struct.Struct(">BBI2s").pack
-_U64_HEAD: Final = struct.Struct(">BBQ2s").pack
-# A one-character ASCII status (every queue status) as its fixstr, by status:
-# at most 128 entries.
-_STATUS: Final[dict[str, bytes]] = {}
-
-
-def _task_head(task_id: Any, status: Any) -> bytes | None:
-    """pack((task_id, status, None))[:-1] for an unsigned int id and a
-    one-character ASCII status; None for anything else (the Packer's case)."""
-    if type(task_id) is not int or type(status) is not str or task_id < 0:
-        return None
-    st = _STATUS.get(status)
-    if st is None:
-        if len(status) != 1 or not status.isascii():
-            return None
-        st = _STATUS[status] = b"\xa1" + status.encode()
-    if task_id < 0x80:
-        return _FIX_HEAD(0x93, task_id, st)
-    if task_id < 0x100:
-        return _U8_HEAD(0x93, 0xCC, task_id, st)
-    if task_id < 0x10000:
-        return _U16_HEAD(0x93, 0xCD, task_id, st)
-    if task_id < 0x100000000:
-        return _U32_HEAD(0x93, 0xCE, task_id, st)
-    if task_id < 0x10000000000000000:
-        return _U64_HEAD(0x93, 0xCF, task_id, st)
-    return None
 
 
 def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> bytes:
@@ -199,7 +164,9 @@ def handle_call(req: Request, s: Session, call16: bool = False) -> Reply:
         if args:
             # The data goes on as the client's bytes: whatever msgpack it is, it
             # comes back the same (QUEUE.md §2), and is never decoded again.
-            data = _PACKED(req.raw_arg(0))  # type: ignore[arg-type]  # args: never None
+            raw = req.raw_arg(0)
+            assert raw is not None  # args has a first item
+            data = _PACKED(raw)
             args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits

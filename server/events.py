@@ -167,9 +167,8 @@ class EventService:
         return self.streams, self.written
 
     def written(self, batch: Any) -> None:
-        """Every batch written here (a listener of build.py's Durability)."""
-        if not self.streams:
-            return  # the common case, on every write: nobody subscribed
+        """Every batch written here while a stream is open (build.py's
+        Durability checks `streams`, the audience, before it calls)."""
         live = [s for s in self.streams if isinstance(s, WalStream) and s.live]
         if not live:
             return

@@ -370,8 +370,8 @@ class Engine:
         if self._last_lsn == self._taken_lsn:
             return None
         self._prune()
-        batch = Batch(self._taken_lsn + 1, self._last_lsn, b"".join(self._frames), self._undo)
-        batch.last_ts = self.last_ts
+        data = b"".join(self._frames)  # of one frame: that frame, not a copy
+        batch = Batch(self._taken_lsn + 1, self._last_lsn, data, self._undo, last_ts=self.last_ts)
         self._frames, self._undo = [], []
         self._taken_lsn = batch.last_lsn
         if self._log:

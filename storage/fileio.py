@@ -37,11 +37,12 @@ class FileIO:
         return os.pwrite(fd, data, offset)
 
     def write_all(self, fd: int, data: bytes, offset: int) -> None:
-        """pwrite() until all of `data` is written: a short write continues."""
-        view = memoryview(data)
+        """pwrite() until all of `data` is written: a short write continues.
+        The first pwrite() gets `data` itself; a view only for a short write's rest."""
+        size = len(data)
         done = 0
-        while done < len(view):
-            n = self.pwrite(fd, view[done:], offset + done)
+        while done < size:
+            n = self.pwrite(fd, memoryview(data)[done:] if done else data, offset + done)
             if n <= 0:
                 raise OSError(errno.EIO, "write made no progress")
             done += n

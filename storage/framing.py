@@ -84,13 +84,27 @@ def decode_header(data: bytes) -> FileHeader:
     return FileHeader(kind, version, lsn)
 
 
+# The CRC of a body's 4-byte length, by length, for bodies up to _COPY_FOR_CRC
+# bytes (a queue's records): found once per length, not per record (-1: not yet).
+_LENGTH_CRCS: Final = [-1] * (_COPY_FOR_CRC + 1)
+
+
+def _length_crc(n: int) -> int:
+    if n > _COPY_FOR_CRC:
+        return _crc32(n.to_bytes(4, "big"))
+    crc = _LENGTH_CRCS[n]
+    if crc < 0:
+        crc = _LENGTH_CRCS[n] = _crc32(n.to_bytes(4, "big"))
+    return crc
+
+
 def encode_frame(body: bytes) -> bytes:
     n = len(body)
     if not 0 < n <= MAX_BODY:
         raise ValueError(f"record body of {n} bytes cannot be framed")
     # Through the Finals: compiled, `zlib.crc32` and `_FRAME.pack` were an
     # attribute lookup each, every record.
-    return _FRAME_PACK(MARKER, _crc32(body, _crc32(n.to_bytes(4, "big"))), n) + body
+    return _FRAME_PACK(MARKER, _crc32(body, _length_crc(n)), n) + body
 
 
 def sound_end(buf: bytes, view: memoryview, pos: int) -> int:

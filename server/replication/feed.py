@@ -128,9 +128,8 @@ class Feeds:
         return self.feeds, self.written
 
     def written(self, batch: Any) -> None:
-        """Every batch written here (a listener of build.py's Durability)."""
-        if not self.feeds:
-            return  # no replica subscribed, none connected (insync): nothing to do
+        """Every batch written here while a replica is subscribed (build.py's
+        Durability checks `feeds`, the audience, before it calls)."""
         self.quorum.insync.written(batch.last_lsn)
         for feed in self.feeds.values():
             if not feed.live or batch.last_lsn <= feed.sent:

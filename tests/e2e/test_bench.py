@@ -120,18 +120,17 @@ def test_compare_runs_both_servers_and_prints_ratios(
 ) -> None:
     other = start_server()
     assert server.proc is not None and other.proc is not None
-    # Server CPU is read in clock ticks (10 ms): 1,000 compiled puts took less
-    # than one, so a side's CPU read 0 and its srv us/put was missing.
-    tasks = 5000
+    # Enough puts for the servers' CPU to pass /proc's 10 ms tick: 1,000 of them
+    # took less on the compiled build, which then reported no CPU (None).
     code, doc, output = run_bench(
-        server, tmp_path, "put", "--tasks", str(tasks), "--compare", f"127.0.0.1:{other.port}",
+        server, tmp_path, "put", "--tasks", "20000", "--compare", f"127.0.0.1:{other.port}",
         "--rounds", "1", "--server-pid", str(server.proc.pid),
         "--compare-server-pid", str(other.proc.pid),
     )  # fmt: skip
     assert code == 0, output
     assert [len(doc["runs"][side]) for side in ("a", "b")] == [1, 1]
     for side in ("a", "b"):
-        assert_counts(doc["runs"][side][0], tasks, "put")
+        assert_counts(doc["runs"][side][0], 20000, "put")
     ratios = doc["ratios"]
     assert ratios["put put/s"]["ratio"] > 0
     assert "B/A" in output

@@ -126,3 +126,27 @@ async def test_a_reply_queued_outside_a_read_waits_for_the_write_too(journal: Jo
     assert journal.writes == [["a1"]]
     assert a.take_replies() == [(0, 1, {0x30: ["a1"]})]
     commit.close()
+
+
+async def test_who_hears_of_each_write(journal: Journal) -> None:
+    # A listener only while its audience (the subscribed replicas, the open
+    # event streams) is not empty; an observer (metrics) of every write.
+    audience: set[str] = set()
+    heard: list[tuple[int, int]] = []
+    observed: list[tuple[int, int]] = []
+    commit = GroupCommit(journal.engine, on_loop=True)
+    durability = Durability(
+        commit,
+        observers=[lambda records, nbytes, seconds: observed.append((records, nbytes))],
+        listeners=[(audience, lambda batch: heard.append((batch.first_lsn, batch.last_lsn)))],
+    )
+    journal.change("a")  # LSN 2: the space was 1
+    await durability.barrier()
+    audience.add("replica")
+    journal.change("b")
+    journal.change("c")
+    await durability.barrier()
+    assert heard == [(3, 4)]
+    assert [records for records, _ in observed] == [1, 2]
+    assert all(nbytes > 0 for _, nbytes in observed)
+    commit.close()

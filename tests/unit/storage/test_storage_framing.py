@@ -81,12 +81,13 @@ def stream(bodies: list[bytes] = BODIES) -> tuple[bytes, list[int]]:
 
 
 def test_frame_layout_is_marker_crc_length_body() -> None:
-    body = b"hello"
-    frame = encode_frame(body)
-    assert frame[:4] == MARKER == b"\xc1QBR"
-    crc, n = struct.unpack(">II", frame[4:12])
-    assert n == 5 and frame[12:] == body
-    assert crc == zlib.crc32(frame[8:])  # length field and body
+    # Each length twice: the CRC of a length is kept once found (framing.py).
+    for body in [b"hello", b"world", b"x" * 4096, b"y" * 4096, b"z" * 4097, b"w" * 70_000] * 2:
+        frame = encode_frame(body)
+        assert frame[:4] == MARKER == b"\xc1QBR"
+        crc, n = struct.unpack(">II", frame[4:12])
+        assert n == len(body) and frame[12:] == body
+        assert crc == zlib.crc32(frame[8:])  # length field and body
 
 
 def test_clean_stream_decodes_the_same_every_way() -> None:
