@@ -10,9 +10,15 @@ SparkSession, the standalone cluster's master and worker) run one at a time,
 as without workers; side by side with each other and the rest of the suite,
 the cluster's `pipeline report` ran past its 240 s bound.
 
-Workers take the units in collection order, so on workers the folders whose
-modules run longest (a JVM, kill -9 loops, fault rounds, clusters) come
-first and the many short unit tests fill in at the end.
+The long modules in SPLIT share nothing between their tests (no fixture
+wider than a test, no order), so each of their tests is a unit of its own:
+their clusters, kill -9 loops and fault rounds spread over the workers
+instead of queueing on one.
+
+Workers take the units in collection order, so on workers the units that run
+longest come first (LONGEST, then the folders in FIRST: a JVM, kill -9 loops,
+fault rounds, clusters) and the many short unit tests fill in at the end,
+when the workers run out of work at nearly the same time.
 
 Under the test command (tests/run.sh sets QUEUEBOX_EXPECT_BUILD) no test may
 be skipped: the command installs everything the tests need, so a skip there
@@ -28,6 +34,42 @@ import pytest
 
 SKIPS_FAIL = bool(os.environ.get("QUEUEBOX_EXPECT_BUILD"))
 FIRST = ("tests/spark/", "tests/crash/", "tests/fault/", "tests/e2e/")
+# Seconds are the longest unit of each, on the compiled run (4 workers, a busy machine).
+LONGEST = (
+    "tests/spark/",  # 190: one group, a SparkSession, a standalone cluster
+    "tests/crash/test_kill9.py",  # 40
+    "tests/e2e/test_buffer_budget.py",  # 33
+    "tests/e2e/test_bench_suite.py",  # 30
+    "tests/e2e/test_cli_tasks.py",  # 25, one server for the module
+    "tests/e2e/test_queue_e2e_restart.py",  # 6; 30 for the module on the pure run
+    "tests/fault/test_rounds.py",  # 23
+    "tests/e2e/test_console_browser.py",  # 18, one Chromium for the module
+    "tests/e2e/test_cli_client.py",  # 17, one server for the module
+    "tests/e2e/test_cluster_status.py",  # 17
+    "tests/e2e/test_failover.py",  # 16
+    "tests/e2e/test_elections.py",  # 14
+)
+SPLIT = frozenset(
+    {
+        "tests/crash/test_kill9.py",
+        "tests/e2e/test_auth_guessing.py",
+        "tests/e2e/test_bench_suite.py",
+        "tests/e2e/test_buffer_budget.py",
+        "tests/e2e/test_client_failover.py",
+        "tests/e2e/test_cluster_status.py",
+        "tests/e2e/test_connection_limits.py",
+        "tests/e2e/test_elections.py",
+        "tests/e2e/test_failover.py",
+        "tests/e2e/test_heal.py",
+        "tests/e2e/test_leadership.py",
+        "tests/e2e/test_metrics.py",
+        "tests/e2e/test_outcome.py",
+        "tests/e2e/test_queue_e2e_restart.py",
+        "tests/e2e/test_replication.py",
+        "tests/e2e/test_snapshot_sizes.py",
+        "tests/fault/test_rounds.py",
+    }
+)
 
 
 def on_a_worker(config: pytest.Config) -> bool:
@@ -47,11 +89,14 @@ def group_of(item: pytest.Item) -> str:
     module = item.nodeid.split("::")[0]
     if module.startswith("tests/spark/"):
         return "tests/spark"
+    if module in SPLIT:
+        return item.nodeid
     return module
 
 
 def rank(item: pytest.Item) -> int:
-    return next((i for i, top in enumerate(FIRST) if item.nodeid.startswith(top)), len(FIRST))
+    order = (*LONGEST, *FIRST)
+    return next((i for i, top in enumerate(order) if item.nodeid.startswith(top)), len(order))
 
 
 @pytest.hookimpl(tryfirst=True)

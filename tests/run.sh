@@ -37,7 +37,7 @@ if [ -z "${PYTHON:-}" ]; then
     fi
 fi
 
-# --- Python packages: the project itself (editable) and its test extra ---
+# --- pip ---
 if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
     apt_install python3-pip
 fi
@@ -51,10 +51,6 @@ PY
 then
     export PIP_BREAK_SYSTEM_PACKAGES=1
 fi
-# pip is idempotent here: already satisfied requirements are not reinstalled.
-# An editable install is always pure Python (setup.py): the compiled run builds
-# in place below.
-"$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]' </dev/null
 
 # --- A C compiler and Python's headers: the compiled run builds with mypyc ---
 if ! command -v cc >/dev/null; then
@@ -64,6 +60,56 @@ if ! "$PYTHON" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
     apt_install python3-dev
 fi
+
+# --- The compiled build, started first ------------------------------------------
+# The compiled modules land beside their .py files (queuebox/<pkg> are links to
+# the folders), where they would hide every later edit of the .py: they are
+# removed on any exit. tests/unit/test_compiled_build.py fails a run whose
+# build is not the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently
+# fell back to pure Python cannot pass as the compiled run.
+# One mypyc compile: the wheel a user would build from this checkout (from a
+# copy of the files git tracks, so nothing of the work tree changes under
+# it); the compiled run imports its modules (unpacked in place) and
+# tests/e2e/test_packaging.py inspects and installs that same wheel. The
+# compile is a few minutes of one C compiler on one core, and the compiled run
+# waits for it, so it starts as soon as pip and the compiler are there and
+# runs in the background while the installs, the checks and the pure run (which
+# wait on servers more than they compute) go on.
+builds=${QUEUEBOX_BUILDS:-pure compiled}
+wheel_work=""  # where the compiled run's wheel is built
+wheel_pid=""   # the background compile, while it runs
+remove_compiled() {
+    if [ -n "$wheel_pid" ]; then  # the compile's whole process group: pip, gcc
+        kill -- "-$wheel_pid" 2>/dev/null || true
+        wait "$wheel_pid" 2>/dev/null || true
+    fi
+    find protocol storage drivers server clients queuebox -name '*.so' -delete
+    rm -rf build ${wheel_work:+"$wheel_work"}
+}
+trap remove_compiled EXIT
+remove_compiled
+wheel_work=$(mktemp -d)
+if [[ " $builds " == *" compiled "* ]]; then
+    setsid "$PYTHON" -m tests.wheelbuild compiled "$wheel_work" \
+        >"$wheel_work/wheel" 2>"$wheel_work/log" </dev/null &
+    wheel_pid=$!
+fi
+wait_compiled() {  # waits for the background compile; sets wheel to its path
+    local pid=$wheel_pid
+    wheel_pid=""
+    if ! wait "$pid"; then
+        echo "the compiled build failed:" >&2
+        cat "$wheel_work/log" >&2
+        return 1
+    fi
+    wheel=$(cat "$wheel_work/wheel")
+}
+
+# --- Python packages: the project itself (editable) and its test extra ---
+# pip is idempotent here: already satisfied requirements are not reinstalled.
+# An editable install is always pure Python (setup.py): the compiled run
+# imports the wheel's modules, unpacked in place.
+"$PYTHON" -m pip install -q --disable-pip-version-check -e '.[test]' </dev/null
 
 # --- Tarantool: its net.box is one of the client connectors under test ---
 if ! command -v tarantool >/dev/null; then
@@ -107,48 +153,14 @@ fi
 export SPARK_LOCAL_IP=127.0.0.1
 # ---------------------------------------------------------------------------
 
-# --- The compiled build, started first ------------------------------------------
-# The compiled modules land beside their .py files (queuebox/<pkg> are links to
-# the folders), where they would hide every later edit of the .py: they are
-# removed on any exit. tests/unit/test_compiled_build.py fails a run whose
-# build is not the one QUEUEBOX_EXPECT_BUILD names, so a compile that silently
-# fell back to pure Python cannot pass as the compiled run.
-# One mypyc compile: the wheel a user would build from this checkout (from a
-# copy of the files git tracks, so nothing of the work tree changes under
-# it); the compiled run imports its modules (unpacked in place) and
-# tests/e2e/test_packaging.py inspects and installs that same wheel. The
-# compile is a few minutes of one C compiler on one core, so it runs in the
-# background while the checks and the pure run (which wait on servers more
-# than they compute) go on.
-builds=${QUEUEBOX_BUILDS:-pure compiled}
-wheel_work=""  # where the compiled run's wheel is built
-wheel_pid=""   # the background compile, while it runs
-remove_compiled() {
-    if [ -n "$wheel_pid" ]; then  # the compile's whole process group: pip, gcc
-        kill -- "-$wheel_pid" 2>/dev/null || true
-        wait "$wheel_pid" 2>/dev/null || true
-    fi
-    find protocol storage drivers server clients queuebox -name '*.so' -delete
-    rm -rf build ${wheel_work:+"$wheel_work"}
-}
-trap remove_compiled EXIT
-remove_compiled
-wheel_work=$(mktemp -d)
-if [[ " $builds " == *" compiled "* ]]; then
-    setsid "$PYTHON" -m tests.wheelbuild compiled "$wheel_work" \
-        >"$wheel_work/wheel" 2>"$wheel_work/log" </dev/null &
-    wheel_pid=$!
-fi
-wait_compiled() {  # waits for the background compile; sets wheel to its path
-    local pid=$wheel_pid
-    wheel_pid=""
-    if ! wait "$pid"; then
-        echo "the compiled build failed:" >&2
-        cat "$wheel_work/log" >&2
-        return 1
-    fi
-    wheel=$(cat "$wheel_work/wheel")
-}
+# --- Bytecode, cached for the run -------------------------------------------------
+# Every pytest worker imports and rewrites the asserts of every test module,
+# and the suite starts hundreds of servers and CLI runs: without cached
+# bytecode (PYTHONDONTWRITEBYTECODE, as some CI images set) each of them
+# compiles its sources again, some 5 s of CPU per worker. The cache goes
+# beside the wheel's work (removed on exit), never into the checkout.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$wheel_work/pycache"
 
 # --- Lint, format and types: a failure fails the command, before any test runs ---
 "$PYTHON" -m ruff check .
@@ -168,9 +180,11 @@ PURE_SUBSET=(
 )
 # Workers: most tests wait on servers, subprocesses and sleeps, so more workers
 # than cores pay (QUEUEBOX_TEST_WORKERS; 1 runs in this process, no xdist). A
-# worker takes a whole module or `xdist_group`, the longest folders first
-# (tests/conftest.py says how and why).
-workers=${QUEUEBOX_TEST_WORKERS:-4}
+# worker takes a whole module, `xdist_group` or (long modules whose tests
+# share nothing) test, the longest first (tests/conftest.py says how and why).
+# 5: the Spark group, one unit of about a fifth of the compiled run's work, then
+# ends with the rest; with 6 its JVMs, starved of CPU, ended last.
+workers=${QUEUEBOX_TEST_WORKERS:-5}
 parallel=()
 if [ "$workers" != 1 ]; then parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder); fi
 for build in $builds; do

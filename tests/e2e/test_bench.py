@@ -181,14 +181,16 @@ def test_sequential_keeps_one_request_in_flight_and_reports_cpu_per_request(
     server: ServerProc, tmp_path: Path
 ) -> None:
     assert server.proc is not None
+    # Server CPU is read in 10 ms ticks: 400 sequential puts read 0 at times.
+    tasks = 2000
     # The load options that would add requests in flight are overridden.
-    flags = ["--tasks", "400", "--window", "32", "--producers", "3", "--consumers", "3"]
+    flags = ["--tasks", str(tasks), "--window", "32", "--producers", "3", "--consumers", "3"]
     code, doc, output = run_bench(
         server, tmp_path, "sequential", *flags, "--processes", "2", "--pipeline-ack",
         "--take-timeout", "0.2", "--server-pid", str(server.proc.pid),
     )  # fmt: skip
     assert code == 0, output
-    assert_counts(doc, 400, "sequential")
+    assert_counts(doc, tasks, "sequential")
     params = doc["params"]
     assert (params["window"], params["producers"], params["consumers"]) == (1, 1, 1)
     assert (params["processes"], params["pipeline_ack"]) == (1, False)
@@ -200,11 +202,11 @@ def test_sequential_keeps_one_request_in_flight_and_reports_cpu_per_request(
     assert drain["counts"]["empty"] >= 1  # the take that found the tube empty
     requests = sum(drain["counts"][k] for k in ("taken", "empty", "acked"))
     cpu_us = drain["cpu"]["server_s"] * 1e6
-    assert drain["server_us_per_op"] == round(cpu_us / 400, 2)
+    assert drain["server_us_per_op"] == round(cpu_us / tasks, 2)
     assert drain["server_us_per_request"] == round(cpu_us / requests, 2)
     for op in ("take", "ack"):
         latency = drain["latency_us"][op]
-        assert latency["count"] == 400 and 0 < latency["p50_us"] <= latency["p99_us"]
+        assert latency["count"] == tasks and 0 < latency["p50_us"] <= latency["p99_us"]
     assert "us/req" in output and "srv us/op" in output
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -62,6 +63,15 @@ class Harness:
 
     def take_replies(self) -> list[tuple[int, int, dict[int, Any]]]:
         return replies(b"".join(self.take_writes()))
+
+
+async def turns_until(done: Callable[[], bool]) -> None:
+    """Lets the loop run until done(), for at most 5 s: a bound, not a speed
+    check (on a busy machine the code's 10 ms timers fire late)."""
+    for _ in range(500):
+        if done():
+            return
+        await asyncio.sleep(0.01)
 
 
 def make_app(**settings: Any) -> App:
@@ -125,7 +135,7 @@ async def test_in_flight_cap_pauses_reading(app: App) -> None:
     h = open_conn(app)
     h.feed(b"".join(call(sync, "queuebox.sleep", 0.01) for sync in range(1, 4)))
     assert h.transport.paused
-    await asyncio.sleep(0.05)
+    await turns_until(lambda: len(replies(b"".join(h.transport.writes))) == 3)
     assert len(h.take_replies()) == 3
     assert not h.transport.paused
 
@@ -232,7 +242,7 @@ async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x"))
     assert h.take_writes() == []
-    await asyncio.sleep(0.05)
+    await turns_until(lambda: bool(h.transport.writes))
     assert done == [1] and h.take_replies() == [(0, 1, {0x30: ["x"]})]
 
 
@@ -302,10 +312,7 @@ async def test_a_throttled_auth_runs_later_and_what_follows_it_after_it() -> Non
     h.feed(right + call(3, "queuebox.test.whoami"))
     assert h.take_replies() == [] and h.transport.paused  # the AUTH waits its turn
     h.feed(call(4, "queuebox.test.whoami"))  # read before the pause: waits as well
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if not h.transport.paused:
-            break
+    await turns_until(lambda: not h.transport.paused)
     got = h.take_replies()
     assert [(code, sync) for code, sync, _ in got] == [(0, 2), (0, 3), (0, 4)]
     assert got[1][2][0x30][0] == got[2][2][0x30][0] == "u"
@@ -345,7 +352,7 @@ async def test_reply_to_a_closed_connection_is_dropped(app: App) -> None:
     h.feed(call(1, "queuebox.sleep", 0.01))
     h.conn.connection_lost(None)
     h.transport.closed = True
-    await asyncio.sleep(0.03)
+    await turns_until(lambda: h.conn.in_flight == 0)
     assert h.take_writes() == []
     assert h.conn.in_flight == 0
 
