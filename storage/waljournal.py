@@ -100,37 +100,37 @@ class WalJournal:
     def _on_change(self, space: Space, op: str, old: Any, new: Any) -> None:
         # old, new: the space's rows (rows.py), spliced into the record as they are.
         entry: Undo = (TUPLE, space, old, new)
-        if self._incoming is not None or not self.writable:
-            self._journal_incoming(entry)
-        elif self._log:
+        if self._to_encode(entry):
             lsn, ts = self._last_lsn + 1, self._clock()
             try:
-                self._check_open()
                 record = change_record(self._pack, lsn, ts, op, space, old, new)
             except Exception as e:
                 self._refuse(entry, space, e)
             self._log_change(record, ts, entry)
-        else:
-            self._count_change(entry)
 
     def _on_space(self, op: str, space: Space) -> None:
         entry: Undo = (DDL_UNDO_KIND[op], space, None, None)
-        if self._incoming is not None or not self.writable:
-            self._journal_incoming(entry)
-        elif self._log:
+        if self._to_encode(entry):
             lsn, ts = self._last_lsn + 1, self._clock()
             try:
-                self._check_open()
                 record = self._pack(ddl_body(lsn, ts, op, space.definition))
             except Exception as e:
                 self._refuse(entry, space, e)
             self._log_change(record, ts, entry)
-        else:
-            self._count_change(entry)
 
-    def _check_open(self) -> None:
+    def _to_encode(self, entry: Undo) -> bool:
+        """True if the hook encodes this change's record and logs it. Else the
+        change is journaled with the primary's frame (or refused: read-only),
+        or counted only (wal_mode "none")."""
+        if self._incoming is not None or not self.writable:
+            self._journal_incoming(entry)
+            return False
+        if not self._log:
+            self._count_change(entry)
+            return False
         if not self._opened:
-            raise EngineError("the engine is not open")
+            self._refuse(entry, entry[1], EngineError("the engine is not open"))
+        return True
 
     def _refuse(self, entry: Undo, space: Space, e: Exception) -> NoReturn:
         UNDO[entry[0]](self.catalog, *entry[1:])

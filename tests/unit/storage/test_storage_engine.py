@@ -285,6 +285,20 @@ def test_a_tuple_that_cannot_be_encoded_is_refused_and_not_kept(make_engine) -> 
     assert batch is not None and batch.count == 1
 
 
+@pytest.mark.parametrize("wal_mode", ["write", "none"])
+def test_a_change_to_a_closed_engine_is_refused_and_not_kept(make_engine, wal_mode) -> None:
+    e = make_engine(wal_mode=wal_mode)
+    q = tasks(e)
+    q.insert((1, "r", b"ok"))
+    flush(e)
+    e.close()
+    with pytest.raises(UnloggableChange, match="not open"):
+        q.insert((2, "r", b"late"))
+    with pytest.raises(UnloggableChange, match="not open"):
+        e.catalog.create_space("late", [IndexDef("pk", (0,))])
+    assert contents(e) == {"q": [(1, "r", b"ok")]} and not e.has_pending()
+
+
 def test_wal_mode_none_writes_no_wal_but_snapshots_still_work(make_engine, data_dir) -> None:
     e = make_engine(wal_mode="none")
     fill(e)
