@@ -120,12 +120,14 @@ def test_a_replica_that_falls_behind_catches_up(start_server: StartServer) -> No
         wait_equal(p, r, tube)
         replica.proc.send_signal(signal.SIGSTOP)
         try:
-            # 8 MB: more than the feed lets wait unsent, so it falls back to the disk.
-            for i in range(2000):
-                p.call(f"queue.tube.{tube}:put", [f"{i:04d}" + "x" * 4000])
+            # 24 MB: more than the feed lets wait unsent (4 MB) plus what the
+            # kernel's socket buffers hold here (up to 4 MB sent, more received;
+            # 8 MB was not always enough), so the feed falls back to the disk.
+            for i in range(1500):
+                p.call(f"queue.tube.{tube}:put", [f"{i:04d}" + "x" * 16000])
         finally:
             replica.proc.send_signal(signal.SIGCONT)
-        assert len(wait_equal(p, r, tube, timeout=60)) == 2000
+        assert len(wait_equal(p, r, tube, timeout=60)) == 1500
     assert "replica behind: its feed reads the WAL" in primary.log()
 
 
