@@ -153,12 +153,10 @@ class GroupCommit:
         """Write `batch` (writer thread, or the loop with on_loop); returns the
         seconds it took, fsync included, if an observer is told (else 0.0: no
         clock read)."""
-        if self.report is None or not self.report.observers:
-            self._journal.write_batch(batch)
-            return 0.0
-        started = perf_counter()
+        timed = self.report is not None and bool(self.report.observers)
+        started = perf_counter() if timed else 0.0
         self._journal.write_batch(batch)
-        return perf_counter() - started
+        return perf_counter() - started if timed else 0.0
 
     def _written(
         self, result: asyncio.Future[float], batch: Batch, done: asyncio.Future[None]

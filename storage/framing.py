@@ -85,17 +85,12 @@ def decode_header(data: bytes) -> FileHeader:
 
 
 # The CRC of a body's 4-byte length, by length, for bodies up to _COPY_FOR_CRC
-# bytes (a queue's records): found once per length, not per record (-1: not yet).
-_LENGTH_CRCS: Final = [-1] * (_COPY_FOR_CRC + 1)
+# bytes (a queue's records): made once at import, not per record.
+_LENGTH_CRCS: Final = [_crc32(n.to_bytes(4, "big")) for n in range(_COPY_FOR_CRC + 1)]
 
 
 def _length_crc(n: int) -> int:
-    if n > _COPY_FOR_CRC:
-        return _crc32(n.to_bytes(4, "big"))
-    crc = _LENGTH_CRCS[n]
-    if crc < 0:
-        crc = _LENGTH_CRCS[n] = _crc32(n.to_bytes(4, "big"))
-    return crc
+    return _LENGTH_CRCS[n] if n <= _COPY_FOR_CRC else _crc32(n.to_bytes(4, "big"))
 
 
 def encode_frame(body: bytes) -> bytes:
