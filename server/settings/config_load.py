@@ -27,6 +27,7 @@ from .config import (
     UserSpec,
     check_budget,
     check_exposure,
+    check_tls,
     parse_rights,
 )
 from .config_values import (
@@ -63,6 +64,11 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "http_listen": parse_optional_listen,
     "metrics_listen": parse_optional_listen,  # the old name of http_listen
     "legacy_listen": parse_listen,
+    "tls_cert": parse_str,
+    "tls_key": parse_str,
+    "tls_ca": parse_str,
+    "tls_client_auth": choice("optional", "required"),
+    "legacy_tls": parse_bool,
     "max_frame": parse_size,
     "max_connections": parse_size,
     "max_connections_per_address": parse_size,
@@ -102,6 +108,9 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "etcd_endpoints": parse_urls,
     "etcd_prefix": parse_str,
     "etcd_lease_ttl": parse_float,
+    "etcd_ca": parse_str,
+    "etcd_cert": parse_str,
+    "etcd_key": parse_str,
     "maximum_lag_on_failover": parse_size,
     "plugins": parse_names,
     "plugin_entry_points": parse_bool,
@@ -273,6 +282,7 @@ def load_config(
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
     check_budget(config)
+    check_tls(config)
     return config
 
 
