@@ -13,6 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+import tarantool
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -98,3 +99,49 @@ class Authority:
         issued.cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
         _write_key(key, issued.key)
         return issued
+
+
+@dataclass
+class Pki:
+    ca: Authority
+    server: Issued
+    tester: Issued
+    reader: Issued
+    stranger: Issued  # a CN that names no user
+    other_ca: Authority
+    forged_tester: Issued  # CN tester, signed by the other CA
+    expired_tester: Issued
+
+
+def make_pki(directory: Path) -> Pki:
+    """A CA with a server, users' and a stranger's certificates, another CA, and bad ones."""
+    ca = Authority(directory / "pki")
+    other = Authority(directory / "other", "another CA")
+    return Pki(
+        ca,
+        ca.issue("server", server=True),
+        ca.issue("tester"),
+        ca.issue("reader"),
+        ca.issue("stranger"),
+        other,
+        other.issue("tester"),
+        ca.issue("tester", days=-1, tag="-expired"),
+    )
+
+
+def tls_flags(pki: Pki, *extra: str) -> tuple[str, ...]:
+    return (
+        "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key),
+        "--tls-ca", str(pki.ca.cert), *extra,
+    )  # fmt: skip
+
+
+def tarantool_tls(
+    port: int, pki: Pki, cert: Issued | None = None, **kwargs: object
+) -> tarantool.Connection:
+    """tarantool-python's own TLS (transport="ssl", as for Tarantool Enterprise)."""
+    files = {"ssl_cert_file": str(cert.cert), "ssl_key_file": str(cert.key)} if cert else {}
+    return tarantool.Connection(
+        "127.0.0.1", port, transport="ssl", ssl_ca_file=str(pki.ca.cert),
+        socket_timeout=10, **files, **kwargs,
+    )  # fmt: skip

@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ import tarantool
 from queuebox.clients import aio, blocking
 from queuebox.clients.errors import NetworkError, ServerError
 from queuebox.clients.tls import tls_context
-from tests.e2e.certs import Authority, Issued
+from tests.e2e.certs import Pki, make_pki, tarantool_tls, tls_flags
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import wait_for
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
@@ -50,50 +49,9 @@ read = ["space0.*"]
 """
 
 
-@dataclass
-class Pki:
-    ca: Authority
-    server: Issued
-    tester: Issued
-    reader: Issued
-    stranger: Issued  # a CN that names no user
-    other_ca: Authority
-    forged_tester: Issued  # CN tester, signed by the other CA
-    expired_tester: Issued
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
-    ca = Authority(tmp_path / "pki")
-    other = Authority(tmp_path / "other", "another CA")
-    return Pki(
-        ca,
-        ca.issue("server", server=True),
-        ca.issue("tester"),
-        ca.issue("reader"),
-        ca.issue("stranger"),
-        other,
-        other.issue("tester"),
-        ca.issue("tester", days=-1, tag="-expired"),
-    )
-
-
-def tls_flags(pki: Pki, *extra: str) -> tuple[str, ...]:
-    return (
-        "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key),
-        "--tls-ca", str(pki.ca.cert), *extra,
-    )  # fmt: skip
-
-
-def tarantool_tls(
-    port: int, pki: Pki, cert: Issued | None = None, **kwargs: object
-) -> tarantool.Connection:
-    """tarantool-python's own TLS (transport="ssl", as for Tarantool Enterprise)."""
-    files = {"ssl_cert_file": str(cert.cert), "ssl_key_file": str(cert.key)} if cert else {}
-    return tarantool.Connection(
-        "127.0.0.1", port, transport="ssl", ssl_ca_file=str(pki.ca.cert),
-        socket_timeout=10, **files, **kwargs,
-    )  # fmt: skip
+    return make_pki(tmp_path)
 
 
 def peer_certificate(port: int, ca: Path, host: str = "127.0.0.1") -> dict[str, object]:
