@@ -138,7 +138,7 @@ class HttpListener:
         login = self.logins.start(user)
         log.info("console login", user=user, peer=request.remote)
         response = web.HTTPSeeOther("/")
-        set_cookies(response, login)
+        set_cookies(response, login, request.secure)
         return response  # type: ignore[return-value]
 
     async def logout(self, request: web.Request) -> web.Response:

@@ -6,6 +6,7 @@ made for each test by tests/e2e/certs.py into its tmp_path.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import signal
 import socket
@@ -98,6 +99,15 @@ def test_every_port_presents_the_server_certificate(start_server: StartServer, p
     https = ssl.create_default_context(cafile=str(pki.ca.cert))
     with urllib.request.urlopen(f"https://127.0.0.1:{web}/healthz", context=https) as reply:
         assert reply.read().strip() == b"RUNNING"
+    # The console's login cookies are sent back over TLS only.
+    console = http.client.HTTPSConnection("127.0.0.1", web, context=https, timeout=10)
+    form = "user=tester&password=secret"
+    console.request("POST", "/login", form, {"Content-Type": "application/x-www-form-urlencoded"})
+    answer = console.getresponse()
+    cookies = answer.headers.get_all("Set-Cookie") or []
+    console.close()
+    assert answer.status == 303 and len(cookies) == 2
+    assert all("Secure" in cookie for cookie in cookies), cookies
     # The 1.5 port: a TLS socket carrying the 1.5 wire (a PING comes back as is).
     assert common_name(peer_certificate(legacy_port, pki.ca.cert)) == "server"
     raw = socket.create_connection(("127.0.0.1", legacy_port), timeout=10)

@@ -25,7 +25,7 @@ password = "secret"
 rights = "all"
 
 [users.replicator]
-password = "never-used-by-the-replica"
+certificate_only = true
 rights = ["replication"]
 """
 
