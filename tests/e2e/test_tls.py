@@ -28,26 +28,21 @@ from queuebox.clients.tls import tls_context
 from tests.e2e.certs import Pki, make_pki, tarantool_tls, tls_flags
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import wait_for
-from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
+from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, StartServer, clean_env, unique
 from tests.e2e.webclient import http_port
 
 ER_ACCESS_DENIED = 42
 
 # Users with passwords, the guest with nothing on the main port (so a login by
 # certificate shows), and legacy tubes for the 1.5 port, whose clients are guest.
-TLS_TOML = """
-[users.tester]
-password = "secret"
-rights = "all"
-
-[users.reader]
-password = "readpw"
-rights = ["read"]
-
+TLS_TOML = (
+    USERS_TOML.replace('guest_rights = "all"', "")
+    + """
 [users.guest]
 write = ["space0.*"]
 read = ["space0.*"]
 """
+)
 
 
 @pytest.fixture
@@ -315,3 +310,13 @@ def test_a_certificate_reload_under_load_drops_no_connection(
 def server_tasks(server: ServerProc, context: ssl.SSLContext, tube: str) -> int:
     with blocking.connect("127.0.0.1", server.port, "tester", "secret", tls=context) as conn:
         return int(conn.tube(tube).statistics()["tasks"]["total"])
+
+
+def test_sighup_without_tls_leaves_the_server_serving(start_server: StartServer) -> None:
+    server = start_server()
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "SIGHUP: no TLS certificate to reload" in server.log(), what="the line")
+    with blocking.connect("127.0.0.1", server.port) as conn:
+        conn.ping()
+    assert server.alive
