@@ -139,7 +139,8 @@ def test_the_legacy_port_can_stay_plain(start_server: StartServer, pki: Pki) -> 
 def test_a_client_certificate_logs_in_as_its_user_and_keeps_its_rights(
     start_server: StartServer, pki: Pki
 ) -> None:
-    server = start_server(*tls_flags(pki), toml=TLS_TOML)
+    # asyncio's own TLS here; the other tests run on uvloop's (the default).
+    server = start_server(*tls_flags(pki), "--loop", "asyncio", toml=TLS_TOML)
     tube = unique("certs")
     tester = tarantool_tls(server.port, pki, pki.tester)
     reader = tarantool_tls(server.port, pki, pki.reader)
