@@ -63,6 +63,7 @@ def _connect(args: argparse.Namespace) -> blocking.Connection:
         call_timeout=30.0,
         # One address: fail fast. Several: a read-only refusal means finding the writable one.
         reconnect=bool(args.addresses),
+        tls=args.tls,
     )
 
 

@@ -40,6 +40,7 @@ def ask(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
             connect_timeout=args.connect_timeout,
             call_timeout=args.connect_timeout,
             reconnect=False,
+            tls=args.tls,
         ) as conn:
             return {"address": address, "status": conn.call("queuebox.status")[0]}
     except QueueboxError as exc:
