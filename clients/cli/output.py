@@ -131,10 +131,9 @@ def confirm(question: str, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise UsageError(f"{question} Nobody to ask here: add --yes")
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        answer = ""
+    # The question on stderr: stdout stays the command's output (--json, a pipe).
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
     if answer.strip().lower() not in ("y", "yes"):
         raise UsageError("not confirmed: nothing changed")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from typing import Any
@@ -164,6 +165,38 @@ def test_tubes_lists_only_what_the_user_may_read(start_server: StartServer) -> N
     assert list(json.loads(queuebox("stats", "--json", env=reader).stdout)) == ["jobs_a"]
     hidden = queuebox("stats", "mail_a", env=reader)
     assert hidden.returncode == 6 and "refused: Execute access" in hidden.stderr, hidden
+
+
+def at_a_terminal(answer: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`queuebox ARGS` with a terminal (a pty) on stdin, where `answer` was typed."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answer.encode() + b"\n")  # the terminal keeps it until read
+        return subprocess.run(
+            [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **env},
+            stdin=slave, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_a_person_at_the_terminal_is_asked(env: dict[str, str]) -> None:
+    name = unique("cli")
+    queuebox("create-tube", name, "fifo", env=env)
+    queuebox("put", name, "1", env=env)
+    kept = at_a_terminal("n", "drop-tube", name, "--json", env=env)
+    assert kept.returncode == 2, kept
+    assert kept.stdout == ""  # the question is on stderr: stdout stays the output
+    assert kept.stderr.startswith(f"drop tube {name!r} and its 1 task(s)? [y/N] ")
+    assert json.loads(kept.stderr.split("[y/N] ", 1)[1]) == {
+        "error": "not confirmed: nothing changed", "exit": 2
+    }  # fmt: skip
+    assert name in queuebox("tubes", env=env).stdout.split()
+    dropped = at_a_terminal("y", "drop-tube", name, env=env)
+    assert (dropped.returncode, dropped.stdout) == (0, f"dropped tube {name!r}\n"), dropped
+    assert name not in queuebox("tubes", env=env).stdout.split()
 
 
 def test_drop_tube_asks_first_and_without_a_terminal_wants_yes(env: dict[str, str]) -> None:
