@@ -221,6 +221,13 @@ def add_tls_arguments(group: Any, env: Mapping[str, str]) -> None:
         )
 
 
+def add_yes_argument(parser: argparse.ArgumentParser) -> None:
+    """--yes: a destructive command acts without asking (output.confirm)."""
+    parser.add_argument(
+        "--yes", action="store_true", help="do not ask first (needed without a terminal)"
+    )
+
+
 def _env_password(parser: Any, env: Mapping[str, str]) -> str | None:
     if env.get("QUEUEBOX_PASSWORD"):
         return env["QUEUEBOX_PASSWORD"]

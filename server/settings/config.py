@@ -24,6 +24,11 @@ WRITE = "write"
 ADMIN = "admin"
 REPLICATION = "replication"
 ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN, REPLICATION})
+# Not granted by name: what settles tasks already queued (ack, release, bury, kick,
+# delete). `write` gives it on the same tubes (a consumer settles what it took),
+# `admin` on every tube (an operator, who may truncate, may delete one task).
+MANAGE = "manage"
+CALL_RIGHTS: frozenset[str] = ALL_RIGHTS | {MANAGE}
 NO_RIGHTS: frozenset[str] = frozenset()
 # Rights that may be granted on some tubes only (docs/rights.md).
 TUBE_RIGHTS = (READ, WRITE)
