@@ -27,10 +27,12 @@ from typing import Any, TextIO
 
 import msgpack
 
+from queuebox.protocol.walformat import PACKED_EXT, FileHeader, HeaderError
+
 from .fileio import FileIO
-from .framing import Damage, FileHeader, HeaderError
+from .framing import Damage
 from .layout import sort_listing
-from .packed import PACKED_EXT, Packed
+from .packed import Packed
 from .reader import LogFile, Record
 
 
