@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import msgpack
 from mypy_extensions import i64
 
 from .constants import (
@@ -32,10 +31,9 @@ from .constants import (
     KEY_TIMESTAMP,
     KEY_TUPLE,
 )
-from .rawmsgpack import NOT_SCALAR, NOT_WHOLE, scalar_at, uint_at, value_end
+from .rawmsgpack import NOT_SCALAR, NOT_WHOLE, scalar_at, uint_at, unpackb, value_end
 from .value import Request
 
-_unpackb: Final = msgpack.unpackb
 # Header keys 0..10 hold uints (request._build's table), but TIMESTAMP (a double).
 _LAST_UINT_KEY: Final = 0x0A
 _NOT_PLAIN: Final = NOT_WHOLE  # an offset's stand-in: not read here
@@ -162,9 +160,7 @@ def _decoded(data: bytes, pos: i64, end: i64) -> tuple[Any, i64]:
     if stop < 0:
         return None, _NOT_PLAIN
     try:
-        value = _unpackb(
-            data[pos:stop], raw=False, unicode_errors="surrogateescape", strict_map_key=False
-        )
+        value = unpackb(data[pos:stop])
     except Exception:
         return None, _NOT_PLAIN
     return value, stop

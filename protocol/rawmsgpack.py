@@ -2,7 +2,8 @@
 
 Owns: reading a value in place (`value_end`, where any value ends without
 building it; `scalar_at`, a nil, bool, int, float, str or bin value;
-`int_at`, `uint_at`, `container_at` and the tests of a head byte) and writing
+`int_at`, `uint_at`, `container_at` and the tests of a head byte), the
+options of msgpack's own decoder that every reader shares (`unpackb`), and writing
 the heads msgpack's packer writes, byte for byte (`uint_form` and
 `uint_packs`, the shortest form of a uint inside a caller's own struct call;
 `task_head`; `array_head`, `map_head`, `ext_head`). Used where a compiled
@@ -31,6 +32,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
+import msgpack
 from mypy_extensions import i64
 
 NOT_WHOLE: Final = -1  # an end's stand-in: the value runs past the limit (or is 0xC1)
@@ -214,6 +216,30 @@ def value_end(buf: bytes, pos: i64, limit: i64, count: i64 = 1) -> i64:
     if pos > limit:  # not `x if c else y`: its i64 and int would meet as a boxed object
         return NOT_WHOLE
     return pos
+
+
+_unpackb: Final = msgpack.unpackb
+_ExtType: Final = msgpack.ExtType
+
+
+def unpackb(
+    data: bytes,
+    ext_hook: Callable[[int, bytes], Any] = _ExtType,
+    use_list: bool = True,
+    unicode_errors: str = "surrogateescape",
+) -> Any:
+    """msgpack's decode of a whole value with the options every reader of the
+    project agrees on: a str as text (bytes that are not UTF-8 kept, by
+    surrogateescape, unless `unicode_errors` says otherwise), a bin as bytes,
+    maps with keys of any type (Lua tables), ext values through `ext_hook`."""
+    return _unpackb(
+        data,
+        raw=False,
+        strict_map_key=False,
+        use_list=use_list,
+        ext_hook=ext_hook,
+        unicode_errors=unicode_errors,
+    )
 
 
 # -- writing: the forms msgpack's packer writes (the shortest for each value) --

@@ -17,6 +17,7 @@ from queuebox.protocol.rawmsgpack import (
     is_array_head,
     uint_form,
     uint_packs,
+    unpackb,
     value_end,
 )
 from queuebox.protocol.walformat import OP_CODES, REQUIRED, positional_map
@@ -44,14 +45,7 @@ def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
     # have any keys; ext values pass through as msgpack.ExtType, a task's
     # data as the Packed it was (packed.py).
-    return msgpack.unpackb(
-        data,
-        raw=False,
-        use_list=False,
-        strict_map_key=False,
-        ext_hook=ext_hook,
-        unicode_errors="surrogateescape",
-    )
+    return unpackb(data, ext_hook, use_list=False)
 
 
 # -- writing WAL records --

@@ -42,6 +42,7 @@ from queuebox.protocol.rawmsgpack import (
     task_head,
     uint_at,
     uint_form,
+    unpackb,
     value_end,
 )
 from queuebox.protocol.walformat import PACKED_EXT
@@ -303,15 +304,7 @@ class RowCodec:
         else:
             # Lists inside, as the wire's decoder gives them: a tuple reads
             # back as it was stored.
-            t = tuple(
-                msgpack.unpackb(
-                    row,
-                    raw=False,
-                    strict_map_key=False,
-                    ext_hook=ext_hook,
-                    unicode_errors="surrogateescape",
-                )
-            )
+            t = tuple(unpackb(row, ext_hook))
         self._last = (row, t)
         return t
 
