@@ -254,17 +254,24 @@ UINT_SIZES: Final = (1, 2, 3, 5, 9)
 def uint_form(value: Any) -> i64:
     """Which form msgpack writes the int `value` from 0 to 2**64 - 1 in (an
     index of UINT_HEADS); -1 for anything else (a negative int, a bool)."""
-    if type(value) is not int or value < 0:
+    if type(value) is not int:
         return -1
-    if value < 0x80:
+    return int_form(value)  # compiled: a machine int from here, not an object
+
+
+def int_form(n: int) -> i64:
+    """uint_form of an int: -1 if it is negative or needs more than 64 bits."""
+    if n < 0:
+        return -1
+    if n < 0x80:
         return 0
-    if value < 0x100:
+    if n < 0x100:
         return 1
-    if value < 0x10000:
+    if n < 0x10000:
         return 2
-    if value < 0x100000000:
+    if n < 0x100000000:
         return 3
-    if value < 0x10000000000000000:
+    if n < 0x10000000000000000:
         return 4
     return -1
 
@@ -288,14 +295,20 @@ def uint_packs(
 def char_str(value: Any) -> i64:
     """msgpack's two bytes of a one-character ASCII str (fixstr 0xA1, the
     character), as a big-endian int; -1 for anything else."""
-    if type(value) is not str or len(value) != 1:
+    if type(value) is not str:
         return -1
-    char: i64 = ord(value)
+    text: str = value
+    if len(text) != 1:
+        return -1
+    char: i64 = ord(text)
     return 0xA100 | char if char < 0x80 else -1
 
 
 # A task's head: an array of three, the id (a uint), the status (one character).
-_TASK_PACKS, _TASK_LITERALS = uint_packs("", b"\x93", "H")
+# Final: the compiled build reads them as C globals, not from the module's dict.
+_TASK: Final = uint_packs("", b"\x93", "H")
+_TASK_PACKS: Final = _TASK[0]
+_TASK_LITERALS: Final = _TASK[1]
 
 
 def task_head(task_id: Any, status: Any) -> bytes | None:

@@ -124,7 +124,9 @@ def encode_one_packed(sync: int, schema_version: int, head: bytes, tail: bytes) 
 # in one struct call, by the id's form: the reply to a call that answered one
 # task, up to its data.
 _TASK_BODY: Final = b"\x81\x30\xdd\x00\x00\x00\x01\x93"  # DATA: [ one item: [ 3 fields
-_TASK_REPLY, _TASK_LITERAL = uint_packs("BI9sQ2sI", _TASK_BODY, "H")
+_TASK: Final = uint_packs("BI9sQ2sI", _TASK_BODY, "H")
+_TASK_REPLY: Final = _TASK[0]  # Final: C globals in the compiled build
+_TASK_LITERAL: Final = _TASK[1]
 
 
 def encode_task_reply(

@@ -14,8 +14,8 @@ import msgpack
 
 from queuebox.protocol.rawmsgpack import (
     container_at,
+    int_form,
     is_array_head,
-    uint_form,
     uint_packs,
     unpackb,
     value_end,
@@ -93,12 +93,14 @@ def change_record(
 # A record's LSN and time as msgpack writes them (the LSN in its shortest
 # form, the time a float 64), by the LSN's form: one C call, where a Packer's
 # call on a list of the two cost three times the instructions.
-_LSN_TS, _LSN_HEADS = uint_packs("", b"", "Bd")
+_LSN: Final = uint_packs("", b"", "Bd")
+_LSN_TS: Final = _LSN[0]  # Final: C globals in the compiled build
+_LSN_HEADS: Final = _LSN[1]
 
 
 def _lsn_ts(pack: Callable[[Any], bytes], lsn: int, ts: float) -> bytes:
     """pack([lsn, ts]) without its array head."""
-    form = uint_form(lsn)
+    form = int_form(lsn)
     if type(ts) is float and form >= 0:
         return _LSN_TS[form](_LSN_HEADS[form], lsn, 0xCB, ts)
     return pack([lsn, ts])[1:]  # an int time (a test's clock)

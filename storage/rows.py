@@ -38,10 +38,10 @@ from queuebox.protocol.rawmsgpack import (
     NOT_SCALAR,
     array_head,
     ext_head,
+    int_form,
     scalar_at,
     task_head,
     uint_at,
-    uint_form,
     unpackb,
     value_end,
 )
@@ -158,7 +158,7 @@ def lead_int(row: bytes) -> bytes | None:
         return row[1:2]
     if 0xCC <= b <= 0xCF:
         width = 1 << (b - 0xCC)
-        if uint_form(uint_at(row, 2, width)) == b - 0xCB:  # uint 8 is form 1
+        if int_form(uint_at(row, 2, width)) == b - 0xCB:  # uint 8 is form 1
             return row[1 : 2 + width]
     return None
 
