@@ -19,10 +19,8 @@ refuses, nor read one differently.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Final
 
-import msgpack
 from mypy_extensions import i64
 
 from .constants import (
@@ -33,15 +31,12 @@ from .constants import (
     KEY_TIMESTAMP,
     KEY_TUPLE,
 )
-from .rawargs import skip
+from .rawmsgpack import NOT_SCALAR, NOT_WHOLE, scalar_at, uint_at, unpackb, value_end
 from .value import Request
 
-_unpackb: Final = msgpack.unpackb
-_FLOAT32: Final = struct.Struct(">f").unpack_from
-_FLOAT64: Final = struct.Struct(">d").unpack_from
 # Header keys 0..10 hold uints (request._build's table), but TIMESTAMP (a double).
 _LAST_UINT_KEY: Final = 0x0A
-_NOT_PLAIN: Final = -1  # an offset's stand-in: not read here
+_NOT_PLAIN: Final = NOT_WHOLE  # an offset's stand-in: not read here
 
 
 def decode_plain(payload: bytes) -> Request | None:
@@ -103,16 +98,6 @@ def _plain(payload: bytes) -> Request | None:
     return Request(kind, sync, schema, body, payload, first_at, first_end)
 
 
-def _uint(data: bytes, start: i64, width: i64) -> int:
-    """The big-endian uint of data[start : start + width] (width 1, 2, 4, 8)."""
-    if width == 8:  # may pass i64's range
-        return int.from_bytes(data[start : start + 8], "big")
-    value: i64 = 0
-    for i in range(start, start + width):
-        value = value << 8 | data[i]
-    return value
-
-
 def _uint_value(data: bytes, pos: i64, end: i64) -> tuple[int, i64]:
     """(the uint at data[pos], where it ends), or (0, _NOT_PLAIN) for another value."""
     b: i64 = data[pos]
@@ -124,7 +109,7 @@ def _uint_value(data: bytes, pos: i64, end: i64) -> tuple[int, i64]:
     stop = pos + 1 + width
     if stop > end:
         return 0, _NOT_PLAIN
-    return _uint(data, pos + 1, width), stop
+    return uint_at(data, pos + 1, width), stop
 
 
 def _array(data: bytes, pos: i64, end: i64) -> tuple[list[Any], i64, i64, i64]:
@@ -139,7 +124,7 @@ def _array(data: bytes, pos: i64, end: i64) -> tuple[list[Any], i64, i64, i64]:
         pos += 1 + width
         if pos > end:
             return [], 0, 0, _NOT_PLAIN
-        count = _uint(data, pos - width, width)
+        count = uint_at(data, pos - width, width)
     else:
         return [], 0, 0, _NOT_PLAIN
     if count > end - pos:  # each item takes a byte at least: a count too big is not read
@@ -161,64 +146,21 @@ def _array(data: bytes, pos: i64, end: i64) -> tuple[list[Any], i64, i64, i64]:
 def _item(data: bytes, pos: i64, end: i64) -> tuple[Any, i64]:
     """(the value at data[pos], where it ends), as msgpack's decode of the
     body gives it; where it ends _NOT_PLAIN if it cannot be."""
-    b: i64 = data[pos]
-    if b < 0x80:
-        return b, pos + 1
-    if b >= 0xE0:
-        return b - 0x100, pos + 1
-    if 0xA0 <= b <= 0xBF:
-        return _text(data, pos + 1, b - 0xA0, end)
-    if 0xCC <= b <= 0xD3:  # uint, int 8 to 64
-        width: i64 = 1 << ((b - 0xCC) & 3)
-        stop = pos + 1 + width
-        if stop > end:
-            return None, _NOT_PLAIN
-        value = _uint(data, pos + 1, width)
-        bits: int = 8 * width  # an int: with an i64, `value` would be made one
-        if b >= 0xD0 and value >> (bits - 1):
-            value -= 1 << bits
-        return value, stop
-    if b == 0xC0:
-        return None, pos + 1
-    if b == 0xC2 or b == 0xC3:
-        return b == 0xC3, pos + 1
-    if 0xD9 <= b <= 0xDB or 0xC4 <= b <= 0xC6:  # str, bin 8 to 32: a length first
-        width = 1 << (b - 0xD9 if b >= 0xD9 else b - 0xC4)
-        start = pos + 1 + width
-        if start > end:
-            return None, _NOT_PLAIN
-        size: i64 = _uint(data, pos + 1, width)
-        if b >= 0xD9:
-            return _text(data, start, size, end)
-        if start + size > end:
-            return None, _NOT_PLAIN
-        return data[start : start + size], start + size
-    if b == 0xCA or b == 0xCB:
-        stop = pos + (5 if b == 0xCA else 9)
-        if stop > end:
-            return None, _NOT_PLAIN
-        return (_FLOAT32 if b == 0xCA else _FLOAT64)(data, pos + 1)[0], stop
-    return _decoded(data, pos, end)
-
-
-def _text(data: bytes, start: i64, size: i64, end: i64) -> tuple[Any, i64]:
-    stop = start + size
-    if stop > end:
-        return None, _NOT_PLAIN
-    return data[start:stop].decode("utf-8", "surrogateescape"), stop
+    value, stop = scalar_at(data, pos, end)
+    if stop == NOT_SCALAR:
+        return _decoded(data, pos, end)
+    return value, stop  # cut short: NOT_WHOLE, which is _NOT_PLAIN
 
 
 def _decoded(data: bytes, pos: i64, end: i64) -> tuple[Any, i64]:
     """An array, a map or an ext (or not msgpack): decoded alone, with the
     whole body's options; _NOT_PLAIN if that fails (a map with an array
     key: the careful way keeps it)."""
-    stop: i64 = skip(data, pos)
-    if stop > end:
+    stop: i64 = value_end(data, pos, end)
+    if stop < 0:
         return None, _NOT_PLAIN
     try:
-        value = _unpackb(
-            data[pos:stop], raw=False, unicode_errors="surrogateescape", strict_map_key=False
-        )
+        value = unpackb(data[pos:stop])
     except Exception:
         return None, _NOT_PLAIN
     return value, stop

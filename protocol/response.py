@@ -33,6 +33,7 @@ from .constants import (
     KEY_FEATURES,
     KEY_VERSION,
 )
+from .rawmsgpack import UINT_SIZES, char_str, uint_form, uint_packs
 
 HEADER_SIZE: Final = 23  # the header map, without the length prefix
 PREFIX_SIZE: Final = 5  # ce + u32
@@ -119,18 +120,13 @@ def encode_one_packed(sync: int, schema_version: int, head: bytes, tail: bytes) 
 
 
 # encode_one_packed's head and a task's head (the array of three, its id as
-# the shortest uint, its status as a fixstr of one byte) in one struct call,
-# by the id's form: the reply to a call that answered one task, up to its data.
+# the shortest uint, its status as a fixstr of one byte: rawmsgpack.task_head)
+# in one struct call, by the id's form: the reply to a call that answered one
+# task, up to its data.
 _TASK_BODY: Final = b"\x81\x30\xdd\x00\x00\x00\x01\x93"  # DATA: [ one item: [ 3 fields
-_TASK_BODY_U8: Final = _TASK_BODY + b"\xcc"  # ... then the id's uint head
-_TASK_BODY_U16: Final = _TASK_BODY + b"\xcd"
-_TASK_BODY_U32: Final = _TASK_BODY + b"\xce"
-_TASK_BODY_U64: Final = _TASK_BODY + b"\xcf"
-_TASK_FIX: Final = struct.Struct(">BI9sQ2sI8sBH").pack
-_TASK_U8: Final = struct.Struct(">BI9sQ2sI9sBH").pack
-_TASK_U16: Final = struct.Struct(">BI9sQ2sI9sHH").pack
-_TASK_U32: Final = struct.Struct(">BI9sQ2sI9sIH").pack
-_TASK_U64: Final = struct.Struct(">BI9sQ2sI9sQH").pack
+_TASK: Final = uint_packs("BI9sQ2sI", _TASK_BODY, "H")
+_TASK_REPLY: Final = _TASK[0]  # Final: C globals in the compiled build
+_TASK_LITERAL: Final = _TASK[1]
 
 
 def encode_task_reply(
@@ -139,26 +135,23 @@ def encode_task_reply(
     """encode_one_packed of the task (task_id, status, data), `data` its last
     field's msgpack: None unless task_id is an int from 0 to 2**64 - 1 and
     status one ASCII character (a queue's task: the caller packs any other)."""
-    if type(task_id) is not int or type(status) is not str or len(status) != 1:
+    form = uint_form(task_id)
+    char = char_str(status)
+    if form < 0 or char < 0:
         return None
-    char = ord(status)
-    if task_id < 0 or char >= 0x80:
-        return None
-    fixstr = 0xA100 | char
-    size = HEADER_SIZE + _DATA_BODY_SIZE + 3 + len(data)  # 3: the array's byte, the status
-    mid, ok, version = _DATA_OK_MIDDLE, b"\x05\xce", schema_version
-    if task_id < 0x80:
-        head = _TASK_FIX(0xCE, size + 1, mid, sync, ok, version, _TASK_BODY, task_id, fixstr)
-    elif task_id < 0x100:
-        head = _TASK_U8(0xCE, size + 2, mid, sync, ok, version, _TASK_BODY_U8, task_id, fixstr)
-    elif task_id < 0x10000:
-        head = _TASK_U16(0xCE, size + 3, mid, sync, ok, version, _TASK_BODY_U16, task_id, fixstr)
-    elif task_id < 0x100000000:
-        head = _TASK_U32(0xCE, size + 5, mid, sync, ok, version, _TASK_BODY_U32, task_id, fixstr)
-    elif task_id < 0x10000000000000000:
-        head = _TASK_U64(0xCE, size + 9, mid, sync, ok, version, _TASK_BODY_U64, task_id, fixstr)
-    else:
-        return None
+    # 3: the array's byte, the status (fixstr 0xA1, the character); then the id.
+    size = HEADER_SIZE + _DATA_BODY_SIZE + 3 + UINT_SIZES[form] + len(data)
+    head = _TASK_REPLY[form](
+        0xCE,
+        size,
+        _DATA_OK_MIDDLE,
+        sync,
+        b"\x05\xce",
+        schema_version,
+        _TASK_LITERAL[form],
+        task_id,
+        char,
+    )
     return head + data
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import msgpack
 
-PACKED_EXT = 80  # FORMAT.md §1: ext 80 holds one msgpack value as its bytes
+from queuebox.protocol.rawmsgpack import array_head, map_head
+from queuebox.protocol.walformat import PACKED_EXT
 
 _pack = msgpack.Packer(use_bin_type=True, unicode_errors="surrogateescape").pack
 _ExtType = msgpack.ExtType
@@ -75,24 +76,6 @@ def file_packb(value: Any) -> bytes:
 _NESTED = frozenset((list, tuple, dict, Packed))
 
 
-def _container_head(n: int, fix: int, wide16: bytes) -> bytes:
-    """The msgpack head of an array (fix 0x90, 0xdc) or a map (fix 0x80, 0xde)
-    of `n` items; the 32-bit form's byte follows the 16-bit one's."""
-    if n < 16:
-        return bytes((fix | n,))
-    if n < 0x10000:
-        return wide16 + n.to_bytes(2, "big")
-    return bytes((wide16[0] + 1,)) + n.to_bytes(4, "big")
-
-
-def array_head(n: int) -> bytes:
-    return _container_head(n, 0x90, b"\xdc")
-
-
-def _map_head(n: int) -> bytes:
-    return _container_head(n, 0x80, b"\xde")
-
-
 def spliced(value: Any) -> bytes:
     """msgpack of `value`, each Packed in it written as its own bytes.
 
@@ -118,7 +101,7 @@ def spliced(value: Any) -> bytes:
     if kind is dict:
         if not (set(map(type, value.values())) | set(map(type, value))) & _NESTED:
             return _pack(value)  # type: ignore[no-any-return]
-        parts = [_map_head(len(value))]
+        parts = [map_head(len(value))]
         for key, item in value.items():
             parts.append(spliced(key))
             parts.append(spliced(item))

@@ -17,19 +17,17 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import CorruptLog
-from .fileio import FileIO
-from .framing import (
+from queuebox.protocol.walformat import (
     FRAME_OVERHEAD,
     HEADER_SIZE,
-    Damage,
     FileHeader,
-    Frame,
-    FrameDecoder,
     HeaderError,
     decode_header,
-    sound_frames,
 )
+
+from .errors import CorruptLog
+from .fileio import FileIO
+from .framing import Damage, Frame, FrameDecoder, sound_frames
 from .records import BadBody, BodyDecoder, unpack
 
 if TYPE_CHECKING:

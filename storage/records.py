@@ -7,15 +7,23 @@ agree on. Must not touch: frames (framing.py), files, spaces' contents.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
 
+from queuebox.protocol.rawmsgpack import (
+    container_at,
+    int_form,
+    is_array_head,
+    uint_packs,
+    unpackb,
+    value_end,
+)
+from queuebox.protocol.walformat import OP_CODES, REQUIRED, positional_map
+
 from .packed import file_packb, file_packer
 from .rows import ext_hook, lead_int
-from .scan import array_head_at, is_array_head, value_end
 from .space import Space, SpaceDef
 
 Body = dict[str, Any]
@@ -37,47 +45,15 @@ def unpack(data: bytes) -> Any:
     # Arrays come back as tuples (what spaces hold); maps inside tuples may
     # have any keys; ext values pass through as msgpack.ExtType, a task's
     # data as the Packed it was (packed.py).
-    return msgpack.unpackb(
-        data,
-        raw=False,
-        use_list=False,
-        strict_map_key=False,
-        ext_hook=ext_hook,
-        unicode_errors="surrogateescape",
-    )
+    return unpackb(data, ext_hook, use_list=False)
 
 
 # -- writing WAL records --
 
-# Version 5 (FORMAT.md §5.2): a WAL record is an array of its fields by
-# position, the op as a small number: half the decoding work of a map with
-# its keys, a million times over in a start from the WAL.
-# Final: constants in the compiled build, not looked up in the module's dict.
-LSN: Final = 0
-TS: Final = 1
-OP: Final = 2
-SID: Final = 3
-SPACE: Final = 4
-ARG: Final = 5
-WHY: Final = 6
-INSERT: Final = 1  # the op codes the fast path of recovery tests (walreplay.py)
-DELETE: Final = 3
-OP_CODES: dict[str, int] = {
-    "insert": INSERT,
-    "replace": 2,
-    "delete": DELETE,
-    "create_space": 4,
-    "drop_space": 5,
-}
-OP_NAMES: dict[int, str] = {code: op for op, code in OP_CODES.items()}
-# The name, in a record's map form, of the field at ARG.
-ARG_KEYS: dict[str, str] = {
-    "insert": "tuple",
-    "replace": "tuple",
-    "delete": "key",
-    "create_space": "def",
-    "drop_space": "def",
-}
+# Version 5 (FORMAT.md §5.2.1): a WAL record is an array of its fields by
+# position (walformat.py names them), the op as a small number: half the
+# decoding work of a map with its keys, a million times over in a start from
+# the WAL.
 Change = list[Any]  # a WAL record's fields, by position (a DDL record's)
 
 
@@ -117,26 +93,16 @@ def change_record(
 # A record's LSN and time as msgpack writes them (the LSN in its shortest
 # form, the time a float 64), by the LSN's form: one C call, where a Packer's
 # call on a list of the two cost three times the instructions.
-_FIX_TS: Final = struct.Struct(">BBd").pack
-_U8_TS: Final = struct.Struct(">BBBd").pack
-_U16_TS: Final = struct.Struct(">BHBd").pack
-_U32_TS: Final = struct.Struct(">BIBd").pack
-_U64_TS: Final = struct.Struct(">BQBd").pack
+_LSN: Final = uint_packs("", b"", "Bd")
+_LSN_TS: Final = _LSN[0]  # Final: C globals in the compiled build
+_LSN_HEADS: Final = _LSN[1]
 
 
 def _lsn_ts(pack: Callable[[Any], bytes], lsn: int, ts: float) -> bytes:
     """pack([lsn, ts]) without its array head."""
-    if type(ts) is float and lsn >= 0:
-        if lsn < 0x80:
-            return _FIX_TS(lsn, 0xCB, ts)
-        if lsn < 0x100:
-            return _U8_TS(0xCC, lsn, 0xCB, ts)
-        if lsn < 0x10000:
-            return _U16_TS(0xCD, lsn, 0xCB, ts)
-        if lsn < 0x100000000:
-            return _U32_TS(0xCE, lsn, 0xCB, ts)
-        if lsn < 0x10000000000000000:
-            return _U64_TS(0xCF, lsn, 0xCB, ts)
+    form = int_form(lsn)
+    if type(ts) is float and form >= 0:
+        return _LSN_TS[form](_LSN_HEADS[form], lsn, 0xCB, ts)
     return pack([lsn, ts])[1:]  # an int time (a test's clock)
 
 
@@ -158,35 +124,11 @@ def ddl_body(lsn: int, ts: float, op: str, definition: SpaceDef) -> Change:
 def as_map(body: Change | tuple[Any, ...]) -> Body:
     """A positional WAL record as the map of its fields (FORMAT.md §5.2); BadBody
     if it is not one."""
-    n = len(body)
-    op = OP_NAMES.get(body[OP]) if n in (6, 7) and type(body[OP]) is int else None
-    if op is None:
+    out = positional_map(body)
+    if out is None:
         raise BadBody("a WAL record array that is not 6 or 7 fields with a known op")
-    out = {"lsn": body[LSN], "ts": body[TS], "op": op, "sid": body[SID], "space": body[SPACE]}
-    out[ARG_KEYS[op]] = body[ARG]
-    if n == 7:
-        out["why"] = body[WHY]
     return out
 
-
-# -- reading: which keys each op needs, per file kind --
-
-_WAL_COMMON = ("lsn", "ts", "sid", "space")
-REQUIRED: dict[str, dict[str, frozenset[str]]] = {
-    "wal": {
-        "insert": frozenset((*_WAL_COMMON, "tuple")),
-        "replace": frozenset((*_WAL_COMMON, "tuple")),
-        "delete": frozenset((*_WAL_COMMON, "key")),  # "tuple" too before version 4
-        "create_space": frozenset((*_WAL_COMMON, "def")),
-        "drop_space": frozenset((*_WAL_COMMON, "def")),
-    },
-    "snap": {
-        "create_space": frozenset(("sid", "space", "def")),
-        "rows": frozenset(("sid", "space", "tuples")),
-        "part": frozenset(("sid", "space", "size", "at", "bytes")),
-        "end": frozenset(("spaces", "count")),
-    },
-}
 
 # Keys whose type recovery relies on; anything else wrong in a body shows up
 # when the record is applied (recovery turns that into damage too).
@@ -314,7 +256,7 @@ class BodyDecoder:
 def split_rows(u: msgpack.Unpacker, data: bytes) -> tuple[Body, int]:
     """A snapshot record's map, read by `u` (fed `data`), its values decoded
     but for the array at "tuples" (a `rows` record's): a tuple of its
-    elements' bytes, each sliced out of `data` unread (scan.py finds its
+    elements' bytes, each sliced out of `data` unread (rawmsgpack.value_end finds its
     end), which is exactly the row a space holds for it (rows.py); and where
     the map ends. BadBody for an element that is not a whole array;
     msgpack's errors for the rest."""
@@ -342,7 +284,7 @@ def _rows_in(data: bytes, start: int, end: int) -> tuple[tuple[bytes, ...], int]
     where the array ends; BadBody if it or one of them is not an array."""
     if not is_array_head(data[start]):
         raise BadBody("rows record with a bad 'tuples'")
-    count, at = array_head_at(data, start)
+    count, at = container_at(data, start)
     rows = []
     for _ in range(count):
         stop = value_end(data, at, end)

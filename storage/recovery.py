@@ -23,10 +23,12 @@ import ctypes
 from collections.abc import Callable
 from pathlib import Path
 
+from queuebox.protocol.walformat import HEADER_SIZE, HeaderError
+
 from .catalog import Catalog
 from .errors import CorruptLog, LsnGap, Unrecoverable
 from .fileio import FileIO
-from .framing import HEADER_SIZE, Damage, HeaderError
+from .framing import Damage
 from .layout import Listing, sort_listing
 from .reader import LogFile, Record
 from .records import BadBody

@@ -26,7 +26,6 @@ those encoding would give.
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -35,8 +34,20 @@ from typing import Any, Final
 import msgpack
 from mypy_extensions import i64
 
-from .packed import PACKED_EXT, Packed, file_packer
-from .scan import int_at, is_int_head, uint_at, value_end
+from queuebox.protocol.rawmsgpack import (
+    NOT_SCALAR,
+    array_head,
+    ext_head,
+    int_form,
+    scalar_at,
+    task_head,
+    uint_at,
+    unpackb,
+    value_end,
+)
+from queuebox.protocol.walformat import PACKED_EXT
+
+from .packed import Packed, file_packer
 
 Tuple = tuple[Any, ...]
 
@@ -66,65 +77,53 @@ def _packers() -> tuple[Callable[[Any], bytes], Callable[[Any], bytes]]:
         return packers
 
 
-# One-character strings by their byte: a queue's statuses, read without a slice.
-_CHARS = [chr(c) for c in range(128)]
-
-
 def leading(row: bytes, count: int, data: bool = False) -> list[Any] | None:
     """The first `count` fields of a row (fewer if it has fewer), read from
-    its bytes when each is an int, a string, nil or a boolean (a queue's id,
-    status, times, priority, utube); None if one is of another kind (decode
-    the row then). The keys of an index are read so, many times per change,
-    without decoding the task's data. With `data`, a task's data (ext
-    PACKED_EXT) is read too, as the last field only: a task row whole."""
+    its bytes when each is a nil, a bool, an int, a float, a string or a bin
+    (a queue's id, status, times, priority, utube: rawmsgpack.scalar_at);
+    None if one is of another kind (decode the row then). The keys of an
+    index are read so, many times per change, without decoding the task's
+    data. With `data`, a task's data (ext PACKED_EXT) is read too, as the
+    last field only: a task row whole."""
     head = row[0]
     if head < 0x90 or head > 0x9F:
         return None  # not a fixarray (16 fields or more)
     out: list[Any] = []
-    pos = 1
+    pos: i64 = 1
+    end: i64 = len(row)
     for _ in range(min(count, head - 0x90)):
-        b = row[pos]
-        if b < 0x80:
-            out.append(b)
-            pos += 1
-        elif b == 0xA1 and row[pos + 1] < 0x80:
-            out.append(_CHARS[row[pos + 1]])
-            pos += 2
-        elif 0xA0 <= b <= 0xBF:
-            end = pos + 1 + b - 0xA0
-            out.append(row[pos + 1 : end].decode("utf-8", "surrogateescape"))
-            pos = end
-        elif is_int_head(b):  # the other ints: uint, int 8 to 64, negative fixint
-            out.append(int_at(row, pos))
-            pos += 1 if b >= 0xE0 else 1 + (1 << ((b - 0xCC) & 3))
-        elif b == 0xD9:  # str 8
-            end = pos + 2 + row[pos + 1]
-            out.append(row[pos + 2 : end].decode("utf-8", "surrogateescape"))
-            pos = end
-        elif b == 0xC0:
-            out.append(None)
-            pos += 1
-        elif b == 0xC2 or b == 0xC3:
-            out.append(b == 0xC3)
-            pos += 1
-        elif data and 0xC7 <= b <= 0xC9:  # ext 8, 16, 32: the last field only
-            size_end = pos + 1 + (1 << (b - 0xC7))
-            start = size_end + 1
-            end = start + uint_at(row, pos + 1, size_end - pos - 1)
-            if row[size_end] != PACKED_EXT or end != len(row):
+        value, stop = scalar_at(row, pos, end)
+        if stop >= 0:
+            out.append(value)
+            pos = stop
+        elif stop == NOT_SCALAR and data:  # the last field only: a task's data
+            found = _data_at(row, pos)
+            if found is None:
                 return None
-            out.append(Packed(row[start:end]))
-            pos = end
-        elif data and 0xD4 <= b <= 0xD8:  # fixext 1, 2, 4, 8, 16
-            start = pos + 2
-            end = start + (1 << (b - 0xD4))
-            if row[pos + 1] != PACKED_EXT or end != len(row):
-                return None
-            out.append(Packed(row[start:end]))
+            out.append(found)
             pos = end
         else:
             return None
     return out
+
+
+def _data_at(row: bytes, pos: int) -> Packed | None:
+    """The Packed of the ext PACKED_EXT at row[pos], which ends the row; None
+    if there is none."""
+    b = row[pos]
+    if 0xC7 <= b <= 0xC9:  # ext 8, 16, 32
+        size_end = pos + 1 + (1 << (b - 0xC7))
+        start = size_end + 1
+        stop = start + uint_at(row, pos + 1, size_end - pos - 1)
+    elif 0xD4 <= b <= 0xD8:  # fixext 1, 2, 4, 8, 16
+        size_end = pos + 1
+        start = pos + 2
+        stop = start + (1 << (b - 0xD4))
+    else:
+        return None
+    if row[size_end] != PACKED_EXT or stop != len(row):
+        return None
+    return Packed(row[start:stop])
 
 
 _NOT_PLAIN: Final = None  # field_at's answer for a field it does not read
@@ -132,28 +131,20 @@ _NOT_PLAIN: Final = None  # field_at's answer for a field it does not read
 
 def field_at(row: bytes, field: i64) -> Any:
     """Field `field` of a row, read from its bytes when the row is a small
-    array (fixarray) and the field an int or a string of up to 31 bytes;
-    else _NOT_PLAIN (None: a nil field is not read here either)."""
+    array (fixarray) and the field a bool, an int, a float, a string or a bin
+    (rawmsgpack.scalar_at); else _NOT_PLAIN (None: a nil field is not read
+    here either)."""
     head: i64 = row[0]
     if head < 0x90 or head - 0x90 <= field:
         return _NOT_PLAIN
+    end: i64 = len(row)
     pos: i64 = 1
-    if field:  # the fields before it passed over in one call (scan.py)
-        pos = value_end(row, 1, len(row), field)
+    if field:  # the fields before it passed over in one call
+        pos = value_end(row, 1, end, field)
         if pos < 0:
             return _NOT_PLAIN
-    b: i64 = row[pos]
-    if is_int_head(b):
-        return int_at(row, pos)
-    if b == 0xA1 and row[pos + 1] < 0x80:
-        return _CHARS[row[pos + 1]]
-    if 0xA0 <= b <= 0xBF:
-        return row[pos + 1 : pos + 1 + b - 0xA0].decode("utf-8", "surrogateescape")
-    return _NOT_PLAIN
-
-
-# The least uint 8, 16, 32, 64 msgpack writes: a smaller value has a shorter form.
-_UINT_FLOOR: Final = (0x80, 0x100, 0x10000, 0x100000000)
+    value, stop = scalar_at(row, pos, end)
+    return value if stop >= 0 else _NOT_PLAIN
 
 
 def lead_int(row: bytes) -> bytes | None:
@@ -167,7 +158,7 @@ def lead_int(row: bytes) -> bytes | None:
         return row[1:2]
     if 0xCC <= b <= 0xCF:
         width = 1 << (b - 0xCC)
-        if uint_at(row, 2, width) >= _UINT_FLOOR[b - 0xCC]:
+        if int_form(uint_at(row, 2, width)) == b - 0xCB:  # uint 8 is form 1
             return row[1 : 2 + width]
     return None
 
@@ -204,51 +195,12 @@ def _patched(row: bytes, t: Tuple, fields: list[int]) -> bytes | None:
 
 def _data_head(size: int) -> bytes:
     """The head msgpack gives ext PACKED_EXT of `size` bytes (a fixext when it can)."""
-    if size < 0x100:
-        return _SMALL_HEADS[size]
-    if size < 0x10000:
-        return b"\xc8" + size.to_bytes(2, "big") + _EXT_CODE
-    return b"\xc9" + size.to_bytes(4, "big") + _EXT_CODE
+    return _SMALL_HEADS[size] if size < 0x100 else ext_head(PACKED_EXT, size)
 
 
-_EXT_CODE = bytes((PACKED_EXT,))
-_FIXEXT = {1 << i: bytes((0xD4 + i, PACKED_EXT)) for i in range(5)}
-_ARRAY_HEADS = [bytes((0x90 + n,)) for n in range(16)]
+_ARRAY_HEADS = [array_head(n) for n in range(16)]
 # The heads of data up to 255 bytes, by size: made once, not per row.
-_SMALL_HEADS: Final = [_FIXEXT.get(n) or bytes((0xC7, n, PACKED_EXT)) for n in range(0x100)]
-
-
-# The head of a task's array of three, as msgpack writes it, up to its data:
-# the array's byte, the id as the shortest uint, the status as a fixstr of one
-# byte; one C call, where the Packer's call on a list cost four times the
-# instructions. A fifo task's row starts so (and its reply: protocol/response.py).
-_FIX_HEAD: Final = struct.Struct(">BBH").pack
-_U8_HEAD: Final = struct.Struct(">BBBH").pack
-_U16_HEAD: Final = struct.Struct(">BBHH").pack
-_U32_HEAD: Final = struct.Struct(">BBIH").pack
-_U64_HEAD: Final = struct.Struct(">BBQH").pack
-
-
-def task_head(task_id: Any, status: Any) -> bytes | None:
-    """pack([task_id, status, None])[:-1] for an int id from 0 to 2**64 - 1
-    and a one-character ASCII status; None for anything else (the Packer's case)."""
-    if type(task_id) is not int or type(status) is not str or len(status) != 1:
-        return None
-    char = ord(status)
-    if task_id < 0 or char >= 0x80:
-        return None
-    fixstr = 0xA100 | char
-    if task_id < 0x80:
-        return _FIX_HEAD(0x93, task_id, fixstr)
-    if task_id < 0x100:
-        return _U8_HEAD(0x93, 0xCC, task_id, fixstr)
-    if task_id < 0x10000:
-        return _U16_HEAD(0x93, 0xCD, task_id, fixstr)
-    if task_id < 0x100000000:
-        return _U32_HEAD(0x93, 0xCE, task_id, fixstr)
-    if task_id < 0x10000000000000000:
-        return _U64_HEAD(0x93, 0xCF, task_id, fixstr)
-    return None
+_SMALL_HEADS: Final = [ext_head(PACKED_EXT, n) for n in range(0x100)]
 
 
 class Unencodable(Exception):
@@ -272,7 +224,7 @@ class RowCodec:
         n = len(t)
         if 0 < n < 16 and type(t[n - 1]) is Packed:
             # A task: plain fields, then its data. The fields of (id, status,
-            # data) in one struct call (task_head), any others in one C call
+            # data) in one struct call (rawmsgpack.task_head), any others in one C call
             # (a packer with no Python default: anything else raises), the
             # data spliced after them: the bytes the file packer writes.
             data: bytes = t[n - 1]
@@ -352,15 +304,7 @@ class RowCodec:
         else:
             # Lists inside, as the wire's decoder gives them: a tuple reads
             # back as it was stored.
-            t = tuple(
-                msgpack.unpackb(
-                    row,
-                    raw=False,
-                    strict_map_key=False,
-                    ext_hook=ext_hook,
-                    unicode_errors="surrogateescape",
-                )
-            )
+            t = tuple(unpackb(row, ext_hook))
         self._last = (row, t)
         return t
 

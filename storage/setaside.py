@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from queuebox.protocol.walformat import HEADER_SIZE, encode_header
+
 from .fileio import FileIO
-from .framing import HEADER_SIZE, encode_header
 from .layout import covered_segments, sort_listing
 from .walfeed import WalCursor
 

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from queuebox.protocol.rawmsgpack import array_head
+from queuebox.protocol.walformat import encode_frame, encode_header
+
 from .errors import SnapshotError
 from .fileio import FileIO
-from .framing import encode_frame, encode_header
 from .layout import file_name
-from .packed import array_head
 from .records import pack
 from .space import Key, Space, SpaceDef
 

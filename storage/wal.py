@@ -29,9 +29,10 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from queuebox.protocol.walformat import HEADER_SIZE, encode_header
+
 from .errors import WalWriteError
 from .fileio import FileIO
-from .framing import HEADER_SIZE, encode_header
 from .layout import file_name
 
 

@@ -27,10 +27,13 @@ from typing import Any, TextIO
 
 import msgpack
 
+from queuebox.protocol.rawmsgpack import unpackb
+from queuebox.protocol.walformat import PACKED_EXT, FileHeader, HeaderError
+
 from .fileio import FileIO
-from .framing import Damage, FileHeader, HeaderError
+from .framing import Damage
 from .layout import sort_listing
-from .packed import PACKED_EXT, Packed
+from .packed import Packed
 from .reader import LogFile, Record
 
 
@@ -46,7 +49,7 @@ def _packed(v: Packed) -> Any:
     """A task's data as the value its bytes hold; {"$ext": 80, ...} if no
     JSON-ready value can (a map with an array key)."""
     try:
-        value = msgpack.unpackb(v, raw=False, strict_map_key=False)
+        value = unpackb(v, unicode_errors="strict")
     except (ValueError, TypeError, msgpack.UnpackException):
         return _ext(msgpack.ExtType(PACKED_EXT, bytes(v)))
     return to_json(value)

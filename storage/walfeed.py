@@ -16,9 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from queuebox.protocol.walformat import HEADER_SIZE, decode_header, encode_frame
+
 from .errors import CorruptLog, LsnUnavailable
 from .fileio import FileIO
-from .framing import HEADER_SIZE, Damage, FrameDecoder, decode_header, encode_frame
+from .framing import Damage, FrameDecoder
 from .layout import sort_listing
 from .records import BadBody, BodyDecoder
 

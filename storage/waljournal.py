@@ -38,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from queuebox.protocol.walformat import encode_frame
+
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
 from .errors import (
@@ -47,7 +49,6 @@ from .errors import (
     UnloggableChange,
     WalWriteError,
 )
-from .framing import encode_frame
 from .records import change_record, ddl_body, packer
 from .replicated import apply_record
 from .snapshot import TUPLE, Undo

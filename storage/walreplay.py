@@ -3,7 +3,7 @@ version-5 put and delete records, each applied to the staged rows as it is
 read.
 
 Owns: one loop over a buffer of frames (marker, length and CRC checked, the
-positional body read by its bytes: scan.py) that applies every record it can
+positional body read by its bytes: protocol/rawmsgpack.py) that applies every record it can
 take whole and stops at the first one it cannot, and the counts of what it
 applied.
 
@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from .framing import FRAME_OVERHEAD, sound_end
-from .records import DELETE, INSERT, unpack
-from .scan import int_at, is_array_head, is_int_head, value_end
+from queuebox.protocol.rawmsgpack import int_at, is_array_head, is_int_head, value_end
+from queuebox.protocol.walformat import DELETE, FRAME_OVERHEAD, INSERT, sound_end
+
+from .records import unpack
 from .staging import Stage, Staged
 
 TICK_EVERY: Final = 1024  # records between progress calls

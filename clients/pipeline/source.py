@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from queuebox.clients.pipeline import records, walfile
 from queuebox.clients.pipeline.schema import RECORD_DDL
+from queuebox.protocol.walformat import HEADER_SIZE
 
 DEFAULT_SPLIT = 16 << 20
 DEFAULT_BATCH = 8192
@@ -130,7 +131,7 @@ class QueueboxReader(DataSourceReader):  # type: ignore[misc]
         files = pick_files(self.path, self.snapshots)
         for file in files:  # fail early, on the driver, on unreadable headers / versions
             with open(file.path, "rb") as handle:
-                walfile.read_header(file.path, handle.read(walfile.HEADER_SIZE))
+                walfile.read_header(file.path, handle.read(HEADER_SIZE))
         return split(files, self.split_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -1,22 +1,22 @@
-"""An independent reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v5).
+"""The Spark pipeline's reader of queuebox WAL segments and snapshots (storage/FORMAT.md v1 to v5).
 
-Owns: listing the files of a data directory, the 24-byte file header, frames
-(marker, CRC, length, msgpack body), finding the first frame at or after any byte
-offset (which is what lets Spark split one file into byte ranges), joining the `part`
-records of a big tuple (v3, FORMAT.md §5.3.1) into one `rows` body, and the policy for
-damaged bytes (FORMAT.md §7). Built from the documented format alone.
+Owns: listing the files of a data directory, reading one through mmap, finding the
+first frame at or after any byte offset (which is what lets Spark split one file into
+byte ranges), record bodies as plain values (lists, a task's data decoded, Ext for
+other exts), joining the `part` records of a big tuple (v3, FORMAT.md §5.3.1) into one
+`rows` body, and the policy for damaged bytes (FORMAT.md §7). What a header, a frame
+and a record's fields are is protocol/walformat.py's: the one copy the server's
+storage reads by too, pure, so the code zip carries it to executors.
 
-Must not touch: storage/, server/, drivers/ (this module must keep working even if
-their code changes; the format document is the contract), Spark, sockets. Never
-writes or truncates a file: a torn tail is skipped, not repaired.
+Must not touch: storage/, server/, drivers/ (clients reach protocol only, and
+executors get no other package), Spark, sockets. Never writes or truncates a file:
+a torn tail is skipped, not repaired.
 """
 
 from __future__ import annotations
 
 import mmap
 import re
-import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,40 +24,21 @@ from typing import Any
 
 import msgpack
 
-HEADER = struct.Struct(">8sHHQI")
-FRAME = struct.Struct(">4sII")
-HEADER_SIZE = HEADER.size  # 24
-FRAME_HEAD = FRAME.size  # 12
-MARKER = b"\xc1QBR"
-MAX_BODY = 1 << 30
-MAGIC_KINDS = {b"QBOXWAL\n": "wal", b"QBOXSNP\n": "snap"}
-KNOWN_VERSIONS = frozenset({1, 2, 3, 4, 5})
-# Version 2: a task's data is ext 80 around the msgpack value the client sent
-# (FORMAT.md §1); read here as that value.
-PACKED_EXT = 80
+from queuebox.protocol.rawmsgpack import unpackb
+from queuebox.protocol.walformat import (
+    FRAME_OVERHEAD,
+    HEADER_SIZE,
+    MARKER,
+    PACKED_EXT,
+    REQUIRED,
+    HeaderError,
+    decode_header,
+    frame_at,
+    positional_map,
+)
+
 FILE_NAME = re.compile(r"^(\d{20})\.(wal|snap)$")
 TAIL_PROBE = 1 << 16  # bytes read from the end of a snapshot to find its `end` record
-# Version 5: a WAL record is an array of its fields by position, the op a
-# number (FORMAT.md §5.2.1); read here as the map of those fields.
-POSITIONAL_OPS = {1: "insert", 2: "replace", 3: "delete", 4: "create_space", 5: "drop_space"}
-POSITIONAL_ARG = {"insert": "tuple", "replace": "tuple", "delete": "key"}  # else "def"
-
-# Keys each op requires (FORMAT.md §5.2, §5.3); a body missing one is damage.
-REQUIRED_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
-    "wal": {
-        "insert": ("lsn", "ts", "sid", "space", "tuple"),
-        "replace": ("lsn", "ts", "sid", "space", "tuple"),
-        "delete": ("lsn", "ts", "sid", "space", "key"),  # and "tuple" before v4
-        "create_space": ("lsn", "ts", "sid", "space", "def"),
-        "drop_space": ("lsn", "ts", "sid", "space", "def"),
-    },
-    "snap": {
-        "create_space": ("sid", "space", "def"),
-        "rows": ("sid", "space", "tuples"),
-        "part": ("sid", "space", "size", "at", "bytes"),
-        "end": ("spaces", "count"),
-    },
-}
 
 
 class FormatError(Exception):
@@ -115,29 +96,11 @@ def list_files(data_dir: str | Path) -> list[DataFile]:
 
 def read_header(path: str | Path, head: bytes) -> tuple[str, int]:
     """(kind, lsn) of a file whose first bytes are `head`; FormatError when unusable."""
-    if len(head) < HEADER_SIZE:
-        raise FormatError(path, 0, f"file header is short ({len(head)} of {HEADER_SIZE} bytes)")
-    magic, version, _flags, lsn, crc = HEADER.unpack_from(head)
-    kind = MAGIC_KINDS.get(magic)
-    if kind is None:
-        raise FormatError(path, 0, f"not a queuebox file (magic {magic!r})")
-    if zlib.crc32(head[:20]) != crc:
-        raise FormatError(path, 0, "file header CRC mismatch")
-    if version not in KNOWN_VERSIONS:
-        raise FormatError(path, 8, f"unknown format version {version}")
-    return kind, lsn
-
-
-def _frame_length(buf: Any, pos: int, size: int) -> int | None:
-    """The total length of a valid frame at `pos`, or None (no marker/length/CRC)."""
-    if size - pos < FRAME_HEAD:
-        return None
-    marker, crc, length = FRAME.unpack_from(buf, pos)
-    if marker != MARKER or not 0 < length <= MAX_BODY or size - pos - FRAME_HEAD < length:
-        return None
-    if zlib.crc32(buf[pos + 8 : pos + FRAME_HEAD + length]) != crc:
-        return None
-    return FRAME_HEAD + length
+    try:
+        header = decode_header(head)
+    except HeaderError as e:
+        raise FormatError(path, e.offset, e.reason) from None
+    return header.kind, header.lsn
 
 
 def next_frame(buf: Any, pos: int, size: int) -> int | None:
@@ -146,7 +109,7 @@ def next_frame(buf: Any, pos: int, size: int) -> int | None:
         pos = buf.find(MARKER, pos, size)
         if pos < 0:
             return None
-        if _frame_length(buf, pos, size) is not None:
+        if type(frame_at(buf, pos, eof=True)) is bytes:
             return pos
         pos += 1
 
@@ -157,19 +120,14 @@ def _ext_value(code: int, data: bytes) -> Any:
     if code != PACKED_EXT:
         return Ext(code, data)
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_value)
+        return unpackb(data, _ext_value, unicode_errors="strict")
     except (ValueError, TypeError, msgpack.UnpackException):
         return Ext(code, data)
 
 
 def _unpack(raw: bytes) -> Any:
-    return msgpack.unpackb(
-        raw,
-        raw=False,
-        strict_map_key=False,
-        ext_hook=_ext_value,
-        unicode_errors="replace",  # a legacy field not UTF-8: shown, not lost
-    )
+    # A legacy field not UTF-8: shown, not lost.
+    return unpackb(raw, _ext_value, unicode_errors="replace")
 
 
 def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
@@ -178,24 +136,12 @@ def _decode(kind: str, raw: bytes) -> dict[str, Any] | None:
     except (ValueError, msgpack.UnpackException):
         return None
     if kind == "wal" and isinstance(body, list):
-        body = _positional(body)
+        body = positional_map(body)
     if not isinstance(body, dict):
         return None
-    required = REQUIRED_KEYS[kind].get(body.get("op"))  # type: ignore[arg-type]
-    if required is None or any(key not in body for key in required):
+    required = REQUIRED[kind].get(body.get("op"))  # type: ignore[arg-type]
+    if required is None or not required <= body.keys():
         return None
-    return body
-
-
-def _positional(fields: list[Any]) -> dict[str, Any] | None:
-    """A version-5 WAL record as its map, None if it is not one (FORMAT.md §5.2.1)."""
-    op = POSITIONAL_OPS.get(fields[2]) if len(fields) in (6, 7) and type(fields[2]) is int else None
-    if op is None:
-        return None
-    body = {"lsn": fields[0], "ts": fields[1], "op": op, "sid": fields[3], "space": fields[4]}
-    body[POSITIONAL_ARG.get(op, "def")] = fields[5]
-    if len(fields) == 7:
-        body["why"] = fields[6]
     return body
 
 
@@ -246,10 +192,9 @@ class FileReader:
         parts = _Parts()
         leading = start > HEADER_SIZE  # later parts of a tuple the range before holds
         while pos is not None and pos < size and (pos < end or parts.first is not None):
-            length = _frame_length(buf, pos, size)
-            body = None
-            if length is not None:
-                body = _decode(self.kind, buf[pos + FRAME_HEAD : pos + length])
+            raw = frame_at(buf, pos, eof=True)
+            length = FRAME_OVERHEAD + len(raw) if type(raw) is bytes else None
+            body = None if type(raw) is not bytes else _decode(self.kind, raw)
             if body is None:
                 parts.drop()  # the frame's damage covers the tuple too
                 pos = self._damaged(pos, "bad frame" if length is None else "bad record body")
@@ -294,8 +239,9 @@ class FileReader:
         low = max(HEADER_SIZE, self.size - TAIL_PROBE)
         pos = self._buf.rfind(MARKER, low, self.size)
         while pos >= low:
-            if _frame_length(self._buf, pos, self.size) == self.size - pos:
-                body = _decode("snap", self._buf[pos + FRAME_HEAD : self.size])
+            raw = frame_at(self._buf, pos, eof=True)
+            if type(raw) is bytes and FRAME_OVERHEAD + len(raw) == self.size - pos:
+                body = _decode("snap", raw)
                 return body if body is not None and body["op"] == "end" else None
             pos = self._buf.rfind(MARKER, low, pos)
         return None

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from queuebox.protocol import ErrorCode, Response
+from queuebox.protocol.walformat import FRAME_OVERHEAD
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO
-from queuebox.storage.framing import FRAME_OVERHEAD, Damage, FrameDecoder
+from queuebox.storage.framing import Damage, FrameDecoder
 from queuebox.storage.layout import file_name, sort_listing
 from queuebox.storage.records import BadBody, BodyDecoder
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import tarantool
 
-from queuebox.storage.framing import HEADER_SIZE
+from queuebox.protocol.walformat import HEADER_SIZE
 from queuebox.storage.layout import parse_name
 from tests.e2e.serverproc import REPO, ServerProc
 

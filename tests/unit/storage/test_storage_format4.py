@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from queuebox.protocol.walformat import OP_CODES, decode_header, encode_frame
 from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
-from queuebox.storage.framing import decode_header, encode_frame
-from queuebox.storage.records import OP_CODES, BadBody, BodyDecoder, change_record, pack, unpack
+from queuebox.storage.records import BadBody, BodyDecoder, change_record, pack, unpack
 from queuebox.storage.rows import RowCodec
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 from tests.unit.storage.storage_harness import FakeClock, contents, flush, tasks

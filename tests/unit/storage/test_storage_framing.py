@@ -15,19 +15,17 @@ from typing import Any
 import msgpack
 import pytest
 
-from queuebox.storage.errors import CorruptLog
-from queuebox.storage.framing import (
+from queuebox.protocol.walformat import (
     FRAME_OVERHEAD,
     HEADER_SIZE,
     MARKER,
-    Damage,
-    Frame,
-    FrameDecoder,
     HeaderError,
     decode_header,
     encode_frame,
     encode_header,
 )
+from queuebox.storage.errors import CorruptLog
+from queuebox.storage.framing import Damage, Frame, FrameDecoder
 from queuebox.storage.packed import Packed
 from queuebox.storage.reader import events_of_bytes, iter_records, read_header
 from queuebox.storage.records import BodyDecoder, change_record, pack

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from queuebox.protocol.walformat import HEADER_SIZE
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import LsnGap
-from queuebox.storage.framing import HEADER_SIZE
 from queuebox.storage.layout import parse_name
 from tests.unit.storage.storage_harness import contents, flush, tasks
 

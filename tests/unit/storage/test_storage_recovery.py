@@ -11,9 +11,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from queuebox.protocol.walformat import HEADER_SIZE, encode_frame, encode_header
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, DataDirLocked, Unrecoverable
-from queuebox.storage.framing import HEADER_SIZE, encode_frame, encode_header
 from queuebox.storage.packed import Packed
 from queuebox.storage.reader import LogFile, Record
 from queuebox.storage.records import pack

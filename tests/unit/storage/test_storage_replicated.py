@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from queuebox.protocol.walformat import FRAME_OVERHEAD
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import LsnUnavailable, ReadOnlyChange, ReplicationError
-from queuebox.storage.framing import FRAME_OVERHEAD, FrameDecoder
+from queuebox.storage.framing import FrameDecoder
 from queuebox.storage.records import BodyDecoder
 from tests.unit.storage.storage_harness import FakeClock, contents, flush, tasks
 

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from queuebox.protocol.walformat import OP_CODES
 from queuebox.storage.packed import Packed, file_packb
-from queuebox.storage.records import OP_CODES, change_record, packer
+from queuebox.storage.records import change_record, packer
 from queuebox.storage.rows import PLAIN, RowCodec, Unencodable, lead_int, leading
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 

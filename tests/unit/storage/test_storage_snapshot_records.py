@@ -15,17 +15,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from queuebox.protocol.walformat import FRAME_OVERHEAD, HEADER_SIZE, encode_frame, encode_header
 from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, Unrecoverable
-from queuebox.storage.framing import (
-    FRAME_OVERHEAD,
-    HEADER_SIZE,
-    Damage,
-    FrameDecoder,
-    encode_frame,
-    encode_header,
-)
+from queuebox.storage.framing import Damage, FrameDecoder
 from queuebox.storage.packed import Packed, file_packb
 from queuebox.storage.reader import LogFile, iter_records
 from queuebox.storage.records import pack, unpack

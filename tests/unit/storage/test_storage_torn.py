@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from queuebox.protocol.walformat import HEADER_SIZE
 from queuebox.storage.engine import Engine
-from queuebox.storage.framing import HEADER_SIZE
 from queuebox.storage.reader import LogFile, Record
 from tests.unit.storage.storage_harness import contents, flush, tasks
 

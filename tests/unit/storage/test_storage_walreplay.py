@@ -18,12 +18,19 @@ from typing import Any
 
 import pytest
 
+from queuebox.protocol.walformat import (
+    ARG_KEYS,
+    HEADER_SIZE,
+    OP_CODES,
+    VERSION,
+    encode_frame,
+    encode_header,
+)
 from queuebox.storage import walcat
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import CorruptLog, LsnGap
-from queuebox.storage.framing import HEADER_SIZE, VERSION, encode_frame, encode_header
 from queuebox.storage.packed import Packed, file_packb
-from queuebox.storage.records import ARG_KEYS, OP_CODES, pack
+from queuebox.storage.records import pack
 from queuebox.storage.space import IndexDef, SpaceDef
 from tests.unit.storage.storage_harness import FakeClock, contents
 
