@@ -22,7 +22,7 @@ from queuebox.clients.errors import (
 )
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import FaultProxy
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -374,7 +374,7 @@ async def test_consumer_releases_or_buries_failed_tasks(
 
 
 async def test_consumer_keeps_working_across_a_cut(
-    target: Target, proxy_to: TcpProxy, tube: Tube
+    target: Target, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     seen: list[int] = []
 
@@ -390,7 +390,7 @@ async def test_consumer_keeps_working_across_a_cut(
         runner = asyncio.ensure_future(consumer.run())
         await tube.put_many(range(5))
         await eventually(lambda: _handled(seen, 5))
-        proxy_to.cut()
+        proxy_to.cut_all()
         await eventually(lambda: _reconnected(worker))
         await tube.put_many(range(5, 10))
         await eventually(lambda: _handled(seen, 10))
@@ -425,7 +425,7 @@ async def test_identify_shares_a_session(tube: Tube, other: aio.Connection) -> N
 
 
 async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
-    target: Target, conn: aio.Connection, proxy_to: TcpProxy, tube: Tube
+    target: Target, conn: aio.Connection, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     await conn.cfg(ttr=30)
     try:
@@ -435,7 +435,7 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
             put = await tube.put("mine")
             taken = await worker.tube(tube.name).take(1)
             assert taken is not None and taken.id == put.id
-            proxy_to.cut()
+            proxy_to.cut_all()
             await eventually(lambda: _reconnected(worker))
             assert (await tube.peek(put.id)).status is Status.TAKEN
             assert (await worker.tube(tube.name).ack(put.id)).status is Status.DONE
@@ -444,14 +444,14 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
 
 
 async def test_without_cfg_ttr_a_cut_gives_the_task_back(
-    target: Target, proxy_to: TcpProxy, tube: Tube
+    target: Target, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     async with aio.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01
     ) as worker:
         put = await tube.put("mine")
         assert await worker.tube(tube.name).take(1) is not None
-        proxy_to.cut()
+        proxy_to.cut_all()
         await eventually(lambda: _reconnected(worker))
         await eventually(lambda: _status_is(tube, put.id, Status.READY))
         with pytest.raises(TaskNotTaken):

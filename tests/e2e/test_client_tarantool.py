@@ -21,7 +21,7 @@ from queuebox.clients.errors import (
     ServerError,
 )
 from tests.e2e.client_targets import TarantoolProc, free_port
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import forward
 
 SESSION = bytes([0xF0, 0x9F, 0x00, 0xFF]) + bytes(range(0x80, 0x8C))  # not UTF-8
 
@@ -234,11 +234,11 @@ async def identified(conn: aio.Connection) -> list[bytes]:
 async def test_async_reconnects_after_a_cut_and_rejoins_the_session(
     tarantool: TarantoolProc,
 ) -> None:
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
             await conn.ensure_session()
             before = len(await identified(conn))
-            proxy.cut()
+            proxy.cut_all()
             await reconnected(conn)
             assert await conn.call("echo", "again") == ["again"]
             assert conn.reconnects == 1 and proxy.accepted == 2
@@ -251,21 +251,21 @@ async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
 ) -> None:
     from queuebox.clients.errors import ConnectionLost
 
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
             pending = asyncio.ensure_future(conn.call("slow_echo", 0.5, "x"))
             await asyncio.sleep(0.1)
-            proxy.cut()
+            proxy.cut_all()
             with pytest.raises(ConnectionLost):
                 await pending
             assert await conn.call("echo", 1) == [1]
 
 
 async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) -> None:
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, reconnect=False) as conn:
             await conn.ping()
-            proxy.cut()
+            proxy.cut_all()
             await asyncio.sleep(0.1)
             with pytest.raises(NetworkError):
                 await conn.ping()
@@ -276,10 +276,10 @@ def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
 ) -> None:
     from queuebox.protocol import as_bytes
 
-    with TcpProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
+    with forward(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
         conn.ensure_session()
         before = len(conn.call("identified_list")[0])
-        proxy.cut()
+        proxy.cut_all()
         time.sleep(0.05)
         assert conn.call("echo", "again") == ["again"]
         rows = conn.call("identified_list")[0]
