@@ -23,6 +23,7 @@ from queuebox.clients.errors import (
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
 from tests.proxy import FaultProxy
+from tests.waiting import wait_for_async
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -62,15 +63,6 @@ async def dispose(tube: Tube) -> None:
         except TubeBusy:
             await asyncio.sleep(0.05)
     raise AssertionError(f"{tube.name} stayed busy")
-
-
-async def eventually(check: object, seconds: float = 5.0) -> None:
-    """Poll an async predicate every 20 ms, at most `seconds`."""
-    for _ in range(int(seconds / 0.02)):
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"not true within {seconds} s")
 
 
 # --- tubes --------------------------------------------------------------------------------
@@ -389,11 +381,11 @@ async def test_consumer_keeps_working_across_a_cut(
         )
         runner = asyncio.ensure_future(consumer.run())
         await tube.put_many(range(5))
-        await eventually(lambda: _handled(seen, 5))
+        await wait_for_async(lambda: _handled(seen, 5))
         proxy_to.cut_all()
-        await eventually(lambda: _reconnected(worker))
+        await wait_for_async(lambda: _reconnected(worker))
         await tube.put_many(range(5, 10))
-        await eventually(lambda: _handled(seen, 10))
+        await wait_for_async(lambda: _handled(seen, 10))
         consumer.stop()
         await asyncio.wait_for(runner, 5)
     assert sorted(seen) == list(range(10))
@@ -436,7 +428,7 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
             taken = await worker.tube(tube.name).take(1)
             assert taken is not None and taken.id == put.id
             proxy_to.cut_all()
-            await eventually(lambda: _reconnected(worker))
+            await wait_for_async(lambda: _reconnected(worker))
             assert (await tube.peek(put.id)).status is Status.TAKEN
             assert (await worker.tube(tube.name).ack(put.id)).status is Status.DONE
     finally:
@@ -452,8 +444,8 @@ async def test_without_cfg_ttr_a_cut_gives_the_task_back(
         put = await tube.put("mine")
         assert await worker.tube(tube.name).take(1) is not None
         proxy_to.cut_all()
-        await eventually(lambda: _reconnected(worker))
-        await eventually(lambda: _status_is(tube, put.id, Status.READY))
+        await wait_for_async(lambda: _reconnected(worker))
+        await wait_for_async(lambda: _status_is(tube, put.id, Status.READY))
         with pytest.raises(TaskNotTaken):
             await worker.tube(tube.name).ack(put.id)
 

@@ -4,7 +4,7 @@ QUEUEBOX_TEST_TARANTOOL names one): the same API as the asyncio client, without 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +21,7 @@ from queuebox.clients.errors import (
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
 from tests.proxy import FaultProxy
+from tests.waiting import wait_for
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -44,14 +45,6 @@ def tube(conn: blocking.Connection) -> Iterator[Tube]:
     yield made
     made.release_all()
     made.drop()
-
-
-def eventually(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"not true within {seconds} s")
 
 
 def test_tubes_and_module_calls(conn: blocking.Connection) -> None:
@@ -191,7 +184,7 @@ def test_without_cfg_ttr_a_cut_gives_the_task_back(
         put = tube.put("mine")
         assert worker.tube(tube.name).take(1) is not None
         proxy_to.cut_all()
-        eventually(lambda: tube.peek(put).status is Status.READY)
+        wait_for(lambda: tube.peek(put).status is Status.READY, "the task ready again")
         with pytest.raises(TaskNotTaken):
             worker.tube(tube.name).ack(put)
         assert worker.reconnects == 1

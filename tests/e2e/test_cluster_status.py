@@ -18,11 +18,11 @@ from tests.e2e.cluster import (
     name,
     signal_node,
     state,
-    wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
 from tests.e2e.test_metrics import samples, scrape, value
+from tests.waiting import wait_for
 
 SYNC = ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "4")
 

@@ -30,10 +30,10 @@ from tests.e2e.cluster import (
     state,
     tasks,
     wait_equal,
-    wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.waiting import wait_for
 
 SYNC = ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "4")
 RUNS = int(os.environ.get("QUEUEBOX_LAGGING_RUNS", "1"))

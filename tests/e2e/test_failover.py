@@ -17,9 +17,10 @@ import tarantool
 
 from tests.e2e.acked import Load, check_nothing_acknowledged_was_lost, lost_and_back
 from tests.e2e.client_targets import free_port
-from tests.e2e.cluster import LEASE_TTL, REPLICATION, connect, wait_for
+from tests.e2e.cluster import LEASE_TTL, REPLICATION, connect
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.waiting import wait_for
 
 # The lease lapses within its TTL (etcd checks expiry about twice a second);
 # the replica then takes the key, stops its applier and rebuilds the queue.

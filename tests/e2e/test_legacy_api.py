@@ -24,9 +24,9 @@ from tests.e2e.legacy_clients import (
     Clients,
     LegacyClient,
     fresh_tube,
-    wait_for,
 )
 from tests.e2e.serverproc import REPO, ServerProc
+from tests.waiting import wait_for
 
 SPACE = 3
 US = 1_000_000

@@ -29,10 +29,10 @@ from tests.e2e.cluster import (
     in_thread,
     signal_node,
     start_primary,
-    wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import CALL, RawClient, Reply, ServerProc, StartServer, unique
+from tests.waiting import wait_for
 
 ER_READONLY = 7
 ER_ACCESS_DENIED = 42

@@ -22,10 +22,10 @@ from tests.e2e.cluster import (
     start_replica,
     tasks,
     wait_equal,
-    wait_for,
 )
 from tests.e2e.serverproc import StartServer, clean_env, unique
 from tests.e2e.test_heal import set_aside_puts
+from tests.waiting import wait_for
 
 ER_READONLY = 7
 ER_SYNC_QUORUM_TIMEOUT = 216

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.cluster import password_file, start_primary, wait_for
+from tests.e2e.cluster import password_file, start_primary
 from tests.e2e.serverproc import REPO, StartServer, clean_env, unique
+from tests.waiting import wait_for
 
 PASSWORD = "s3cret-Pa55"
 USERS = f"""
