@@ -1,8 +1,10 @@
 """Waiting for a state a test checks, never for a time: the suite's one poll helper.
 
-Owns: `wait_for` (threads and plain tests), `wait_for_async` (in an event loop), and
+Owns: `wait_for` (threads and plain tests), `wait_for_async` (in an event loop),
 `waiting_takes` / `wait_for_waiting_takes`, which read the server's `_queue_consumers`
-(a row per take waiting for a task) so a test can put only once a take waits. Must
+(a row per take waiting for a task) so a test can put only once a take waits,
+`wait_for_stall` (a hung disk call has begun) and `metric` (one sample of a
+server's /metrics, to wait on a counter or a gauge). Must
 not sleep for a fixed time to order events: every wait here ends as soon as its
 condition holds, and fails with what it waited for when it never does.
 """
@@ -12,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import tarantool
+from prometheus_client.parser import text_string_to_metric_families
 
 POLL_S = 0.01  # how often a condition is read again: short, the waits are short too
 
@@ -82,3 +86,14 @@ def wait_for_stall(conn: tarantool.Connection, op: str = "fsync", timeout: float
         f"the stalled {op} to begin",
         timeout,
     )
+
+
+def metric(port: int, name: str, **labels: str) -> float | None:
+    """The sample `name{labels}` of the /metrics served on `port`; None if absent."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
