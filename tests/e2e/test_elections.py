@@ -127,6 +127,8 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
             timeout=ELECTED_WITHIN_S,
             what="the lagging replica to stand aside",
         )
+        # A lease TTL more on a real clock, and c still stands aside: not taking
+        # the key is the behaviour, and no state shows it before the time passes.
         time.sleep(LEASE_TTL)
         assert state(c) == "WAITING"
         assert f"members: {name(b)}" in c.log()
@@ -168,6 +170,7 @@ def test_after_an_etcd_outage_the_cluster_has_a_primary_again_without_a_restart(
     try:
         # No lease can be renewed: the primary steps down, nobody takes its place.
         wait_for(lambda: not cluster.running(), timeout=LEASE_TTL + 10, what="no primary")
+        # The outage lasts three lease TTLs: its length is what the test is about.
         time.sleep(3 * LEASE_TTL)
     finally:
         if outage == "pause":

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -169,7 +168,7 @@ def test_a_second_ctrl_c_gives_the_tasks_back_at_once(
     proc = workers(server.port, "marked", "--tube", tube.name)  # async: cancelled
     wait_for(lambda: proc.events(), "the task started")
     proc.signal(signal.SIGINT)
-    time.sleep(0.3)
+    wait_for(lambda: "1 task(s) in hand" in proc.log(), "the first Ctrl-C handled")
     assert proc.proc.poll() is None  # the first one waits for the task (grace 30 s)
     proc.signal(signal.SIGINT)
     assert proc.wait() == 0
@@ -185,7 +184,7 @@ def test_a_worker_started_before_its_server_works_once_it_is_up(
         first.create_tube("later", "fifo").put("kept")
     assert server.stop() == 0
     proc = workers(port, "record", "--tube", "later", "--wait-for-server", "60")
-    time.sleep(1)
+    wait_for(lambda: "trying again for 60 s" in proc.log(), "the worker retrying")
     assert proc.proc.poll() is None and proc.events() == []  # waiting, not dead
     server.start()
     wait_for(lambda: "end 0" in proc.events(), "the task handled")
