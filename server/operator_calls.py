@@ -5,8 +5,10 @@ Owns: `queuebox.release(tube, task_id)`, a write call that puts a taken task
 back whichever session holds it, as if that session had ended (the module's
 own `release` only lets the taker do it); it checks its tube against the
 caller's grant (rights.py), as a tube method does. The console calls it as
-the logged-in user, like any client. Must not touch queue semantics (the
-cores own them) nor the wire.
+the logged-in user, like any client. With test hooks on, also
+`queuebox.test.waiting_takes()`: how many takes wait for a task in either API
+(the legacy one shows them nowhere else), so a test puts only once a take waits.
+Must not touch queue semantics (the cores own them) nor the wire.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .app import App
-from .config import WRITE
+from .config import READ, WRITE
 from .errors import read_only_error
 from .queue_calls import QueueCalls
 from .registry import CallContext
@@ -34,3 +36,12 @@ def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
             running.timer.rearm()  # the task's next event changed (ttr -> ttl)
 
     app.registry.register("queuebox.release", release, WRITE)
+    if app.config.test_hooks:
+
+        def waiting_takes(ctx: CallContext, args: list[Any]) -> list[Any]:
+            running = queue()
+            if running is None:
+                return [0]
+            return [sum(len(core.waiters.waiting("take")) for core in running.cores)]
+
+        app.registry.register("queuebox.test.waiting_takes", waiting_takes, READ)

@@ -3,6 +3,7 @@
 Owns: `wait_for` (threads and plain tests), `wait_for_async` (in an event loop),
 `waiting_takes` / `wait_for_waiting_takes`, which read the server's `_queue_consumers`
 (a row per take waiting for a task) so a test can put only once a take waits,
+`all_waiting_takes` / `wait_for_one_more_take` (the legacy API's takes too),
 `wait_for_stall` (a hung disk call has begun) and `metric` (one sample of a
 server's /metrics, to wait on a counter or a gauge). Must
 not sleep for a fixed time to order events: every wait here ends as soon as its
@@ -97,3 +98,18 @@ def metric(port: int, name: str, **labels: str) -> float | None:
             if sample.name == name and sample.labels == labels:
                 return float(sample.value)
     return None
+
+
+def all_waiting_takes(port: int, user: str = "tester", password: str = "secret") -> int:
+    """Takes waiting in either API of the server on `port` (the legacy API's take is
+    in no space: the test hook `queuebox.test.waiting_takes` counts it)."""
+    conn = tarantool.connect("127.0.0.1", port, user=user, password=password)
+    try:
+        return int(conn.call("queuebox.test.waiting_takes").data[0])
+    finally:
+        conn.close()
+
+
+def wait_for_one_more_take(port: int, before: int, timeout: float = 20.0) -> None:
+    """Until more takes wait on the server than `before` (all_waiting_takes earlier)."""
+    wait_for(lambda: all_waiting_takes(port) > before, "one more take waiting", timeout)

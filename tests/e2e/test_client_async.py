@@ -339,8 +339,8 @@ async def test_consumer_stop_lets_running_handlers_finish(target: Target, tube: 
             await asyncio.wait_for(started.acquire(), 5)
         assert consumer.in_flight == 3
         consumer.stop()  # the two workers waiting in take(60) stop now, not in 60 s
-        await asyncio.sleep(0.1)
-        assert not runner.done()
+        await wait_for_async(lambda: not consumer._waiting, "the waiting takes cancelled")
+        assert not runner.done()  # the running handlers hold it
         release.set()
         await asyncio.wait_for(runner, 5)
     stats = await tube.statistics()
@@ -381,7 +381,8 @@ async def test_consumer_keeps_working_across_a_cut(
         )
         runner = asyncio.ensure_future(consumer.run())
         await tube.put_many(range(5))
-        await wait_for_async(lambda: _handled(seen, 5))
+        # Acked, not only handled: an ack cut in flight would hand its task out again.
+        await wait_for_async(lambda: _acked(tube, 5), "5 tasks acked")
         proxy_to.cut_all()
         await wait_for_async(lambda: _reconnected(worker))
         await tube.put_many(range(5, 10))
@@ -389,6 +390,10 @@ async def test_consumer_keeps_working_across_a_cut(
         consumer.stop()
         await asyncio.wait_for(runner, 5)
     assert sorted(seen) == list(range(10))
+
+
+async def _acked(tube: Tube, count: int) -> bool:
+    return int((await tube.statistics())["calls"]["ack"]) >= count
 
 
 async def _handled(seen: list[int], count: int) -> bool:

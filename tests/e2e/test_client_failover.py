@@ -29,6 +29,7 @@ from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
 from tests.e2e.test_failover import start_pair, wait_running
 from tests.proxy import FaultProxy, forward
+from tests.waiting import wait_for_async
 
 LOGIN = {"user": "tester", "password": "secret"}
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.2, "failover_timeout": 15.0}
@@ -230,19 +231,22 @@ def test_blocking_session_is_rejoined_on_the_instance_found_again(
 # --- the primary goes, the replica is promoted ------------------------------------------
 
 
-async def test_async_client_follows_a_promoted_replica(pair: Pair) -> None:
+async def test_async_client_follows_a_promoted_replica(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="queuebox.client")
     addresses = [pair.at(pair.primary), pair.at(pair.replica)]
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
         tube = await conn.create_tube(unique("promote"), "fifo")
         before = await tube.put("before")
         replicated(pair, tube.name)
         pair.primary.stop()
-        for _ in range(500):  # a put sent before the loss is seen would be a lost write
-            if not conn.connected:
-                break
-            await asyncio.sleep(0.01)
+        # A put sent before the loss is seen would be a lost write.
+        await wait_for_async(lambda: not conn.connected, "the loss seen")
+        tries = caplog.text.count("failed: ")
         putting = asyncio.ensure_future(tube.put("after"))
-        await asyncio.sleep(0.3)
+        # Two more rounds of dials found no writable instance while the put waits.
+        await wait_for_async(lambda: caplog.text.count("failed: ") >= tries + 2, "two tries")
         assert not putting.done()  # no writable instance yet: the put waits
         with connect(pair.replica) as r:
             assert r.call("queuebox.promote").data[0]["promoted"] is True
