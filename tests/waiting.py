@@ -80,6 +80,14 @@ def wait_for_waiting_takes(
         conn.close()
 
 
+async def wait_for_waiting_takes_async(
+    port: int, tube: str, count: int = 1, user: str = "tester", password: str = "secret"
+) -> None:
+    """`wait_for_waiting_takes` from an event loop (on a thread: the loop goes on
+    sending the take this waits for)."""
+    await asyncio.to_thread(wait_for_waiting_takes, port, tube, count, user, password)
+
+
 def wait_for_stall(conn: tarantool.Connection, op: str = "fsync", timeout: float = 20.0) -> None:
     """Until the server's stalled `op` (armed by `queuebox.test.stall_io`) hangs."""
     wait_for(

@@ -23,7 +23,7 @@ from queuebox.clients.errors import (
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
 from tests.proxy import FaultProxy
-from tests.waiting import wait_for_async
+from tests.waiting import wait_for_async, wait_for_waiting_takes_async
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -51,6 +51,11 @@ async def tube(conn: aio.Connection) -> AsyncIterator[Tube]:
     made = await fresh_tube(conn)
     yield made
     await dispose(made)
+
+
+async def takes_waiting(target: Target, tube: Tube, count: int = 1) -> None:
+    """Until `count` takes wait on `tube` in the target server."""
+    await wait_for_waiting_takes_async(target.port, tube.name, count, target.user, target.password)
 
 
 async def dispose(tube: Tube) -> None:
@@ -122,9 +127,11 @@ async def test_take_timeout_waits_then_gives_none(tube: Tube) -> None:
     assert loop.time() - started >= 0.19
 
 
-async def test_a_waiting_take_is_served_by_a_later_put(tube: Tube, other: aio.Connection) -> None:
+async def test_a_waiting_take_is_served_by_a_later_put(
+    target: Target, tube: Tube, other: aio.Connection
+) -> None:
     waiting = asyncio.ensure_future(tube.take(5))
-    await asyncio.sleep(0.05)
+    await takes_waiting(target, tube)
     await other.tube(tube.name).put("late")
     task = await asyncio.wait_for(waiting, 5)
     assert task is not None and task.data == "late"
@@ -292,10 +299,10 @@ async def test_take_context_leaves_a_task_settled_inside_alone(tube: Tube) -> No
 
 
 async def test_a_cancelled_take_does_not_keep_a_late_task(
-    tube: Tube, other: aio.Connection
+    target: Target, tube: Tube, other: aio.Connection
 ) -> None:
     waiting = asyncio.ensure_future(tube.take(5))
-    await asyncio.sleep(0.05)
+    await takes_waiting(target, tube)
     waiting.cancel()
     await other.tube(tube.name).put("for someone else")
     # The take already waiting on the server may get the task; the client gives it back.
