@@ -116,7 +116,7 @@ if ! command -v tarantool >/dev/null; then
     apt_install tarantool
 fi
 
-# --- etcd: failover leadership (server/leader.py) is tested against a real one ---
+# --- etcd: failover leadership (server/replication/leader.py) is tested against a real one ---
 if ! command -v etcd >/dev/null; then
     apt_install etcd-server
 fi
@@ -130,6 +130,15 @@ fi
 # (tests/e2e/test_console_browser.py; Playwright's own browser download is never used)
 if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium
+fi
+
+# --- promtool and systemd-analyze: docs/ops's alert rules and systemd unit are ---
+# checked by the tools that read them (tests/e2e/test_ops_files.py)
+if ! command -v promtool >/dev/null; then
+    apt_install prometheus
+fi
+if ! command -v systemd-analyze >/dev/null; then
+    apt_install systemd
 fi
 
 # --- Spark part (clients/pipeline, tests/spark) -------------------------------
