@@ -129,7 +129,8 @@ class InjectedFaults(FileIO):
     """A FileIO that fails on cue, for the server's test hooks (tests over real
     sockets cannot swap the class in the server process): fail(op, err, count)
     makes the next `count` calls of `op` raise OSError(err); stall(op, seconds,
-    count) makes them take that long first (a disk that hangs)."""
+    count) makes them take that long first (a disk that hangs); stalls_to_come(op)
+    says how many of those have not begun."""
 
     OPS = ("create", "pwrite", "fsync", "rename")
 
@@ -144,6 +145,12 @@ class InjectedFaults(FileIO):
     def stall(self, op: str, seconds: float, count: int = 1) -> None:
         self._known(op)
         self._stalls[op].extend([seconds] * count)
+
+    def stalls_to_come(self, op: str) -> int:
+        """How many stalls of `op` are armed and not begun: a test waits for 0 to
+        know the call it meant to hang is hanging now."""
+        self._known(op)
+        return len(self._stalls[op])
 
     def _known(self, op: str) -> None:
         if op not in self._planned:

@@ -254,10 +254,14 @@ async def build_store(
 
 
 def install_fault_hooks(app: App, faults: InjectedFaults) -> None:
-    """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory."""
+    """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory;
+    `stalls_to_come` tells a test when the stalled call has begun."""
     registry = app.registry  # read_only_ok: a replica's disk can fail too
     registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN, read_only_ok=True)
     registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN, read_only_ok=True)
+    registry.register(
+        "queuebox.test.stalls_to_come", _stalls_to_come(faults), ADMIN, read_only_ok=True
+    )
 
 
 def _fail_io(faults: InjectedFaults) -> Handler:
@@ -279,3 +283,12 @@ def _stall_io(faults: InjectedFaults) -> Handler:
         return [True]
 
     return stall_io
+
+
+def _stalls_to_come(faults: InjectedFaults) -> Handler:
+    def stalls_to_come(ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.test.stalls_to_come(op): how many armed stalls of `op` have not
+        begun (0: the call meant to hang hangs now, or is done)."""
+        return [faults.stalls_to_come(str(args[0]))]
+
+    return stalls_to_come

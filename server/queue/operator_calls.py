@@ -5,8 +5,10 @@ Owns: `queuebox.release(tube, task_id)`, a manage call (rights.py) that puts a t
 back whichever session holds it, as if that session had ended (the module's
 own `release` only lets the taker do it); it checks its tube against the
 caller's grant (rights.py), as a tube method does. The console calls it as
-the logged-in user, like any client. Must not touch queue semantics (the
-cores own them) nor the wire.
+the logged-in user, like any client. With test hooks on, also
+`queuebox.test.waiting_takes()`: how many takes wait for a task in either API
+(the legacy one shows them nowhere else), so a test puts only once a take waits.
+Must not touch queue semantics (the cores own them) nor the wire.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..access.rights import check_tube
 from ..core.app import App
 from ..core.registry import CallContext
 from ..runtime.errors import read_only_error
-from ..settings.config import MANAGE
+from ..settings.config import MANAGE, READ
 from .queue_calls import QueueCalls
 
 
@@ -34,3 +36,12 @@ def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
             running.timer.rearm()  # the task's next event changed (ttr -> ttl)
 
     app.registry.register("queuebox.release", release, MANAGE)
+    if app.config.test_hooks:
+
+        def waiting_takes(ctx: CallContext, args: list[Any]) -> list[Any]:
+            running = queue()
+            if running is None:
+                return [0]
+            return [sum(len(core.waiters.waiting("take")) for core in running.cores)]
+
+        app.registry.register("queuebox.test.waiting_takes", waiting_takes, READ)

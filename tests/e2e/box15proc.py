@@ -32,7 +32,9 @@ def start_legacy_server(workdir: Path, *flags: str) -> tuple[ServerProc, int]:
     config = workdir / "queuebox.toml"
     config.write_text(USERS_TOML)
     port = free_port()
-    args = ["--config", str(config), "--legacy-listen", f"127.0.0.1:{port}", *flags]
+    args = [
+        "--config", str(config), "--legacy-listen", f"127.0.0.1:{port}", "--test-hooks", *flags
+    ]  # fmt: skip
     return ServerProc(workdir, args).start(), port
 
 

@@ -7,7 +7,8 @@
   parametrization is not generated at all.
 - `TarantoolProc`: a local Tarantool 2.6 (no queue module) started from a Lua script, for
   the connection-layer tests.
-- `proxy_to`: a TcpProxy (tcp_proxy.py) in front of the target, to cut its connections.
+- `proxy_to`: the tests' proxy (tests/proxy.py `forward`) in front of the target, to
+  cut its connections.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 
 from queuebox.clients.iproto import parse_address
 from tests.e2e.serverproc import ServerProc
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import FaultProxy, forward
 
 TARANTOOL_ENV = "QUEUEBOX_TEST_TARANTOOL"
 TARGETS = ["queuebox"] + (["tarantool"] if os.environ.get(TARANTOOL_ENV) else [])
@@ -133,6 +134,6 @@ class TarantoolProc:
 
 
 @pytest.fixture
-def proxy_to(target: Target) -> Iterator[TcpProxy]:
-    with TcpProxy(target.port, target.host) as proxy:
+def proxy_to(target: Target) -> Iterator[FaultProxy]:
+    with forward(target.port, target.host) as proxy:
         yield proxy

@@ -24,6 +24,7 @@ import tarantool
 from tests.e2e.client_targets import free_port
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
+from tests.waiting import wait_for
 
 LEASE_TTL = 2.0  # etcd clusters' lease: short, and still robust on a loaded machine
 
@@ -106,14 +107,6 @@ def wait_equal(primary: Any, replica: Any, tube: str, timeout: float = 30.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"replica never caught up: primary {want}, replica {got}")
         time.sleep(0.1)
-
-
-def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class EtcdCluster:

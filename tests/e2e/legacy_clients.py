@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -41,18 +40,6 @@ class CallFailed(Exception):
 
 def fresh_tube(prefix: str = "t") -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll until check() is truthy (the server acts on a disconnect after the close)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not seen within {timeout}s")
-        time.sleep(0.02)
 
 
 class TarantoolWire:

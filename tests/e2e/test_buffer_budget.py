@@ -14,7 +14,9 @@ import time
 
 import msgpack
 
+from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import CALL, PING, RawClient, ServerProc, StartServer, frame
+from tests.waiting import metric, wait_for
 
 MiB = 1 << 20
 
@@ -42,6 +44,13 @@ class RssWatch:
 def call_frame(sync: int, name: str, data_size: int) -> bytes:
     """A CALL of `name` with one bin argument of `data_size` bytes."""
     return frame(CALL, sync, {0x22: name, 0x21: [b"x" * data_size]})
+
+
+def reserved(metrics: int, nbytes: int) -> None:
+    """Until the server holds `nbytes` for frames (it has read their length prefix)."""
+    wait_for(
+        lambda: (metric(metrics, "queuebox_buffer_bytes") or 0) >= nbytes, f"{nbytes} reserved"
+    )
 
 
 class Hogs:
@@ -87,13 +96,14 @@ def test_200_stalled_15_mib_frames_stay_within_the_budget_and_puts_get_through(
     # hand (8 x max_frame: decoding, copying, storing, logging and answering a
     # 16 MiB request takes about that).
     budget = 152 * MiB
-    server = start_server("--buffer-budget", "152M")
+    metrics = free_port()
+    server = start_server("--buffer-budget", "152M", "--metrics-listen", f"127.0.0.1:{metrics}")
     with RawClient(server.port) as warm:  # the code paths a put takes, loaded before
         assert warm.call("queue.create_tube", "jobs", "fifo").error is None
         assert warm.call("queue.tube.jobs:put", b"w" * MiB).error is None
     hogs = Hogs(server.port, 200, 15 * MiB - 200)
     try:
-        time.sleep(0.5)
+        wait_for(lambda: metric(metrics, "queuebox_connections") == 200, "200 connections")
         before = server.rss()  # 200 connections open: only what they hold counts
         watch = RssWatch(server)
         hogs.push(2.0)  # one fills what the budget has for frames; the others wait
@@ -127,12 +137,16 @@ def test_200_stalled_15_mib_frames_stay_within_the_budget_and_puts_get_through(
 
 def test_a_dropped_frame_is_answered_and_its_connection_goes_on(start_server: StartServer) -> None:
     # 76M less 8 x 8M kept for handling: 12 MiB for frames, not two of 7.
-    server = start_server("--max-frame", "8M", "--buffer-budget", "76M")
+    metrics = free_port()
+    server = start_server(
+        "--max-frame", "8M", "--buffer-budget", "76M", "--metrics-listen", f"127.0.0.1:{metrics}"
+    )
     with RawClient(server.port, timeout=20) as stalled, RawClient(server.port, timeout=20) as other:
         whole = call_frame(77, "queuebox.echo", 7 * MiB)
-        stalled.send(whole[: 3 * MiB])  # then nothing for a while
-        time.sleep(1.5)
-        # Another big frame needs the room: the stalled one gives way to it.
+        stalled.send(whole[: 3 * MiB])  # then nothing
+        reserved(metrics, 7 * MiB)
+        # Another big frame needs the room: the stalled one gives way to it once
+        # it has been coming for a second (the server's own timer).
         reply = other.call("queuebox.echo", b"y" * (7 * MiB))
         assert reply.data == [b"y" * (7 * MiB)]
         dropped = stalled.recv()
@@ -163,11 +177,14 @@ def test_a_frame_is_read_into_one_buffer_of_its_size(start_server: StartServer) 
 def test_the_length_prefix_decides_the_reservation(start_server: StartServer) -> None:
     # A frame whose prefix promises more than it sends holds its reservation; a
     # normal client is not stuck behind it for long.
-    server = start_server("--max-frame", "4M", "--buffer-budget", "37M")  # 5 MiB for frames
+    metrics = free_port()
+    server = start_server(  # 5 MiB for frames
+        "--max-frame", "4M", "--buffer-budget", "37M", "--metrics-listen", f"127.0.0.1:{metrics}"
+    )
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as liar:
         liar.recv(128)
         header = msgpack.packb({0: CALL, 1: 5})
         liar.sendall(b"\xce" + struct.pack(">I", 4 * MiB) + header)  # and no more
-        time.sleep(1.2)
+        reserved(metrics, 4 * MiB)
         with RawClient(server.port, timeout=20) as normal:
             assert normal.call("queuebox.echo", b"z" * (2 * MiB)).data == [b"z" * (2 * MiB)]

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -20,6 +19,7 @@ import tarantool
 from tests.e2e.client_targets import unique
 from tests.e2e.serverproc import REPO, ServerProc, login_tester
 from tests.e2e.test_cli_client import queuebox
+from tests.waiting import wait_for, wait_for_waiting_takes
 
 
 def ok(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
@@ -178,17 +178,12 @@ def test_a_reader_that_leaves_is_not_an_error(env: dict[str, str]) -> None:
     assert done.returncode == 0 and done.stderr == ""
 
 
-def wait_for_a_socket(pid: int, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        fds = f"/proc/{pid}/fd"
-        try:
-            if any(os.readlink(f"{fds}/{fd}").startswith("socket:") for fd in os.listdir(fds)):
-                return
-        except OSError:
-            pass  # an fd closed while we looked
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} opened no socket in {seconds} s")
+def puts(conn: tarantool.Connection, tube: str) -> int:
+    """Puts made in `tube` so far (0 while it does not exist)."""
+    try:
+        return int(conn.call("queue.statistics", tube).data[0]["calls"]["put"])
+    except (tarantool.DatabaseError, IndexError, KeyError, TypeError):
+        return 0
 
 
 def interruptible() -> None:
@@ -198,7 +193,7 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_ends_a_waiting_take_quietly(env: dict[str, str]) -> None:
+def test_ctrl_c_ends_a_waiting_take_quietly(env: dict[str, str], server: ServerProc) -> None:
     tube = unique("wait")
     ok("create-tube", tube, "fifo", env=env)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
@@ -207,14 +202,15 @@ def test_ctrl_c_ends_a_waiting_take_quietly(env: dict[str, str]) -> None:
         cwd=REPO, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True, preexec_fn=interruptible,
     )  # fmt: skip
-    wait_for_a_socket(proc.pid)  # Python started (slowly, on a busy machine) and connected
-    time.sleep(0.5)
+    wait_for_waiting_takes(server.port, tube)  # started (slowly, on a busy machine): waiting
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
     out, err = proc.communicate(timeout=30)
     assert (proc.returncode, out, err) == (130, "", "\n")
 
 
-def test_ctrl_c_in_bench_drops_its_tube_without_tracebacks(env: dict[str, str]) -> None:
+def test_ctrl_c_in_bench_drops_its_tube_without_tracebacks(
+    env: dict[str, str], consumer: tarantool.Connection
+) -> None:
     tube = unique("bench")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
     proc = subprocess.Popen(
@@ -223,10 +219,7 @@ def test_ctrl_c_in_bench_drops_its_tube_without_tracebacks(env: dict[str, str]) 
         cwd=REPO, env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True, preexec_fn=interruptible,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while tube not in ok("tubes", env=env).split() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1)  # into the put phase
+    wait_for(lambda: puts(consumer, tube) > 0, "the bench into its put phase", timeout=60)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err

@@ -22,7 +22,8 @@ from queuebox.clients.errors import (
 )
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import FaultProxy
+from tests.waiting import wait_for_async, wait_for_waiting_takes_async
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -52,6 +53,11 @@ async def tube(conn: aio.Connection) -> AsyncIterator[Tube]:
     await dispose(made)
 
 
+async def takes_waiting(target: Target, tube: Tube, count: int = 1) -> None:
+    """Until `count` takes wait on `tube` in the target server."""
+    await wait_for_waiting_takes_async(target.port, tube.name, count, target.user, target.password)
+
+
 async def dispose(tube: Tube) -> None:
     """Drop a test's tube; takes a consumer left waiting on the server expire first."""
     for _ in range(100):
@@ -62,15 +68,6 @@ async def dispose(tube: Tube) -> None:
         except TubeBusy:
             await asyncio.sleep(0.05)
     raise AssertionError(f"{tube.name} stayed busy")
-
-
-async def eventually(check: object, seconds: float = 5.0) -> None:
-    """Poll an async predicate every 20 ms, at most `seconds`."""
-    for _ in range(int(seconds / 0.02)):
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"not true within {seconds} s")
 
 
 # --- tubes --------------------------------------------------------------------------------
@@ -130,9 +127,11 @@ async def test_take_timeout_waits_then_gives_none(tube: Tube) -> None:
     assert loop.time() - started >= 0.19
 
 
-async def test_a_waiting_take_is_served_by_a_later_put(tube: Tube, other: aio.Connection) -> None:
+async def test_a_waiting_take_is_served_by_a_later_put(
+    target: Target, tube: Tube, other: aio.Connection
+) -> None:
     waiting = asyncio.ensure_future(tube.take(5))
-    await asyncio.sleep(0.05)
+    await takes_waiting(target, tube)
     await other.tube(tube.name).put("late")
     task = await asyncio.wait_for(waiting, 5)
     assert task is not None and task.data == "late"
@@ -300,10 +299,10 @@ async def test_take_context_leaves_a_task_settled_inside_alone(tube: Tube) -> No
 
 
 async def test_a_cancelled_take_does_not_keep_a_late_task(
-    tube: Tube, other: aio.Connection
+    target: Target, tube: Tube, other: aio.Connection
 ) -> None:
     waiting = asyncio.ensure_future(tube.take(5))
-    await asyncio.sleep(0.05)
+    await takes_waiting(target, tube)
     waiting.cancel()
     await other.tube(tube.name).put("for someone else")
     # The take already waiting on the server may get the task; the client gives it back.
@@ -347,8 +346,8 @@ async def test_consumer_stop_lets_running_handlers_finish(target: Target, tube: 
             await asyncio.wait_for(started.acquire(), 5)
         assert consumer.in_flight == 3
         consumer.stop()  # the two workers waiting in take(60) stop now, not in 60 s
-        await asyncio.sleep(0.1)
-        assert not runner.done()
+        await wait_for_async(lambda: not consumer._waiting, "the waiting takes cancelled")
+        assert not runner.done()  # the running handlers hold it
         release.set()
         await asyncio.wait_for(runner, 5)
     stats = await tube.statistics()
@@ -374,7 +373,7 @@ async def test_consumer_releases_or_buries_failed_tasks(
 
 
 async def test_consumer_keeps_working_across_a_cut(
-    target: Target, proxy_to: TcpProxy, tube: Tube
+    target: Target, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     seen: list[int] = []
 
@@ -389,14 +388,19 @@ async def test_consumer_keeps_working_across_a_cut(
         )
         runner = asyncio.ensure_future(consumer.run())
         await tube.put_many(range(5))
-        await eventually(lambda: _handled(seen, 5))
-        proxy_to.cut()
-        await eventually(lambda: _reconnected(worker))
+        # Acked, not only handled: an ack cut in flight would hand its task out again.
+        await wait_for_async(lambda: _acked(tube, 5), "5 tasks acked")
+        proxy_to.cut_all()
+        await wait_for_async(lambda: _reconnected(worker))
         await tube.put_many(range(5, 10))
-        await eventually(lambda: _handled(seen, 10))
+        await wait_for_async(lambda: _handled(seen, 10))
         consumer.stop()
         await asyncio.wait_for(runner, 5)
     assert sorted(seen) == list(range(10))
+
+
+async def _acked(tube: Tube, count: int) -> bool:
+    return int((await tube.statistics())["calls"]["ack"]) >= count
 
 
 async def _handled(seen: list[int], count: int) -> bool:
@@ -425,7 +429,7 @@ async def test_identify_shares_a_session(tube: Tube, other: aio.Connection) -> N
 
 
 async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
-    target: Target, conn: aio.Connection, proxy_to: TcpProxy, tube: Tube
+    target: Target, conn: aio.Connection, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     await conn.cfg(ttr=30)
     try:
@@ -435,8 +439,8 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
             put = await tube.put("mine")
             taken = await worker.tube(tube.name).take(1)
             assert taken is not None and taken.id == put.id
-            proxy_to.cut()
-            await eventually(lambda: _reconnected(worker))
+            proxy_to.cut_all()
+            await wait_for_async(lambda: _reconnected(worker))
             assert (await tube.peek(put.id)).status is Status.TAKEN
             assert (await worker.tube(tube.name).ack(put.id)).status is Status.DONE
     finally:
@@ -444,16 +448,16 @@ async def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
 
 
 async def test_without_cfg_ttr_a_cut_gives_the_task_back(
-    target: Target, proxy_to: TcpProxy, tube: Tube
+    target: Target, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     async with aio.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01
     ) as worker:
         put = await tube.put("mine")
         assert await worker.tube(tube.name).take(1) is not None
-        proxy_to.cut()
-        await eventually(lambda: _reconnected(worker))
-        await eventually(lambda: _status_is(tube, put.id, Status.READY))
+        proxy_to.cut_all()
+        await wait_for_async(lambda: _reconnected(worker))
+        await wait_for_async(lambda: _status_is(tube, put.id, Status.READY))
         with pytest.raises(TaskNotTaken):
             await worker.tube(tube.name).ack(put.id)
 

@@ -4,7 +4,7 @@ QUEUEBOX_TEST_TARANTOOL names one): the same API as the asyncio client, without 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,7 +20,8 @@ from queuebox.clients.errors import (
 )
 from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import FaultProxy
+from tests.waiting import wait_for
 
 target = client_targets.target
 proxy_to = client_targets.proxy_to
@@ -44,14 +45,6 @@ def tube(conn: blocking.Connection) -> Iterator[Tube]:
     yield made
     made.release_all()
     made.drop()
-
-
-def eventually(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"not true within {seconds} s")
 
 
 def test_tubes_and_module_calls(conn: blocking.Connection) -> None:
@@ -164,7 +157,7 @@ def test_identify_shares_the_session(tube: Tube, other: blocking.Connection) -> 
 
 
 def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
-    target: Target, conn: blocking.Connection, proxy_to: TcpProxy, tube: Tube
+    target: Target, conn: blocking.Connection, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     conn.cfg(ttr=30)
     try:
@@ -173,7 +166,7 @@ def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
         ) as worker:
             put = tube.put("mine")
             assert worker.tube(tube.name).take(1) is not None
-            proxy_to.cut()
+            proxy_to.cut_all()
             time.sleep(0.05)
             assert tube.peek(put).status is Status.TAKEN
             assert worker.tube(tube.name).ack(put).status is Status.DONE
@@ -183,15 +176,15 @@ def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
 
 
 def test_without_cfg_ttr_a_cut_gives_the_task_back(
-    target: Target, proxy_to: TcpProxy, tube: Tube
+    target: Target, proxy_to: FaultProxy, tube: Tube
 ) -> None:
     with blocking.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, backoff_initial=0.01
     ) as worker:
         put = tube.put("mine")
         assert worker.tube(tube.name).take(1) is not None
-        proxy_to.cut()
-        eventually(lambda: tube.peek(put).status is Status.READY)
+        proxy_to.cut_all()
+        wait_for(lambda: tube.peek(put).status is Status.READY, "the task ready again")
         with pytest.raises(TaskNotTaken):
             worker.tube(tube.name).ack(put)
         assert worker.reconnects == 1

@@ -27,8 +27,9 @@ from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_equal
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
-from tests.e2e.tcp_proxy import TcpProxy
 from tests.e2e.test_failover import start_pair, wait_running
+from tests.proxy import FaultProxy, forward
+from tests.waiting import wait_for_async
 
 LOGIN = {"user": "tester", "password": "secret"}
 FAST = {"backoff_initial": 0.02, "backoff_max": 0.2, "failover_timeout": 15.0}
@@ -107,7 +108,7 @@ async def test_async_put_refused_as_read_only_goes_to_the_writable_one(
     # client stays connected (the proxy moves its connection to the replica).
     caplog.set_level(logging.WARNING, logger="queuebox.client")
     tube_name = unique("refused")
-    with TcpProxy(pair.primary.port) as proxy:
+    with forward(pair.primary.port) as proxy:
         addresses = [f"127.0.0.1:{proxy.port}", pair.at(pair.primary)]
         async with aio.connect(addresses=addresses, **FAST) as conn:
             assert conn.port == proxy.port
@@ -125,7 +126,7 @@ def test_blocking_put_refused_as_read_only_goes_to_the_writable_one(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="queuebox.client")
     tube_name = unique("refused")
-    with TcpProxy(pair.primary.port) as proxy:
+    with forward(pair.primary.port) as proxy:
         addresses = [f"127.0.0.1:{proxy.port}", pair.at(pair.primary)]
         with blocking.connect(addresses=addresses, **FAST) as conn:
             tube = conn.create_tube(tube_name, "fifo")
@@ -152,21 +153,21 @@ def test_a_single_address_keeps_the_read_only_error(pair: Pair) -> None:
 
 
 @pytest.fixture
-def behind_proxy(pair: Pair) -> Iterator[tuple[Pair, TcpProxy, list[str]]]:
-    with TcpProxy(pair.primary.port) as proxy:
+def behind_proxy(pair: Pair) -> Iterator[tuple[Pair, FaultProxy, list[str]]]:
+    with forward(pair.primary.port) as proxy:
         yield pair, proxy, [pair.at(pair.replica), f"127.0.0.1:{proxy.port}"]
 
 
 async def test_async_read_in_flight_is_retried_a_write_is_not(
-    behind_proxy: tuple[Pair, TcpProxy, list[str]],
+    behind_proxy: tuple[Pair, FaultProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
         loop = asyncio.get_running_loop()
-        loop.call_later(0.3, proxy.cut)
+        loop.call_later(0.3, proxy.cut_all)
         assert await conn.run(sleeper(1.0, repeatable=True)) == "slept"
         assert conn.reconnects == 1
-        loop.call_later(0.3, proxy.cut)
+        loop.call_later(0.3, proxy.cut_all)
         with pytest.raises(ConnectionLost):
             await conn.run(sleeper(1.0, repeatable=False))
         assert await conn.state() == "RUNNING"  # and the connection carries on
@@ -174,15 +175,15 @@ async def test_async_read_in_flight_is_retried_a_write_is_not(
 
 
 def test_blocking_read_in_flight_is_retried_a_write_is_not(
-    behind_proxy: tuple[Pair, TcpProxy, list[str]],
+    behind_proxy: tuple[Pair, FaultProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:
-        cut = threading.Timer(0.3, proxy.cut)
+        cut = threading.Timer(0.3, proxy.cut_all)
         cut.start()
         assert conn.run(sleeper(1.0, repeatable=True)) == "slept"
         assert conn.reconnects == 1
-        cut = threading.Timer(0.3, proxy.cut)
+        cut = threading.Timer(0.3, proxy.cut_all)
         cut.start()
         with pytest.raises(ConnectionLost):
             conn.run(sleeper(1.0, repeatable=False))
@@ -192,7 +193,7 @@ def test_blocking_read_in_flight_is_retried_a_write_is_not(
 
 
 async def test_async_session_is_rejoined_on_the_instance_found_again(
-    behind_proxy: tuple[Pair, TcpProxy, list[str]],
+    behind_proxy: tuple[Pair, FaultProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
@@ -202,7 +203,7 @@ async def test_async_session_is_rejoined_on_the_instance_found_again(
         await tube.put("held")
         taken = await tube.take(0)
         assert taken is not None
-        proxy.cut()
+        proxy.cut_all()
         # A read goes first: if it leaves before the client sees the cut, it is retried.
         assert (await tube.peek(taken)).status is Status.TAKEN
         # Only the session that took a task may ack it: the new connection is that session.
@@ -211,7 +212,7 @@ async def test_async_session_is_rejoined_on_the_instance_found_again(
 
 
 def test_blocking_session_is_rejoined_on_the_instance_found_again(
-    behind_proxy: tuple[Pair, TcpProxy, list[str]],
+    behind_proxy: tuple[Pair, FaultProxy, list[str]],
 ) -> None:
     _, proxy, addresses = behind_proxy
     with blocking.connect(addresses=addresses, **LOGIN, **FAST) as conn:
@@ -221,7 +222,7 @@ def test_blocking_session_is_rejoined_on_the_instance_found_again(
         tube.put("held")
         taken = tube.take(0)
         assert taken is not None
-        proxy.cut()
+        proxy.cut_all()
         assert tube.peek(taken).status is Status.TAKEN
         assert tube.ack(taken).status is Status.DONE
         assert conn.reconnects == 1 and conn.session == session
@@ -230,19 +231,22 @@ def test_blocking_session_is_rejoined_on_the_instance_found_again(
 # --- the primary goes, the replica is promoted ------------------------------------------
 
 
-async def test_async_client_follows_a_promoted_replica(pair: Pair) -> None:
+async def test_async_client_follows_a_promoted_replica(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="queuebox.client")
     addresses = [pair.at(pair.primary), pair.at(pair.replica)]
     async with aio.connect(addresses=addresses, **LOGIN, **FAST) as conn:
         tube = await conn.create_tube(unique("promote"), "fifo")
         before = await tube.put("before")
         replicated(pair, tube.name)
         pair.primary.stop()
-        for _ in range(500):  # a put sent before the loss is seen would be a lost write
-            if not conn.connected:
-                break
-            await asyncio.sleep(0.01)
+        # A put sent before the loss is seen would be a lost write.
+        await wait_for_async(lambda: not conn.connected, "the loss seen")
+        tries = caplog.text.count("failed: ")
         putting = asyncio.ensure_future(tube.put("after"))
-        await asyncio.sleep(0.3)
+        # Two more rounds of dials found no writable instance while the put waits.
+        await wait_for_async(lambda: caplog.text.count("failed: ") >= tries + 2, "two tries")
         assert not putting.done()  # no writable instance yet: the put waits
         with connect(pair.replica) as r:
             assert r.call("queuebox.promote").data[0]["promoted"] is True

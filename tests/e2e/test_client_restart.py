@@ -13,12 +13,13 @@ from queuebox.clients import Status, aio, blocking
 from queuebox.clients.errors import NetworkError, TaskNotTaken
 from tests.e2e.client_targets import free_port, unique
 from tests.e2e.serverproc import StartServer
+from tests.waiting import wait_for_async
 
 
 async def test_async_client_survives_a_restart(
     start_server: StartServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="queuebox.client")
+    caplog.set_level(logging.DEBUG, logger="queuebox.client")
     port = free_port()
     server = start_server("--listen", f"127.0.0.1:{port}")
     async with aio.connect(
@@ -29,12 +30,11 @@ async def test_async_client_survives_a_restart(
         taken = await tube.take(0)
         assert taken is not None and conn.session is not None
         server.stop()
-        for _ in range(500):
-            if not conn.connected:
-                break
-            await asyncio.sleep(0.01)
+        await wait_for_async(lambda: not conn.connected, "the stop seen")
+        tries = caplog.text.count("failed: ")
         waiting = asyncio.ensure_future(tube.peek(put.id))
-        await asyncio.sleep(0.2)
+        # Two more failed dials while the call waits: it waits, it is not failed.
+        await wait_for_async(lambda: caplog.text.count("failed: ") >= tries + 2, "two tries")
         assert not waiting.done()
         server.start()
         assert (await asyncio.wait_for(waiting, 15)).status is Status.READY

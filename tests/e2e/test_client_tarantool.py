@@ -5,6 +5,7 @@ few Lua stand-ins for the queue functions the connection itself uses."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from queuebox.clients.errors import (
     ServerError,
 )
 from tests.e2e.client_targets import TarantoolProc, free_port
-from tests.e2e.tcp_proxy import TcpProxy
+from tests.proxy import forward
+from tests.waiting import wait_for, wait_for_async
 
 SESSION = bytes([0xF0, 0x9F, 0x00, 0xFF]) + bytes(range(0x80, 0x8C))  # not UTF-8
 
@@ -35,6 +37,22 @@ end)
 local fiber = require('fiber')
 function echo(...) return ... end
 function slow_echo(delay, ...) fiber.sleep(delay) return ... end
+-- hold(tag, ...) answers only once let_go(tag) is called; is_held(tag) says it waits.
+holding = {}
+function hold(tag, ...)
+    local cond = fiber.cond()
+    holding[tag] = cond
+    cond:wait()
+    holding[tag] = nil
+    return ...
+end
+function is_held(tag) return holding[tag] ~= nil end
+function let_go(tag)
+    local cond = holding[tag]
+    if cond ~= nil then cond:signal() end
+    return cond ~= nil
+end
+slow_takes = 0
 function boom(msg) error(msg) end
 function push_then(value) box.session.push('pushed') return value end
 identified = {}
@@ -46,8 +64,13 @@ function queue.identify(uuid)
 end
 released = {}
 function released_list() return released end
+function slow_takes_started() return slow_takes end
 queue.tube.slow = {
-    take = function(self, timeout) fiber.sleep(0.3) return {7, 't', 'late task'} end,
+    take = function(self, timeout)
+        slow_takes = slow_takes + 1
+        fiber.sleep(0.3)  -- a reply later than the client's call timeout
+        return {7, 't', 'late task'}
+    end,
     release = function(self, id) table.insert(released, id) return {id, 'r', 'late task'} end,
 }
 function queue.create_tube(name, kind, opts)
@@ -159,10 +182,11 @@ async def test_async_pipelines_1000_calls_on_one_socket(tarantool: TarantoolProc
 
 async def test_async_replies_come_back_out_of_order(tarantool: TarantoolProc) -> None:
     async with aconnect(tarantool.port) as conn:
-        slow = asyncio.ensure_future(conn.call("slow_echo", 0.3, "slow"))
-        await asyncio.sleep(0.05)
+        slow = asyncio.ensure_future(conn.call("hold", "out-of-order", "slow"))
+        await wait_for_async(lambda: held(conn, "out-of-order"), "the slow call running")
         assert await conn.call("echo", "fast") == ["fast"]
         assert not slow.done()
+        assert await conn.call("let_go", "out-of-order") == [True]
         assert await slow == ["slow"]
 
 
@@ -177,8 +201,9 @@ async def test_async_call_timeout_keeps_the_connection(tarantool: TarantoolProc)
 def test_blocking_call_timeout_skips_the_late_reply(tarantool: TarantoolProc) -> None:
     with bconnect(tarantool.port, call_timeout=0.2) as conn:
         with pytest.raises(CallTimeout):
-            conn.call("slow_echo", 0.4, "late")
-        time.sleep(0.3)
+            conn.call("hold", "skipped", "late")
+        # The late reply comes before or after let_go's own: skipped either way.
+        assert conn.call("let_go", "skipped") == [True]
         assert conn.call("echo", "next") == ["next"]
 
 
@@ -207,21 +232,19 @@ async def test_create_tube_accepts_tarantools_unserializable_answer(
 
 
 async def reconnected(conn: aio.Connection, count: int = 1) -> None:
-    """Wait (bounded) until the client has noticed a cut and reconnected."""
-    for _ in range(500):
-        if conn.reconnects >= count and conn.connected:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the client did not reconnect within 5 s")
+    """Until the client has noticed a cut and reconnected."""
+    await wait_for_async(lambda: conn.reconnects >= count and conn.connected, "a reconnect")
 
 
 async def disconnected(conn: aio.Connection) -> None:
-    """Wait (bounded) until the client has seen its connection close."""
-    for _ in range(500):
-        if not conn.connected:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the client did not notice the close within 5 s")
+    """Until the client has seen its connection close."""
+    await wait_for_async(lambda: not conn.connected, "the close seen")
+
+
+async def held(conn: aio.Connection, tag: str) -> bool:
+    """The Lua `hold(tag)` call is running on the server (on another connection
+    when this one is to stay free for the call's own reply)."""
+    return (await conn.call("is_held", tag)) == [True]
 
 
 async def identified(conn: aio.Connection) -> list[bytes]:
@@ -234,11 +257,11 @@ async def identified(conn: aio.Connection) -> list[bytes]:
 async def test_async_reconnects_after_a_cut_and_rejoins_the_session(
     tarantool: TarantoolProc,
 ) -> None:
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
             await conn.ensure_session()
             before = len(await identified(conn))
-            proxy.cut()
+            proxy.cut_all()
             await reconnected(conn)
             assert await conn.call("echo", "again") == ["again"]
             assert conn.reconnects == 1 and proxy.accepted == 2
@@ -251,22 +274,22 @@ async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
 ) -> None:
     from queuebox.clients.errors import ConnectionLost
 
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, backoff_initial=0.01) as conn:
-            pending = asyncio.ensure_future(conn.call("slow_echo", 0.5, "x"))
-            await asyncio.sleep(0.1)
-            proxy.cut()
+            pending = asyncio.ensure_future(conn.call("hold", "in-flight", "x"))
+            await wait_for_async(lambda: held(conn, "in-flight"), "the call running")
+            proxy.cut_all()
             with pytest.raises(ConnectionLost):
                 await pending
             assert await conn.call("echo", 1) == [1]
 
 
 async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) -> None:
-    with TcpProxy(tarantool.port) as proxy:
+    with forward(tarantool.port) as proxy:
         async with aconnect(proxy.port, reconnect=False) as conn:
             await conn.ping()
-            proxy.cut()
-            await asyncio.sleep(0.1)
+            proxy.cut_all()
+            await disconnected(conn)
             with pytest.raises(NetworkError):
                 await conn.ping()
 
@@ -276,10 +299,10 @@ def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
 ) -> None:
     from queuebox.protocol import as_bytes
 
-    with TcpProxy(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
+    with forward(tarantool.port) as proxy, bconnect(proxy.port, backoff_initial=0.01) as conn:
         conn.ensure_session()
         before = len(conn.call("identified_list")[0])
-        proxy.cut()
+        proxy.cut_all()
         time.sleep(0.05)
         assert conn.call("echo", "again") == ["again"]
         rows = conn.call("identified_list")[0]
@@ -287,7 +310,10 @@ def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
         assert conn.reconnects == 1
 
 
-async def test_async_reconnects_after_a_restart(tmp_path: Path) -> None:
+async def test_async_reconnects_after_a_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="queuebox.client")
     proc = TarantoolProc(tmp_path / "restart", LUA).start()
     try:
         async with aconnect(proc.port, backoff_initial=0.02, backoff_max=0.2) as conn:
@@ -295,7 +321,9 @@ async def test_async_reconnects_after_a_restart(tmp_path: Path) -> None:
             proc.stop()
             await disconnected(conn)
             waiting = asyncio.ensure_future(conn.call("echo", "after restart"))
-            await asyncio.sleep(0.3)
+            tries = caplog.text.count("failed: ")
+            # Two more failed dials while the call waits: it waits, it is not failed.
+            await wait_for_async(lambda: caplog.text.count("failed: ") >= tries + 2, "two tries")
             assert not waiting.done() and not conn.connected
             proc.start()
             assert await asyncio.wait_for(waiting, 10) == ["after restart"]
@@ -339,12 +367,11 @@ def test_async_client_runs_on_uvloop(tarantool: TarantoolProc) -> None:
 
 
 async def released(conn: aio.Connection, count: int) -> list[int]:
-    for _ in range(250):
-        (rows,) = await conn.call("released_list")
-        if len(rows) >= count:
-            return list(rows)
-        await asyncio.sleep(0.02)
-    raise AssertionError("no release within 5 s")
+    async def rows() -> list[int] | None:
+        (got,) = await conn.call("released_list")
+        return list(got) if len(got) >= count else None
+
+    return await wait_for_async(rows, f"{count} releases")  # type: ignore[no-any-return]
 
 
 async def test_a_take_that_timed_out_releases_its_late_task(tarantool: TarantoolProc) -> None:
@@ -358,8 +385,14 @@ async def test_a_take_that_timed_out_releases_its_late_task(tarantool: Tarantool
 async def test_a_cancelled_take_releases_its_late_task(tarantool: TarantoolProc) -> None:
     async with aconnect(tarantool.port) as conn:
         (before,) = await conn.call("released_list")
+        (before_takes,) = await conn.call("slow_takes_started")
+
+        async def take_started() -> bool:
+            (started,) = await conn.call("slow_takes_started")
+            return bool(started > before_takes)
+
         taking = asyncio.ensure_future(conn.tube("slow").take(5))
-        await asyncio.sleep(0.1)
+        await wait_for_async(take_started, "the take started on the server")
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
@@ -371,6 +404,5 @@ def test_blocking_take_that_timed_out_releases_its_late_task(tarantool: Tarantoo
         (before,) = conn.call("released_list")
         with pytest.raises(CallTimeout):
             conn.tube("slow").take(0)
-        time.sleep(0.4)
-        conn.ping()  # reads the late reply, then releases its task
-        assert conn.call("released_list") == [[*before, 7]]
+        # The next calls read the late reply when it comes, then release its task.
+        wait_for(lambda: conn.call("released_list") == [[*before, 7]], "the late task released")

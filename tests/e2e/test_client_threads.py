@@ -5,7 +5,6 @@ task another took (one queue session for every socket)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from queuebox.clients import Status, blocking
 from queuebox.clients.errors import TaskNotTaken
 from tests.e2e.serverproc import ServerProc, unique
+from tests.waiting import wait_for_waiting_takes
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_a_waiting_take_holds_up_no_other_thread(conn: blocking.Connection) -> N
     got: list[Any] = []
     waiter = threading.Thread(target=lambda: got.append(tube.take(15)))
     waiter.start()
-    time.sleep(0.3)  # (if the put came first, the take still finds it)
+    wait_for_waiting_takes(conn.port, tube.name)
     # A connection that ran one call at a time would hold this put until the take gave up.
     put = tube.put("for the waiter")
     waiter.join(20)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,16 @@ from queuebox.clients import aio, blocking
 from queuebox.clients.errors import NetworkError
 from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import ServerProc
+from tests.waiting import wait_for, wait_for_async
 
 
 def server_on(port: int, workdir: Path) -> ServerProc:
     return ServerProc(workdir, ["--listen", f"127.0.0.1:{port}"])
 
 
-def test_the_blocking_client_waits_for_a_server_that_comes_up(tmp_path: Path) -> None:
+def test_the_blocking_client_waits_for_a_server_that_comes_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     port = free_port()
     result: list[Any] = []
 
@@ -35,7 +37,7 @@ def test_the_blocking_client_waits_for_a_server_that_comes_up(tmp_path: Path) ->
 
     thread = threading.Thread(target=client)
     thread.start()
-    time.sleep(0.5)  # the client is retrying by now
+    wait_for(lambda: "trying again for 30 s" in caplog.text, "the client retrying")
     server = server_on(port, tmp_path)
     try:
         server.start()
@@ -45,10 +47,12 @@ def test_the_blocking_client_waits_for_a_server_that_comes_up(tmp_path: Path) ->
     assert result == [["up"]]
 
 
-async def test_the_asyncio_client_waits_for_a_server_that_comes_up(tmp_path: Path) -> None:
+async def test_the_asyncio_client_waits_for_a_server_that_comes_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     port = free_port()
     connecting = asyncio.ensure_future(aio.connect("127.0.0.1", port, wait_for_server=30))
-    await asyncio.sleep(0.5)
+    await wait_for_async(lambda: "trying again for 30 s" in caplog.text, "the client retrying")
     assert not connecting.done()
     server = server_on(port, tmp_path)
     try:

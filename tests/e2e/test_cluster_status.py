@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 from tests.e2e.cluster import (
@@ -18,11 +17,11 @@ from tests.e2e.cluster import (
     name,
     signal_node,
     state,
-    wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
 from tests.e2e.test_metrics import samples, scrape, value
+from tests.waiting import wait_for
 
 SYNC = ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "4")
 
@@ -49,6 +48,14 @@ def metrics(cluster: EtcdCluster, node: ServerProc) -> dict[Any, float]:
 
 def in_sync(cluster: EtcdCluster, primary: ServerProc, replica: ServerProc) -> float:
     return value(metrics(cluster, primary), "queuebox_replica_in_sync", replica=name(replica))
+
+
+def lagging(cluster: EtcdCluster, primary: ServerProc, c: ServerProc, seconds: float) -> Any:
+    """The primary's metrics once it sees `c` lag `seconds` or more; else None."""
+    found = metrics(cluster, primary)
+    return (
+        found if value(found, "queuebox_replica_lag_seconds", replica=name(c)) >= seconds else None
+    )
 
 
 def test_status_command_and_metrics_show_roles_lag_and_the_in_sync_set(
@@ -102,10 +109,9 @@ def test_status_command_and_metrics_show_roles_lag_and_the_in_sync_set(
             for i in range(20):
                 p.call(f"queue.tube.{tube}:put", [f"while c sleeps {i}"])
         wait_for(lambda: in_sync(cluster, primary, c) == 0, what="c out of the in-sync set")
-        time.sleep(1.0)
-        found = metrics(cluster, primary)
+        # The lag in seconds grows on the primary's clock while c sleeps.
+        found = wait_for(lambda: lagging(cluster, primary, c, 0.5), what="half a second of lag")
         assert value(found, "queuebox_replica_lag_lsn", replica=name(c)) >= 20
-        assert value(found, "queuebox_replica_lag_seconds", replica=name(c)) >= 0.5
         lines = status_command([primary, b, c]).stdout.splitlines()
         assert "no" in lines[3].split() and "1 of 2" in lines[1]
     finally:

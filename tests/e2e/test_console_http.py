@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import start_primary, start_replica, wait_for
+from tests.e2e.cluster import start_primary, start_replica
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
 from tests.e2e.webclient import Web, http_port
+from tests.waiting import wait_for
 
 
 @pytest.fixture(scope="module")

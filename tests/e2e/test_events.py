@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import asynctnt
@@ -25,6 +23,7 @@ from queuebox.clients import EventsLost, aio
 from tests.e2e.client_targets import free_port, unique
 from tests.e2e.cluster import start_replica
 from tests.e2e.serverproc import CALL, RawClient, ServerProc, StartServer, frame, login_tester
+from tests.waiting import wait_for, wait_for_async
 
 
 def script(conn: Any, tube: str) -> list[tuple[str, int, str]]:
@@ -59,13 +58,6 @@ def script(conn: Any, tube: str) -> list[tuple[str, int, str]]:
 
 def changes(pushes: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
     return [(p["event"], p["task"][0], p["task"][1]) for p in pushes if "task" in p]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 class Subscriber(threading.Thread):
@@ -219,22 +211,22 @@ async def test_the_bundled_client_iterates_across_restarts_and_a_kill(
                 got.append((event.event, event.task.id, event.task.data))
 
         reader = asyncio.ensure_future(read())
-        await eventually(lambda: events.position is not None)
+        await wait_for_async(lambda: events.position is not None)
         await tube.put("a")
-        await eventually(lambda: len(got) == 1)
+        await wait_for_async(lambda: len(got) == 1)
         server.stop()  # a clean stop: the stream ends with its position
-        await eventually(lambda: not conn.connected)
+        await wait_for_async(lambda: not conn.connected)
         server.start()
         await tube.put("b")
-        await eventually(lambda: len(got) == 2)
+        await wait_for_async(lambda: len(got) == 2)
         server.proc.kill()  # type: ignore[union-attr]
         server.proc.wait(10)  # type: ignore[union-attr]
-        await eventually(lambda: not conn.connected)
+        await wait_for_async(lambda: not conn.connected)
         server.start()
         task = await tube.take(0)
         assert task is not None
         await tube.ack(task)
-        await eventually(lambda: len(got) == 4)
+        await wait_for_async(lambda: len(got) == 4)
         assert got == [("put", 0, "a"), ("put", 1, "b"), ("take", 0, "a"), ("ack", 0, "a")]
         await events.aclose()
         await asyncio.wait_for(reader, 5)
@@ -243,13 +235,6 @@ async def test_the_bundled_client_iterates_across_restarts_and_a_kill(
         replayed = [await again.__anext__() for _ in range(4)]
         assert [(e.event, e.task.id) for e in replayed] == [(g[0], g[1]) for g in got]
         await again.aclose()
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 async def test_a_temporary_tube_streams_live_and_says_it_cannot_resume(
@@ -261,7 +246,7 @@ async def test_a_temporary_tube_streams_live_and_says_it_cannot_resume(
         tube = await conn.create_tube(unique("tmp"), "fifo", temporary=True)
         events = tube.events()
         first = asyncio.ensure_future(events.__anext__())
-        await eventually(lambda: events._sync is not None)
+        await wait_for_async(lambda: events._sync is not None)
         await tube.put("x")
         event = await asyncio.wait_for(first, 10)
         assert (event.event, event.task.data, event.lsn) == ("put", "x", None)

@@ -30,12 +30,12 @@ from tests.e2e.cluster import (
     state,
     tasks,
     wait_equal,
-    wait_for,
     wait_state,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import ServerProc, StartServer, clean_env, unique
 from tests.e2e.test_metrics import samples, scrape, value
+from tests.waiting import wait_for, wait_for_stall, wait_for_waiting_takes
 
 ER_READONLY = 7
 
@@ -60,8 +60,9 @@ def test_a_fenced_primary_steps_down_answers_waiting_takes_and_follows(
         for i in range(5):
             c.call(f"queue.tube.{tube}:put", [i])
     taker, answer = in_thread(waiting_take, first, empty)
-    wait_for(lambda: "following the primary" in second.log(), what="the replica")
-    time.sleep(0.5)  # the take is waiting in the primary, the replica has every put
+    wait_for_waiting_takes(first.port, empty)  # the take is waiting in the primary
+    with connect(first) as c, connect(second) as r:
+        wait_equal(c, r, tube)  # the replica has every put
     frozen(first, LEASE_TTL + 2)  # the lease lapses; the replica takes over
     wait_state(second, "RUNNING")
     taker.join(30)
@@ -96,7 +97,8 @@ def test_ending_is_visible_while_the_last_wal_write_finishes(
         c.call("queue.create_tube", [tube, "fifo"])
         c.call("queuebox.test.stall_io", ["fsync", LEASE_TTL + 6])
     putter, _ = in_thread(lambda: connect_and_put(first, tube))
-    time.sleep(0.3)  # the put's WAL write hangs in its fsync
+    with connect(first) as c:
+        wait_for_stall(c)  # the put's WAL write hangs in its fsync
     frozen(first, LEASE_TTL + 1)  # resumed past its lease: it steps down at once
     seen = [state(first)]
     while seen[-1] == "ENDING" and len(seen) < 1000:
@@ -280,7 +282,7 @@ def test_a_promotion_that_cannot_finish_gives_the_key_up_then_succeeds(
         wait_equal(c, r, tube)
         r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
         put_many(c, tube, 1, "its write hangs on the replica")
-    time.sleep(0.3)
+        wait_for_stall(r)
     assert first.proc is not None
     first.proc.kill()
     wait_for(

@@ -17,6 +17,7 @@ import pytest
 from queuebox.server.replication.leader import LeaderError, Leadership
 from tests.e2e.client_targets import free_port
 from tests.e2e.etcdproc import EtcdProc
+from tests.waiting import metric, wait_for_async
 
 KEY = "/queuebox/test/leader"
 TTL = 1.0
@@ -59,6 +60,11 @@ async def make(etcd: EtcdProc) -> AsyncIterator[Make]:
             await candidate.lead.close()
 
 
+def watchers(etcd: EtcdProc) -> float:
+    """Watches open on etcd (its own gauge): a wait_* call is watching once it grows."""
+    return metric(etcd.client_port, "etcd_debugging_mvcc_watcher_total") or 0.0
+
+
 async def test_acquires_a_vacant_key_and_others_see_its_value(make: Make) -> None:
     a, watcher = await make(b"10.0.0.1:3301"), await make(b"watcher")
     assert await watcher.lead.leader() is None
@@ -74,7 +80,8 @@ async def test_a_second_candidate_cannot_acquire_while_the_first_holds(make: Mak
     assert not await b.lead.try_acquire()
     assert not b.lead.holds()
     assert await b.lead.leader() == b"a"
-    # Kept alive past several TTLs: still a's, and a never lost it.
+    # Kept alive past several TTLs: still a's, and a never lost it. The lease's TTL
+    # passing on etcd's clock is the behaviour: nothing to wait for but the time.
     await asyncio.sleep(2.5 * TTL)
     assert a.lead.holds() and a.lost_calls == 0
     assert not await b.lead.try_acquire()
@@ -101,7 +108,8 @@ async def test_losing_etcd_ends_holding_and_calls_on_lost_once(make: Make, etcd:
     async with asyncio.timeout(TTL + 1):
         await a.lost.wait()
     assert not a.lead.holds()
-    # Past the old deadline: the deadline timer was stopped with the keepalive.
+    # Past the old deadline: the deadline timer was stopped with the keepalive (a
+    # timer that must not fire: only letting its time pass shows it).
     await asyncio.sleep(TTL + 0.5)
     assert a.lost_calls == 1
     assert not a.lead.holds()
@@ -167,25 +175,28 @@ async def test_wait_vacant_returns_when_the_key_goes(make: Make) -> None:
         await b.lead.wait_vacant()  # vacant already
     assert await a.lead.try_acquire()
     waiting = asyncio.create_task(b.lead.wait_vacant())
-    await asyncio.sleep(2 * TTL)  # a keeps it alive meanwhile
+    await asyncio.sleep(2 * TTL)  # a keeps it alive meanwhile: TTLs pass, the key stays
     assert not waiting.done()
     await a.lead.resign()
     async with asyncio.timeout(2):
         await waiting
 
 
-async def test_wait_changed_returns_the_new_value(make: Make) -> None:
+async def test_wait_changed_returns_the_new_value(make: Make, etcd: EtcdProc) -> None:
     a, b = await make(b"a"), await make(b"b")
+    before = watchers(etcd)
     to_a = asyncio.create_task(b.lead.wait_changed(None))
-    await asyncio.sleep(0.3)
+    await wait_for_async(lambda: watchers(etcd) > before, "b watching the key")
     assert not to_a.done()
     assert await a.lead.try_acquire()
     async with asyncio.timeout(2):
         assert await to_a == b"a"
     async with asyncio.timeout(2):
         assert await b.lead.wait_changed(b"old") == b"a"  # differs already
+    # a, holding, watches its key; the watch of b's call above is cancelled soon.
+    await wait_for_async(lambda: watchers(etcd) == 1, "only a's watch left")
     to_none = asyncio.create_task(b.lead.wait_changed(b"a"))
-    await asyncio.sleep(0.3)
+    await wait_for_async(lambda: watchers(etcd) == 2, "b watching the key")
     assert not to_none.done()
     await a.lead.resign()
     async with asyncio.timeout(2):

@@ -13,6 +13,7 @@ import pytest
 
 from tests.e2e.box15proc import META, PerlBox, PerlError, need_perl_client, start_legacy_server
 from tests.e2e.serverproc import ServerProc
+from tests.waiting import all_waiting_takes, wait_for_one_more_take
 
 US = 1_000_000
 SPACE = "7"
@@ -70,8 +71,9 @@ def test_put_take_ack(box: PerlBox) -> None:
 
 def test_take_without_timeout_waits_for_a_put(box: PerlBox, legacy: tuple[ServerProc, int]) -> None:
     t = tube()
+    before = all_waiting_takes(legacy[0].port)
     box.send("queue.take", SPACE, t)  # no timeout: waits as long as it takes
-    time.sleep(0.3)  # let the take reach the server and wait (no assertion on time)
+    wait_for_one_more_take(legacy[0].port, before)  # the take reached the server and waits
     with PerlBox(legacy[1]) as producer:
         tid = put(producer, t, "late")
     assert box.result() == [[tid, t.encode(), b"taken", b"late"]]

@@ -9,7 +9,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import tarantool
 from queuebox.protocol import box15
 from tests.e2e.box15proc import Box15Client, start_legacy_server
 from tests.e2e.serverproc import REPO, ServerProc, clean_env, login_tester
+from tests.waiting import all_waiting_takes, wait_for_one_more_take
 
 SPACE = "3"
 
@@ -126,11 +126,12 @@ def test_put_over_iproto_take_over_1_5_and_back(
 
 
 def test_a_1_5_take_is_woken_by_an_iproto_put(
-    client: Box15Client, modern: tarantool.Connection
+    client: Box15Client, modern: tarantool.Connection, legacy: tuple[ServerProc, int]
 ) -> None:
     t = tube()
+    before = all_waiting_takes(legacy[0].port)
     client.send(box15.encode_call(77, "queue.take", [SPACE.encode(), t.encode(), b"10"]))
-    time.sleep(0.2)  # the take waits (no assertion on time)
+    wait_for_one_more_take(legacy[0].port, before)  # the take waits
     put = modern.call("queue.put", int(SPACE), t, 0, 0, 0, 0, "wake").data[0]
     reply = client.recv()
     assert reply.sync == 77 and reply.tuples[0][:3] == [put[0].encode(), t.encode(), b"taken"]

@@ -24,9 +24,9 @@ from tests.e2e.legacy_clients import (
     Clients,
     LegacyClient,
     fresh_tube,
-    wait_for,
 )
 from tests.e2e.serverproc import REPO, ServerProc
+from tests.waiting import all_waiting_takes, wait_for, wait_for_one_more_take
 
 SPACE = 3
 US = 1_000_000
@@ -260,10 +260,11 @@ def test_disconnect_releases_taken_tasks_and_wakes_a_waiting_take(connect: Conne
     assert stayer.meta(tid)["ctaken"] == 2
 
 
-def test_a_closed_waiting_take_takes_nothing(connect: Connect) -> None:
+def test_a_closed_waiting_take_takes_nothing(connect: Connect, server: ServerProc) -> None:
     leaver, stayer, tube = connect(), connect(), fresh_tube()
+    before = all_waiting_takes(server.port)
     leaver.start_take(tube, LONG_TAKE_S)
-    time.sleep(0.2)  # let the take start waiting
+    wait_for_one_more_take(server.port, before)
     leaver.close()
     tid = stayer.put(tube, "x")[0]
     # Either the dead take never got it, or its disconnect gave it back: not lost.

@@ -5,10 +5,34 @@ from __future__ import annotations
 import signal
 import socket
 import time
+from collections.abc import Iterator
 
 import msgpack
+import pytest
 
-from tests.e2e.serverproc import CALL, PING, RawClient, ServerProc, StartServer, frame
+from tests.e2e.client_targets import free_port
+from tests.e2e.serverproc import CALL, PING, USERS_TOML, RawClient, ServerProc, StartServer, frame
+from tests.waiting import metric, wait_for
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
+    """The module's server, with /metrics (`server.metrics_port`): a test waits
+    there for the bytes the server holds."""
+    workdir = tmp_path_factory.mktemp("limits")
+    (workdir / "queuebox.toml").write_text(USERS_TOML)
+    port = free_port()
+    args = ["--config", str(workdir / "queuebox.toml"), "--metrics-listen", f"127.0.0.1:{port}"]
+    proc = ServerProc(workdir, args).start()
+    proc.metrics_port = port  # type: ignore[attr-defined]
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def held_bytes(proc: ServerProc) -> float:
+    return metric(proc.metrics_port, "queuebox_buffer_bytes") or 0.0  # type: ignore[attr-defined]
 
 
 def assert_serves(proc: ServerProc) -> None:
@@ -80,7 +104,8 @@ def test_truncated_frame_then_the_rest(server: ServerProc) -> None:
     data = frame(CALL, 3, {0x22: "queuebox.echo", 0x21: ["whole"]})
     with RawClient(server.port) as client:
         client.send(data[:7])
-        time.sleep(0.2)
+        # Its length prefix was read: the server holds room for the frame.
+        wait_for(lambda: held_bytes(server) > 0, "the frame's room reserved")
         assert_serves(server)
         client.send(data[7:])
         assert client.recv().data == ["whole"]
@@ -149,11 +174,18 @@ def test_max_connections(start_server: StartServer) -> None:
     assert "max_connections reached" in proc.log()
 
 
+def in_flight(client: RawClient) -> None:
+    """The call just sent is running: a PING sent after it is answered first (a
+    connection's requests are read in order, and a waiting call holds up none)."""
+    ping = client.request(PING)
+    assert client.recv().sync == ping
+
+
 def test_sigterm_lets_requests_in_flight_answer(start_server: StartServer) -> None:
     proc = start_server()
     with RawClient(proc.port) as client:
         client.request(CALL, {0x22: "queuebox.sleep", 0x21: [0.5, "finished"]})
-        time.sleep(0.1)
+        in_flight(client)
         assert proc.proc is not None
         proc.proc.send_signal(signal.SIGTERM)
         assert client.recv().data == ["finished"]
@@ -166,7 +198,7 @@ def test_sigterm_cancels_what_waits_past_the_grace(start_server: StartServer) ->
     proc = start_server("--shutdown-grace-s", "0.3")
     with RawClient(proc.port) as client:
         client.request(CALL, {0x22: "queuebox.sleep", 0x21: [60]})
-        time.sleep(0.1)
+        in_flight(client)
         assert proc.proc is not None
         started = time.monotonic()
         proc.proc.send_signal(signal.SIGINT)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import time
 from typing import Any
 
 import pytest
@@ -25,8 +24,11 @@ from tests.e2e.serverproc import (
     login_tester,
     unique,
 )
+from tests.waiting import wait_for, wait_for_waiting_takes
 
 PUTS, TAKES = 7, 4
+
+OLDEST = "queuebox_oldest_ready_task_age_seconds"
 
 
 def scrape(port: int, path: str = "/metrics", method: str = "GET") -> tuple[int, str, str]:
@@ -73,13 +75,9 @@ def test_scrape_after_a_load(metrics_server: tuple[ServerProc, int]) -> None:
         # One take that waits on the empty tube (a second connection, reply never read).
         with RawClient(server.port) as waiter:
             waiter.request(CALL, {0x22: f"queue.tube.{idle}:take", 0x21: [30]})
-            found: dict[Any, float] = {}
-            for _ in range(100):  # until the server has registered the waiter
-                status, ctype, text = scrape(port)
-                found = samples(text)
-                if found.get(("queuebox_waiting_takes", (("tube", idle),))) == 1:
-                    break
-                time.sleep(0.05)
+            wait_for_waiting_takes(server.port, idle)
+            status, ctype, text = scrape(port)
+            found = samples(text)
             assert status == 200 and ctype.startswith("text/plain")
             assert value(found, "queuebox_waiting_takes", tube=idle) == 1
             assert value(found, "queuebox_waiting_takes", tube=tube) == 0
@@ -209,7 +207,8 @@ def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -
         conn.call("queue.create_tube", plain, "fifo", {})
         conn.call("queue.create_tube", retried, "fifottl", {"max_attempts": 2, "backoff": 0})
         conn.call(f"queue.tube.{plain}:put", "old")
-        time.sleep(1.2)
+        # The age grows on the server's clock: read until it is a second.
+        wait_for(lambda: value(samples(scrape(port)[2]), OLDEST, tube=plain) >= 1.0, "a second old")
         conn.call(f"queue.tube.{plain}:put", "new")
         for data in ("once", "twice", "never"):
             conn.call(f"queue.tube.{retried}:put", data)
@@ -222,7 +221,7 @@ def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -
     finally:
         conn.close()
     # The task put first sets the age, however many came after it.
-    assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=plain) >= 1.0
+    assert value(found, OLDEST, tube=plain) >= 1.0
     assert value(found, "queuebox_oldest_ready_task_age_seconds", tube=retried) == pytest.approx(
         0, abs=60
     )

@@ -12,13 +12,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.e2e.serverproc import REPO, clean_env
+from tests.waiting import wait_for
 
 OPS = REPO / "docs" / "ops"
 
@@ -148,10 +148,8 @@ def test_the_units_command_serves_and_stops_on_its_kill_signal(tmp_path: Path) -
 
 
 def wait_for_port(path: Path, proc: subprocess.Popen[bytes]) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def written() -> str:
         assert proc.poll() is None, "the server exited"
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
-        time.sleep(0.05)
-    raise AssertionError("no port file in 60 s")
+        return path.read_text().strip() if path.exists() else ""
+
+    return int(wait_for(written, "the port file", timeout=60))

@@ -15,7 +15,6 @@ sockets, a real etcd.
 from __future__ import annotations
 
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -29,10 +28,10 @@ from tests.e2e.cluster import (
     in_thread,
     signal_node,
     start_primary,
-    wait_for,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import CALL, RawClient, Reply, ServerProc, StartServer, unique
+from tests.waiting import wait_for
 
 ER_READONLY = 7
 ER_ACCESS_DENIED = 42
@@ -49,6 +48,12 @@ def put(port: int, tube: str, value: Any) -> Any:
         return conn.call(f"queue.tube.{tube}:put", [value]).data
     finally:
         conn.close()
+
+
+def ready(node: ServerProc, tube: str) -> int:
+    """Ready tasks of `tube` on `node`: applied there, committed or not."""
+    with connect(node) as c:
+        return int(c.call("queue.statistics", [tube]).data[0]["tasks"]["ready"])
 
 
 def alone_with_a_quorum(start_server: StartServer, timeout_s: float) -> ServerProc:
@@ -79,7 +84,8 @@ def test_a_write_waiting_when_the_lease_is_lost_has_an_unknown_outcome(
     try:
         waiting, answer = in_thread(put, primary.port, tube, "waits")
         waiting_bundled, bundled = in_thread(bundled_put, primary.port, tube, "waits too")
-        time.sleep(1.0)  # both applied on the primary, both waiting for the replica
+        # Both applied on the primary, both waiting for the replica:
+        wait_for(lambda: ready(primary, tube) == 2, what="both puts applied")
         etcd.pause()  # the primary cannot renew its lease: it steps down within the TTL
         try:
             waiting.join(LEASE_TTL + 20)
@@ -143,7 +149,7 @@ def test_forged_acks_never_release_a_write_waiting_for_its_quorum(
     with connect(primary) as p, pytest.raises(tarantool.DatabaseError):
         p.call("queue.create_tube", [tube, "fifo"])
     waiting, answer = in_thread(put, primary.port, tube, "needs a replica")
-    time.sleep(0.3)
+    wait_for(lambda: ready(primary, tube) == 1, what="the put applied, waiting")
     forged = ("any-replica", 10**9)
     for user, password in (("tester", "secret"), ("reader", "readpw"), (None, None)):
         with RawClient(primary.port) as c:

@@ -18,6 +18,7 @@ import tarantool
 
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester
 from tests.e2e.test_metrics import free_port, samples, scrape, value
+from tests.waiting import wait_for
 
 SAMPLE = "tests.e2e.plugins.sample"
 FAULTY = "tests.e2e.plugins.faulty"
@@ -163,7 +164,7 @@ def test_faulty_plugins_are_reported_counted_and_isolated(start_server: StartSer
         # The other plugin heard every change; the server is as healthy as before.
         events = [h[1] for h in conn.call("sample.heard").data[0]]
         assert events == ["put", "take", "ack", "put", "delete", "put"]
-    _wait_for(lambda: "took over 0.2 s" in server.log())
+    wait_for(lambda: "took over 0.2 s" in server.log(), "the slow call logged")
     found = samples(scrape(port)[2])
     flaky = f"{FAULTY}:flaky"
     assert (
@@ -205,12 +206,3 @@ class _connected:
 
     def __exit__(self, *exc: object) -> None:
         self.conn.close()
-
-
-def _wait_for(condition: Any, timeout: float = 10.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)

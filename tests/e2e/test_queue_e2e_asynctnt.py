@@ -19,6 +19,7 @@ from asynctnt.exceptions import TarantoolDatabaseError
 from asynctnt_queue.task import Status
 
 from tests.e2e.serverproc import ServerProc, unique
+from tests.waiting import wait_for_waiting_takes_async
 
 
 async def connect(port: int) -> asynctnt.Connection:
@@ -107,11 +108,11 @@ async def test_errors_reach_the_client_with_their_codes(conn: asynctnt.Connectio
 
 
 async def test_a_waiting_take_does_not_hold_up_the_next_requests(
-    conn: asynctnt.Connection,
+    server: ServerProc, conn: asynctnt.Connection
 ) -> None:
     tube = await new_tube(conn, "fifo")
     waiting = asyncio.ensure_future(tube.take(30))
-    await asyncio.sleep(0.05)
+    await wait_for_waiting_takes_async(server.port, tube.name)
     assert not waiting.done()
     put = await asyncio.wait_for(tube.put("x"), 2)  # same connection, answered at once
     assert put.status is Status.READY
@@ -137,7 +138,7 @@ async def test_two_consumers_share_the_tasks(server: ServerProc, conn: asynctnt.
         theirs = asynctnt_queue.Queue(other).tube(tube.name)
         mine_take = asyncio.ensure_future(tube.take(5))
         their_take = asyncio.ensure_future(theirs.take(5))
-        await asyncio.sleep(0.05)
+        await wait_for_waiting_takes_async(server.port, tube.name, 2)
         await tube.put("a")
         await tube.put("b")
         mine, their = await asyncio.wait_for(asyncio.gather(mine_take, their_take), 5)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -21,6 +21,7 @@ import tarantool
 from tarantool.error import DatabaseError
 
 from tests.e2e.serverproc import CALL, PING, RawClient, Reply, ServerProc, unique
+from tests.waiting import wait_for
 
 UNKNOWN = b"0123456789abcdef"
 
@@ -36,14 +37,6 @@ def error_of(conn: tarantool.Connection, name: str, *args: Any) -> tuple[int, st
     with pytest.raises(DatabaseError) as info:
         conn.call(name, *args)
     return info.value.code, info.value.message
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll a condition the server reaches asynchronously (it has to see a close)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 class BytesClient(RawClient):
@@ -71,6 +64,15 @@ def make_tube(admin: tarantool.Connection, type_: str = "fifo") -> str:
     name = unique(type_)
     admin.call("queue.create_tube", name, type_)
     return name
+
+
+def connections_of(port: int, session: bytes) -> int:
+    """The server's connections in `session` (its _queue_session_ids rows)."""
+    conn = connect(port, raw=True)
+    try:
+        return sum(1 for row in conn.select("_queue_session_ids") if row[1] == session)
+    finally:
+        conn.close()
 
 
 def tasks_of(admin: tarantool.Connection, tube: str) -> dict[str, int]:
@@ -107,7 +109,7 @@ def test_two_consumers_and_a_disconnect_that_releases_both_of_its_tasks(
             "There are taken tasks in the tube",
         )
         first.close()
-        wait_until(lambda: tasks_of(admin, tube)["ready"] == 2)
+        wait_for(lambda: tasks_of(admin, tube)["ready"] == 2, "2 tasks ready")
         assert [status(admin, tube, i) for i in range(3)] == ["r", "t", "r"]
         assert calls_of(admin, tube)["release"] == 2
         assert second.call(f"queue.tube.{tube}:ack", 1).data == [[1, "-", "b"]]
@@ -127,7 +129,7 @@ def test_a_take_pending_on_a_closed_connection_does_not_take_the_released_task(
         leaving.request(CALL, {0x22: f"queue.tube.{tube}:take", 0x21: [10]})
         assert leaving.roundtrip(PING).code == 0  # the take now waits
     # Closing releases the task; the closing connection's own waiter must not get it.
-    wait_until(lambda: tasks_of(admin, tube)["ready"] == 1)
+    wait_for(lambda: tasks_of(admin, tube)["ready"] == 1, "1 task ready")
     assert admin.call(f"queue.tube.{tube}:take", 1).data == [[0, "t", "only"]]
     calls = calls_of(admin, tube)
     assert (calls["take"], calls["release"]) == (2, 1)
@@ -142,7 +144,7 @@ def test_a_take_waiting_on_a_closed_connection_takes_nothing_later(
         leaving.request(CALL, {0x22: f"queue.tube.{tube}:take", 0x21: [10]})
         assert leaving.roundtrip(PING).code == 0
     # Once the server saw the close, drop no longer counts that consumer.
-    wait_until(lambda: drop_answer(admin, tube) == [True])
+    wait_for(lambda: drop_answer(admin, tube) == [True], "the tube dropped")
 
 
 def drop_answer(admin: tarantool.Connection, tube: str) -> Any:
@@ -174,10 +176,10 @@ def test_identify_answers_the_same_16_bytes_and_a_second_connection_acks(
         assert helper.call(f"queue.tube.{tube}:ack", 1).data == [[1, b"-", b"t2"]]
         # While one connection of the session is open, its tasks stay taken.
         owner.close()
-        time.sleep(0.1)
+        wait_for(lambda: connections_of(server.port, session) == 1, "the server saw the close")
         assert status(admin, tube, 0) == "t"
         helper.close()
-        wait_until(lambda: status(admin, tube, 0) == "r")
+        wait_for(lambda: status(admin, tube, 0) == "r", "task 0 ready")
     finally:
         owner.close()
         helper.close()
@@ -222,7 +224,7 @@ def test_a_session_ended_by_a_disconnect_is_unknown(
     text = str(uuid.UUID(bytes_le=session))
     helper = connect(server.port, raw=True)
     try:
-        wait_until(lambda: error_of(helper, "queue.identify", session)[0] == 32)
+        wait_for(lambda: error_of(helper, "queue.identify", session)[0] == 32, "the session gone")
         assert error_of(helper, "queue.identify", session) == (
             32,
             f"The UUID {text} is unknown.".encode(),
@@ -247,7 +249,7 @@ def test_cfg_ttr_keeps_a_disconnected_sessions_tasks_until_it_expires(
         owner.call(f"queue.tube.{tube}:take", 0)
         (session,) = owner.call("queue.identify").data
         owner.close()
-        time.sleep(0.1)
+        wait_for(lambda: connections_of(server.port, session) == 0, "the server saw the close")
         assert [status(admin, tube, 0), status(admin, tube, 1)] == ["t", "t"]
         back = connect(server.port, raw=True)
         try:
@@ -256,7 +258,7 @@ def test_cfg_ttr_keeps_a_disconnected_sessions_tasks_until_it_expires(
         finally:
             back.close()  # pending again: expires 1 s from now
         left = time.monotonic()
-        time.sleep(0.3)
+        wait_for(lambda: connections_of(server.port, session) == 0, "the server saw the close")
         assert status(admin, tube, 0) == "t"
         # Nothing but the server's timer ends the session: a waiting take gets the task.
         with RawClient(server.port) as waiter:

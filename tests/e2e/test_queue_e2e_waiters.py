@@ -28,6 +28,7 @@ from tests.e2e.serverproc import (
     login_tester,
     unique,
 )
+from tests.waiting import wait_for, waiting_takes
 
 FOREVER = None
 
@@ -159,7 +160,7 @@ def test_five_waiting_takes_and_five_spread_puts_all_get_a_task(
             start_take(client, tube, 1)
         for n in range(5):
             call(admin, tube, "put", n)
-            time.sleep(0.1)
+            wait_for(lambda n=n: waiting_takes(admin, tube) == 4 - n, f"put {n} taken")
         got = sorted(client.recv().data[0][2] for client in clients)
     assert got == [0, 1, 2, 3, 4]
 

@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 from queuebox.cli import COMMANDS
 from queuebox.clients import blocking
 from tests.e2e.serverproc import REPO, ServerProc
+from tests.waiting import wait_for
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 PYTHON_BLOCK = re.compile(r"^```python\n# (\S+\.py)\n(.*?)^```", re.S | re.M)
@@ -104,13 +104,13 @@ def test_the_five_minute_example_runs_as_written(server: ServerProc, scripts: Pa
     try:
         with blocking.connect("127.0.0.1", server.port) as conn:
             images = conn.tube("images")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                counts = images.statistics()["tasks"]
-                if (counts["done"], counts["buried"]) == (9, 1):
-                    break
+
+            def settled() -> bool:
                 assert worker.poll() is None, worker.communicate()
-                time.sleep(0.1)
+                counts = images.statistics()["tasks"]
+                return (counts["done"], counts["buried"]) == (9, 1)
+
+            wait_for(settled, "9 images done and 1 buried", timeout=60)
             [buried] = images.tasks("buried")["tasks"]
     finally:
         worker.send_signal(signal.SIGTERM)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import tarantool
@@ -22,10 +21,10 @@ from tests.e2e.cluster import (
     start_replica,
     tasks,
     wait_equal,
-    wait_for,
 )
 from tests.e2e.serverproc import StartServer, clean_env, unique
 from tests.e2e.test_heal import set_aside_puts
+from tests.waiting import wait_for
 
 ER_READONLY = 7
 ER_SYNC_QUORUM_TIMEOUT = 216
@@ -136,6 +135,7 @@ def test_a_replica_joins_while_the_primary_is_under_load(start_server: StartServ
     tube = unique("load")
     stop = threading.Event()
     done: list[int] = []
+    progress = [0]  # puts made so far
 
     def load() -> None:
         with connect(primary) as c:
@@ -146,6 +146,7 @@ def test_a_replica_joins_while_the_primary_is_under_load(start_server: StartServ
                     task = c.call(f"queue.tube.{tube}:take", [0]).data[0]
                     c.call(f"queue.tube.{tube}:ack", [task[0]])
                 n += 1
+                progress[0] = n
             done.append(n)
 
     with connect(primary) as p:
@@ -155,9 +156,11 @@ def test_a_replica_joins_while_the_primary_is_under_load(start_server: StartServ
         worker = threading.Thread(target=load)
         worker.start()
         try:
-            time.sleep(0.3)
+            wait_for(lambda: progress[0] >= 100, what="the load under way")
             replica = start_replica(start_server, primary)
-            time.sleep(1.0)
+            wait_for(lambda: "following the primary" in replica.log(), what="the replica")
+            joined = progress[0]
+            wait_for(lambda: progress[0] >= joined + 300, what="more load after the join")
         finally:
             stop.set()
             worker.join(60)

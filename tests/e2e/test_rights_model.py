@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.box15proc import Box15Client, free_port
-from tests.e2e.cluster import password_file, start_primary, start_replica, wait_for
+from tests.e2e.cluster import password_file, start_primary, start_replica
 from tests.e2e.serverproc import RawClient, StartServer, unique
+from tests.waiting import wait_for
 
 USERS = """
 [users.tester]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.e2e.cluster import password_file, start_primary, wait_for
+from tests.e2e.cluster import password_file, start_primary
 from tests.e2e.serverproc import REPO, StartServer, clean_env, unique
+from tests.waiting import wait_for, wait_for_waiting_takes
 
 PASSWORD = "s3cret-Pa55"
 USERS = f"""
@@ -81,7 +81,8 @@ def test_a_client_command_shows_no_password(start_server: StartServer, tmp_path:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(0.5)  # started: its arguments are what ps shows from now on
+        # Started and waiting: its arguments are what ps shows from now on.
+        wait_for_waiting_takes(server.port, tube)
         assert take.poll() is None
         assert PASSWORD not in shown_by_ps(take.pid)
         put = subprocess.run(

@@ -24,6 +24,7 @@ import tarantool
 from tests.e2e import select_script
 from tests.e2e.cluster import start_replica
 from tests.e2e.serverproc import SELECT, RawClient, ServerProc, StartServer, login_tester
+from tests.waiting import wait_for
 
 EXPECTED = Path(__file__).with_name("select_expected.json")
 
@@ -152,22 +153,23 @@ def test_a_replica_answers_selects_from_what_it_replicated(start_server: StartSe
     conn.call("queue.create_tube", "jobs", "utube")
     conn.call("queue.tube.jobs:put", "x", {"utube": "u"})
     replica = start_replica(start_server, primary)
-    deadline = time.monotonic() + 15
-    rows: list[Any] = []
-    on_replica = None
-    while not rows and time.monotonic() < deadline:
+    found: list[Any] = [None, []]  # the replica's connection, the rows it read
+
+    def replicated() -> bool:
         try:
-            if on_replica is None:
+            if found[0] is None:
                 # The connection fetches the spaces, then the indexes: a space
                 # replicated in between fails the login (NetworkError), so retry.
-                on_replica = login_tester(replica.port)
-            rows = on_replica.select("jobs", ["r"], index="utube").data
+                found[0] = login_tester(replica.port)
+            found[1] = found[0].select("jobs", ["r"], index="utube").data
         except (tarantool.DatabaseError, tarantool.error.SchemaError):
-            if on_replica is not None:
-                on_replica.close()  # not replicated yet: the next one fetches the schema
-            on_replica = None
-            time.sleep(0.1)
-    assert on_replica is not None
+            if found[0] is not None:
+                found[0].close()  # not replicated yet: the next one fetches the schema
+            found[0] = None
+        return bool(found[1])
+
+    wait_for(replicated, "the tube on the replica", timeout=15)
+    on_replica, rows = found
     assert rows == [[0, "r", "u", "x"]]
     assert on_replica.select("_queue_session_ids").data == []
     on_replica.close()

@@ -17,8 +17,9 @@ import pytest
 from queuebox.storage.engine import Engine
 from queuebox.storage.space import IndexDef
 from tests.e2e.client_targets import free_port
-from tests.e2e.cluster import REPLICATION, connect, start_primary, start_replica, wait_for
+from tests.e2e.cluster import REPLICATION, connect, start_primary, start_replica
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer
+from tests.waiting import wait_for, wait_for_stall
 
 EXIT_WITHIN_S = 15.0  # generous: a loaded 2-core machine
 SIGNALS = pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
@@ -110,7 +111,8 @@ def test_during_a_promotion(start_server: StartServer, signum: int) -> None:
         r.call("queuebox.test.stall_io", ["fsync", 5])
     with connect(primary) as p:
         p.call("queue.create_tube", ["stalled", "fifo"])  # its write hangs on the replica
-    time.sleep(0.3)
+    with connect(replica) as r:
+        wait_for_stall(r)
     answers: list[Any] = []
 
     def promote() -> None:

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from queuebox.clients import aio, blocking, worker
 from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
+from tests.waiting import wait_for
 
 FUNCTIONS = "tests.e2e.worker_functions"
 
@@ -83,16 +83,6 @@ def conn(server: ServerProc) -> Iterator[blocking.Connection]:
         yield connection
 
 
-def eventually(check: Callable[[], Any], what: str, seconds: float = 30.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s: {what}")
-
-
 def most_at_once(events: list[str]) -> int:
     running = most = 0
     for event in events:
@@ -107,7 +97,7 @@ def test_the_worker_runs_the_function_for_each_task_several_at_once(
     tube = conn.create_tube(unique("each"), "fifottl")
     tube.put_many(range(12))
     proc = workers(server.port, "record", "--tube", tube.name, "--concurrency", "4")
-    eventually(lambda: tube.statistics()["tasks"]["done"] == 12, "12 tasks done")
+    wait_for(lambda: tube.statistics()["tasks"]["done"] == 12, "12 tasks done")
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     events = proc.events()
@@ -123,7 +113,7 @@ def test_a_failing_function_is_tried_with_growing_waits_then_buried(
     task = tube.put({"n": 1})
     flags = ("--tube", tube.name, "--max-attempts", "4", "--backoff", "0.05")
     proc = workers(server.port, "always_fails", *flags)
-    buried = eventually(lambda: tube.tasks("buried")["tasks"], "the task buried")
+    buried = wait_for(lambda: tube.tasks("buried")["tasks"], "the task buried")
     proc.signal(signal.SIGINT)
     assert proc.wait() == 0
     assert proc.events() == [f"fail {task.id}"] * 4
@@ -144,7 +134,7 @@ def test_the_tubes_own_policy_counts_on_the_server(
     tube = conn.create_tube(unique("policy"), "fifo", max_attempts=2, backoff=0.05)
     tube.put("x")
     proc = workers(server.port, "always_fails", "--tube", tube.name)
-    buried = eventually(lambda: tube.tasks("buried")["tasks"], "the task buried")
+    buried = wait_for(lambda: tube.tasks("buried")["tasks"], "the task buried")
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     assert len(proc.events()) == 2  # the tube's 2, not the worker's default 5
@@ -160,7 +150,7 @@ def test_sigterm_with_a_task_in_hand_gives_it_back_after_the_grace(
     tube = conn.create_tube(unique("grace"), "fifottl", ttr=600)
     long, short = tube.put(3600), tube.put(0.2)  # seconds each function call sleeps
     proc = workers(server.port, "sleeps", "--tube", tube.name, "--concurrency", "2", "--grace", "1")
-    eventually(lambda: len(proc.events()) >= 2, "both tasks started")
+    wait_for(lambda: len(proc.events()) >= 2, "both tasks started")
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     assert f"end {short.id}" in proc.events()  # finished within the grace: acked
@@ -176,9 +166,9 @@ def test_a_second_ctrl_c_gives_the_tasks_back_at_once(
     tube = conn.create_tube(unique("twice"), "fifo")
     task = tube.put(3600)
     proc = workers(server.port, "marked", "--tube", tube.name)  # async: cancelled
-    eventually(lambda: proc.events(), "the task started")
+    wait_for(lambda: proc.events(), "the task started")
     proc.signal(signal.SIGINT)
-    time.sleep(0.3)
+    wait_for(lambda: "1 task(s) in hand" in proc.log(), "the first Ctrl-C handled")
     assert proc.proc.poll() is None  # the first one waits for the task (grace 30 s)
     proc.signal(signal.SIGINT)
     assert proc.wait() == 0
@@ -194,10 +184,10 @@ def test_a_worker_started_before_its_server_works_once_it_is_up(
         first.create_tube("later", "fifo").put("kept")
     assert server.stop() == 0
     proc = workers(port, "record", "--tube", "later", "--wait-for-server", "60")
-    time.sleep(1)
+    wait_for(lambda: "trying again for 60 s" in proc.log(), "the worker retrying")
     assert proc.proc.poll() is None and proc.events() == []  # waiting, not dead
     server.start()
-    eventually(lambda: "end 0" in proc.events(), "the task handled")
+    wait_for(lambda: "end 0" in proc.events(), "the task handled")
     proc.signal(signal.SIGTERM)
     assert proc.wait() == 0
     assert "trying again for 60 s" in proc.log()

@@ -35,7 +35,7 @@ import tarantool
 from tests.e2e.cluster import password_file
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import CALL, RawClient, ServerProc
-from tests.fault.proxy import FaultProxy, Network
+from tests.proxy import FaultProxy, Network
 
 NAMES = ("a", "b", "c")
 PASSWORD = "fault-pw"

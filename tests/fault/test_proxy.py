@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.serverproc import PING, RawClient, ServerProc, closed_by_peer
 from tests.fault.cluster import CLIENT_USER, PASSWORD, users_toml
-from tests.fault.proxy import FaultProxy, Network
+from tests.proxy import FaultProxy, Network
 
 
 @pytest.fixture

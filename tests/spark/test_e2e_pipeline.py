@@ -122,6 +122,8 @@ def test_lifecycle_of_a_timed_workload(spark: Any, server: ServerProc, tmp_path:
         tube = conn.create_tube("timed", "fifo")
         for i in range(tasks):
             tube.put(i)
+        # The timed workload itself: the report must show these waits and runs, so
+        # the time passing is what is measured, not a way to order events.
         time.sleep(wait)
         taken = [_take(tube) for _ in range(tasks)]
         for task in taken[:retried]:

@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 from queuebox.clients import blocking
 from queuebox.clients.calls import modern
 from tests.e2e.serverproc import ServerProc
+from tests.waiting import wait_for as wait_until
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]
@@ -44,11 +44,13 @@ def free_port() -> int:
 
 
 def wait_for(done: Callable[[], bool], what: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while not done():
+    """Until `done()`, failing at once if the JVM exits meanwhile."""
+
+    def ready() -> bool:
         assert proc.poll() is None, f"{what}: the JVM exited with {proc.returncode}"
-        assert time.monotonic() < deadline, f"{what}: not within {START_TIMEOUT:.0f} s"
-        time.sleep(0.5)
+        return done()
+
+    wait_until(ready, what, START_TIMEOUT)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

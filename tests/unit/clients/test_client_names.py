@@ -35,10 +35,33 @@ def test_classes_have_the_same_methods(name: str) -> None:
     assert theirs - mine == ONLY_BLOCKING[name]
 
 
-@pytest.mark.parametrize("module", ["connection", "tube", "legacy"])
+# The classes each paired module defines; asyncio's `taking` is a class of its own
+# (an async context manager), the blocking one a generator-based context manager.
+PAIRED = {"connection": {"Connection"}, "tube": {"Tube"}, "legacy": {"LegacyQueue"}}
+ONLY_AIO_CLASSES = {"tube": {"Taking"}}
+
+
+def classes_defined_in(module: object) -> set[str]:
+    return {
+        name
+        for name, value in vars(module).items()
+        if inspect.isclass(value)
+        and value.__module__ == module.__name__  # type: ignore[attr-defined]
+        and not name.startswith("_")
+    }
+
+
+@pytest.mark.parametrize("module", sorted(PAIRED))
 def test_modules_pair_up(module: str) -> None:
-    for package in ("aio", "blocking"):
-        importlib.import_module(f"queuebox.clients.{package}.{module}")
+    """The same module in both packages defines the same classes, the ones each
+    package exports under that name."""
+    aio_module = importlib.import_module(f"{aio.__name__}.{module}")
+    blocking_module = importlib.import_module(f"{blocking.__name__}.{module}")
+    assert classes_defined_in(aio_module) - ONLY_AIO_CLASSES.get(module, set()) == PAIRED[module]
+    assert classes_defined_in(blocking_module) == PAIRED[module]
+    for name in PAIRED[module]:
+        assert getattr(aio, name) is getattr(aio_module, name)
+        assert getattr(blocking, name) is getattr(blocking_module, name)
 
 
 def test_take_is_a_call_and_taking_the_context_manager_in_both() -> None:

@@ -175,10 +175,19 @@ def test_session_release_goes_in_tube_then_task_order() -> None:
     assert order == ["b", "b", "a"]  # tube "b" was created first (tube id 0)
 
 
-def test_disconnect_without_a_session_is_harmless(h: Q) -> None:
+def test_disconnect_without_a_session_leaves_the_other_sessions_alone(h: Q) -> None:
+    h.put("t", "a")
+    h.take("t", conn=1)
+    uuid = raw(identify(h, 1))
+    h.q.waiters.add("t", "take", 2, None, h.clock.now, lambda: None)  # conn 2's waiting take
     h.q.connected(9)
     h.q.disconnected(9)
-    h.q.disconnected(9)
+    h.q.disconnected(9)  # twice: a close seen again changes nothing either
+    assert h.q.sessions.connections() == [(1, uuid)]
+    assert h.q.sessions.shared() == [(uuid, 0, True)]
+    assert h.status("t", 0) == "t"
+    assert h.q.owners.owner("t", 0) == uuid
+    assert h.q.waiters.count("t", "take") == 1
 
 
 # -- cfg --

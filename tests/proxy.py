@@ -1,9 +1,9 @@
-"""TCP proxies the test controls, and the partition table they obey.
+"""The one TCP proxy of the tests, and the partition table it obeys.
 
 Owns: `Network` (which links `src -> dst` are cut, how, and which are
 slowed) and `FaultProxy`, a threaded 127.0.0.1 proxy in front of one
-destination (a queuebox node or etcd). Must not know what the bytes mean
-beyond naming who dials: a node proxy reads the user name from the
+destination (a queuebox node, a Tarantool, etcd). Must not know what the
+bytes mean beyond naming who dials: a node proxy reads the user name from the
 connection's IPROTO AUTH request (128-byte greeting, then length-prefixed
 msgpack frames; an ID exchange before it is passed through), so `repl_b`
 is node b's replication link and anyone else is a client. An etcd proxy
@@ -18,6 +18,16 @@ A cut link:
 
 A node proxy learns who dials only from the AUTH after the greeting, so a
 cut dialer still sees the greeting of a live node, then silence or a close.
+
+The client tests steer one proxy by hand (`forward(port)`, a context manager;
+`accepted` counts the connections it took):
+- `cut_all()` drops every live connection: both ends see EOF or a reset, as
+  when a server dies or a link breaks; later connections go through again;
+- `switch(port)` moves every live connection (and every later one) to another
+  server, as if the instance behind the address had changed its role while
+  clients stayed connected: the next request on a connection goes to the new
+  server. Only for guest connections with no request in flight: the new
+  server's greeting is read and dropped, and there is no AUTH to replay.
 """
 
 from __future__ import annotations
@@ -130,10 +140,13 @@ class FaultProxy:
         *,
         src: str | None = None,
         users: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.dst = dst
         self.network = network
         self.upstream = upstream
+        self.host = host
+        self.accepted = 0
         self.fixed_src = src  # etcd proxies: one node dials through each
         self.users = users or {}  # AUTH user name -> node name
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -149,6 +162,12 @@ class FaultProxy:
     def start(self) -> FaultProxy:
         self._acceptor.start()
         return self
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -169,6 +188,31 @@ class FaultProxy:
         for pair in doomed:
             pair.close()
 
+    def cut_all(self) -> None:
+        """Drop every live connection (both ends see EOF or a reset); later ones pass."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            pair.close()
+
+    def switch(self, port: int) -> None:
+        """From now on, every connection talks to the server on `port`; the live ones
+        move at once, the new server's greeting read and dropped."""
+        self.upstream = lambda: port
+        with self._lock:
+            pairs = list(self._pairs)
+        for pair in pairs:
+            fresh = self._dial(port)
+            greeting = b""
+            while len(greeting) < GREETING_SIZE:
+                chunk = fresh.recv(GREETING_SIZE - len(greeting))
+                assert chunk, "the new server closed before its greeting"
+                greeting += chunk
+            _nodelay(fresh)
+            old, pair.upstream = pair.upstream, fresh
+            threading.Thread(target=self._pump, args=(pair, fresh, False), daemon=True).start()
+            _close(old)
+
     def release_held(self, healed: Callable[[str, str], bool]) -> None:
         """Closes the blackholed connections whose link `healed(src, dst)` says is whole."""
         with self._lock:
@@ -187,6 +231,7 @@ class FaultProxy:
                 continue
             except OSError:
                 return
+            self.accepted += 1
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
@@ -196,29 +241,26 @@ class FaultProxy:
         try:
             if port is None:
                 raise ConnectionRefusedError
-            upstream = socket.create_connection(("127.0.0.1", port), timeout=2)
+            upstream = self._dial(port)
         except OSError:
             _close(client)
             return
         for sock in (client, upstream):
-            sock.settimeout(None)
-            # Small frames both ways (a replica's acks, a client's calls): without
-            # this, Nagle and delayed ACKs add 40 ms to every synchronous write.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _nodelay(sock)
         pair = _Pair(client, upstream, self.fixed_src)
         with self._lock:
             if self._stopped.is_set():
                 pair.close()
                 return
             self._pairs.append(pair)
-        threading.Thread(target=self._pump, args=(pair, upstream, client), daemon=True).start()
+        threading.Thread(target=self._pump, args=(pair, upstream, False), daemon=True).start()
         try:
             if pair.src is None:
                 pending = self._identify(pair)
                 if pending is None or self._refused(client, pair.src or CLIENT, pair):
                     return
                 self._forward(pair, pending)
-            self._pump(pair, client, upstream)
+            self._pump(pair, client, True)
         finally:
             with self._lock:
                 if pair in self._pairs:
@@ -267,8 +309,14 @@ class FaultProxy:
         except OSError:
             pair.close()
 
-    def _pump(self, pair: _Pair, source: socket.socket, sink: socket.socket) -> None:
-        """Copies one direction until either side closes; slowed while its link is."""
+    def _dial(self, port: int) -> socket.socket:
+        """A connection to the upstream, with a time limit until it is set going."""
+        return socket.create_connection((self.host, port), timeout=2)
+
+    def _pump(self, pair: _Pair, source: socket.socket, to_upstream: bool) -> None:
+        """Copies one direction until either side closes; slowed while its link is.
+        Towards the upstream of the moment (`switch` moves it); an upstream that
+        `switch` replaced ends its own copy without closing the connection."""
         try:
             while True:
                 rate = self.network.rate(pair.src, self.dst) if pair.src else None
@@ -276,11 +324,13 @@ class FaultProxy:
                 if not data:
                     break
                 if rate:
+                    # The slowdown under test: the pace of the bytes is the fault.
                     time.sleep(len(data) / rate)
-                sink.sendall(data)
+                (pair.upstream if to_upstream else pair.client).sendall(data)
         except OSError:
             pass
-        pair.close()
+        if to_upstream or source is pair.upstream:
+            pair.close()
 
 
 def _first_frame(buf: bytes) -> tuple[int, str | None, int] | None:
@@ -308,6 +358,19 @@ def _first_frame(buf: bytes) -> tuple[int, str | None, int] | None:
     user = body.get(KEY_USER_NAME) if isinstance(body, dict) else None
     name = user.decode(errors="replace") if isinstance(user, bytes) else None
     return request_type, (name if request_type == AUTH else None), start + length
+
+
+def forward(port: int, host: str = "127.0.0.1") -> FaultProxy:
+    """A proxy in front of one server that only the test steers (`cut_all`,
+    `switch`): its dialers are clients, no partition table cuts them."""
+    return FaultProxy("server", Network(), lambda: port, src=CLIENT, host=host)
+
+
+def _nodelay(sock: socket.socket) -> None:
+    sock.settimeout(None)
+    # Small frames both ways (a replica's acks, a client's calls): without
+    # this, Nagle and delayed ACKs add 40 ms to every synchronous write.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _close(sock: socket.socket) -> None:
