@@ -116,7 +116,8 @@ def changes(conn: Any, server: str, driver: str) -> list[tuple[str, Any]]:
         step(f"put {data} {sorted(opts)}", ("put", data, opts))
         return int(out[-1][1][0][0][0][0])
 
-    step("put a, b (u1), c (u2)", *(("put", d, {"utube": u}) for d, u in zip("abc", ("u1", "u1", "u2"), strict=True)))  # fmt: skip
+    puts = (("put", d, {"utube": u}) for d, u in zip("abc", ("u1", "u1", "u2"), strict=True))
+    step("put a, b (u1), c (u2)", *puts)
     step("take 0, ack 0", ("take", 0), ("ack", 0))
     step("take 1, release 1", ("take", 0), ("release", 1))
     step("take 1, put d (u1), bury 1", ("take", 0), ("put", "d", {"utube": "u1"}), ("bury", 1))
