@@ -83,3 +83,19 @@ def test_the_seeds_task_done_example_logs_every_completed_task(start_server: Sta
         assert stats["calls"]["ack"] == 3 and stats["calls"]["delete"] == 2
     finally:
         conn.close()
+
+
+def test_the_drivers_storage_mode_constants_read_by_eval(start_server: StartServer) -> None:
+    server = start_server()
+    conn = login_tester(server.port)
+    try:
+        read = "return queue.driver.{}.STORAGE_MODE_{}"
+        for driver in ("utube", "utubettl"):
+            assert conn.eval(read.format(driver, "DEFAULT")).data == ["default"]
+            assert conn.eval(read.format(driver, "READY_BUFFER")).data == ["ready_buffer"]
+        assert conn.eval(read.format("fifo", "DEFAULT")).data == [None]  # as the module: nil
+        mode = conn.eval(read.format("utube", "READY_BUFFER")).data[0]
+        conn.call("queue.create_tube", "u", "utube", {"storage_mode": mode})
+        assert conn.call("queue.tube.u:put", "x", {"utube": "a"}).data == [[0, "r", "x"]]
+    finally:
+        conn.close()
