@@ -39,7 +39,7 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterator, Mapping
 from typing import Any, ClassVar, Final
 
 from mypy_extensions import mypyc_attr
@@ -97,6 +97,7 @@ REQUIRED_METHODS = (
     "next_deadline",
     "fire",
     "rebuild",
+    "tasks_by_state",
 )
 
 
@@ -258,8 +259,25 @@ class TaskStore:
         none is ready, or the driver cannot say."""
         return None
 
+    def tasks_by_state(self, status: str) -> Iterator[Tuple]:
+        """The tasks in one status, in the status index's order (the module's
+        driver method of that name, which its framework releases taken tasks with)."""
+        return self.by_status.iterate((status,))
+
     def taken_ids(self) -> list[int]:
-        return [t[0] for t in self.by_status.iterate((TAKEN,))]
+        return [t[0] for t in self.tasks_by_state(TAKEN)]
+
+    # -- the module's lifecycle hooks: optional --
+    def start(self) -> None:
+        """The queue starts serving on this instance (STARTUP: at a start as the
+        primary, at each promotion), after its tubes are rebuilt: a driver
+        starts what it runs beside its calls. Changes made here are the rebuild's."""
+        return
+
+    def stop(self) -> None:
+        """The instance steps down (ENDING): changes are refused already; a driver
+        stops what start() started. The driver object is dropped afterwards."""
+        return
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()

@@ -111,7 +111,7 @@ def test_the_lagging_replica_stands_aside_while_the_in_sync_one_is_gone(
             what="the lagging replica to stand aside",
         )
         time.sleep(LEASE_TTL)
-        assert state(c) == "WAITING"
+        assert state(c) == "INIT"
         assert f"members: {name(b)}" in c.log()
         with connect(c) as r:
             view = r.call("queuebox.status").data[0]
