@@ -2,7 +2,7 @@
 
 Owns: the five state names of the module (its `queue/abstract/queue_state.lua`)
 and the moves between them as queuebox makes them. Who moves: the server's
-start (server/build.py, serve.py) and its replication role
+start (server/start/build.py, serve.py) and its replication role
 (server/replication/role.py). Must not touch anything else: a name is all
 this module is.
 

@@ -8,7 +8,7 @@ tube's task space (the driver class's FIELD_TYPES and MODULE_INDEXES); and the
 rows of the four bookkeeping spaces, which queuebox keeps as waiters,
 ownership and sessions rather than as spaces, shaped as the module's tuples
 (queue/abstract.lua, queue/abstract/queue_session.lua). Must not touch:
-anything it reads (it changes nothing), the wire (server/spaces.py answers
+anything it reads (it changes nothing), the wire (server/core/spaces.py answers
 SELECTs with these), storage's own index layout.
 """
 

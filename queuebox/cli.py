@@ -23,13 +23,13 @@ Command = Callable[..., int | None]
 
 
 def _serve() -> Command:
-    from queuebox.server.serve import main
+    from queuebox.server.start.serve import main
 
     return main
 
 
 def _wal() -> Command:
-    from queuebox.server.walcli import main
+    from queuebox.server.start.walcli import main
 
     return main
 
@@ -47,7 +47,7 @@ def _pipeline() -> Command:
 
 
 def _status() -> Command:
-    from queuebox.clients.status import main
+    from queuebox.clients.cli.status import main
 
     return main
 
@@ -60,7 +60,7 @@ def _worker() -> Command:
 
 def _client(name: str) -> Callable[[], Command]:
     def load() -> Command:
-        from queuebox.clients import cli
+        from queuebox.clients.cli import commands as cli
 
         command: Command = getattr(cli, name)
         return command
@@ -70,7 +70,7 @@ def _client(name: str) -> Callable[[], Command]:
 
 def _tasks(name: str) -> Callable[[], Command]:
     def load() -> Command:
-        from queuebox.clients import clitasks
+        from queuebox.clients.cli import tasks as clitasks
 
         command: Command = getattr(clitasks, name)
         return command

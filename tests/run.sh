@@ -116,7 +116,7 @@ if ! command -v tarantool >/dev/null; then
     apt_install tarantool
 fi
 
-# --- etcd: failover leadership (server/leader.py) is tested against a real one ---
+# --- etcd: failover leadership (server/replication/leader.py) is tested against a real one ---
 if ! command -v etcd >/dev/null; then
     apt_install etcd-server
 fi

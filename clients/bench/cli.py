@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from queuebox.clients import cliargs
+from queuebox.clients.cli import args as cliargs
 
 from .conn import BenchError
 from .scenarios import SCENARIOS, Options, Target

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from queuebox.clients import cliargs
+from queuebox.clients.cli import args as cliargs
 
 INPUT_FORMATS = ("parquet", "csv", "json")
 TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")

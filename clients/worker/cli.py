@@ -20,7 +20,7 @@ import signal
 import sys
 from typing import Any
 
-from queuebox.clients import cliargs
+from queuebox.clients.cli import args as cliargs
 from queuebox.clients.errors import AuthError, NetworkError, QueueboxError, TubeNotFound
 from queuebox.clients.worker import STOP_SIGNALS, Handler, RetryDefaults, Worker, run
 

@@ -24,8 +24,9 @@ call takes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 
@@ -33,15 +34,34 @@ from queuebox.drivers.driver import TaskStore
 from queuebox.drivers.events import TaskChange
 from queuebox.storage.packed import Packed
 
-from ..callas import call_now
-from ..config import ALL_RIGHTS, WRITE
-from ..errors import CallError
-from ..logs import get_logger
-from ..rights import Grant
-from ..session import Session
+from ..access.rights import Grant
+from ..core.app import App
+from ..core.callas import call_now
+from ..core.session import Session
+from ..runtime.errors import CallError
+from ..runtime.logs import get_logger
+from ..settings.config import ALL_RIGHTS, WRITE
 
-if TYPE_CHECKING:
-    from .host import PluginHost
+
+class Registrar(Protocol):
+    """What a plugin's API hands on to the host (host.py's `PluginHost`), named here
+    so that this module does not import the host that imports it."""
+
+    app: App
+    namespace: str
+
+    def register_driver(self, plugin: str, name: str, cls: type[TaskStore]) -> None: ...
+    def register_function(
+        self, plugin: str, name: str, fn: Callable[..., Any], access: str
+    ) -> None: ...
+    def register_callback(
+        self, plugin: str, tube: str | None, fn: Callable[[Task, str | None], Any], names: str
+    ) -> None: ...
+    def register_named(
+        self, plugin: str, name: str, fn: Callable[[Task, str | None], Any], names: str
+    ) -> None: ...
+    def never_closed(self) -> asyncio.Future[None]: ...
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 # How a callback's events are named: as the module names them (its callbacks'
@@ -193,7 +213,7 @@ class Caller:
 class PluginAPI:
     """Given to a plugin's entry function, once, at the server's start."""
 
-    def __init__(self, host: PluginHost, name: str) -> None:
+    def __init__(self, host: Registrar, name: str) -> None:
         self._host = host
         self.name = name
         self.log = get_logger(f"queuebox.plugin.{name}")

@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..app import App
-from ..logs import RateLimitedLog, get_logger
+from ..core.app import App
+from ..runtime.logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.plugins")
 

@@ -28,11 +28,11 @@ from queuebox.drivers.driver import DRIVERS, TaskStore, check_driver, register_d
 from queuebox.drivers.events import TaskChange
 from queuebox.protocol import ErrorCode
 
-from ..app import App
-from ..config import ALL_RIGHTS
-from ..errors import CallError, error_code_and_message
-from ..logs import get_logger
-from ..registry import CallContext, CallResult, Handler, parse_name
+from ..core.app import App
+from ..core.registry import CallContext, CallResult, Handler, parse_name
+from ..runtime.errors import CallError, error_code_and_message
+from ..runtime.logs import get_logger
+from ..settings.config import ALL_RIGHTS
 from .api import MODULE_NAMES, QUEUEBOX_NAMES, Caller, PluginAPI, Task
 from .guard import Guard
 from .loader import entry_of, installed

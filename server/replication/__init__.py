@@ -13,7 +13,7 @@
 - `view.py`: the queue reads a replica serves (statistics, peek) without
   running the queue.
 - `history.py`: where a refused replica's history and its primary's part
-  (before it re-bootstraps in-process: server/build.py).
+  (before it re-bootstraps in-process: server/start/build.py).
 - `role.py`: the state machine (replica → STARTUP → RUNNING primary; a
   primary that loses its lease → ENDING → WAITING, following again).
 - `failover.py`: etcd decides who leads.

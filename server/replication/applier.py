@@ -36,9 +36,9 @@ from queuebox.storage.framing import FRAME_OVERHEAD, Damage, FrameDecoder
 from queuebox.storage.layout import file_name, sort_listing
 from queuebox.storage.records import BadBody, BodyDecoder
 
-from ..config import Config
-from ..logs import get_logger
-from ..loop import cancel_and_wait
+from ..runtime.logs import get_logger
+from ..runtime.loop import cancel_and_wait
+from ..settings.config import Config
 from .link import Link, LinkError
 
 log = get_logger("queuebox.replication")

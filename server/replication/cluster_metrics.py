@@ -2,7 +2,7 @@
 
 Owns the metric families of replication and failover, built at scrape time
 from `status.cluster_view` (the same numbers `queuebox.status()` answers);
-server/metrics.py yields them with its own. Must not change what it reads.
+server/web/metrics.py yields them with its own. Must not change what it reads.
 """
 
 from __future__ import annotations

@@ -39,11 +39,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ..config import Config
-from ..config_values import parse_listen
-from ..leader import LeaderError, Leadership
-from ..logs import RateLimitedLog, get_logger
-from ..loop import cancel_and_wait
+from ..runtime.logs import RateLimitedLog, get_logger
+from ..runtime.loop import cancel_and_wait
+from ..settings.config import Config
+from ..settings.config_values import parse_listen
 from .election import (
     Candidate,
     Position,
@@ -55,6 +54,7 @@ from .election import (
 )
 from .insync import Publisher
 from .keys import ClusterKeys
+from .leader import LeaderError, Leadership
 from .role import PromotionFailed, Role
 from .status import ClusterState, advertised
 

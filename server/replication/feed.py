@@ -41,12 +41,12 @@ from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
 from queuebox.storage.walfeed import FileChunks
 
-from ..app import App
-from ..config import REPLICATION
-from ..errors import CallError
-from ..logs import get_logger
-from ..registry import CallContext
-from ..session import Outlet, Session
+from ..core.app import App
+from ..core.registry import CallContext
+from ..core.session import Outlet, Session
+from ..runtime.errors import CallError
+from ..runtime.logs import get_logger
+from ..settings.config import REPLICATION
 from .quorum import Quorum
 
 log = get_logger("queuebox.replication")

@@ -30,7 +30,7 @@ from typing import Any
 from queuebox.storage.engine import Engine
 from queuebox.storage.layout import sort_listing
 
-from ..config import Config
+from ..settings.config import Config
 from .link import Link, LinkError
 
 AGREE, BEHIND, DIVERGED = "agree", "behind", "diverged"

@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..logs import RateLimitedLog, get_logger
+from ..runtime.logs import RateLimitedLog, get_logger
 
 log = get_logger("queuebox.replication")
 

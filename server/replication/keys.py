@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..leader import LeaderError, Leadership, etcd_errors
-from ..logs import get_logger
+from ..runtime.logs import get_logger
 from .election import Position, SyncRecord
+from .leader import LeaderError, Leadership, etcd_errors
 
 log = get_logger("queuebox.failover")
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from queuebox.protocol import ErrorCode
 
-from ..errors import CallError
+from ..runtime.errors import CallError
 from .insync import InSync
 
 TIMEOUT_TEXT = (

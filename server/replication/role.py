@@ -44,13 +44,13 @@ from typing import Any, TypeVar
 from queuebox.drivers.queue_state import ENDING, INIT, RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
-from ..app import App
-from ..config import ADMIN, REPLICATION
-from ..errors import CallError, loading_error, read_only_error
-from ..logs import get_logger
-from ..queue_calls import QueueCalls
-from ..registry import CallContext
-from ..store import Store
+from ..core.app import App
+from ..core.registry import CallContext
+from ..core.store import Store
+from ..queue.queue_calls import QueueCalls
+from ..runtime.errors import CallError, loading_error, read_only_error
+from ..runtime.logs import get_logger
+from ..settings.config import ADMIN, REPLICATION
 from .applier import Address, Applier, OnStopped
 from .feed import Feeds, arguments
 from .history import answer_record

@@ -16,8 +16,8 @@ from typing import Any
 
 from queuebox.drivers.queue_state import ENDING
 
-from ..config import READ, Config
-from ..registry import CallContext
+from ..core.registry import CallContext
+from ..settings.config import READ, Config
 from .election import SyncRecord
 from .role import Role
 

@@ -25,10 +25,10 @@ from queuebox.drivers.stats import TubeStats
 from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
 
-from ..app import App
-from ..config import ADMIN, READ, WRITE
-from ..errors import loading_error, read_only_error
-from ..queue_calls import (
+from ..access.rights import check_tube
+from ..core.app import App
+from ..core.registry import Bound, CallContext, Handler
+from ..queue.queue_calls import (
     EVAL_CREATE,
     EVAL_EXISTS,
     EVAL_STATE,
@@ -37,8 +37,8 @@ from ..queue_calls import (
     TUBE_OPTIONS,
     visible_statistics,
 )
-from ..registry import Bound, CallContext, Handler
-from ..rights import check_tube
+from ..runtime.errors import loading_error, read_only_error
+from ..settings.config import ADMIN, READ, WRITE
 
 
 class ReplicaView:

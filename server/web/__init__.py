@@ -4,7 +4,7 @@ Everything here runs on the server's own event loop, next to the IPROTO
 connections, and reads the queue's state in the loop as they do: nothing is
 awaited between reading state and changing it. The console changes nothing
 itself: every action is a registry call made as the logged-in user
-(server/callas.py), so it obeys the same rights and read-only rules as IPROTO.
+(server/core/callas.py), so it obeys the same rights and read-only rules as IPROTO.
 
     listener.py   routes, start and stop, /metrics and /healthz
     auth.py       logins (the IPROTO users), session cookies, CSRF

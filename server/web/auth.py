@@ -36,10 +36,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..app import App
-from ..config import is_loopback
-from ..requests import auth_failed_log
-from ..users import GUEST
+from ..access.users import GUEST
+from ..core.app import App
+from ..core.requests import auth_failed_log
+from ..settings.config import is_loopback
 
 SESSION_COOKIE = "queuebox_session"
 CSRF_COOKIE = "queuebox_csrf"

@@ -21,14 +21,14 @@ from aiohttp import web
 
 from queuebox.protocol import ErrorCode
 
-from ..build import Server
-from ..callas import LocalSession, call_as
-from ..config import ADMIN, READ, WRITE
-from ..errors import CallError
+from ..core.callas import LocalSession, call_as
+from ..runtime.errors import CallError
+from ..settings.config import ADMIN, READ, WRITE
 from .auth import Login
 from .overview import cluster_view, connections_view, server_view, tube_rows
 from .rates import Rates
 from .render import data_view, task_view
+from .served import Served
 
 STATUS_CALL = "queuebox.status"  # the cluster as this node sees it (issue 24)
 KICK_ALL = 2**53  # "all": more than a tube can hold; kick answers how many it kicked
@@ -76,7 +76,7 @@ CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "s
 
 
 class Console:
-    def __init__(self, server: Server, rates: Rates) -> None:
+    def __init__(self, server: Served, rates: Rates) -> None:
         self.server = server
         self.rates = rates
         self.namespace = server.app.config.queue_namespaces[0]

@@ -19,10 +19,8 @@ from aiohttp import web
 
 from queuebox.drivers.queue_state import RUNNING
 
-from ..build import Server
-from ..config import is_loopback
-from ..logs import get_logger
-from ..metrics import exposition, install_metrics
+from ..runtime.logs import get_logger
+from ..settings.config import is_loopback
 from .auth import (
     SESSION_COOKIE,
     Handler,
@@ -34,7 +32,9 @@ from .auth import (
     set_cookies,
 )
 from .console import Console
+from .metrics import exposition, install_metrics
 from .rates import SAMPLE_S, Rates
+from .served import Served
 
 log = get_logger("queuebox.web")
 
@@ -55,7 +55,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 class HttpListener:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Served) -> None:
         self.server = server
         host, _ = server.app.config.http_listen or ("127.0.0.1", 0)
         self.logins = Logins(server.app, host)
@@ -162,7 +162,7 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-async def start_http(server: Server) -> HttpListener | None:
+async def start_http(server: Served) -> HttpListener | None:
     """Start the listener when `http_listen` is set (after build_server)."""
     where = server.app.config.http_listen
     if where is None:

@@ -24,14 +24,14 @@ from queuebox.drivers.sessions import session_text
 from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.drivers.untimed import UntimedStore
 
-from ..build import Server
 from ..replication import status
+from .served import Served
 
 STARTED = time.time()
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
-def server_view(server: Server) -> dict[str, Any]:
+def server_view(server: Served) -> dict[str, Any]:
     app, store = server.app, server.store
     engine = store.engine
     snapshot_age = (
@@ -62,13 +62,13 @@ def server_view(server: Server) -> dict[str, Any]:
     }
 
 
-def cluster_view(server: Server) -> dict[str, Any]:
+def cluster_view(server: Served) -> dict[str, Any]:
     """This node's place in its cluster: what `queuebox.status()` answers (the
     console asks that call as the user first; this is for when it cannot)."""
     return status.cluster_view(server.role, server.cluster)
 
 
-def tube_rows(server: Server, stats: dict[str, Any]) -> list[dict[str, Any]]:
+def tube_rows(server: Served, stats: dict[str, Any]) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
     registered = server.store.engine.catalog.get(QUEUE_SPACE)
     rows_of = {row[0]: row for row in registered} if registered is not None else {}
@@ -103,7 +103,7 @@ def _oldest(driver: TaskStore, now: int) -> dict[str, Any] | None:
     return {"seconds": round(max(0, now - put) / 1e6, 3), "estimated": estimated}
 
 
-def connections_view(server: Server) -> dict[str, Any]:
+def connections_view(server: Served) -> dict[str, Any]:
     """Open connections and queue sessions, with the tasks each session holds."""
     queue = server.queue
     sessions = queue.modern.sessions if queue is not None else None

@@ -75,7 +75,7 @@ def snapshot(d: Path) -> None:
 
 def recover(d: Path) -> dict[str, Any]:
     e = Engine(d, wal_mode="write", clock=time.time)
-    gc.disable()  # as the server does during recovery (server/build.py)
+    gc.disable()  # as the server does during recovery (server/start/build.py)
     c0, t0 = time.process_time(), time.perf_counter()
     report = e.open()
     out = {
@@ -91,7 +91,7 @@ def recover(d: Path) -> dict[str, Any]:
 def profiled(d: Path, top: int) -> None:
     e = Engine(d, wal_mode="write", clock=time.time)
     prof = cProfile.Profile()
-    gc.disable()  # as the server does during recovery (server/build.py)
+    gc.disable()  # as the server does during recovery (server/start/build.py)
     prof.enable()
     e.open()
     prof.disable()

@@ -98,10 +98,10 @@ async def connections(
     n: int, kind: str = "fifo"
 ) -> AsyncIterator[list[tuple[Feed, FakeTransport]]]:
     """The same with `n` connections: (feed, its transport) of each."""
-    from queuebox.server.app import App
-    from queuebox.server.build import build_server
-    from queuebox.server.config import Config
-    from queuebox.server.connection import Connection
+    from queuebox.server.core.app import App
+    from queuebox.server.net.connection import Connection
+    from queuebox.server.settings.config import Config
+    from queuebox.server.start.build import build_server
 
     with tempfile.TemporaryDirectory() as data_dir:
         app = App(Config(data_dir=data_dir, listen_port=0, wal_mode="write", log_level="error"))

@@ -141,10 +141,10 @@ def snapshot(tracer: Tracer) -> dict[str, Any]:
 
 
 async def main(show: bool) -> None:
-    from queuebox.server.app import App
-    from queuebox.server.build import build_server
-    from queuebox.server.config import Config
-    from queuebox.server.listener import Listener
+    from queuebox.server.core.app import App
+    from queuebox.server.net.listener import Listener
+    from queuebox.server.settings.config import Config
+    from queuebox.server.start.build import build_server
 
     with tempfile.TemporaryDirectory() as data_dir:
         app = App(Config(data_dir=data_dir, listen_port=0, wal_mode="write"))

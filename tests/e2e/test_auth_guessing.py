@@ -1,4 +1,4 @@
-"""Password guessing from outside (server/authguard.py): slow across connections,
+"""Password guessing from outside (server/access/authguard.py): slow across connections,
 seen in the log and the metrics, and no obstacle to the right password from
 elsewhere.
 

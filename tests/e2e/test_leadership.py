@@ -1,4 +1,4 @@
-"""server/leader.py against a real etcd: who holds the key, when it is lost, and fencing.
+"""server/replication/leader.py against a real etcd: who holds the key, its loss, and fencing.
 
 Each test gets a fresh one-member etcd (tests/e2e/etcdproc.py). TTLs are 1 s
 (the lease, its keepalive every 1/3 s, the fencing margin 1/4 s) or 2 s where
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aetcd
 import pytest
 
-from queuebox.server.leader import LeaderError, Leadership
+from queuebox.server.replication.leader import LeaderError, Leadership
 from tests.e2e.client_targets import free_port
 from tests.e2e.etcdproc import EtcdProc
 

@@ -46,7 +46,7 @@ def test_the_wheel_holds_one_package_typed_with_its_notes(wheel: Path) -> None:
         "queuebox/storage/FORMAT.md",
         "queuebox/protocol/PROTOCOL.md",
         "queuebox/drivers/QUEUE.md",
-        "queuebox/server/serve.py",
+        "queuebox/server/start/serve.py",
         "queuebox/clients/aio/__init__.py",
         "queuebox/cli.py",
         # The console's assets: the wheel serves it with no network at all.
@@ -92,7 +92,7 @@ def test_installed_it_imports_from_a_directory_with_folders_of_the_same_names(
         (project / shadow).mkdir(parents=True)
         (project / shadow / "__init__.py").write_text("raise ImportError('the user folder')\n")
     probe = (
-        "import queuebox, queuebox.clients.aio, queuebox.server.serve, queuebox.cli; "
+        "import queuebox, queuebox.clients.aio, queuebox.server.start.serve, queuebox.cli; "
         "print(queuebox.__file__, queuebox.__version__)"
     )
     out = subprocess.run(

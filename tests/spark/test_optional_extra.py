@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
-import queuebox.server.app, queuebox.server.serve, queuebox.cli, queuebox.clients.pipeline
+import queuebox.server.core.app, queuebox.server.start.serve, queuebox.cli
+import queuebox.clients.pipeline
 import queuebox.clients.pipeline.cli
 import queuebox.clients.pipeline.walfile, queuebox.clients.pipeline.records
 import queuebox.clients.pipeline.classify

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from queuebox.cli import COMMANDS
-from queuebox.server.config import ConfigError
-from queuebox.server.config_load import SCALAR_FIELDS, load_config
+from queuebox.server.settings.config import ConfigError
+from queuebox.server.settings.config_load import SCALAR_FIELDS, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

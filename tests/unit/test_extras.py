@@ -8,8 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from queuebox.server.config_load import load_config
-from queuebox.server.serve import missing_extra
+from queuebox.server.settings.config_load import load_config
+from queuebox.server.start.serve import missing_extra
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -36,7 +36,8 @@ def test_the_heavy_clients_are_extras_and_the_tests_have_them() -> None:
 
 def test_queuebox_runs_without_the_extras(tmp_path: Path) -> None:
     script = WITHOUT_EXTRAS + (
-        "import queuebox.server.build, queuebox.server.serve, queuebox.clients.bench.bench\n"
+        "import queuebox.server.start.build, queuebox.server.start.serve\n"
+        "import queuebox.clients.bench.bench\n"
         "import queuebox.clients.bench.report as report, queuebox.clients.worker.cli\n"
         "assert not report.progress_available()\n"
         "from queuebox.cli import main\n"

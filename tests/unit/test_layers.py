@@ -85,11 +85,11 @@ def test_package_imports_follow_the_design(package: str) -> None:
 def test_the_checker_sees_every_form(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text(
-        "import queuebox.server.app\n"
+        "import queuebox.server.core.app\n"
         "from queuebox.storage.space import Space\n"
         "from queuebox import protocol\n"
         "import importlib\n"
-        "importlib.import_module('queuebox.clients.cli')\n"
+        "importlib.import_module('queuebox.clients.cli.commands')\n"
         "import drivers\n"
     )
     assert imported_names(sample) == {

@@ -1,8 +1,8 @@
-"""The password-guessing guard (server/authguard.py) on a fake clock."""
+"""The password-guessing guard (server/access/authguard.py) on a fake clock."""
 
 from __future__ import annotations
 
-from queuebox.server.authguard import FORGET_S, AuthGuard
+from queuebox.server.access.authguard import FORGET_S, AuthGuard
 
 
 class Clock:

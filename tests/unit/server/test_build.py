@@ -1,4 +1,4 @@
-"""The server's parts, built in order in one place (server/build.py), over a real data directory."""
+"""The server's parts, built in order in one place (server/start/build.py), on real data."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from queuebox.server.app import App
-from queuebox.server.build import build_server
-from queuebox.server.config import Config
+from queuebox.server.core.app import App
+from queuebox.server.settings.config import Config
+from queuebox.server.start.build import build_server
 from queuebox.storage.errors import DataDirLocked
 
 

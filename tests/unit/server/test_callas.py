@@ -1,4 +1,4 @@
-"""Calls made in-process as a user (server/callas.py) get exactly what the same
+"""Calls made in-process as a user (server/core/callas.py) get exactly what the same
 user gets over IPROTO: every (user, call) pair of a matrix is made both ways on
 one app with the real queue glue, and the answers must agree."""
 
@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from queuebox import protocol
-from queuebox.server.app import App
-from queuebox.server.builtins import install
-from queuebox.server.callas import LocalSession, call_as
-from queuebox.server.config import ADMIN, READ, Config, UserSpec
-from queuebox.server.errors import CallError
-from queuebox.server.queue_calls import QueueCalls
+from queuebox.server.core.app import App
+from queuebox.server.core.builtins import install
+from queuebox.server.core.callas import LocalSession, call_as
+from queuebox.server.queue.queue_calls import QueueCalls
+from queuebox.server.runtime.errors import CallError
+from queuebox.server.settings.config import ADMIN, READ, Config, UserSpec
 from queuebox.storage.catalog import Catalog
 from tests.unit.server.test_server_connection import Harness, call
 

@@ -1,4 +1,4 @@
-"""A task that must end ends (server/loop.py `cancel_and_wait`): a cancellation
+"""A task that must end ends (server/runtime/loop.py `cancel_and_wait`): a cancellation
 that asyncio.wait_for loses (its inner future done in the same loop turn) is
 repeated. This lost cancel let a replica's applier run on after stop(), and a
 promotion waiting for it held the leader key in STARTUP (issue 24)."""
@@ -12,9 +12,9 @@ import socket
 import time
 from pathlib import Path
 
-from queuebox.server.config import Config
-from queuebox.server.loop import cancel_and_wait
 from queuebox.server.replication.applier import Applier
+from queuebox.server.runtime.loop import cancel_and_wait
+from queuebox.server.settings.config import Config
 from queuebox.storage.engine import Engine
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-from queuebox.server.app import App
-from queuebox.server.builtins import install
-from queuebox.server.config import Config
-from queuebox.server.limits import BufferBudget
-from queuebox.server.reading import SCRATCH_SIZE
+from queuebox.server.core.app import App
+from queuebox.server.core.builtins import install
+from queuebox.server.net.reading import SCRATCH_SIZE
+from queuebox.server.runtime.limits import BufferBudget
+from queuebox.server.settings.config import Config
 from tests.unit.server.fake_transport import record_reads
 from tests.unit.server.test_server_connection import Harness, call, frame
 

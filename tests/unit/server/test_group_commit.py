@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from queuebox.server.app import App
-from queuebox.server.commit import Durability, GroupCommit
-from queuebox.server.config import WRITE
-from queuebox.server.registry import CallContext
+from queuebox.server.core.app import App
+from queuebox.server.core.registry import CallContext
+from queuebox.server.runtime.commit import Durability, GroupCommit
+from queuebox.server.settings.config import WRITE
 from queuebox.storage.engine import Engine
 from queuebox.storage.indexdef import IndexDef
 from tests.unit.server.test_server_connection import call, make_app, open_conn

@@ -1,10 +1,10 @@
-"""server/leader.py's reading of `etcd_endpoints`: the part that needs no etcd."""
+"""server/replication/leader.py's reading of `etcd_endpoints`: the part that needs no etcd."""
 
 from __future__ import annotations
 
 import pytest
 
-from queuebox.server.leader import LeaderError, parse_endpoints
+from queuebox.server.replication.leader import LeaderError, parse_endpoints
 
 
 def test_endpoints_are_read_in_order_with_the_default_port() -> None:

@@ -1,4 +1,4 @@
-"""The 1.5 port's connection (server/legacy15.py) driven with a fake transport over
+"""The 1.5 port's connection (server/net/legacy15.py) driven with a fake transport over
 the real queue glue: the shared shell and the IPROTO path's guarantees hold on it.
 
 A reply waits for the durability barrier and a failed barrier never acks; a
@@ -13,12 +13,12 @@ import asyncio
 from typing import Any
 
 from queuebox.protocol import box15
-from queuebox.server.app import App
-from queuebox.server.config import Config
-from queuebox.server.legacy15 import Box15Connection
-from queuebox.server.queue_calls import QueueCalls
-from queuebox.server.rights import Grant
-from queuebox.server.session import Session
+from queuebox.server.access.rights import Grant
+from queuebox.server.core.app import App
+from queuebox.server.core.session import Session
+from queuebox.server.net.legacy15 import Box15Connection
+from queuebox.server.queue.queue_calls import QueueCalls
+from queuebox.server.settings.config import Config
 from queuebox.storage.catalog import Catalog
 from tests.unit.server.fake_transport import Durable, FakeTransport, record_reads
 

@@ -3,7 +3,7 @@ fake clock."""
 
 from __future__ import annotations
 
-from queuebox.server.limits import MIN_READ, BufferBudget
+from queuebox.server.runtime.limits import MIN_READ, BufferBudget
 
 MiB = 1 << 20
 
@@ -174,7 +174,7 @@ def test_the_open_file_limit_is_raised_to_fit_max_connections() -> None:
     import sys
 
     probe = (
-        "import resource; from queuebox.server.limits import raise_open_files_limit as r; "
+        "import resource; from queuebox.server.runtime.limits import raise_open_files_limit as r; "
         "print(*r(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -11,8 +11,8 @@ from typing import Any
 
 import structlog
 
-from queuebox.server import logs
-from queuebox.server.logs import MAX_KEYS, RateLimitedLog
+from queuebox.server.runtime import logs
+from queuebox.server.runtime.logs import MAX_KEYS, RateLimitedLog
 
 
 class Lines:

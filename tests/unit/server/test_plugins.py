@@ -18,14 +18,14 @@ import pytest
 
 from queuebox.drivers.driver import DRIVERS
 from queuebox.protocol import password_hash2
-from queuebox.server.app import App
-from queuebox.server.callas import call_now
-from queuebox.server.config import Config, UserSpec
-from queuebox.server.errors import CallError
+from queuebox.server.core.app import App
+from queuebox.server.core.callas import call_now
+from queuebox.server.core.session import Session
 from queuebox.server.plugins import PluginAPI, PluginHost, unpack
 from queuebox.server.plugins.host import MAX_CHAINED_CHANGES
-from queuebox.server.queue_calls import QueueCalls
-from queuebox.server.session import Session
+from queuebox.server.queue.queue_calls import QueueCalls
+from queuebox.server.runtime.errors import CallError
+from queuebox.server.settings.config import Config, UserSpec
 from queuebox.storage.catalog import Catalog
 
 SAMPLE = "tests.e2e.plugins.sample"

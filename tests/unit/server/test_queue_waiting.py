@@ -1,6 +1,6 @@
-"""The queue glue (server/queue_calls.py) without sockets: waiting calls and disconnects.
+"""The queue glue (server/queue/queue_calls.py) without sockets: waiting calls and disconnects.
 
-Requests are run the way server/dispatch.py runs them: the handler inline, and a
+Requests are run the way server/core/dispatch.py runs them: the handler inline, and a
 waiting one finishes in a task. Two lost wakeups are pinned here: a put read
 in the same batch as the take that waits for it, and a woken waiter whose
 client left before it could take its task. Also: the disconnects of a
@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from queuebox.server.app import App
-from queuebox.server.config import Config
-from queuebox.server.queue_calls import QueueCalls
-from queuebox.server.session import Session
+from queuebox.server.core.app import App
+from queuebox.server.core.session import Session
+from queuebox.server.queue.queue_calls import QueueCalls
+from queuebox.server.settings.config import Config
 from queuebox.storage.catalog import Catalog
 
 

@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from queuebox.protocol import ErrorCode
-from queuebox.server.errors import CallError
 from queuebox.server.replication.quorum import Quorum
+from queuebox.server.runtime.errors import CallError
 
 
 async def written() -> asyncio.Future[None]:

@@ -1,4 +1,4 @@
-"""The rights model (server/rights.py): grants on tube patterns, the one check,
+"""The rights model (server/access/rights.py): grants on tube patterns, the one check,
 and the guest rule as config.py decides it."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from queuebox.server.config import (
+from queuebox.server.access.rights import MEMO_SIZE, Grant, Rights, legacy_tube
+from queuebox.server.settings.config import (
     ADMIN,
     ALL_RIGHTS,
     NO_RIGHTS,
@@ -19,8 +20,7 @@ from queuebox.server.config import (
     UserSpec,
     effective_guest_rights,
 )
-from queuebox.server.config_load import load_config
-from queuebox.server.rights import MEMO_SIZE, Grant, Rights, legacy_tube
+from queuebox.server.settings.config_load import load_config
 
 TOML = """
 [users.app]

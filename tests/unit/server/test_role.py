@@ -15,12 +15,12 @@ import pytest
 
 from queuebox.drivers.driver import DRIVERS, register_driver
 from queuebox.drivers.fifo import Fifo
-from queuebox.server.app import App
-from queuebox.server.build import Server, build_server
-from queuebox.server.config import Config
-from queuebox.server.errors import CallError
+from queuebox.server.core.app import App
+from queuebox.server.core.session import Session
 from queuebox.server.replication.role import PromotionFailed
-from queuebox.server.session import Session
+from queuebox.server.runtime.errors import CallError
+from queuebox.server.settings.config import Config
+from queuebox.server.start.build import Server, build_server
 
 ER_READONLY = 7
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from queuebox import cli
-from queuebox.server.config_load import SCALAR_FIELDS
-from queuebox.server.serve import build_parser
+from queuebox.server.settings.config_load import SCALAR_FIELDS
+from queuebox.server.start.serve import build_parser
 
 
 def test_a_command_runs_with_its_arguments_and_prog(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from queuebox.server.config import (
+from queuebox.server.settings.config import (
     ADMIN,
     ALL_RIGHTS,
     NO_RIGHTS,
@@ -19,8 +19,8 @@ from queuebox.server.config import (
     effective_guest_rights,
     parse_rights,
 )
-from queuebox.server.config_load import load_config
-from queuebox.server.config_values import parse_listen
+from queuebox.server.settings.config_load import load_config
+from queuebox.server.settings.config_values import parse_listen
 
 
 def hash2(password: str) -> bytes:

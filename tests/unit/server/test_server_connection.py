@@ -12,12 +12,12 @@ import msgpack
 import pytest
 
 from queuebox import protocol
-from queuebox.server.app import App
-from queuebox.server.builtins import install
-from queuebox.server.config import READ, WRITE, Config, UserSpec
-from queuebox.server.connection import Connection
-from queuebox.server.errors import CallError
-from queuebox.server.registry import CallContext
+from queuebox.server.core.app import App
+from queuebox.server.core.builtins import install
+from queuebox.server.core.registry import CallContext
+from queuebox.server.net.connection import Connection
+from queuebox.server.runtime.errors import CallError
+from queuebox.server.settings.config import READ, WRITE, Config, UserSpec
 from tests.unit.server.fake_transport import Durable, FakeTransport
 
 

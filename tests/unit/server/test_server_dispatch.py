@@ -8,9 +8,8 @@ import msgpack
 import pytest
 
 from queuebox.protocol import encode_packed_data
-from queuebox.server.config import ADMIN, READ, WRITE
-from queuebox.server.dispatch import encode_answer
-from queuebox.server.registry import (
+from queuebox.server.core.dispatch import encode_answer
+from queuebox.server.core.registry import (
     Bound,
     CallContext,
     CallPath,
@@ -18,6 +17,7 @@ from queuebox.server.registry import (
     normalize_eval,
     parse_name,
 )
+from queuebox.server.settings.config import ADMIN, READ, WRITE
 from queuebox.storage.packed import Packed, spliced
 
 

@@ -1,4 +1,5 @@
-"""No import circle among the server's modules, read statically from the source.
+"""The server's imports, read statically from the source: no circle among its
+modules, and its rooms (subpackages) import one way.
 
 A circle is how a request came to cross ~20 files: calls.py, connection.py
 and requests.py imported each other and passed the whole Connection around.
@@ -12,32 +13,61 @@ from pathlib import Path
 
 SERVER = Path(__file__).resolve().parents[3] / "server"
 
+# The rooms from the top down: each may import only rooms after it in this list
+# (server/__init__.py draws the same order).
+ROOMS = (
+    "start",
+    "web",
+    "net",
+    "replication",
+    "plugins",
+    "queue",
+    "core",
+    "access",
+    "settings",
+    "runtime",
+)
 
-def server_imports(path: Path) -> set[str]:
-    """The server modules (by stem) one file imports."""
-    modules = {p.stem for p in SERVER.glob("*.py")}
+
+def module_name(path: Path, root: Path = SERVER) -> str:
+    """`queuebox.server.<room>.<module>` for a file under root."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["queuebox", "server", *parts])
+
+
+def server_imports(path: Path, root: Path = SERVER) -> set[str]:
+    """The server modules (dotted names) one file imports, relative or absolute."""
+    modules = {module_name(p, root) for p in root.rglob("*.py")}
+    here = module_name(path, root)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:  # from .x import y / from . import x
-                names = [node.module] if node.module else [a.name for a in node.names]
-            elif node.level == 0 and node.module and node.module.startswith("queuebox.server"):
-                rest = node.module.split(".")[2:]
-                names = rest[:1] if rest else [a.name for a in node.names]
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
             else:
-                continue
+                target = node.module or ""
+            submodules = [f"{target}.{alias.name}" for alias in node.names]
+            # `from ..core import app` imports the module; `from ..plugins import X`, the package
+            candidates = [m for m in submodules if m in modules] or [target]
         elif isinstance(node, ast.Import):
-            names = [
-                a.name.split(".")[2] for a in node.names if a.name.startswith("queuebox.server.")
-            ]
+            candidates = [alias.name for alias in node.names]
         else:
             continue
-        found.update(n for n in names if n in modules)
-    return found
+        found.update(c for c in candidates if c in modules)
+    return found - {here}
 
 
-def graph() -> dict[str, set[str]]:
-    return {p.stem: server_imports(p) - {p.stem} for p in sorted(SERVER.glob("*.py"))}
+def graph(root: Path = SERVER) -> dict[str, set[str]]:
+    return {module_name(p, root): server_imports(p, root) for p in sorted(root.rglob("*.py"))}
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -65,27 +95,61 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_server_modules_import_no_circle() -> None:
     edges = graph()
-    assert {"connection", "dispatch", "requests", "session"} <= set(edges)
+    names = {m.rsplit(".", 1)[-1] for m in edges}
+    assert {"connection", "dispatch", "requests", "session", "build"} <= names
     assert find_cycle(edges) is None, " -> ".join(find_cycle(edges) or [])
+
+
+def test_every_module_lives_in_a_room() -> None:
+    loose = [m for m in graph() if m.count(".") == 2 and room_of(m) not in ROOMS]
+    assert loose == []
+    rooms = {room_of(m) for m in graph()} - {""}
+    assert rooms == set(ROOMS)
+
+
+def test_rooms_import_one_way() -> None:
+    wrong = []
+    for module, targets in graph().items():
+        here = room_of(module)
+        if not here:
+            continue
+        for target in targets:
+            there = room_of(target)
+            if there and there != here and ROOMS.index(there) < ROOMS.index(here):
+                wrong.append(f"{module} ({here}) imports {target} ({there})")
+    assert wrong == []
 
 
 def test_handlers_never_import_the_connection() -> None:
     edges = graph()
-    for module in ("requests", "session", "dispatch", "queue_calls"):
-        assert "connection" not in edges[module], module
+    connection = "queuebox.server.net.connection"
+    for module in ("core.requests", "core.session", "core.dispatch", "queue.queue_calls"):
+        assert connection not in edges[f"queuebox.server.{module}"], module
 
 
 def test_the_checker_finds_a_circle(tmp_path: Path) -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
-    sample = tmp_path / "x.py"
+    for room in ("core", "net"):
+        (tmp_path / room).mkdir()
+        (tmp_path / room / "__init__.py").write_text("")
+    for name in ("dispatch", "app", "requests"):
+        (tmp_path / "core" / f"{name}.py").write_text("")
+    (tmp_path / "net" / "listener.py").write_text("")
+    sample = tmp_path / "net" / "connection.py"
     sample.write_text(
         "from typing import TYPE_CHECKING\n"
-        "from .dispatch import f\n"
-        "from . import app\n"
-        "from queuebox.server.requests import g\n"
-        "import queuebox.server.listener\n"
+        "from ..core.dispatch import f\n"
+        "from ..core import app\n"
+        "from queuebox.server.core.requests import g\n"
+        "import queuebox.server.net.listener\n"
         "if TYPE_CHECKING:\n"
         "    from .connection import Connection\n"
     )
-    assert server_imports(sample) == {"dispatch", "app", "requests", "connection", "listener"}
+    assert server_imports(sample, tmp_path) == {
+        "queuebox.server.core.dispatch",
+        "queuebox.server.core.app",
+        "queuebox.server.core.requests",
+        "queuebox.server.net.listener",
+    }
+    assert room_of("queuebox.server.net.listener") == "net"

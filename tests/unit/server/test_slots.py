@@ -3,7 +3,7 @@ that gives its slot to a newcomer. Pure rules, fake connections, a fake clock.""
 
 from __future__ import annotations
 
-from queuebox.server.slots import FULL, PER_ADDRESS, ConnectionSlots
+from queuebox.server.runtime.slots import FULL, PER_ADDRESS, ConnectionSlots
 
 
 class Clock:

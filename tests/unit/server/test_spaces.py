@@ -1,4 +1,4 @@
-"""SELECT on the queue's spaces (server/spaces.py), in process.
+"""SELECT on the queue's spaces (server/core/spaces.py), in process.
 
 A module index read through queuebox's own storage index must give what the
 plain way gives (every row sorted by the module's key, Tarantool's iterator
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from queuebox.drivers.driver import DRIVERS
 from queuebox.drivers.schema import task_space
-from queuebox.server.errors import CallError
-from queuebox.server.spaces import Visible, _select
+from queuebox.server.core.spaces import Visible, _select
+from queuebox.server.runtime.errors import CallError
 from tests.unit.drivers.queue_harness import Q
 
 TYPE = "Supplied key type of part 0 does not match index part type: expected "

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from queuebox.server.app import App
-from queuebox.server.commit import Durability, WalFailed
-from queuebox.server.config import Config
-from queuebox.server.queue_calls import QueueCalls
-from queuebox.server.session import Session
-from queuebox.server.store import Store
+from queuebox.server.core.app import App
+from queuebox.server.core.session import Session
+from queuebox.server.core.store import Store
+from queuebox.server.queue.queue_calls import QueueCalls
+from queuebox.server.runtime.commit import Durability, WalFailed
+from queuebox.server.settings.config import Config
 from queuebox.storage.engine import Engine
 from tests.unit.storage.storage_harness import FaultyFileIO
 
@@ -43,7 +43,7 @@ class Harness:
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def send(self, conn_id: int, name: str, *args: Any) -> asyncio.Future[list[Any]]:
-        """One request as server/dispatch.py runs it: the handler inline (a waiting
+        """One request as server/core/dispatch.py runs it: the handler inline (a waiting
         one finishes in a task), then the reply waits for the durability barrier."""
         found = self.app.registry.resolve(name)
         assert found is not None, name

@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from queuebox.server.config_load import load_config
+from queuebox.server.settings.config_load import load_config
 from queuebox.server.web.auth import IDLE_S, MAX_SESSIONS, Logins, is_public, same_origin
 from queuebox.server.web.rates import KEEP, Rates
 from queuebox.server.web.render import TEXT_LIMIT, data_view, task_view
@@ -106,7 +106,7 @@ def test_a_listed_task_keeps_its_fields_with_its_data_made_readable() -> None:
 def logins(toml_users: bool, host: str = "127.0.0.1", **env: str) -> tuple[Logins, Clock]:
     if toml_users:
         env |= {"QUEUEBOX_USER": "ops", "QUEUEBOX_PASSWORD": "pw"}
-    from queuebox.server.app import App
+    from queuebox.server.core.app import App
 
     clock = Clock()
     return Logins(App(load_config({}, env)), host, clock), clock

@@ -1,0 +1,342 @@
+"""`queuebox ping|tubes|stats|put|take|peek|create-tube|drop-tube`: the client's commands.
+
+Owns: each command's arguments, its output (text or ``--json``) and its exit code. The
+`queuebox` entry point (queuebox/cli.py) imports this module only when one of these
+commands runs; each function here is `(argv, prog) -> exit code`. Talks to the server
+through `clients.blocking` only; must not import server/, drivers/ or storage/.
+
+Where to connect: --host/--port/--user/--password-file (clients/cli/args.py, shared by every
+client-side command), else QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER,
+QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301. For a
+primary + replicas set: --address HOST:PORT, repeatable (else QUEUEBOX_ADDRESSES,
+comma-separated): the command runs on the writable one.
+
+Exit codes: 0 ok, 1 other server error, 2 bad usage, 3 cannot reach the server,
+4 no such tube or task, 5 take found no task in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping
+from itertools import islice
+from typing import Any
+
+from queuebox.clients import blocking
+from queuebox.clients.cli.output import Empty, NotFound, UsageError, print_task, to_json
+
+from . import args as cliargs
+from . import output as cliout
+
+__all__ = [
+    "create_tube", "drop_tube", "peek", "ping", "promote", "put", "stats", "take", "tubes"
+]  # fmt: skip
+
+
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = cliargs.ArgumentParser(prog=prog, description=description)
+    group = cliargs.add_connection_arguments(parser)
+    group.add_argument(
+        "--connect-timeout",
+        type=cliargs.seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up connecting after this long",
+    )
+    cliargs.add_failover_arguments(parser, group)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def _connect(args: argparse.Namespace) -> blocking.Connection:
+    return blocking.connect(
+        args.host,
+        args.port,
+        args.user,
+        args.password,
+        addresses=args.addresses or None,
+        failover_timeout=args.failover_timeout,
+        connect_timeout=args.connect_timeout,
+        call_timeout=30.0,
+        # One address: fail fast. Several: a read-only refusal means finding the writable one.
+        reconnect=bool(args.addresses),
+    )
+
+
+def _value(text: str) -> Any:
+    """JSON when it parses (numbers, true, {...}), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+Body = Callable[[blocking.Connection, argparse.Namespace], None]
+
+
+def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str], body: Body) -> int:
+    """Parse, connect, run `body`; every error a message and an exit code (cliout)."""
+    return cliout.run(prog, parser, argv, _connect, body)
+
+
+def _require_tube(conn: blocking.Connection, name: str) -> None:
+    if not conn.tube_exists(name):
+        raise NotFound(f"tube {name!r} does not exist")
+
+
+# -- the commands ---------------------------------------------------------------------
+
+
+def ping(argv: list[str], prog: str = "queuebox ping") -> int:
+    """Check that the server answers; print its version and the round trip."""
+    parser = _parser(prog, "Send an IPROTO PING and report the round-trip time.")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        started = time.perf_counter()
+        conn.ping()
+        millis = (time.perf_counter() - started) * 1000
+        version = conn.greeting.version_text if conn.greeting else "?"
+        where = f"{conn.host}:{conn.port}"
+        if args.json:
+            print(to_json({"ok": True, "address": where, "version": version, "ms": millis}))
+        else:
+            print(f"PONG from {where} (Tarantool {version} protocol) in {millis:.2f} ms")
+
+    return _run(prog, parser, argv, body)
+
+
+def promote(argv: list[str], prog: str = "queuebox promote") -> int:
+    """Make a read-only replica the writable primary (admin rights; not under etcd)."""
+    parser = _parser(
+        prog,
+        "Promote the replica at --host/--port: it stops following its primary and "
+        "serves changes (queue.state() RUNNING). Refused where etcd decides failover.",
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        answer = conn.call("queuebox.promote")[0]
+        where = f"{conn.host}:{conn.port}"
+        if args.json:
+            print(to_json({"address": where, **answer}))
+        elif answer["promoted"]:
+            print(f"{where} promoted: {answer['state']} from LSN {answer['lsn']}")
+        else:
+            print(f"{where} was already {answer['state']} (LSN {answer['lsn']})")
+
+    return _run(prog, parser, argv, body)
+
+
+def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
+    """List the tubes, one per line."""
+    parser = _parser(prog, "List the tubes.")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        names = conn.tubes()
+        if args.json:
+            print(to_json(names))
+        elif names:
+            print("\n".join(names))
+        else:  # stdout stays empty, so `queuebox tubes | wc -l` still counts 0
+            print(f"{prog}: no tubes", file=sys.stderr)
+
+    return _run(prog, parser, argv, body)
+
+
+STDIN_BATCH = 1000  # lines of stdin put (pipelined) before their tasks are printed
+TASK_COLUMNS = ("ready", "taken", "delayed", "buried", "done", "total")
+CALL_COLUMNS = (
+    "put", "take", "ack", "release", "bury", "kick", "delete", "touch", "ttr", "ttl", "delay"
+)  # fmt: skip
+
+
+def stats_table(stats: Mapping[str, Mapping[str, Any]], width: int | None = None) -> str:
+    """Statistics of several tubes as an aligned text table, one row per tube; the call
+    counters a `width` has no room for are left out (--json has them all)."""
+    header = ["tube", *TASK_COLUMNS, *CALL_COLUMNS]
+    rows = []
+    for name in sorted(stats):
+        tasks = stats[name].get("tasks", {})
+        calls = stats[name].get("calls", {})
+        rows.append(
+            [name]
+            + [str(tasks.get(key, 0)) for key in TASK_COLUMNS]
+            + [str(calls.get(key, 0)) for key in CALL_COLUMNS]
+        )
+    return cliout.table(header, rows, width)
+
+
+def stats(argv: list[str], prog: str = "queuebox stats") -> int:
+    """Print task counts and call counters of every tube, or of one."""
+    parser = _parser(prog, "Show the statistics of every tube, or of TUBE.")
+    parser.add_argument("tube", nargs="?", help="only this tube (default: every tube)")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        if args.tube is not None:
+            _require_tube(conn, args.tube)
+            result = {args.tube: conn.statistics(args.tube)}
+        else:
+            result = conn.statistics()
+        if args.json:
+            print(to_json(result[args.tube] if args.tube else result))
+        elif result:
+            print(stats_table(result, cliout.terminal_width()))
+        else:
+            print("no tubes")
+
+    return _run(prog, parser, argv, body)
+
+
+def put(argv: list[str], prog: str = "queuebox put") -> int:
+    """Put one task; DATA is JSON when it parses, else a string; `-`: a task per line
+    of stdin."""
+    parser = _parser(
+        prog,
+        "Put a task into TUBE. DATA is JSON when it parses, else a string; - reads stdin: "
+        "one task per line (blank lines skipped), e.g. `jq -c .[] jobs.json | queuebox put "
+        "jobs -`.",
+    )
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument(
+        "data", help="the task's data: JSON when it parses, else the text; - for stdin"
+    )
+    parser.add_argument(
+        "--pri", type=int, help="priority, smaller first (ttl drivers; default: the tube's)"
+    )
+    parser.add_argument(
+        "--ttl", type=cliargs.seconds, help="seconds the task lives (default: the tube's)"
+    )
+    parser.add_argument(
+        "--ttr",
+        type=cliargs.seconds,
+        help="seconds a consumer has before the task is retaken (default: the tube's)",
+    )
+    parser.add_argument(
+        "--delay", type=cliargs.seconds, help="seconds before the task becomes ready (default 0)"
+    )
+    parser.add_argument("--utube", help="sub-queue (utube, utubettl; default: none)")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        opts = {"pri": args.pri, "ttl": args.ttl, "ttr": args.ttr, "delay": args.delay}
+        tube = conn.tube(args.tube)
+        if args.data != "-":
+            print_task(tube.put(_value(args.data), utube=args.utube, **opts), args.json)
+            return
+        lines = (line.rstrip("\r\n") for line in sys.stdin)
+        values = (_value(line) for line in lines if line.strip())
+        while batch := list(islice(values, STDIN_BATCH)):
+            for task in tube.put_many(batch, window=64, utube=args.utube, **opts):
+                print_task(task, args.json)
+
+    return _run(prog, parser, argv, body)
+
+
+def take(argv: list[str], prog: str = "queuebox take") -> int:
+    """Take one task, print it and ack it (or give it back with --release)."""
+    parser = _parser(
+        prog,
+        "Take a task from TUBE, ack it (or release it) and print it in the state it ends in "
+        "(done, or ready/delayed after --release).",
+    )
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument(
+        "--timeout",
+        type=cliargs.seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="how long to wait for a task; 0 answers at once",
+    )
+    parser.add_argument(
+        "--release", action="store_true", help="give the task back instead of acking it"
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        tube = conn.tube(args.tube)
+        task = tube.take(args.timeout)
+        if task is None:
+            raise Empty(f"no task in tube {args.tube!r} within {args.timeout:g} s")
+        settled = tube.release(task) if args.release else tube.ack(task)
+        print_task(settled, args.json)
+
+    return _run(prog, parser, argv, body)
+
+
+def peek(argv: list[str], prog: str = "queuebox peek") -> int:
+    """Print one task without changing it."""
+    parser = _parser(prog, "Show task ID of TUBE.")
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument("id", type=int, help="task id")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        print_task(conn.tube(args.tube).peek(args.id), args.json)
+
+    return _run(prog, parser, argv, body)
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, _value(value)
+
+
+# Tube options each driver reads (QUEUE.md §2-§5, §14); the server, like upstream,
+# ignores others.
+_COMMON_OPTIONS = frozenset(
+    {"temporary", "if_not_exists", "engine", "max_attempts", "backoff", "backoff_max"}
+)
+_TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
+TUBE_OPTIONS: dict[str, frozenset[str]] = {
+    "fifo": _COMMON_OPTIONS,
+    "fifottl": _COMMON_OPTIONS | _TTL_OPTIONS,
+    "limfifottl": _COMMON_OPTIONS | _TTL_OPTIONS | {"capacity"},
+    "utube": _COMMON_OPTIONS | {"storage_mode"},
+    "utubettl": _COMMON_OPTIONS | _TTL_OPTIONS | {"storage_mode"},
+}
+
+
+def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
+    """Create a tube of a driver type with options."""
+    parser = _parser(prog, "Create tube NAME of driver TYPE.")
+    parser.add_argument("name", help="tube name")
+    parser.add_argument("type", choices=sorted(TUBE_OPTIONS), help="queue driver")
+    parser.add_argument(
+        "--opt",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tube option, repeatable, VALUE as JSON when it parses (e.g. ttl=60, "
+        "temporary=true; default: none); "
+        + "; ".join(f"{t}: {', '.join(sorted(o))}" for t, o in TUBE_OPTIONS.items()),
+    )
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        known = TUBE_OPTIONS[args.type]
+        unknown = sorted(key for key, _ in args.opt if key not in known)
+        if unknown:
+            raise UsageError(
+                f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+                f"{args.type}; known: {', '.join(sorted(known))}"
+            )
+        conn.create_tube(args.name, args.type, **dict(args.opt))
+        if args.json:
+            print(to_json({"created": args.name, "type": args.type, "opts": dict(args.opt)}))
+        else:
+            print(f"created tube {args.name!r} ({args.type})")
+
+    return _run(prog, parser, argv, body)
+
+
+def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
+    """Drop a tube and its tasks."""
+    parser = _parser(prog, "Drop tube NAME and all its tasks.")
+    parser.add_argument("name", help="tube name")
+
+    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        conn.tube(args.name).drop()
+        print(to_json({"dropped": args.name}) if args.json else f"dropped tube {args.name!r}")
+
+    return _run(prog, parser, argv, body)

@@ -1,0 +1,142 @@
+"""`queuebox status`: the cluster as its instances see it, as a table or JSON.
+
+Owns: asking each address given (`--address`, repeatable, or
+$QUEUEBOX_ADDRESSES; else --host/--port) for `queuebox.status()`, and putting
+the answers side by side: one row per instance with its role, queue state,
+LSN, the primary it knows and the term, and, from the primary's own answer,
+its lag (LSNs and seconds) and whether it is in the in-sync set; a note says
+why an instance stands aside, that etcd does not answer it, or that it could
+not be reached. Talks to the servers through `clients.blocking` only.
+
+Exit codes: 0 every address answered, 1 some did not, 3 none did, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from queuebox.clients import blocking
+from queuebox.clients.cli.commands import _parser
+from queuebox.clients.errors import QueueboxError
+from queuebox.clients.failover import parse_addresses
+
+EXIT_OK, EXIT_SOME, EXIT_NONE = 0, 1, 3
+
+COLUMNS = ("address", "role", "state", "lsn", "primary", "term", "in_sync", "lag", "note")
+
+
+def ask(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One instance's answer: {"address", "status"} or {"address", "error"}."""
+    address = f"{host}:{port}"
+    try:
+        with blocking.connect(
+            host,
+            port,
+            args.user,
+            args.password,
+            connect_timeout=args.connect_timeout,
+            call_timeout=args.connect_timeout,
+            reconnect=False,
+        ) as conn:
+            return {"address": address, "status": conn.call("queuebox.status")[0]}
+    except QueueboxError as exc:
+        return {"address": address, "error": str(exc)}
+
+
+def rows(answers: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The table: each instance's own word, with its lag and sync as the primary sees it."""
+    seen_by_primary: dict[str, dict[str, Any]] = {}
+    for answer in answers:
+        status = answer.get("status")
+        if status and status["role"] == "primary":
+            seen_by_primary.update({r["name"]: r for r in status["replicas"]})
+    table = []
+    for answer in answers:
+        status = answer.get("status")
+        if status is None:
+            # What the primary last heard from it, if it is one of its replicas.
+            replica = seen_by_primary.get(answer["address"])
+            table.append(
+                {
+                    "address": answer["address"],
+                    "in_sync": _in_sync({"role": "?"}, replica),
+                    "lag": _lag(replica),
+                    "note": f"unreachable: {answer['error']}",
+                }
+            )
+            continue
+        replica = seen_by_primary.get(status["name"])
+        table.append(
+            {
+                "address": answer["address"],
+                "role": status["role"],
+                "state": status["state"],
+                "lsn": str(status["lsn"]),
+                "primary": status["primary"] or "-",
+                "term": "-" if status["term"] is None else str(status["term"]),
+                "in_sync": _in_sync(status, replica),
+                "lag": _lag(replica),
+                "note": _note(status, replica),
+            }
+        )
+    return table
+
+
+def _in_sync(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
+    if status["role"] == "primary":
+        return f"{len(status['in_sync'])} of {len(status['replicas'])}"
+    return "-" if replica is None else ("yes" if replica["in_sync"] else "no")
+
+
+def _lag(replica: dict[str, Any] | None) -> str:
+    if replica is None:
+        return "-"
+    return f"{replica['lag_lsn']} / {replica['lag_seconds']:.1f}s"
+
+
+def _note(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
+    notes = []
+    if status["waiting"]:
+        notes.append(f"stands aside: {status['waiting']}")
+    if status["etcd_error"]:
+        notes.append(f"etcd: {status['etcd_error']}")
+    following = status["following"]
+    if following is not None and following["diverged"]:
+        notes.append(f"diverged: {following['diverged']}")
+    if replica is not None and not replica["connected"]:
+        notes.append("not connected to the primary")
+    return "; ".join(notes)
+
+
+def render(table: list[dict[str, str]]) -> str:
+    widths = {c: max([len(c), *(len(r.get(c, "")) for r in table)]) for c in COLUMNS}
+    lines = ["  ".join(c.upper().ljust(widths[c]) for c in COLUMNS).rstrip()]
+    for row in table:
+        lines.append("  ".join(row.get(c, "").ljust(widths[c]) for c in COLUMNS).rstrip())
+    return "\n".join(lines)
+
+
+def main(argv: list[str], prog: str = "queuebox status") -> int:
+    parser = _parser(
+        prog,
+        "Ask each instance (every --address, or --host/--port) for its view of the "
+        "cluster (queuebox.status()) and print them side by side: role, state, LSN, "
+        "primary, term, in-sync, lag. --failover-timeout is not used.",
+    )
+    args = parser.parse_args(argv)
+    targets = parse_addresses(args.addresses) if args.addresses else ((args.host, args.port),)
+    answers = [ask(host, port, args) for host, port in targets]
+    if args.json:
+        print(json.dumps({"instances": answers}, ensure_ascii=False, default=str))
+    else:
+        print(render(rows(answers)))
+    failed = sum("error" in a for a in answers)
+    for answer in answers:
+        if "error" in answer:
+            print(f"{prog}: {answer['address']}: {answer['error']}", file=sys.stderr)
+    if not failed:
+        return EXIT_OK
+    return EXIT_NONE if failed == len(answers) else EXIT_SOME

@@ -1,0 +1,169 @@
+"""The asyncio side of a queue call that must wait: a take on an empty tube, a
+put to a full limfifottl tube.
+
+Owns: `WaitingCalls`, every call waiting in the queue cores (`Wait`, one
+registration: a future and at most one timer), its wake-ups, its retries with
+the time left, and what it answers when its client leaves or the queue is
+uninstalled. Must not touch: queue semantics (the cores own them, and decide
+when a call is Blocked), names and rights (queue_calls.py binds them),
+sockets, the WAL.
+
+A waiting call, drawn once:
+
+    call ──▶ answer ─────────────────────────────▶ reply
+      │
+      └──▶ Blocked ──▶ register waiter ──┬─ woken ───▶ call again with the time left
+           (in the same step,            ├─ timeout ─▶ one last call with 0 ─▶ reply
+            before any other request)    ├─ conn closed ─▶ [] (takes nothing; a wake
+                                         │                it got goes to the next waiter)
+                                         └─ uninstalled ─▶ the refusal it was given
+                                                          (the call changed nothing)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from queuebox.drivers.core import QueueCore
+from queuebox.drivers.queue import Blocked
+from queuebox.drivers.waiters import Waiter
+from queuebox.protocol import ErrorCode
+
+from ..core.registry import CallContext
+from ..runtime.errors import CallError
+
+
+class Wait:
+    """One registration of a waiting call: `future` is done when the call should
+    look again (woken, its time is up, its client left, the queue went away);
+    `woken` says whether a wake came (the queue's, or reload/uninstall). One
+    future and at most one timer, not asyncio.wait's set, callbacks and
+    coroutines.
+
+    A wake completes the future one loop turn later: the change that woke it
+    (a put) has its WAL write at the end of its turn, queued after the wake
+    (the barrier comes after the handler), so the retry always runs after
+    that write, and a failed write's rollback comes before it
+    (test_wal_failure)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.woken = False
+
+    def wake(self) -> None:
+        if not self.woken:
+            self.woken = True
+            self.loop.call_soon(self.end)
+
+    def end(self, _: object = None) -> None:
+        """The deadline's timer, or the connection's `closed` (its callback)."""
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+Registered = tuple[QueueCore, Waiter, Wait]
+
+
+class WaitingCalls:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        clock_us: Callable[[], int],
+        cores: Callable[[], tuple[QueueCore, ...]],
+    ) -> None:
+        self._loop = loop
+        self.clock_us = clock_us
+        self._cores = cores  # the current cores: reload() replaces them
+        self.waiting: set[Wait] = set()
+        # Set by QueueCalls.uninstall(): what waiting calls answer.
+        self.refusal: Callable[[], Exception] | None = None
+
+    def wake_all(self) -> None:
+        """Every waiting call looks again (the cores were rebuilt, or are gone)."""
+        for wait in list(self.waiting):
+            wait.wake()
+
+    def start(self, core: QueueCore, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
+        """Register the waiter now, in the same step as the call that blocked.
+
+        A request read in the same batch (a put pipelined after the take) runs
+        before any task starts: a waiter registered inside the coroutine would
+        miss that put's wakeup and sleep until its timeout.
+        """
+        loop = self._loop
+        deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
+        first = self._register(core, ctx, blocked, blocked.timeout_s)
+        return self._waiting_call(ctx, blocked, deadline, first)
+
+    def _register(
+        self, core: QueueCore, ctx: CallContext, blocked: Blocked, remaining: float | None
+    ) -> Registered:
+        wait = Wait(self._loop)
+        waiter = core.waiters.add(
+            blocked.tube, blocked.kind, ctx.conn_id, remaining, self.clock_us(), wait.wake
+        )
+        self.waiting.add(wait)
+        return core, waiter, wait
+
+    async def _waiting_call(
+        self,
+        ctx: CallContext,
+        blocked: Blocked,
+        deadline: float | None,
+        registered: Registered,
+    ) -> list[Any]:
+        loop = self._loop
+        closed = ctx.closed
+        while True:
+            core, waiter, wait = registered
+            end = wait.end  # one bound method: remove_done_callback finds it by identity
+            timer = None if deadline is None else loop.call_at(deadline, end)
+            closed.add_done_callback(end)
+            try:
+                await wait.future
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                closed.remove_done_callback(end)
+                self.waiting.discard(wait)
+                core.waiters.remove(waiter)
+            if closed.done():
+                if wait.woken:
+                    self._pass_wake_on(core, blocked)
+                return []  # the client left: take nothing
+            if self.refusal is not None:
+                raise self.refusal()
+            if not wait.woken:
+                remaining: float | None = 0.0  # time is up: one last attempt, which never blocks
+            else:
+                remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            name, args = blocked.retry(remaining)
+            # Bound afresh: reload() may have replaced the cores while we waited.
+            core, answer = self._call_again(ctx, name, args)
+            if not isinstance(answer, Blocked):
+                return answer
+            blocked = answer
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            registered = self._register(core, ctx, blocked, remaining)
+
+    def _call_again(
+        self, ctx: CallContext, name: str, args: list[Any]
+    ) -> tuple[QueueCore, list[Any] | Blocked]:
+        for core in self._cores():
+            bound = core.bind(name)
+            if bound is not None:
+                return core, bound(ctx.conn_id, args)  # a take or a put: never a drop
+        # The tube was dropped while the call waited.
+        raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
+
+    def _pass_wake_on(self, core: QueueCore, blocked: Blocked) -> None:
+        """A woken waiter whose client left will not take its task: wake the next one.
+
+        The cores run wake callbacks at the end of an entry point; a tick at the
+        current time is one, and runs nothing that is not already due.
+        """
+        if core.waiters.wake_one(blocked.tube, blocked.kind):
+            core.tick(self.clock_us())

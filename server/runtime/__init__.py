@@ -1,0 +1,17 @@
+"""The machinery every other room runs on: errors a call raises, logging, the
+event loop's selection, the buffer and connection budgets, who hears of task
+changes, and group commit.
+
+It imports no other room of the server, and never knows a request, a call
+name or a connection.
+
+- `changes.py`: Who in this process hears of task changes, and the queue they hear them
+  from
+- `commit.py`: Group commit
+- `errors.py`: Errors a server-side function raises to answer a call with an IPROTO
+  error
+- `limits.py`: Limits that keep a few hostile sockets from costing everyone else
+- `logs.py`: Logging setup, and the one rate limiter for log lines that can repeat
+- `loop.py`: Event-loop selection, in one place, and ending a task for sure
+- `slots.py`: Connection slots
+"""

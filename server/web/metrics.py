@@ -1,0 +1,361 @@
+"""Prometheus metrics: what is collected, and the exposition /metrics serves.
+
+Owns: the registry and its exposition (text or OpenMetrics by the
+scraper's Accept header; the HTTP listener, server/web/, serves it), the
+collector that reads the queue's statistics, the connection table and the
+storage at scrape time, and the few counters that cannot be read later:
+request handling time per request type (fed by the connection's dispatch
+through `app.observe_request`), failed AUTHs (counted by the auth guard) and
+WAL writes (fed by group commit through `Server.observe_wal`).
+Everything runs on the loop thread, so the counters are plain ints without
+locks.
+
+Must not touch: queue state (it only reads statistics), sockets of IPROTO
+clients, the WAL itself.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from queuebox import __version__
+from queuebox.protocol import RequestType
+
+from ..replication.cluster_metrics import cluster_metrics
+from .served import Served
+
+# Seconds. Request handling is in-memory work (tens of µs); WAL writes include
+# an fsync in fsync mode (ms to hundreds of ms on a slow disk).
+REQUEST_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1, 1.0)
+ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20)  # takes an acked task needed
+WAL_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0)
+
+
+class Histogram:
+    """Bucket counts for one series: one bisect and two additions per observation."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        result: list[tuple[str, float]] = []
+        total = 0
+        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            total += count
+            result.append((bound, total))
+        return result
+
+
+class RequestTimes:
+    """Handling time per request type. Known types only: an unknown type number
+    from a client lands in "unknown", so clients cannot create series."""
+
+    def __init__(self) -> None:
+        self.by_name = {t.name.lower(): Histogram(REQUEST_BUCKETS) for t in RequestType}
+        self.by_name["unknown"] = Histogram(REQUEST_BUCKETS)
+        self._by_type = {int(t): self.by_name[t.name.lower()] for t in RequestType}
+        self._unknown = self.by_name["unknown"]
+
+    def observe(self, request_type: int, seconds: float) -> None:
+        self._by_type.get(request_type, self._unknown).observe(seconds)
+
+
+class WalStats:
+    """Written batches as group commit reports them (loop thread)."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.batches = 0
+        self.write_seconds = Histogram(WAL_BUCKETS)
+
+    def written(self, records: int, nbytes: int, seconds: float) -> None:
+        self.records += records
+        self.bytes += nbytes
+        self.batches += 1
+        self.write_seconds.observe(seconds)
+
+
+def _attempt_buckets(counts: dict[int, int]) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative buckets of ATTEMPT_BUCKETS and the sum, from {attempts: tasks}."""
+    buckets = [
+        (str(float(bound)), float(sum(n for a, n in counts.items() if a <= bound)))
+        for bound in ATTEMPT_BUCKETS
+    ]
+    buckets.append(("+Inf", float(sum(counts.values()))))
+    return buckets, float(sum(a * n for a, n in counts.items()))
+
+
+def _histogram(
+    name: str, doc: str, label: str, series: dict[str, Histogram], always: bool = False
+) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=[label])
+    for value, hist in series.items():
+        if always or any(hist.counts):  # request types never seen stay out of the output
+            family.add_metric([value], hist.cumulative(), hist.sum)
+    return family
+
+
+def _per_place(name: str, doc: str, counts: Mapping[tuple[str, str], int]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=["plugin", "where"])
+    for (plugin, where), count in counts.items():
+        family.add_metric([plugin, where], count)
+    return family
+
+
+class QueueboxCollector:
+    """Reads everything at scrape time: the request path pays nothing for gauges."""
+
+    def __init__(self, server: Served, requests: RequestTimes, wal: WalStats) -> None:
+        self.app = server.app
+        self.server = server
+        self.requests = requests
+        self.wal = wal
+
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("queuebox_build_info", "Version of the server", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
+        yield GaugeMetricFamily(
+            "queuebox_connections", "Open client connections", value=len(self.app.connections)
+        )
+        yield from self._limits()
+        yield from self._queue()
+        yield from self._auth()
+        yield _histogram(
+            "queuebox_request_duration_seconds",
+            "Time to handle a request, by request type (not counting waits for a task or the WAL)",
+            "type",
+            self.requests.by_name,
+        )
+        yield from self._storage()
+        yield from self._rebootstraps()
+        yield from cluster_metrics(self.server.role, self.server.cluster)
+        yield from self._plugins()
+
+    def _limits(self) -> Iterator[Metric]:
+        slots = self.app.slots
+        refused = CounterMetricFamily(
+            "queuebox_connections_refused",
+            "Connections refused since start, by reason (slots.py)",
+            labels=["reason"],
+        )
+        for reason, count in slots.refused.items():
+            refused.add_metric([reason.removesuffix(" reached")], count)
+        yield refused
+        yield CounterMetricFamily(
+            "queuebox_connections_reclaimed",
+            "Idle connections closed to give their slot to a new one",
+            value=slots.reclaimed,
+        )
+        budget = self.app.buffer_budget
+        yield GaugeMetricFamily(
+            "queuebox_buffer_bytes",
+            "Bytes connections hold: reserved frames, unsent replies (limits.py)",
+            value=budget.total,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_capacity_bytes",
+            "What connections may hold: buffer_budget less the room kept for handling",
+            value=budget.capacity,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_buffer_waiting", "Frames waiting for room in the budget", value=budget.waiting
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_waits", "Frames that had to wait for room", value=budget.waits
+        )
+        yield CounterMetricFamily(
+            "queuebox_buffer_evictions",
+            "Frames dropped, or connections closed, to make room in the budget",
+            value=budget.evictions,
+        )
+
+    def _plugins(self) -> Iterator[Metric]:
+        host = self.server.plugins
+        loaded = GaugeMetricFamily(
+            "queuebox_plugins",
+            "Plugins configured, by whether they loaded",
+            labels=["plugin", "state"],
+        )
+        for plugin in host.plugins:
+            loaded.add_metric([plugin.name, "failed" if plugin.error else "loaded"], 1)
+        errors = _per_place(
+            "queuebox_plugin_errors",
+            "Failures of plugin code (at load, in a function, in a callback)",
+            host.guard.errors,
+        )
+        slow = _per_place(
+            "queuebox_plugin_slow_calls",
+            "Plugin calls that held the server longer than plugin_slow_s",
+            host.guard.slow,
+        )
+        yield from (loaded, errors, slow)
+        subscribers = GaugeMetricFamily(
+            "queuebox_event_subscribers", "Open event subscriptions, by tube", labels=["tube"]
+        )
+        for tube, count in self.server.events.subscribers().items():
+            subscribers.add_metric([tube], count)
+        yield subscribers
+
+    def _queue(self) -> Iterator[Metric]:
+        tasks = GaugeMetricFamily(
+            "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"]
+        )
+        done = CounterMetricFamily(
+            "queuebox_tasks_done", "Tasks deleted or acked since start, by tube", labels=["tube"]
+        )
+        calls = CounterMetricFamily(
+            "queuebox_calls", "Queue calls since start, by tube and call", labels=["tube", "call"]
+        )
+        waiting = GaugeMetricFamily(
+            "queuebox_waiting_takes", "Takes waiting for a task, by tube", labels=["tube"]
+        )
+        oldest = GaugeMetricFamily(
+            "queuebox_oldest_ready_task_age_seconds",
+            "Seconds since the ready task put first was put (0: none ready), by tube",
+            labels=["tube"],
+        )
+        attempts = HistogramMetricFamily(
+            "queuebox_task_attempts",
+            "Takes an acked task needed, by tube (tubes with a retry policy)",
+            labels=["tube"],
+        )
+        exhausted = CounterMetricFamily(
+            "queuebox_tasks_exhausted",
+            "Tasks buried because their attempts ran out, by tube",
+            labels=["tube"],
+        )
+        queue = self.server.queue  # read each time: a reload or promotion replaces it
+        tubes = queue.modern.registry.tubes.items() if queue is not None else ()
+        now = queue.clock_us() if queue is not None else 0
+        for name, tube in tubes:
+            report = tube.report()
+            for state in ("ready", "taken", "buried", "delayed"):
+                tasks.add_metric([name, state], report["tasks"][state])
+            done.add_metric([name], report["tasks"]["done"])
+            for call, count in report["calls"].items():
+                calls.add_metric([name, call], count)
+            waiting.add_metric([name], queue.modern.waiters.count(name, "take"))  # type: ignore[union-attr]
+            put = tube.driver.oldest_ready_put()
+            oldest.add_metric([name], 0.0 if put is None else max(now - put, 0) / 1e6)
+            retries = tube.retries
+            if retries.policy is not None or retries.acked_after or retries.exhausted:
+                buckets, total = _attempt_buckets(retries.acked_after)
+                attempts.add_metric([name], buckets, total)
+                exhausted.add_metric([name], retries.exhausted)
+        yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
+
+    def _auth(self) -> Iterator[Metric]:
+        counts = self.app.auth_guard.counts
+        failures = CounterMetricFamily(
+            "queuebox_auth_failures",
+            "Failed AUTHs since start: a wrong password, or a user that does not exist",
+            labels=["reason"],
+        )
+        for reason, count in counts.failures.items():
+            failures.add_metric([reason], count)
+        yield failures
+        yield CounterMetricFamily(
+            "queuebox_auth_delayed",
+            "AUTHs made to wait after failures from the same address (or for the same user)",
+            value=counts.delayed,
+        )
+
+    def _storage(self) -> Iterator[Metric]:
+        wal = self.wal
+        yield CounterMetricFamily("queuebox_wal_records", "WAL records written", value=wal.records)
+        yield CounterMetricFamily("queuebox_wal_bytes", "WAL bytes written", value=wal.bytes)
+        yield CounterMetricFamily(
+            "queuebox_wal_batches", "WAL writes (group commit batches)", value=wal.batches
+        )
+        yield _histogram(
+            "queuebox_wal_write_duration_seconds",
+            "Time of one WAL batch write, fsync included in wal_mode fsync",
+            "wal_mode",
+            {self.app.config.wal_mode: wal.write_seconds},
+            always=True,
+        )
+        store = self.server.store
+        if store.last_snapshot_time is not None:
+            yield GaugeMetricFamily(
+                "queuebox_snapshot_age_seconds",
+                "Seconds since the newest snapshot was written",
+                value=max(0.0, time.time() - store.last_snapshot_time),
+            )
+        if store.last_snapshot_seconds is not None:
+            yield GaugeMetricFamily(
+                "queuebox_snapshot_duration_seconds",
+                "Time the last snapshot of this run took",
+                value=store.last_snapshot_seconds,
+            )
+        yield CounterMetricFamily(
+            "queuebox_snapshots", "Snapshots written since start", value=store.snapshots
+        )
+        yield CounterMetricFamily(
+            "queuebox_snapshot_failures",
+            "Snapshots that failed since start (the WAL keeps growing until one succeeds)",
+            value=store.snapshot_failures,
+        )
+        yield GaugeMetricFamily(
+            "queuebox_recovery_duration_seconds",
+            "Time the start-up recovery took",
+            value=store.recovery_seconds,
+        )
+
+    def _rebootstraps(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "queuebox_rebootstraps",
+            "In-process re-bootstraps from the primary (diverged, or behind its WAL)",
+            value=self.server.rebootstraps,
+        )
+        kept = GaugeMetricFamily(
+            "queuebox_set_aside_records",
+            "Records a re-bootstrap set aside, by file in the data directory (0: a snapshot)",
+            labels=["file"],
+        )
+        for each in self.server.set_aside:
+            for path in each.paths:
+                kept.add_metric([path.name], each.records if path.suffix == ".wal" else 0)
+        yield kept
+
+
+def build_registry(server: Served, requests: RequestTimes, wal: WalStats) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(QueueboxCollector(server, requests, wal))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
+
+
+def install_metrics(server: Served) -> CollectorRegistry:
+    """The registry the HTTP listener serves at /metrics; from now on requests
+    and WAL writes are counted (only when the listener is on: it costs two
+    clock reads per request)."""
+    requests, wal = RequestTimes(), WalStats()
+    server.observe_wal(wal.written)
+    server.app.observe_request = requests.observe
+    return build_registry(server, requests, wal)
+
+
+def exposition(registry: CollectorRegistry, accept: str) -> tuple[bytes, str]:
+    """The scrape's body and Content-Type: OpenMetrics when the Accept header asks."""
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type
