@@ -179,7 +179,7 @@ class Role:
     async def promote(self, why: str) -> dict[str, Any]:
         """Become the writable primary; the answer says from which LSN on.
         PromotionFailed if a step does not finish in time, or a step-down
-        overtook it: the instance is then read-only (WAITING)."""
+        overtook it: the instance is then read-only (INIT or WAITING)."""
         async with self._promoting:
             return await self._promote(why)
 
