@@ -42,7 +42,7 @@ __all__ = [
 Address = tuple[str, int]
 
 # What `queue.state()` answers on the instance that takes writes; a read-only one
-# (a replica, a fenced-off primary) answers WAITING.
+# (a replica: INIT, a fenced-off primary: WAITING) answers another state.
 WRITABLE_STATE = "RUNNING"
 # Sends of one call: the first, and a retry for each failover it lives through.
 MAX_ATTEMPTS = 4

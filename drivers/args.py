@@ -142,13 +142,14 @@ def unsigned_field(value: object, field_no: int) -> int:
 
 
 def options(value: object) -> dict[Any, Any]:
-    """An options argument. Explicit nil is "no options" (a deliberate fix, QUEUE.md §10 #5).
+    """An options argument. Explicit nil is "no options" (a deliberate fix, QUEUE.md §10 #5),
+    and so is false (the module's `opts = opts or {}`).
 
     Keys with a nil value are absent, as in a Lua table. A Lua string or array
     indexed by an option name gives nil, so those mean "no options" too.
     """
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if v is not None}
-    if value is None or isinstance(value, str | bytes | list | tuple):
+    if value is None or value is False or isinstance(value, str | bytes | list | tuple):
         return {}
     raise module_error(f"attempt to index local 'opts' (a {lua_type(value)} value)")

@@ -39,7 +39,7 @@ Task states (QUEUE.md §5); `-` only appears in the answer of ack/delete:
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterator, Mapping
 from typing import Any, ClassVar, Final
 
 from mypy_extensions import mypyc_attr
@@ -97,6 +97,7 @@ REQUIRED_METHODS = (
     "next_deadline",
     "fire",
     "rebuild",
+    "tasks_by_state",
 )
 
 
@@ -185,6 +186,12 @@ class TaskStore:
         ("task_id", ((0, U),), True),
         ("status", ((1, S), (0, U)), True),
     )
+    # The methods whose options this driver never reads, as the module's (fifo's
+    # put and release, utube's release): options that are not a table are ignored.
+    IGNORES_OPTS: ClassVar[frozenset[str]] = frozenset()
+    # The module's name of a delay ending (utubettl's says "delayed"): what
+    # callbacks hear and statistics count (events.py `module_names`).
+    DELAY_STAT: ClassVar[str] = "delay"
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
         self.space = space
@@ -252,8 +259,25 @@ class TaskStore:
         none is ready, or the driver cannot say."""
         return None
 
+    def tasks_by_state(self, status: str) -> Iterator[Tuple]:
+        """The tasks in one status, in the status index's order (the module's
+        driver method of that name, which its framework releases taken tasks with)."""
+        return self.by_status.iterate((status,))
+
     def taken_ids(self) -> list[int]:
-        return [t[0] for t in self.by_status.iterate((TAKEN,))]
+        return [t[0] for t in self.tasks_by_state(TAKEN)]
+
+    # -- the module's lifecycle hooks: optional --
+    def start(self) -> None:
+        """The queue starts serving on this instance (STARTUP: at a start as the
+        primary, at each promotion), after its tubes are rebuilt: a driver
+        starts what it runs beside its calls. Changes made here are the rebuild's."""
+        return
+
+    def stop(self) -> None:
+        """The instance steps down (ENDING): changes are refused already; a driver
+        stops what start() started. The driver object is dropped afterwards."""
+        return
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()
@@ -269,10 +293,7 @@ class TaskStore:
 
     # -- the common transitions --
     def delete(self, task_id: int) -> Tuple | None:
-        task = self._delete(task_id)
-        if task is not None:
-            self.events.stat("delete")
-        return task
+        return self._delete(task_id)
 
     def kick(self, count: int) -> int:
         """Kick up to `count` buried tasks in index order; the caller handles count ≤ 0."""
@@ -282,7 +303,6 @@ class TaskStore:
                 return kicked
             self._update(task[0], {1: READY})
             self.retries.kicked(task[0])
-            self.events.stat("kick")
         return count
 
     def truncate(self) -> None:
@@ -303,10 +323,17 @@ class TaskStore:
             if task_id not in keep:
                 self.release(task_id, {}, now, RESTARTED)
 
-    def _bury_spent(self, task_id: int, reason: str) -> Tuple:
-        """A task whose attempts ran out goes to the buried ones, saying why."""
-        self.note("bury")  # whatever brought it back (a release, its ttr): an event bury
-        task = self.bury(task_id)
+    def _bury_spent(self, task_id: int, reason: str, came_back: str) -> Tuple:
+        """A task whose attempts ran out goes to the buried ones, saying why. Its
+        one change is the event bury; how it came back (`came_back`: release,
+        ttr) is counted too, without a change of its own."""
+        self.events.stat(came_back)
+        note = self.space.note
+        self.note("bury")
+        try:
+            task = self.bury(task_id)
+        finally:
+            self.space.note = note  # the next task of a release_all is a release again
         self.retries.buried(task_id, reason)
         return task
 
@@ -377,6 +404,12 @@ class TaskStore:
                 self.retries.forget(old[0])  # type: ignore[index]
         self._status_changed(old, new)
         self.events.changed(old, new)
+
+    def neighbour(self, old: Tuple | None, new: Tuple | None, event: str) -> Tuple | None:
+        """The task this change made takeable beside itself, which the module's
+        callbacks hear of unnamed (a utube's next task): none for plain queues.
+        Asked only while someone listens."""
+        return None
 
     def _status_changed(self, old: Tuple | None, new: Tuple | None) -> None:
         """Plain queues: every arrival in r is a takeable task."""

@@ -23,6 +23,14 @@ callbacks and subscribers (the server's).
     delay      ~ → r                             its delay ended
     ttr        t → r                             its time to run passed
     ttl        r, ! (or t) → gone                its time to live passed
+
+The module's callbacks hear other names (its `on_task_change(task,
+stats_data)`, which is also what its statistics count): `module_names`. An
+ack is a `delete`, a ttl expiry a `delete` then a `ttl` (that task's status
+nil, as the module hands it over), utubettl's delay ending `delayed`,
+truncate nothing; and a utube task that became takeable when its neighbour
+left is heard with no name (`TaskStore.neighbour`). A live change carries
+them as `module`: (name, stored tuple, [id, status, data]) each.
 """
 
 from __future__ import annotations
@@ -46,6 +54,22 @@ _BY_OP = {"insert": "put", "replace": "change", "delete": "delete"}
 TASK_OPS = frozenset(_BY_OP)
 
 
+# The module's names of an event where they are not queuebox's (delay: the driver's).
+_MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "ack": ("delete",),
+    "ttl": ("delete", "ttl"),
+    "truncate": (),
+    "timer": (),  # a plugin driver's timer that named no event: the module's nil
+}
+
+
+def module_names(event: str, delay: str = "delay") -> tuple[str, ...]:
+    """The names the module's callbacks hear, and its statistics count, for `event`."""
+    if event == "delay":
+        return (delay,)
+    return _MODULE_NAMES.get(event, (event,))
+
+
 def event_name(note: str | None, op: str) -> str:
     """The event of a change of `op` (insert, replace, delete) made with `note`;
     a plugin driver's own notes pass through as they are."""
@@ -65,7 +89,7 @@ class TaskChange:
     [id, status, data]. `lsn` and `ts` are its WAL record's, when it has one
     (a temporary tube's changes have none)."""
 
-    __slots__ = ("event", "fields", "lsn", "task", "ts", "tube")
+    __slots__ = ("event", "fields", "lsn", "module", "task", "ts", "tube")
 
     def __init__(
         self,
@@ -82,6 +106,8 @@ class TaskChange:
         self.task = task
         self.lsn = lsn
         self.ts = ts
+        # What the module's callbacks hear of it (live changes only: Tube.changed).
+        self.module: list[tuple[str | None, Tuple, list[Any]]] = []
 
     def __repr__(self) -> str:
         return f"TaskChange({self.tube!r}, {self.event!r}, {self.task!r}, lsn={self.lsn})"

@@ -18,11 +18,11 @@ from .untimed import UntimedStore
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Fifo(UntimedStore):
     TYPE = "fifo"
+    IGNORES_OPTS = frozenset(("put", "release"))
 
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         task = self._insert((self.next_id(), READY, data))
         self._note_put(task[0], now)
-        self.events.stat("put")
         return task
 
     def next_ready(self) -> Tuple | None:

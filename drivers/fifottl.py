@@ -23,9 +23,7 @@ class FifoTtl(TtlStore):
 
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         fields = self.ttl_fields(opts, now)
-        task = self._insert((self.next_id(), *fields, data))
-        self.events.stat("put")
-        return task
+        return self._insert((self.next_id(), *fields, data))
 
     def take(self, now: int) -> Tuple | None:
         # Expired ready tasks are never here: Queue runs every due timer before a call.

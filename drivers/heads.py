@@ -31,6 +31,11 @@ from .errors import module_error
 HeadKey = tuple[Any, ...]
 _HEAD_STATUSES: Final = (READY, TAKEN)  # the statuses a utube's head depends on
 READY_BUFFER = "ready_buffer"
+# The module's constants for `storage_mode`, as its utube drivers export them
+# (queue.driver.utube.STORAGE_MODE_READY_BUFFER); its other drivers have none.
+STORAGE_MODES = {"STORAGE_MODE_DEFAULT": "default", "STORAGE_MODE_READY_BUFFER": READY_BUFFER}
+UTUBE_DRIVERS = ("utube", "utubettl")
+BUILT_IN = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
 # The ready_buffer space's indexes (a temporary space: its tasks are made again at start).
 BUFFER_INDEXES: Final = (
     IndexDef("task_id", (0,)),

@@ -193,6 +193,18 @@ class Queue(EntryPoints):
         shared.callbacks = callbacks
         shared.on_change = None if on_changes is None else deferred(on_changes, self._wakes)
 
+    def lifecycle(self, hook: str) -> list[tuple[str, Exception]]:
+        """Each tube's driver `start()` (STARTUP) or `stop()` (ENDING), as the
+        module calls them; the (tube, error) of those that raised."""
+        failed = []
+        with self._entry():
+            for tube in self._tubes():
+                try:
+                    getattr(tube.driver, hook)()
+                except Exception as exc:  # a plugin driver's: reported by the server
+                    failed.append((tube.name, exc))
+        return failed
+
     def callback_of(self, tube: str) -> str | None:
         """The named callback a tube is bound to (on_task_change), if any."""
         found = self.registry.tubes.get(tube)

@@ -21,7 +21,8 @@ class TaskEvents:
     ack) is then a native call, not a method looked up by name."""
 
     def stat(self, name: str) -> None:
-        """Count one call/event in the tube's statistics (upstream's stats_data)."""
+        """Count one more call/event in the tube's statistics, for something that
+        is not a change: every change is counted by `changed` already."""
         raise NotImplementedError
 
     def ready(self) -> None:
@@ -37,6 +38,8 @@ class TaskEvents:
         raise NotImplementedError
 
     def changed(self, old: Tuple | None, new: Tuple | None) -> None:
-        """A task changed (after it: stats, wakes and ownership are done): for the
-        tube's listeners (plugin callbacks, event subscribers; events.py)."""
+        """A task changed (after it: wakes and ownership are done): counted in the
+        statistics by the names the module's callbacks hear (upstream's
+        stats_data), and handed to the tube's listeners (plugin callbacks, event
+        subscribers; events.py)."""
         raise NotImplementedError

@@ -6,9 +6,9 @@ timer: each task has exactly one `next_event` whose meaning depends on its
 status, kept in the space's "watch" index ordered by (next_event, id):
 
     status  next_event             when it passes
-    ~       end of the delay       → r, next_event = created+ttl   (stat delay)
-    r, !    created + ttl          → deleted                       (stats ttl, delete)
-    t       the take deadline      → r, next_event = created+ttl   (stat ttr)
+    ~       end of the delay       → r, next_event = created+ttl   (event delay)
+    r, !    created + ttl          → deleted                       (event ttl)
+    t       the take deadline      → r, next_event = created+ttl   (event ttr)
 
 `fire(now)` handles the single earliest event, so the queue-wide deadline
 order holds across tubes. ttl counts from `created` and grows by every delay.
@@ -85,8 +85,6 @@ class TtlStore(TaskStore):
         ("status", ((1, S), (F_PRI, U), (0, U)), True),
         ("watch", ((1, S), (F_NEXT, U)), False),
     )
-    # The statistics key of a delay ending (utubettl counts it as "delayed").
-    DELAY_STAT: ClassVar[str] = "delay"
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
         super().__init__(space, events, opts)  # named: mypyc mangles a forwarded *args
@@ -150,9 +148,7 @@ class TtlStore(TaskStore):
         return min(add_u64(now, task[F_TTR]), self.expiry(task))
 
     def _take(self, task: Tuple, now: int) -> Tuple:
-        task = self._update(task[0], {1: TAKEN, F_NEXT: self.take_deadline(task, now)}, task)
-        self.events.stat("take")
-        return task
+        return self._update(task[0], {1: TAKEN, F_NEXT: self.take_deadline(task, now)}, task)
 
     def touch(self, task_id: int, delta_us: int) -> Tuple:
         task = self.space.get((task_id,))
@@ -163,9 +159,7 @@ class TtlStore(TaskStore):
             if value > U64_MAX:
                 raise integer_overflow(field + 1)
             changes[field] = value
-        task = self._update(task_id, changes)
-        self.events.stat("touch")
-        return task
+        return self._update(task_id, changes)
 
     def release(self, task_id: int, opts: dict[Any, Any], now: int, why: str = RELEASED) -> Tuple:
         delay = delay_option(opts)
@@ -174,8 +168,7 @@ class TtlStore(TaskStore):
         asked = to_us(delay) if "delay" in opts else None
         backoff_us, spent = self.retries.comeback(task_id, asked, why)
         if spent is not None:
-            self.events.stat("release")
-            return self._bury_spent(task_id, spent)
+            return self._bury_spent(task_id, spent, "release")
         if delay > 0:
             changes = {
                 1: DELAYED,
@@ -184,9 +177,7 @@ class TtlStore(TaskStore):
             }
         else:
             changes = self._back(task, backoff_us, now)
-        task = self._update(task_id, changes)
-        self.events.stat("release")
-        return task
+        return self._update(task_id, changes)
 
     def _back(self, task: Tuple, backoff_us: int, now: int) -> dict[int, Any]:
         """A task back without an asked delay: ready, or waiting out the tube's
@@ -200,9 +191,7 @@ class TtlStore(TaskStore):
         # next_event becomes the ttl again: a buried task is not "released at ttr".
         task = self.space.get((task_id,))
         assert task is not None
-        task = self._update(task_id, {1: BURIED, F_NEXT: self.expiry(task)})
-        self.events.stat("bury")
-        return task
+        return self._update(task_id, {1: BURIED, F_NEXT: self.expiry(task)})
 
     # -- the timer --
     def next_deadline(self) -> int | None:
@@ -219,22 +208,18 @@ class TtlStore(TaskStore):
     def _delay_ended(self, task: Tuple, now: int) -> None:
         self.note("delay")
         self._update(task[0], {1: READY, F_NEXT: self.expiry(task)})
-        self.events.stat(self.DELAY_STAT)
 
     def _ttl_expired(self, task: Tuple, now: int) -> None:
         self.note("ttl")
         self._delete(task[0])
-        self.events.stat("delete")
-        self.events.stat("ttl")
 
     def _ttr_expired(self, task: Tuple, now: int) -> None:
         self.note("ttr")
         backoff_us, spent = self.retries.comeback(task[0], None, TTR_PASSED)
         if spent is not None:
-            self._bury_spent(task[0], spent)
+            self._bury_spent(task[0], spent, "ttr")
         else:
             self._update(task[0], self._back(task, backoff_us, now))
-        self.events.stat("ttr")
 
 
 def _seconds(us: int) -> float:

@@ -44,7 +44,7 @@ from .driver import (
     done,
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
-from .events import TaskChange, live_change
+from .events import TaskChange, event_name, live_change, module_names
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -137,6 +137,10 @@ Answer = list[Any] | Blocked
 MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
 
 
+def _op(old: Any, new: Any) -> str:
+    return "insert" if old is None else "delete" if new is None else "replace"
+
+
 def _wait_seconds(timeout: float | int) -> float | None:
     return None if timeout > MAX_TIMEOUT_S else float(timeout)
 
@@ -165,6 +169,8 @@ class Tube(TaskEvents):
         self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
+        # A note (events.py) -> the module's names of its changes: what they count.
+        self._counted: dict[str | None, tuple[str, ...]] = {}
 
     # -- TaskEvents: what the driver reports --
     def stat(self, name: str) -> None:
@@ -180,10 +186,44 @@ class Tube(TaskEvents):
         self.shared.waiters.wake_one(self.name, "put")
 
     def changed(self, old: Any, new: Any) -> None:
+        """Count the change as the module counts what its driver reports (the
+        names its callbacks hear), and hand it to the listeners, if any."""
+        driver = self.driver
+        note = driver.space.note
+        names = self._counted.get(note)
+        if names is None:
+            names = module_names(event_name(note, _op(old, new)), driver.DELAY_STAT)
+            if note is not None:  # a change nobody named is named by its op: not cached
+                self._counted[note] = names
+        inc = self.stats.inc
+        for name in names:
+            inc(name)
         emit = self.shared.on_change
         if emit is not None:
-            driver = self.driver
-            emit(live_change(self.name, driver.space.note, old, new, driver.normalize))
+            change = live_change(self.name, note, old, new, driver.normalize)
+            change.module = self._module_events(names, change, old, new)
+            emit(change)
+
+    def _module_events(
+        self, names: tuple[str, ...], change: TaskChange, old: Any, new: Any
+    ) -> list[tuple[str | None, Any, list[Any]]]:
+        """What the module's callbacks hear of a change: each name with the task
+        (a ttl expiry's second, `ttl`, with status nil, as the module's driver
+        hands it over), then the utube neighbour it made takeable, unnamed."""
+        driver, fields = self.driver, change.fields
+        heard: list[tuple[str | None, Any, list[Any]]] = []
+        if not names:
+            return heard  # truncate: the module's callbacks hear nothing of it
+        for name in names:
+            if name == "ttl" and new is None:
+                nil = (fields[0], None, *fields[2:])
+                heard.append((name, nil, driver.normalize(nil)))
+            else:
+                heard.append((name, fields, change.task))
+        neighbour = driver.neighbour(old, new, change.event)
+        if neighbour is not None:
+            heard.append((None, neighbour, driver.normalize(neighbour)))
+        return heard
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
@@ -220,6 +260,12 @@ class Tube(TaskEvents):
     def _answer(self, task: Any) -> list[Any]:
         return [self.driver.normalize(task)]
 
+    def _options(self, method: str, value: Any) -> dict[Any, Any]:
+        """A method's options; ignored unless a table where the driver never reads them."""
+        if method in self.driver.IGNORES_OPTS and not isinstance(value, dict):
+            return {}
+        return options(value)
+
     def _existing(self, raw_id: object) -> Any:
         tid = task_id(raw_id)
         task = self.driver.peek(tid)
@@ -237,7 +283,7 @@ class Tube(TaskEvents):
     # -- the methods --
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
-        opts = options(call.arg(1))
+        opts = self._options("put", call.arg(1))
         task = self.driver.put(data, opts, call.now)
         if task is not None:
             return self._answer(task)
@@ -287,7 +333,7 @@ class Tube(TaskEvents):
         return self._answer(done(task))
 
     def release(self, call: Call) -> Answer:
-        opts = options(call.arg(1))
+        opts = self._options("release", call.arg(1))
         tid = self._owned(call, call.arg(0))
         return self._answer(self.driver.release(tid, opts, call.now))
 
@@ -298,8 +344,10 @@ class Tube(TaskEvents):
         task = self._existing(call.arg(0))
         # Upstream asks whether the caller holds it: that gives the connection a session.
         self.shared.sessions.session_of(call.conn_id)
-        # queuebox's extension: bury(id, {reason=TEXT}) keeps why (retries.py).
-        reason = options(call.arg(1)).get("reason")
+        # queuebox's extension: bury(id, {reason=TEXT}) keeps why (retries.py);
+        # anything but a table is ignored, as the module's bury takes no options.
+        opts = call.arg(1)
+        reason = opts.get("reason") if isinstance(opts, dict) else None
         if reason is not None and not isinstance(reason, str):
             raise module_error(f"Invalid value of reason: {lua_tostring(reason)}")
         if task[1] != BURIED:

@@ -94,16 +94,13 @@ class UntimedStore(TaskStore):
         if task is not None and task[1] == DELAYED:
             self.note("delay")
             self._update(task_id, {1: READY})
-            self.events.stat("delay")
         return True
 
     def take(self, now: int) -> Tuple | None:
         task = self.next_ready()
         if task is None:
             return None
-        task = self._update(task[0], {1: TAKEN}, task)
-        self.events.stat("take")
-        return task
+        return self._update(task[0], {1: TAKEN}, task)
 
     def touch(self, task_id: int, delta_us: int) -> Tuple:
         raise module_error(f"{self.TYPE} queue does not support touch")
@@ -111,9 +108,8 @@ class UntimedStore(TaskStore):
     def release(self, task_id: int, opts: dict[Any, Any], now: int, why: str = RELEASED) -> Tuple:
         asked = to_us(delay_option(opts)) if "delay" in opts else None
         delay_us, spent = self.retries.comeback(task_id, asked, why)
-        self.events.stat("release")
         if spent is not None:
-            return self._bury_spent(task_id, spent)
+            return self._bury_spent(task_id, spent, "release")
         if delay_us <= 0:
             return self._update(task_id, {1: READY})
         task = self._update(task_id, {1: DELAYED})
@@ -122,9 +118,7 @@ class UntimedStore(TaskStore):
 
     def bury(self, task_id: int) -> Tuple:
         self.retries.undelayed(task_id)
-        task = self._update(task_id, {1: BURIED})
-        self.events.stat("bury")
-        return task
+        return self._update(task_id, {1: BURIED})
 
 
 DECLARED[UntimedStore] = ("next_ready",)

@@ -18,7 +18,7 @@ from mypy_extensions import mypyc_attr
 from queuebox.storage.space import IndexDef, Space
 
 from .args import lua_tostring
-from .driver import READY, ModuleIndex, S, TaskEvents, Tuple, U, register_driver
+from .driver import BURIED, READY, ModuleIndex, S, TaskEvents, Tuple, U, register_driver
 from .heads import HeadKey, UtubeRules
 from .untimed import UntimedStore
 
@@ -28,6 +28,7 @@ F_UTUBE: Final = 2
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Utube(UntimedStore, UtubeRules):
     TYPE = "utube"
+    IGNORES_OPTS = frozenset(("release",))
     F_UTUBE = F_UTUBE
     F_DATA = 3
     FORMAT = ("task_id", "status", "utube", "data")
@@ -47,6 +48,7 @@ class Utube(UntimedStore, UtubeRules):
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
         super().__init__(space, events, opts)
         self.open_heads()
+        self.by_utube = space.index(self.UTUBE_INDEX)
 
     @classmethod
     def describe(cls, task: Tuple) -> dict[str, Any]:
@@ -63,11 +65,19 @@ class Utube(UntimedStore, UtubeRules):
         utube = lua_tostring(opts.get("utube"))
         task = self._insert((self.next_id(), READY, utube, data))
         self._note_put(task[0], now)
-        self.events.stat("put")
         return task
 
     def next_ready(self) -> Tuple | None:
         return self.take_head()
+
+    def neighbour(self, old: Tuple | None, new: Tuple | None, event: str) -> Tuple | None:
+        """The module's utube names its utube's first ready task after any delete
+        (an ack too) and any bury."""
+        if new is not None and new[1] != BURIED:
+            return None
+        task = new if new is not None else old
+        assert task is not None
+        return self.by_utube.first((READY, task[F_UTUBE]))
 
 
 register_driver(Utube.TYPE, Utube)

@@ -20,7 +20,18 @@ from mypy_extensions import mypyc_attr
 from queuebox.storage.space import IndexDef, Space
 
 from .args import add_u64, lua_tostring
-from .driver import ModuleIndex, S, TaskEvents, Tuple, U, register_driver
+from .driver import (
+    BURIED,
+    DELAYED,
+    READY,
+    TAKEN,
+    ModuleIndex,
+    S,
+    TaskEvents,
+    Tuple,
+    U,
+    register_driver,
+)
 from .heads import HeadKey, UtubeRules
 from .ttl import F_NEXT, F_PRI, F_TTR, TtlStore
 
@@ -71,7 +82,6 @@ class UtubeTtl(TtlStore, UtubeRules):
         fields = self.ttl_fields(opts, now)
         utube = lua_tostring(opts.get("utube"))
         task = self._insert((self.next_id(), *fields, utube, data))
-        self.events.stat("put")
         return task
 
     def take(self, now: int) -> Tuple | None:
@@ -80,6 +90,26 @@ class UtubeTtl(TtlStore, UtubeRules):
 
     def take_deadline(self, task: Tuple, now: int) -> int:
         return add_u64(now, task[F_TTR])
+
+    def neighbour(self, old: Tuple | None, new: Tuple | None, event: str) -> Tuple | None:
+        """The module's utubettl names the first ready task (by id) of the utube
+        after a delete of a taken task, a bury and a release into a delay. Its
+        ready tasks are read in (pri, id) order here: a scan of that utube's,
+        while someone listens."""
+        if new is None:
+            freed = old is not None and old[1] == TAKEN
+        else:
+            freed = new[1] == BURIED or (event == "release" and new[1] == DELAYED)
+        if not freed:
+            return None
+        task = new if new is not None else old
+        assert task is not None
+        ready = self.space.index(self.UTUBE_INDEX).iterate((READY, task[F_UTUBE]))
+        return min(ready, key=_task_id, default=None)
+
+
+def _task_id(task: Tuple) -> Any:
+    return task[0]
 
 
 register_driver(UtubeTtl.TYPE, UtubeTtl)

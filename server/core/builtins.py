@@ -3,7 +3,9 @@
 Owns: `queuebox.echo` (returns its arguments; the benchmark's trivial call),
 placeholders for `queue.state` and the EVAL `return queue.state()` so
 connectors can be tested before the queue glue is installed (the glue
-overrides them with `register(..., replace=True)`), and, only with
+overrides them with `register(..., replace=True)`), the EVAL texts that
+read the drivers' constants (`return queue.driver.utube.STORAGE_MODE_DEFAULT`;
+nil for a driver without them, as the module answers), and, only with
 `test_hooks` on, functions tests use to make a call wait, fail or need a
 given right. Must not touch queue state.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from queuebox.drivers.heads import BUILT_IN, STORAGE_MODES, UTUBE_DRIVERS
 from queuebox.drivers.queue_state import RUNNING
 
 from ..runtime.errors import CallError
@@ -27,6 +30,10 @@ def echo(ctx: CallContext, args: list[Any]) -> list[Any]:
 
 def state_placeholder(ctx: CallContext, args: list[Any]) -> list[Any]:
     return [RUNNING]
+
+
+def _constant(answer: list[Any]) -> Handler:
+    return lambda ctx, args: list(answer)
 
 
 async def sleep(ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -76,6 +83,12 @@ def install(app: App) -> None:
             registry.register(f"{namespace}.state", state_placeholder, READ)
     if not registry.has_eval("return queue.state()"):
         registry.register_eval("return queue.state()", state_placeholder, READ)
+    for driver in BUILT_IN:
+        for constant, value in STORAGE_MODES.items():
+            answer = [value if driver in UTUBE_DRIVERS else None]
+            registry.register_eval(
+                f"return queue.driver.{driver}.{constant}", _constant(answer), READ
+            )
     if app.config.test_hooks:
         for name, (handler, access) in TEST_FUNCTIONS.items():
             registry.register(name, handler, access)

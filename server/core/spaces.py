@@ -140,20 +140,22 @@ class Spaces:
 
     # -- the views --
     def view_rows(self, view: int, grant: Grant) -> list[Row]:
-        """The rows of a view: the spaces `grant` may read, as Tarantool filters them."""
+        """The rows of a view: the views themselves (every user may read them, as
+        Tarantool's public role does), then the spaces `grant` may read."""
+        shown = [Visible(sid, schema, None, "sysview") for sid, schema in VIEW_SCHEMAS.items()]
+        shown += [v for v in self.visible() if v.readable(grant)]
         rows: list[Row] = []
-        for v in self.visible():
-            if not v.readable(grant):
-                continue
+        for v in shown:
             s = v.schema
             if view == VSPACE:
                 flags = {"temporary": True} if s.temporary else {}
                 fmt = [{"name": name, "type": kind} for name, kind in s.format]
                 rows.append((v.id, ADMIN_ID, s.name, v.engine, 0, flags, fmt))
             else:
-                for iid, (name, parts, unique) in enumerate(s.indexes):
-                    shown = [[field, kind] for field, kind in parts]
-                    rows.append((v.id, iid, name, "tree", {"unique": unique}, shown))
+                iids = INDEX_IDS.get(v.id, range(len(s.indexes)))
+                for iid, (name, parts, unique) in zip(iids, s.indexes, strict=True):
+                    keys = [[field, kind] for field, kind in parts]
+                    rows.append((v.id, iid, name, "tree", {"unique": unique}, keys))
         return rows
 
     # -- SELECT --

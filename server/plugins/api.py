@@ -55,13 +55,18 @@ class Registrar(Protocol):
         self, plugin: str, name: str, fn: Callable[..., Any], access: str
     ) -> None: ...
     def register_callback(
-        self, plugin: str, tube: str | None, fn: Callable[[Task, str], Any]
+        self, plugin: str, tube: str | None, fn: Callable[[Task, str | None], Any], names: str
     ) -> None: ...
-    def register_named(self, plugin: str, name: str, fn: Callable[[Task, str], Any]) -> None: ...
+    def register_named(
+        self, plugin: str, name: str, fn: Callable[[Task, str | None], Any], names: str
+    ) -> None: ...
     def never_closed(self) -> asyncio.Future[None]: ...
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+# How a callback's events are named: as the module names them (its callbacks'
+# stats_data), or one per change with queuebox's names.
+MODULE_NAMES, QUEUEBOX_NAMES = "module", "queuebox"
 Error = CallError  # raise api.Error(code, text): the caller gets that IPROTO error
 
 
@@ -75,12 +80,20 @@ def unpack(value: Any) -> Any:
 class Task:
     """A changed task, as a callback sees it: `tube`, `id`, `status` ("-" once it
     is gone), `data` (decoded on first use), `fields` (the task as its driver
-    stores it, e.g. a ttl driver's next_event, ttl, ttr, pri, created), `lsn`."""
+    stores it, e.g. a ttl driver's next_event, ttl, ttr, pri, created), `lsn`,
+    and `cause`: queuebox's name of the change (drivers/events.py), where the
+    module's name the callback hears says less (an ack is heard as `delete`,
+    its cause is `ack`; a utube neighbour heard unnamed has the cause of the
+    change that freed it)."""
 
-    __slots__ = ("_change", "_data")
+    __slots__ = ("_change", "_data", "_fields", "_task")
 
-    def __init__(self, change: TaskChange) -> None:
+    def __init__(
+        self, change: TaskChange, fields: tuple[Any, ...] | None = None, task: Any = None
+    ) -> None:
         self._change = change
+        self._fields = change.fields if fields is None else fields
+        self._task: list[Any] = change.task if task is None else task
         self._data: Any = Packed  # not decoded yet
 
     @property
@@ -89,21 +102,25 @@ class Task:
 
     @property
     def id(self) -> int:
-        return self._change.task[0]  # type: ignore[no-any-return]
+        return self._task[0]  # type: ignore[no-any-return]
 
     @property
-    def status(self) -> str:
-        return self._change.task[1]  # type: ignore[no-any-return]
+    def status(self) -> str | None:
+        return self._task[1]  # type: ignore[no-any-return]
 
     @property
     def data(self) -> Any:
         if self._data is Packed:
-            self._data = unpack(self._change.task[2])
+            self._data = unpack(self._task[2])
         return self._data
 
     @property
     def fields(self) -> tuple[Any, ...]:
-        return self._change.fields
+        return self._fields
+
+    @property
+    def cause(self) -> str:
+        return self._change.event
 
     @property
     def lsn(self) -> int | None:
@@ -225,22 +242,27 @@ class PluginAPI:
 
         return register
 
-    def on_task_change(self, tube: str | None = None) -> Callable[[F], F]:
+    def on_task_change(
+        self, tube: str | None = None, *, names: str = MODULE_NAMES
+    ) -> Callable[[F], F]:
         """Decorator: `fn(task, event)` after every change of `tube` (None: of every
-        tube). `task` is a `Task`; `event` names the change (drivers/events.py)."""
+        tube). `task` is a `Task`; `event` is what the module's callback hears
+        (`delete` for an ack, ...). `names="queuebox"`: one call per change,
+        named as queuebox names it (`ack`, `truncate`...; drivers/events.py)."""
 
         def register(fn: F) -> F:
-            self._host.register_callback(self.name, tube, fn)
+            self._host.register_callback(self.name, tube, fn, names)
             return fn
 
         return register
 
-    def callback(self, name: str) -> Callable[[F], F]:
+    def callback(self, name: str, *, names: str = MODULE_NAMES) -> Callable[[F], F]:
         """Decorator: `fn(task, event)` for the tubes bound to `name`, over the
-        wire: create_tube's `on_task_change = name` or `tube:on_task_change(name)`."""
+        wire: create_tube's `on_task_change = name` or `tube:on_task_change(name)`.
+        `names` as for on_task_change."""
 
         def register(fn: F) -> F:
-            self._host.register_named(self.name, name, fn)
+            self._host.register_named(self.name, name, fn, names)
             return fn
 
         return register

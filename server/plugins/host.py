@@ -33,14 +33,15 @@ from ..core.registry import CallContext, CallResult, Handler, parse_name
 from ..runtime.errors import CallError, error_code_and_message
 from ..runtime.logs import get_logger
 from ..settings.config import ALL_RIGHTS
-from .api import Caller, PluginAPI, Task
+from .api import MODULE_NAMES, QUEUEBOX_NAMES, Caller, PluginAPI, Task
 from .guard import Guard
 from .loader import entry_of, installed
 
 log = get_logger("queuebox.plugins")
 
-Callback = Callable[[Task, str], Any]
-Listener = tuple[str, str, Callback]  # (plugin, where, callback)
+Callback = Callable[[Task, str | None], Any]
+# (plugin, where, callback, True: queuebox's names, one call per change)
+Listener = tuple[str, str, Callback, bool]
 # Changes a delivery may add by callbacks changing tasks in turn, before the
 # rest is dropped: a callback that changes its own tube on every change never ends.
 MAX_CHAINED_CHANGES = 10_000
@@ -158,21 +159,25 @@ class PluginHost:
         _check_callable(fn)
         loaded.functions.append((name, self._function(plugin, name, fn), access))
 
-    def register_callback(self, plugin: str, tube: str | None, fn: Callback) -> None:
+    def register_callback(
+        self, plugin: str, tube: str | None, fn: Callback, names: str = MODULE_NAMES
+    ) -> None:
         if tube is not None and not isinstance(tube, str):
             raise ValueError(f"tube must be a tube's name or None, not {tube!r}")
         _check_callable(fn)
         where = f"callback {getattr(fn, '__qualname__', fn)!s}"
-        self._registering().callbacks.append((tube, (plugin, where, fn)))
+        self._registering().callbacks.append((tube, (plugin, where, fn, _ours(names))))
 
-    def register_named(self, plugin: str, name: str, fn: Callback) -> None:
+    def register_named(
+        self, plugin: str, name: str, fn: Callback, names: str = MODULE_NAMES
+    ) -> None:
         loaded = self._registering()
         if not isinstance(name, str) or not name:
             raise ValueError(f"a callback's name is a non-empty string, not {name!r}")
         if name in self._named or any(n == name for n, _ in loaded.named):
             raise ValueError(f"callback {name!r} is already registered")
         _check_callable(fn)
-        loaded.named.append((name, (plugin, f"callback {name}", fn)))
+        loaded.named.append((name, (plugin, f"callback {name}", fn, _ours(names))))
 
     # -- functions --
     def _function(self, plugin: str, name: str, fn: Callable[..., Any]) -> Handler:
@@ -232,9 +237,13 @@ class PluginHost:
             listeners.append(self._named[bound])
         if not listeners:
             return
-        task, quietly = Task(change), self.guard.quietly
-        for plugin, where, fn in listeners:
-            quietly(plugin, where, fn, task, change.event)
+        quietly = self.guard.quietly
+        for plugin, where, fn, ours in listeners:
+            if ours:
+                quietly(plugin, where, fn, Task(change), change.event)
+                continue
+            for event, fields, task in change.module:  # what the module's callback hears
+                quietly(plugin, where, fn, Task(change, fields, task), event)
 
     def _runaway(self) -> None:
         dropped = len(self._backlog)
@@ -262,6 +271,13 @@ class PluginHost:
             for name, cls in loaded.drivers:
                 if DRIVERS.get(name) is cls:
                     del DRIVERS[name]
+
+
+def _ours(names: str) -> bool:
+    """True for queuebox's names (one call per change), False for the module's."""
+    if names not in (MODULE_NAMES, QUEUEBOX_NAMES):
+        raise ValueError(f"names is {MODULE_NAMES!r} or {QUEUEBOX_NAMES!r}, not {names!r}")
+    return names == QUEUEBOX_NAMES
 
 
 def _check_callable(fn: object) -> None:

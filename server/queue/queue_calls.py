@@ -276,7 +276,7 @@ class QueueCalls:
         return [self.legacy.statistics(args, lambda n, t: grant.allows(READ, legacy_tube(n, t)))]
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        # The module's RUNNING, or the replication role's WAITING / STARTUP.
+        # The module's RUNNING, or the replication role's INIT, WAITING or STARTUP.
         return [self.app.state]
 
     def _eval_create(self, ctx: CallContext, args: list[Any]) -> list[Any]:

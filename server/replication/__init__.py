@@ -1,6 +1,6 @@
 """Replication and failover: a primary's feed, a replica's applier, the role.
 
-    primary ──WAL frames, as written──▶ replica (read-only, state WAITING)
+    primary ──WAL frames, as written──▶ replica (read-only, state INIT)
        ▲                                   │ applies them with the primary's LSNs,
        └──────── ack(LSN written) ─────────┘ writes its own WAL and snapshots
 

@@ -7,22 +7,24 @@ as `queue.state()` reports them (the module's own names, drivers/queue_state.py;
 its `queue_state.lua` draws the same cycle):
 
                                  promote (by hand, or etcd's leader key)
-    WAITING (read-only) ─────────────────────────────▶ STARTUP
+    INIT/WAITING (read-only) ────────────────────────▶ STARTUP
       ▲  follows a primary (start_applier),             │ each step bounded: the applier
       │  or `read_only`                                 │ stopped, the WAL drained, the
       │                                                 │ queue built as at a restart
       │                      a step that fails ◀────────┤ (PromotionFailed: back to
-      │                      or is overtaken            │ WAITING, the caller gives up)
+      │                      or is overtaken            │ INIT/WAITING, the caller gives up)
       │                                                 ▼
     ENDING ◀────── step_down(why) ───────────────── RUNNING (the primary)
       waiting calls answered ER_READONLY,    fenced (the lease lost) or demoted: changes
       the queue torn down, the view          refused at once, before anything else runs;
       installed, the WAL drained             replies waiting for a quorum fail
 
-A primary at start goes straight to RUNNING (its queue built as above). A
-replica that its primary refuses (diverged, or behind the primary's WAL)
-re-bootstraps in-process (build.py): WAITING ─▶ INIT (the data directory
-set aside and loaded again; reads answer ER_LOADING) ─▶ WAITING, following.
+A primary at start goes straight to RUNNING (its queue built as above). An
+instance started read-only (a replica, `read_only`) says INIT until its queue
+first ran (as the module, which a read-only Tarantool does not start), WAITING
+after. A replica that its primary refuses (diverged, or behind the primary's WAL)
+re-bootstraps in-process (build.py): INIT (the data directory set aside and
+loaded again; reads answer ER_LOADING) ─▶ INIT or WAITING as before, following.
 
 The parts over one data directory (the store, the quorum, the feeds, the
 applier, the queue) come and go with it: `attach` after it is opened,
@@ -39,7 +41,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from queuebox.drivers.queue_state import ENDING, RUNNING, STARTUP, WAITING
+from queuebox.drivers.queue_state import ENDING, INIT, RUNNING, STARTUP, WAITING
 from queuebox.protocol import ErrorCode
 
 from ..core.app import App
@@ -82,6 +84,12 @@ async def bounded(step: Awaitable[T], what: str, timeout_s: float) -> T:
         raise PromotionFailed(f"{what} did not finish within {timeout_s:g} s") from None
 
 
+def _hook(queue: QueueCalls, hook: str) -> None:
+    """Run a driver lifecycle hook on every tube; a driver that raises is logged."""
+    for tube, exc in queue.modern.lifecycle(hook):
+        log.error(f"a tube's driver failed in {hook}()", tube=tube, error=repr(exc))
+
+
 class Role:
     def __init__(self, app: App, replica_id: str) -> None:
         self.app = app
@@ -101,6 +109,9 @@ class Role:
         self._epoch = 0  # moved on by every step-down: a promotion it overtook gives up
         self._ending: asyncio.Future[None] | None = None
         self.step_downs = 0
+        # What queue.state() says while read-only: INIT until the queue first ran
+        # here (the module, started read-only, is not started: INIT), then WAITING.
+        self.idle_state = INIT
         # A WAL write on a healthy disk takes milliseconds.
         self.step_timeout_s = min(STEP_TIMEOUT_S, 2 * app.config.etcd_lease_ttl)
 
@@ -127,7 +138,7 @@ class Role:
         record = "queuebox.replication.record"  # a refused replica asks it (history.py)
         registry.register(record, self._record_call, REPLICATION, read_only_ok=True)
         if self.app.read_only:
-            self.app.state = WAITING
+            self.app.state = self.idle_state
             self.view.install()
             if self.sources:
                 self.start_applier(self.sources)
@@ -168,7 +179,7 @@ class Role:
     async def promote(self, why: str) -> dict[str, Any]:
         """Become the writable primary; the answer says from which LSN on.
         PromotionFailed if a step does not finish in time, or a step-down
-        overtook it: the instance is then read-only (WAITING)."""
+        overtook it: the instance is then read-only (INIT or WAITING)."""
         async with self._promoting:
             return await self._promote(why)
 
@@ -191,7 +202,7 @@ class Role:
         except PromotionFailed as e:
             log.error("promotion failed: staying read-only", why=e.why)
             if self._epoch == epoch:
-                app.state = WAITING
+                app.state = self.idle_state
                 if applier is not None:  # follows on, with what it knew of its primary
                     self.applier = applier
                     applier.start()
@@ -218,6 +229,8 @@ class Role:
         # As a restart builds it: taken tasks go back to ready, due timers run.
         queue = self.queue = QueueCalls(self.app, self.engine.catalog)
         queue.install()
+        self.idle_state = WAITING
+        _hook(queue, "start")  # the module's STARTUP: each driver's start()
         self.app.durability.barrier()  # the rebuild's own changes go to the WAL
 
     def rolled_back(self) -> None:
@@ -262,6 +275,7 @@ class Role:
         async with self._promoting:  # a promotion it overtook has given up by now
             queue, self.queue = self.queue, None
             if queue is not None:
+                _hook(queue, "stop")  # the module's ENDING: each driver's stop()
                 queue.uninstall(read_only_error)
             self.view.install()
             try:

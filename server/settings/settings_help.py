@@ -66,7 +66,7 @@ SETTING_HELP: dict[str, str] = {
     "in parts, so a snapshot of any size can be written",
     "force_recovery": "start despite damage or LSN gaps, logging what was lost",
     "queue_namespaces": "comma-separated names the queue API is served under",
-    "read_only": "refuse every change (ER_READONLY); queue.state() says WAITING",
+    "read_only": "refuse every change (ER_READONLY); queue.state() says INIT",
     "replication_source": "be a read-only replica of the primary among HOST:PORT[,HOST:PORT...]",
     "replication_user": "user a replica logs in to its primary as (needs the replication "
     "right there)",

@@ -33,7 +33,7 @@ not apply):
     INIT: close_data (no snapshot); the records not shown to be the primary's
     set aside in `set-aside-*` files (storage/setaside.py; named in the log at
     error level and on /metrics), the directory emptied; the primary's snapshot
-    fetched (applier.bootstrap); open_data ─▶ WAITING, following
+    fetched (applier.bootstrap); open_data ─▶ INIT or WAITING as before, following
 
 Must not touch sockets (the listener's: serve.py starts the ports, the 1.5
 one with this `Server`'s queue) nor signals (serve.py's). Runs inside the
@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from queuebox.drivers.queue_state import INIT, WAITING
+from queuebox.drivers.queue_state import INIT
 from queuebox.storage.errors import EngineError
 from queuebox.storage.fileio import FileIO, InjectedFaults
 from queuebox.storage.layout import LOCK_NAME
@@ -204,7 +204,7 @@ class Server:
                 if self._set_aside_done:
                     keeping = None
         role.rejoining = False
-        app.state = WAITING
+        app.state = role.idle_state
         self._retry_s = RETRY_FIRST_S
         log.info("re-bootstrapped from the primary", lsn=role.engine.last_lsn)
         role.start_applier(role.sources)

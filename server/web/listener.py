@@ -4,8 +4,8 @@ Owns: binding `http_listen`, the route table (the console's pages, assets
 and JSON API, /metrics, /healthz, login and logout), the middleware that
 turns an unexpected error into a logged 500, the rates' sampler (every
 SAMPLE_S), and stopping at shutdown. /healthz answers 200 "RUNNING" while the queue runs
-and 503 with the state otherwise (WAITING on a replica or a read-only
-server, STARTUP while promoting, "stopping" during a shutdown). Must not
+and 503 with the state otherwise (INIT on a replica or a read-only
+server, WAITING after a step-down, STARTUP while promoting, "stopping" during a shutdown). Must not
 touch queue state: console.py reads and acts through dispatch.py.
 """
 

@@ -152,8 +152,12 @@ def selects(a: Any, raw: Any) -> list[tuple[str, Any]]:
     sel("error iterator bits", "sf", [], iterator=7)
     sel("error iterator unknown", "sf", [], iterator=99)
     sel("error key parts status", "sft", ["r", 1, 2, 3], index="status")
-    for name in ("_queue", "_queue_consumers", "_queue_taken_2", "_queue_session_ids",
-                 "_queue_shared_sessions", *(t[0] for t in TUBES)):  # fmt: skip
+    # The views by their own names: connectors resolve `_vspace` through `_vspace`.
+    sel("_vspace by name, through itself", "_vspace", ["_vindex"], index="name")
+    sel("_vindex of _vspace, through itself", "_vindex", [281])
+    views = ("_vspace", "_vindex")
+    bookkeeping = ("_queue_consumers", "_queue_taken_2", "_queue_session_ids")
+    for name in (*views, "_queue", *bookkeeping, "_queue_shared_sessions", *(t[0] for t in TUBES)):
         rows = a.select(281, [name], index=2).data
         out.append((f"_vspace {name}", [list(r) for r in rows]))
         out.append((f"_vindex {name}", [list(r) for r in a.select(289, [rows[0][0]]).data]))

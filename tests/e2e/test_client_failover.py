@@ -91,10 +91,10 @@ async def test_no_writable_instance_is_a_clear_error_after_the_timeout(pair: Pai
     with pytest.raises(NoWritableInstance) as err:
         await aio.connect(addresses=addresses, **options)
     text = str(err.value)
-    assert f"{pair.at(pair.replica)}: WAITING" in text
+    assert f"{pair.at(pair.replica)}: INIT" in text
     assert f"cannot connect to 127.0.0.1:{closed}" in text
     assert text.endswith(" s)") and "gave up after" in text
-    with pytest.raises(NoWritableInstance, match=r"WAITING.*gave up after"):
+    with pytest.raises(NoWritableInstance, match=r"INIT.*gave up after"):
         blocking.connect(addresses=addresses, **options)
 
 
@@ -376,4 +376,4 @@ def test_cli_runs_on_the_writable_address(pair: Pair) -> None:
     # was not: the error then said "timed out", not what the replica answered).
     done = queuebox("ping", "--address", ro, "--failover-timeout", "2", *login)
     assert done.returncode == 3
-    assert f"{ro}: WAITING" in done.stderr
+    assert f"{ro}: INIT" in done.stderr

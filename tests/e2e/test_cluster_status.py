@@ -78,7 +78,7 @@ def test_status_command_and_metrics_show_roles_lag_and_the_in_sync_set(
     assert answers[name(primary)]["term"] == 1
     for replica in (b, c):
         mine = answers[name(replica)]
-        assert mine["role"] == "replica" and mine["state"] == "WAITING"
+        assert mine["role"] == "replica" and mine["state"] == "INIT"
         assert mine["primary"] == name(primary) and mine["following"]["connected"]
     rows = {r["name"]: r for r in answers[name(primary)]["replicas"]}
     assert rows[name(b)]["connected"] and rows[name(b)]["lag_lsn"] == 0

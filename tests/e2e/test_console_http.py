@@ -188,9 +188,9 @@ def test_a_read_only_server_shows_its_queue_and_refuses_changes(
     server.start()
     web = logged_in(Web(http_port(server)))
     health = web.get("/healthz")
-    assert (health.status, health.text.strip()) == (503, "WAITING")
+    assert (health.status, health.text.strip()) == (503, "INIT")
     overview = web.get("/api/overview").json()
-    assert overview["server"]["state"] == "WAITING"
+    assert overview["server"]["state"] == "INIT"
     assert overview["cluster"]["role"] == "read_only" and overview["cluster"]["following"] is None
     (row,) = [t for t in overview["tubes"] if t["name"] == tube]
     assert row["tasks"]["ready"] == 3 and row["type"] == "fifottl"

@@ -147,7 +147,7 @@ def test_a_replica_whose_lsn_left_the_primarys_wal_rebootstraps_in_process(
         assert len(wait_equal(p, r, tube)) == 140
         put_many(p, tube, 1, "live")
         assert len(wait_equal(p, r, tube)) == 141
-        assert r.call("queue.state").data == ["WAITING"]
+        assert r.call("queue.state").data == ["INIT"]
     # What it held could not be compared (the primary's WAL no longer has it): kept.
     assert "its primary cannot show it has them" in replica.log()
     assert list(replica.data_dir.glob("set-aside-*.wal"))
@@ -224,7 +224,7 @@ def test_a_killed_primary_that_comes_back_diverged_rejoins_by_itself(
     kept = [data["n"] for data in set_aside_puts(first)]
     with connect(leader) as c, connect(first) as r:
         have = [task[2] for task in wait_equal(c, r, tube).values()]
-        assert r.call("queue.state").data == ["WAITING"]
+        assert r.call("queue.state").data == ["INIT"]
     # Each put only the old primary had is on the new primary or in the file.
     reached = [data["n"] for data in have if data["tag"] == "old"]
     assert kept and sorted(kept + reached) == list(range(5)), (kept, reached)

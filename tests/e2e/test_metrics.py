@@ -196,7 +196,7 @@ def test_healthz_is_200_while_running_and_503_with_the_state_otherwise(
     server.stop()
     server.args += ["--read-only", "true"]
     server.start()
-    assert scrape(port, "/healthz")[::2] == (503, "WAITING\n")
+    assert scrape(port, "/healthz")[::2] == (503, "INIT\n")
 
 
 def test_oldest_ready_age_and_attempts(metrics_server: tuple[ServerProc, int]) -> None:

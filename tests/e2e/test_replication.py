@@ -47,8 +47,8 @@ def test_a_read_only_instance_refuses_changes_and_serves_reads(start_server: Sta
     server.args += ["--read-only", "true"]
     server.start()
     with connect(server) as c:
-        assert c.call("queue.state").data == ["WAITING"]
-        assert c.eval("return queue.state()").data == ["WAITING"]
+        assert c.call("queue.state").data == ["INIT"]
+        assert c.eval("return queue.state()").data == ["INIT"]
         with pytest.raises(tarantool.DatabaseError) as err:
             c.call(f"queue.tube.{tube}:put", ["no"])
         assert err.value.args[0] == ER_READONLY
@@ -83,7 +83,7 @@ def test_a_replica_bootstraps_from_a_snapshot_and_follows_live(start_server: Sta
             p.call(f"queue.tube.{tube}:ack", [taken[0]])
             seen = wait_equal(p, r, tube)
             assert len(seen) == 279
-            assert r.call("queue.state").data == ["WAITING"]
+            assert r.call("queue.state").data == ["INIT"]
             with pytest.raises(tarantool.DatabaseError) as err:
                 r.call(f"queue.tube.{tube}:take", [0])
             assert err.value.args[0] == ER_READONLY
@@ -238,7 +238,7 @@ def test_a_replica_ahead_of_its_primary_sets_its_records_aside_and_rejoins(
     # Every record it held is kept (none is the primary's), readable by wal cat.
     assert [data["tag"] for data in set_aside_puts(replica)] == ["elsewhere"] * 10
     with connect(primary) as p, connect(replica) as r:
-        assert r.call("queue.state").data == ["WAITING"]
+        assert r.call("queue.state").data == ["INIT"]
         p.call("queue.create_tube", [tube, "fifo"])
         put_many(p, tube, 3, "here")
         assert len(wait_equal(p, r, tube)) == 3
@@ -313,7 +313,7 @@ def test_an_old_primary_with_changes_nobody_got_sets_them_aside_and_rejoins(
     kept = set_aside_puts(primary)
     assert [data["tag"] for data in kept] == ["only on the old primary"] * 5
     with connect(replica) as r, connect(primary) as p:
-        assert p.call("queue.state").data == ["WAITING"]
+        assert p.call("queue.state").data == ["INIT"]
         assert len(wait_equal(r, p, tube)) == 30
         put_many(r, tube, 1, "followed")
         assert len(wait_equal(r, p, tube)) == 31

@@ -121,7 +121,7 @@ def test_a_guest_promote_makes_no_second_primary(start_server: StartServer) -> N
         with client(proc.port) as guest:
             assert denied(guest.call("queuebox.promote"), "queuebox.promote", "guest")
     with client(replica.port, "tester", "secret") as admin:
-        assert admin.call("queue.state").data == ["WAITING"]
+        assert admin.call("queue.state").data == ["INIT"]
         assert admin.call(f"queue.tube.{tube}:put", "x").error[0] == 7  # ER_READONLY
     with client(primary.port, "tester", "secret") as admin:
         assert admin.call("queue.state").data == ["RUNNING"]

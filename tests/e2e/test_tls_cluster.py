@@ -87,7 +87,7 @@ def test_a_replica_follows_a_tls_primary(start_server: StartServer, pki: Pki) ->
     wait_for(lambda: total(replica, pki, tube) == 50, what="the replica's bootstrap")
     put(primary, pki, tube, 25)  # the live stream
     wait_for(lambda: total(replica, pki, tube) == 75, what="the live stream")
-    assert state(replica, pki) == "WAITING"
+    assert state(replica, pki) == "INIT"  # a replica that never led: as the module
     assert "user=replicator" in primary.log()
 
 
@@ -138,7 +138,7 @@ def test_nodes_lead_and_follow_through_etcd_over_tls(
     tube = unique("tlsetcd")
     put(primary, pki, tube, 20, create=True)
     wait_for(lambda: total(replica, pki, tube) == 20, what="node-b to catch up")
-    assert state(replica, pki) == "WAITING"
+    assert state(replica, pki) == "INIT"
     # etcd refuses a client without a certificate: a node with none cannot start leading.
     lone = start_server(
         *node_flags(pki, pki.server),

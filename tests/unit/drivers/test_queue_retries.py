@@ -247,3 +247,21 @@ def test_backoff_doubles_up_to_its_cap() -> None:
         h.advance(waits[-1])
     assert waits == [1, 2, 4, 5, 5]
     assert info(h, 0)["attempts"] == 5  # no max_attempts: never buried
+
+
+def test_release_all_counts_each_task_as_it_comes_back(h: Q) -> None:
+    """A task buried for its spent attempts does not make the next one a bury."""
+    h.put("t", "a")
+    h.put("t", "b", utube="another")  # a utube of its own: taken beside a
+    for _ in range(2):  # a: two attempts spent, each waited out
+        fail_once(h)
+        h.advance(4)
+    assert h.take("t")[0] == 0  # a: its third and last attempt
+    assert h.take("t")[0] == 1  # b: its first
+    heard: list[str] = []
+    h.q.listen(lambda changes: heard.extend(c.event for c in changes))
+    h.tcall("t", "release_all")
+    assert heard == ["bury", "release"]
+    assert h.status("t", 0) == "!" and h.status("t", 1) == "~"
+    calls = h.stats("t")["calls"]
+    assert (calls["release"], calls["bury"]) == (4, 1)

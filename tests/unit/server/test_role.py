@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from queuebox.drivers.driver import DRIVERS, register_driver
+from queuebox.drivers.fifo import Fifo
 from queuebox.server.core.app import App
 from queuebox.server.core.session import Session
 from queuebox.server.replication.role import PromotionFailed
@@ -98,3 +100,48 @@ async def test_a_step_down_overtakes_a_promotion(tmp_path: Path) -> None:
         assert server.app.refuses_changes()
     finally:
         await server.app.on_shutdown()
+
+
+async def test_a_first_start_read_only_says_init_until_its_queue_ran(tmp_path: Path) -> None:
+    """As the module, which a read-only Tarantool does not start: INIT, not WAITING."""
+    server = await build_server(App(Config(data_dir=str(tmp_path), read_only=True)))
+    try:
+        app, role = server.app, server.role
+        assert app.state == "INIT" and call(server, "queue.state") == ["INIT"]
+        await role.promote("the test")
+        assert app.state == "RUNNING"
+        await role.step_down("the test")
+        assert app.state == "WAITING" and call(server, "queue.state") == ["WAITING"]
+    finally:
+        await server.app.on_shutdown()
+
+
+class Hooked(Fifo):
+    """fifo whose lifecycle hooks say when the module's framework would call them."""
+
+    calls: list[str] = []
+
+    def start(self) -> None:
+        Hooked.calls.append(f"start {self.space.name} {len(list(self.tasks_by_state('r')))}")
+
+    def stop(self) -> None:
+        Hooked.calls.append(f"stop {self.space.name}")
+
+
+async def test_drivers_start_at_startup_and_stop_at_ending(tmp_path: Path) -> None:
+    register_driver("hooked", Hooked)
+    try:
+        server = await build_server(App(Config(data_dir=str(tmp_path))))
+        try:
+            role = server.role
+            call(server, "queue.create_tube", "h", "hooked")
+            call(server, "queue.tube.h:put", "a")
+            assert Hooked.calls == []  # a tube created later is not started (as the module)
+            await role.step_down("the test")
+            assert Hooked.calls == ["stop h"]
+            await role.promote("the test")
+            assert Hooked.calls == ["stop h", "start h 1"]  # after the rebuild: its task ready
+        finally:
+            await server.app.on_shutdown()
+    finally:
+        del DRIVERS["hooked"]
