@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
-from typing import Any
 
 from tests.e2e import events_script
 from tests.e2e.serverproc import StartServer, login_tester
+from tests.waiting import wait_for
 
 EXPECTED = Path(__file__).with_name("events_expected.json")
 RECORDER = "tests.e2e.plugins.recorder"
@@ -35,15 +34,6 @@ def test_callbacks_hear_the_modules_events_on_every_driver(start_server: StartSe
     assert [label for label, _ in heard] == [label for label, _ in expected]
     for (label, got), (_, wanted) in zip(heard, expected, strict=True):
         assert got == wanted, label
-
-
-def wait_for(check: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.02)
 
 
 def test_the_seeds_task_done_example_logs_every_completed_task(start_server: StartServer) -> None:
@@ -72,7 +62,7 @@ def test_the_seeds_task_done_example_logs_every_completed_task(start_server: Sta
                 for ln in lines
             ]  # fmt: skip
 
-        assert wait_for(lambda: len(done()) >= 8)
+        wait_for(lambda: len(done()) >= 8, 'eight "task done" lines')
         assert sorted(done()) == sorted(
             [("jobs", str(n), "ack") for n in range(3)]
             + [("mail", str(n), "ack") for n in range(3)]
