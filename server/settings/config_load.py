@@ -88,6 +88,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "force_recovery": parse_bool,
     "checkpoint_count": parse_count,
     "snapshot_record_size": parse_record_size,
+    "wal_archive_dir": parse_str,
     "queue_namespaces": parse_names,
     "read_only": parse_bool,
     "replication_source": parse_addresses,
