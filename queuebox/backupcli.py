@@ -167,16 +167,23 @@ def restore_main(argv: list[str], prog: str = "queuebox restore") -> int:
     parser.add_argument("src", metavar="SRC", help="a directory made by `queuebox backup`")
     parser.add_argument("--data-dir", required=True, help="the new data directory (new or empty)")
     point = parser.add_mutually_exclusive_group()
-    point.add_argument("--to-lsn", type=positive_int, help="the last LSN to keep")
     point.add_argument(
-        "--to-time", type=point_in_time, help="keep changes made at or before this time"
+        "--to-lsn",
+        type=positive_int,
+        help="the last LSN to keep (default: every LSN the files hold)",
+    )
+    point.add_argument(
+        "--to-time",
+        type=point_in_time,
+        help="keep changes made at or before this time (default: every change)",
     )
     parser.add_argument(
         "--wal-archive",
         action="append",
         default=[],
         metavar="DIR",
-        help="a wal_archive_dir of the server, for the WAL after the backup (repeatable)",
+        help="a wal_archive_dir of the server, for the WAL after the backup; repeatable "
+        "(default: none, the backup alone)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
