@@ -30,7 +30,7 @@ from queuebox.clients.cli.args import (
 )
 from queuebox.server.replication.link import LinkError
 from queuebox.server.start.backup import BackupError, Target, take_backup
-from queuebox.storage.backupset import MANIFEST, SetFacts
+from queuebox.storage.backupset import MANIFEST, SetFacts, verify
 from queuebox.storage.errors import EngineError
 from queuebox.storage.restore import Restored, restore
 
@@ -97,7 +97,7 @@ def backup_main(argv: list[str], prog: str = "queuebox backup") -> int:
     _show(
         args.json,
         _backup_summary(facts, dest, time.monotonic() - t0),
-        _backup_lines(facts, dest, target),
+        _set_lines(facts, f"backup of {target.host}:{target.port} in {dest}"),
     )
     return EXIT_OK
 
@@ -136,8 +136,8 @@ def _backup_summary(facts: SetFacts, dest: Path, took_s: float) -> dict[str, Any
     }
 
 
-def _backup_lines(facts: SetFacts, dest: Path, target: Target) -> list[str]:
-    lines = [f"backup of {target.host}:{target.port} in {dest}"]
+def _set_lines(facts: SetFacts, title: str) -> list[str]:
+    lines = [title]
     for f in _files(facts):
         what = (
             f"snapshot at LSN {f['lsn']}: {f['spaces']} spaces, {f['tuples']} tuples"
@@ -154,7 +154,7 @@ def _backup_lines(facts: SetFacts, dest: Path, target: Target) -> list[str]:
         f"LSN {facts.base_lsn}..{facts.last_lsn}: snapshot {facts.base_lsn}, {wal}; "
         f"{len(_files(facts))} files, {facts.size:,} bytes; last change {when(facts.last_ts)}"
     )
-    lines.append(f"checksums verified; {MANIFEST} written")
+    lines.append("checksums verified")
     return lines
 
 
@@ -165,7 +165,16 @@ def restore_main(argv: list[str], prog: str = "queuebox restore") -> int:
         "point; every file is checked as it is read.",
     )
     parser.add_argument("src", metavar="SRC", help="a directory made by `queuebox backup`")
-    parser.add_argument("--data-dir", required=True, help="the new data directory (new or empty)")
+    parser.add_argument(
+        "--data-dir",
+        help="the new data directory (new or empty; default: none, needed unless --check)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"only read SRC whole and check it (every checksum, the LSNs, {MANIFEST}); "
+        "write nothing",
+    )
     point = parser.add_mutually_exclusive_group()
     point.add_argument(
         "--to-lsn",
@@ -187,6 +196,10 @@ def restore_main(argv: list[str], prog: str = "queuebox restore") -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
+    if args.check:
+        return _check(args, prog)
+    if not args.data_dir:
+        parser.error("--data-dir is required (or --check)")
     try:
         done = restore(
             Path(args.src),
@@ -225,3 +238,12 @@ def _restore_lines(done: Restored, args: argparse.Namespace) -> list[str]:
         f"checksums verified; it opens: {done.report.spaces} spaces, {done.report.tuples} tuples"
     )
     return lines
+
+
+def _check(args: argparse.Namespace, prog: str) -> int:
+    try:
+        facts = verify(Path(args.src))
+    except (EngineError, OSError) as e:
+        return _fail(prog, args.json, EXIT_ERROR, str(e))
+    _show(args.json, _backup_summary(facts, Path(args.src), 0.0), _set_lines(facts, f"{args.src}:"))
+    return EXIT_OK

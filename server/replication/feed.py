@@ -156,10 +156,10 @@ class Feeds:
                 )
 
     # -- the calls --
-    def _check_source(self) -> None:
+    def _check_source(self, what: str = "replication") -> None:
         if self.engine.wal_mode == "none":
             raise CallError(
-                ErrorCode.ER_UNSUPPORTED, "replication needs a WAL: wal_mode write or fsync"
+                ErrorCode.ER_UNSUPPORTED, f"{what} needs a WAL: wal_mode write or fsync"
             )
 
     def _ack(self, ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -197,7 +197,7 @@ class Feeds:
         return f"backup:{id(ctx)}"  # one backup per connection; never a replica's uuid
 
     def _backup_join(self, ctx: CallContext, args: list[Any]) -> Any:
-        self._check_source()
+        self._check_source("a backup")
         (sync,) = arguments(args, "backup.join(sync)", int)
         session, name = cast(Session, ctx), self._backup_name(ctx)
         # The WAL after the snapshot is kept for the subscribe that follows; a

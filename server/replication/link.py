@@ -9,6 +9,7 @@ the calls mean (applier.py does).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from queuebox import protocol
@@ -68,6 +69,17 @@ class Link:
             got = await self.next()
             if got.sync == sync and not got.is_chunk:
                 return got
+
+    async def streamed(self, sync: int, each: Callable[[Any], None]) -> Response:
+        """The data of each chunk pushed for `sync` to `each`, then the final
+        reply to `sync` (replies to other calls are dropped)."""
+        while True:
+            got = await self.next()
+            if got.sync != sync:
+                continue
+            if not got.is_chunk:
+                return got
+            each(got.data)
 
     async def next(self, timeout_s: float | None = None) -> Response:
         """The next reply or chunk; LinkError on silence past the timeout or a close."""

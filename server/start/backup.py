@@ -81,13 +81,7 @@ async def _fetch_snapshot(link: Link, dest: Path, files: FileIO) -> int:
     out = _Appender(files, tmp)
     try:
         sync = link.call("queuebox.backup.join", link.next_sync)
-        while True:
-            got = await link.next()
-            if got.sync != sync:
-                continue
-            if not got.is_chunk:
-                break
-            out.add(got.data[2])
+        got = await link.streamed(sync, lambda data: out.add(data[2]))
     finally:
         out.close()
     lsn, total = _answer(got, "join", link.address)

@@ -78,12 +78,23 @@ def expected_ids(*dirs: Path, tube: str, to_lsn: int) -> set[int]:
     return ids
 
 
+def with_tube(server: ServerProc, tube: str) -> ServerProc:
+    with connect(server) as c:
+        c.call("queue.create_tube", [tube, "fifo"])
+    return server
+
+
+def _put_all(server: ServerProc, tube: str, payloads: range) -> None:
+    with connect(server) as c:
+        for n in payloads:
+            c.call(f"queue.tube.{tube}:put", [n])
+
+
 def test_a_backup_under_load_holds_every_acknowledged_task(
     start_server: StartServer, tmp_path: Path
 ) -> None:
-    server = start_server()
+    server = with_tube(start_server(), "load")
     with connect(server) as c:
-        c.call("queue.create_tube", ["load", "fifo"])
         load = Load("load")
         workers = load.start(server.port, clients=2)
         try:
@@ -136,16 +147,8 @@ def test_a_backup_under_load_holds_every_acknowledged_task(
     assert before.returncode == 1 and "oldest snapshot" in before.stderr
 
 
-def _put_all(server: ServerProc, tube: str, payloads: range) -> None:
-    with connect(server) as c:
-        for n in payloads:
-            c.call(f"queue.tube.{tube}:put", [n])
-
-
 def test_restore_to_a_time(start_server: StartServer, tmp_path: Path) -> None:
-    server = start_server()
-    with connect(server) as c:
-        c.call("queue.create_tube", ["timed", "fifo"])
+    server = with_tube(start_server(), "timed")
     _put_all(server, "timed", range(0, 50))
     middle = time.time()
     wait_for(lambda: time.time() > middle + 0.01, what="the clock to move on")
@@ -171,9 +174,7 @@ def test_restore_to_a_time(start_server: StartServer, tmp_path: Path) -> None:
 
 
 def test_a_backup_from_a_replica(start_server: StartServer, tmp_path: Path) -> None:
-    primary = start_primary(start_server)
-    with connect(primary) as c:
-        c.call("queue.create_tube", ["mirrored", "fifo"])
+    primary = with_tube(start_primary(start_server), "mirrored")
     replica = start_replica(start_server, primary)
     _put_all(primary, "mirrored", range(40))
     with connect(primary) as c, connect(replica) as r:
@@ -215,10 +216,9 @@ def _flip(path: Path, offset: int) -> None:
 def test_a_damaged_backup_is_refused_with_its_place(
     start_server: StartServer, tmp_path: Path
 ) -> None:
-    server = start_server()
+    server = with_tube(start_server(), "kept")
+    _put_all(server, "kept", range(20))
     with connect(server) as c:
-        c.call("queue.create_tube", ["kept", "fifo"])
-        _put_all(server, "kept", range(20))
         c.call("queuebox.snapshot")
     _put_all(server, "kept", range(20, 40))
     taken = backup(server, tmp_path / "b")
@@ -230,6 +230,8 @@ def test_a_damaged_backup_is_refused_with_its_place(
         damage(copy)
         done = queuebox("restore", str(copy), "--data-dir", str(copy) + "-restored")
         assert done.returncode == 1, done.stdout
+        checked = queuebox("restore", str(copy), "--check")
+        assert checked.returncode == 1 and checked.stderr == done.stderr
         return done.stderr
 
     frame = _frame_offsets(wal)[5]
@@ -244,7 +246,9 @@ def test_a_damaged_backup_is_refused_with_its_place(
     assert f"{wal.name}: corrupt at offset {frame}: {frame} bytes, not " in text
     text = refused(lambda d: (d / snap.name).unlink())
     assert f"{snap.name}: corrupt at offset 0: named in the manifest, but missing" in text
-    # The backup itself, untouched, restores.
+    # The backup itself, untouched, checks and restores.
+    checked = queuebox("restore", str(tmp_path / "b"), "--check", "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["last_lsn"] == taken["last_lsn"]
     assert restore(tmp_path / "b", tmp_path / "r")["last_lsn"] == taken["last_lsn"]
 
 
@@ -264,9 +268,7 @@ def test_restore_from_a_backup_and_the_wal_archive(
         "--wal-archive-dir", str(archive), "--wal-segment-size", "4096",
         "--http-listen", "127.0.0.1:0",
     )  # fmt: skip
-    web = http_port(server)
-    with connect(server) as c:
-        c.call("queue.create_tube", ["archived", "fifo"])
+    web = http_port(with_tube(server, "archived"))
     _put_all(server, "archived", range(30))
     taken = backup(server, tmp_path / "b")
     _put_all(server, "archived", range(30, 300))
