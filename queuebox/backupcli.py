@@ -97,7 +97,9 @@ def backup_main(argv: list[str], prog: str = "queuebox backup") -> int:
     _show(
         args.json,
         _backup_summary(facts, dest, time.monotonic() - t0),
-        _set_lines(facts, f"backup of {target.host}:{target.port} in {dest}"),
+        _set_lines(
+            facts, f"backup of {target.host}:{target.port} in {dest}", f"; {MANIFEST} written"
+        ),
     )
     return EXIT_OK
 
@@ -136,7 +138,7 @@ def _backup_summary(facts: SetFacts, dest: Path, took_s: float) -> dict[str, Any
     }
 
 
-def _set_lines(facts: SetFacts, title: str) -> list[str]:
+def _set_lines(facts: SetFacts, title: str, done: str = "") -> list[str]:
     lines = [title]
     for f in _files(facts):
         what = (
@@ -154,7 +156,7 @@ def _set_lines(facts: SetFacts, title: str) -> list[str]:
         f"LSN {facts.base_lsn}..{facts.last_lsn}: snapshot {facts.base_lsn}, {wal}; "
         f"{len(_files(facts))} files, {facts.size:,} bytes; last change {when(facts.last_ts)}"
     )
-    lines.append("checksums verified")
+    lines.append("checksums verified" + done)
     return lines
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CorruptLog, LsnGap
+from .errors import CorruptLog, EngineError, LsnGap
 from .fileio import FileIO
 from .framing import Damage, HeaderError
 from .layout import covered_segments, sort_listing
@@ -31,6 +31,10 @@ from .reader import LogFile, events_of_bytes
 
 MANIFEST = "backup.json"
 MANIFEST_VERSION = 1
+
+
+class NotASet(EngineError):
+    """A directory with neither a snapshot nor a WAL segment in it."""
 
 
 @dataclass
@@ -148,7 +152,10 @@ def read_set(directory: Path, files: FileIO | None = None) -> SetFacts:
     """A directory of a snapshot (the newest one is the base) and the WAL after it,
     read whole."""
     files = files or FileIO()
-    snaps = sort_listing(directory, files.listdir(directory)).snap
+    listing = sort_listing(directory, files.listdir(directory))
+    if not listing.snap and not listing.wal:
+        raise NotASet(f"{directory} holds no snapshot and no WAL segment")
+    snaps = listing.snap
     snapshot = check_snapshot(snaps[-1][1], snaps[-1][0], files) if snaps else None
     facts = SetFacts(snapshot)
     base = facts.base_lsn

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .backupset import (
+    NotASet,
     SnapshotFacts,
     WalRecord,
     check_manifest,
@@ -135,6 +136,9 @@ def restore(
     files = files or FileIO()
     if target.exists() and files.listdir(target):
         raise RestoreError(f"{target} is not empty: restore into a new directory")
+    listing = sort_listing(source, files.listdir(source))
+    if not listing.snap and not listing.wal:
+        raise NotASet(f"{source} holds no snapshot and no WAL segment")
     check_manifest(source, files)
     base = _choose_base(source, to_lsn, to_time, files)
     files.makedirs(target)
@@ -198,8 +202,8 @@ def _check_reached(
         raise RestoreError(f"the files reach LSN {last}, not LSN {to_lsn}")
     raise RestoreError(
         f"the files end at LSN {last} ({_when(last_ts)}), before {_when(to_time)}: "
-        "changes after it may exist but are not here (add --wal-archive, or restore "
-        "without --to-time to take everything the files hold)"
+        "changes after it may exist but are not in these files; restore without "
+        "--to-time to take everything they hold"
     )
 
 

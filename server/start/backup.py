@@ -130,10 +130,14 @@ async def fetch(target: Target, dest: Path, files: FileIO | None = None) -> SetF
     files.makedirs(dest)
     started = time.time()
     link = Link(target.host, target.port, target.timeout_s)
-    await link.open(target.user, target.password)
     try:
+        await link.open(target.user, target.password)
         base = await _fetch_snapshot(link, dest, files)
         last = await _fetch_wal(link, dest, base, files)
+    except BaseException:
+        for name in files.listdir(dest):  # it was empty: no half backup is left to trust
+            files.unlink(dest / name)
+        raise
     finally:
         link.close()
     files.fsync_dir(dest)
