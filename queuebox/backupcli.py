@@ -8,8 +8,9 @@ server's replication link and storage's readers and writers, which clients
 may not import (DESIGN.md). The work itself is server/start/backup.py
 (fetching) and storage/restore.py (rebuilding); nothing of it is here.
 
-Exit codes: 0 done (checksums verified), 1 refused or a fault found (the
-file and offset, or the LSNs, are named), 2 usage, 3 unreachable.
+Exit codes: 0 done (checksums verified), 1 refused (the login, the right) or
+a fault found (the file and offset, or the LSNs, are named), 2 usage, 3
+unreachable.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from queuebox.clients.cli.args import (
     positive_int,
     seconds,
 )
-from queuebox.server.replication.link import LinkError
+from queuebox.server.replication.link import LinkError, LoginRefused
 from queuebox.server.start.backup import BackupError, Target, take_backup
 from queuebox.storage.backupset import MANIFEST, SetFacts, verify
 from queuebox.storage.errors import EngineError
@@ -91,7 +92,8 @@ def backup_main(argv: list[str], prog: str = "queuebox backup") -> int:
     try:
         facts = take_backup(target, dest)
     except LinkError as e:
-        return _fail(prog, args.json, EXIT_UNREACHABLE, str(e))
+        refused = isinstance(e, LoginRefused)
+        return _fail(prog, args.json, EXIT_ERROR if refused else EXIT_UNREACHABLE, str(e))
     except (BackupError, EngineError, OSError) as e:
         return _fail(prog, args.json, EXIT_ERROR, str(e))
     _show(

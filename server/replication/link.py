@@ -21,6 +21,10 @@ class LinkError(Exception):
     """The primary cannot be reached, refused us, or went quiet."""
 
 
+class LoginRefused(LinkError):
+    """It answered, and refused the login (a wrong password, an unknown user)."""
+
+
 class Link:
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         self.address = f"{host}:{port}"
@@ -46,7 +50,7 @@ class Link:
             reply = await self.reply_to(sync)
             if not reply.ok:
                 self.close()
-                raise LinkError(f"{self.address}: login as {user!r}: {reply.error_message}")
+                raise LoginRefused(f"{self.address}: login as {user!r}: {reply.error_message}")
 
     def send_auth(self, user: str, scramble: bytes) -> int:
         self._sync += 1

@@ -33,6 +33,8 @@ from queuebox.storage.layout import file_name
 
 from ..replication.link import Link
 
+SEGMENT_SIZE = 64 << 20  # as a server's WAL segments, by default
+
 
 class BackupError(Exception):
     """The server refused, or what it sent does not make a backup."""
@@ -96,8 +98,9 @@ async def _fetch_snapshot(link: Link, dest: Path, files: FileIO) -> int:
 
 
 async def _fetch_wal(link: Link, dest: Path, after: int, files: FileIO) -> int:
-    """The WAL after `after`, into one segment, until the feed caught up (its
-    first beat); the last LSN written."""
+    """The WAL after `after`, until the feed caught up (its first beat); the last
+    LSN written. Each chunk holds whole frames, so segments begin between two
+    chunks, once one passes SEGMENT_SIZE: each is read back whole later."""
     sync = link.call("queuebox.backup.subscribe", after, link.next_sync)
     last = after
     out: _Appender | None = None
@@ -112,6 +115,9 @@ async def _fetch_wal(link: Link, dest: Path, after: int, files: FileIO) -> int:
             kind, lsn, payload = got.data
             if kind == "beat":
                 return last
+            if out is not None and out.size >= SEGMENT_SIZE:
+                out.close()
+                out = None
             if out is None:
                 path = dest / file_name("wal", last + 1)
                 out = _Appender(files, path, encode_header("wal", last + 1))

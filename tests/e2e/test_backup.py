@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.acked import Load
+from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, tasks, wait_equal, wait_for
 from tests.e2e.serverproc import ServerProc, StartServer
 from tests.e2e.test_cli_client import queuebox
@@ -200,6 +201,12 @@ def test_a_backup_needs_the_replication_right(server: ServerProc, tmp_path: Path
     done = queuebox("backup", str(tmp_path / "b"), env=env)
     assert done.returncode == 1
     assert "queuebox.backup.join" in done.stderr and "denied" in done.stderr
+    assert not any((tmp_path / "b").iterdir())  # a failed backup leaves nothing
+    wrong = queuebox("backup", str(tmp_path / "b"), env={**env, "QUEUEBOX_PASSWORD": "nope"})
+    assert wrong.returncode == 1 and "login as 'reader'" in wrong.stderr
+    env["QUEUEBOX_PORT"] = str(free_port())
+    gone = queuebox("backup", str(tmp_path / "b"), env=env)
+    assert gone.returncode == 3, gone.stderr
 
 
 def _frame_offsets(path: Path) -> list[int]:
