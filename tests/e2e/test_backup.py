@@ -264,6 +264,7 @@ def _archived_lsn(port: int) -> int:
         text = reply.read().decode()
     found = re.search(r"^queuebox_wal_archived_lsn (\S+)$", text, re.M)
     assert found, "no queuebox_wal_archived_lsn on /metrics"
+    assert re.search(r"^queuebox_wal_archive_failures_total 0\.0$", text, re.M), text
     return int(float(found.group(1)))
 
 
