@@ -141,6 +141,7 @@ def restore(
         raise NotASet(f"{source} holds no snapshot and no WAL segment")
     check_manifest(source, files)
     base = _choose_base(source, to_lsn, to_time, files)
+    made = not target.exists()
     files.makedirs(target)
     out = SegmentWriter(target, files)
     try:
@@ -150,6 +151,8 @@ def restore(
         out.close()
         for path in [*out.paths, target / base.path.name] if base else out.paths:
             path.unlink(missing_ok=True)  # nothing half made is left to be served
+        if made:
+            target.rmdir()
         raise
     kept = [*copied, *out.paths]
     engine = Engine(target, clock=time.time)
