@@ -175,8 +175,10 @@ def test_restore_to_a_time(start_server: StartServer, tmp_path: Path) -> None:
 
 
 def test_a_backup_from_a_replica(start_server: StartServer, tmp_path: Path) -> None:
-    primary = with_tube(start_primary(start_server), "mirrored")
+    # Synchronous: a backup of the primary must neither hold its writes nor join its in-sync set.
+    primary = start_primary(start_server, "--replication-synchro-quorum", "1")
     replica = start_replica(start_server, primary)
+    with_tube(primary, "mirrored")
     _put_all(primary, "mirrored", range(40))
     with connect(primary) as c, connect(replica) as r:
         c.call("queue.tube.mirrored:take", [0])
@@ -189,6 +191,13 @@ def test_a_backup_from_a_replica(start_server: StartServer, tmp_path: Path) -> N
     # The replica's WAL holds its primary's records: the same ids at the same LSNs.
     ids = expected_ids(tmp_path / "b", tube="mirrored", to_lsn=taken["last_lsn"])
     assert ids == set(range(1, 40))
+    from_primary = backup(primary, tmp_path / "p")
+    assert from_primary["last_lsn"] == taken["last_lsn"]
+    with connect(primary) as c:
+        c.call("queue.tube.mirrored:put", [40])  # the quorum is the replica's, as before
+        replicas = c.call("queuebox.status").data[0]["replicas"]
+    # Only the replica: the backups were never counted as replicas.
+    assert len(replicas) == 1 and "backup" not in replicas[0]["name"], replicas
 
 
 def test_a_backup_needs_the_replication_right(server: ServerProc, tmp_path: Path) -> None:
