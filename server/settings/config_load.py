@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -274,7 +275,19 @@ def load_config(
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
     check_budget(config)
+    check_archive(config)
     return config
+
+
+def check_archive(config: Config) -> None:
+    """An archive needs a WAL to copy, and a place of its own (a segment copied
+    onto itself would be lost with the data directory it should outlive)."""
+    if not config.wal_archive_dir:
+        return
+    if config.wal_mode == "none":
+        raise ConfigError("wal_archive_dir needs a WAL: wal_mode write or fsync")
+    if os.path.realpath(config.wal_archive_dir) == os.path.realpath(config.data_dir):
+        raise ConfigError("wal_archive_dir must be another directory than data_dir")
 
 
 def _read_secret_files(settings: dict[str, Any]) -> None:
