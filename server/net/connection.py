@@ -2,7 +2,9 @@
 
 Owns: the greeting, feeding received bytes to the decoder, running each
 request through the request-type table (`requests.py`) with the connection's
-`Session`, deferring a throttled AUTH and what follows it (authguard.py), the
+`Session`, logging in the user a verified TLS client certificate names
+(runtime/tls.py: its CN; an unknown one stays guest), deferring a throttled
+AUTH and what follows it (authguard.py), the
 IPROTO error reply of a bad frame (closing on a fatal one), of a failed
 durability barrier and of a frame the buffer budget dropped. Must not know
 what a request does: handlers get the request and the session, never the
@@ -23,6 +25,7 @@ from ..core.app import App
 from ..core.dispatch import Deferred, Reply, barrier_failed, error_reply
 from ..core.requests import REQUEST_TABLE, handle_unknown, run_requests
 from ..runtime.logs import get_logger
+from ..runtime.tls import certificate_user
 from .connlog import HANDSHAKE_TYPES
 from .shell import ConnectionShell, bad_frame_log
 
@@ -38,11 +41,24 @@ class Connection(ConnectionShell):
 
     def opened(self, transport: asyncio.Transport) -> None:
         app = self.app
+        user = certificate_user(transport.get_extra_info("ssl_object"))
+        if user is not None:
+            self._log_in_by_certificate(user)
         transport.write(
             protocol.make_greeting(
                 app.config.greeting_version, app.instance_uuid, self.session.salt
             )
         )
+
+    def _log_in_by_certificate(self, user: str) -> None:
+        """The handshake verified the certificate against tls_ca: its CN is
+        proof enough, as a password would be; the user's rights still hold."""
+        if not self.app.users.exists(user):
+            log.warning(
+                "client certificate names no user: stays guest", peer=self.session.peer, cn=user
+            )
+            return
+        self.session.set_user(user)
 
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return barrier_failed(self.session, sync, error)
