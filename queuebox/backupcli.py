@@ -8,9 +8,9 @@ server's replication link and storage's readers and writers, which clients
 may not import (DESIGN.md). The work itself is server/start/backup.py
 (fetching) and storage/restore.py (rebuilding); nothing of it is here.
 
-Exit codes: 0 done (checksums verified), 1 refused (the login, the right) or
-a fault found (the file and offset, or the LSNs, are named), 2 usage, 3
-unreachable.
+Exit codes, as every client command's: 0 done (checksums verified), 1 a fault
+found (the file and offset, or the LSNs, are named) or a point not reached, 2
+usage, 3 unreachable, 6 refused (the login, the `replication` right).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from queuebox.clients.cli.args import (
     seconds,
 )
 from queuebox.server.replication.link import LinkError, LoginRefused
-from queuebox.server.start.backup import BackupError, Target, take_backup
+from queuebox.server.start.backup import BackupError, Refused, Target, take_backup
 from queuebox.storage.backupset import MANIFEST, SetFacts, verify
 from queuebox.storage.errors import EngineError
 from queuebox.storage.restore import Restored, restore
 
-EXIT_OK, EXIT_ERROR, EXIT_UNREACHABLE = 0, 1, 3
+EXIT_OK, EXIT_ERROR, EXIT_UNREACHABLE, EXIT_REFUSED = 0, 1, 3, 6  # as clients/cli/output.py
 
 
 def when(ts: float | None) -> str:
@@ -86,14 +86,18 @@ def backup_main(argv: list[str], prog: str = "queuebox backup") -> int:
     parser.add_argument("--timeout", type=seconds, default=30.0, help="seconds of silence")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
-    target = Target(args.host, args.port, args.user or "", args.password or "", args.timeout)
+    target = Target(
+        args.host, args.port, args.user or "", args.password or "", args.timeout, args.tls
+    )
     dest = Path(args.dest)
     t0 = time.monotonic()
     try:
         facts = take_backup(target, dest)
     except LinkError as e:
         refused = isinstance(e, LoginRefused)
-        return _fail(prog, args.json, EXIT_ERROR if refused else EXIT_UNREACHABLE, str(e))
+        return _fail(prog, args.json, EXIT_REFUSED if refused else EXIT_UNREACHABLE, str(e))
+    except Refused as e:
+        return _fail(prog, args.json, EXIT_REFUSED, str(e))
     except (BackupError, EngineError, OSError) as e:
         return _fail(prog, args.json, EXIT_ERROR, str(e))
     _show(

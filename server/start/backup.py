@@ -21,11 +21,12 @@ process, not in a server), the file format (storage's).
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from queuebox.protocol import Response
+from queuebox.protocol import ErrorCode, Response
 from queuebox.storage.backupset import SetFacts, read_set, write_manifest
 from queuebox.storage.fileio import FileIO
 from queuebox.storage.framing import encode_header
@@ -40,6 +41,10 @@ class BackupError(Exception):
     """The server refused, or what it sent does not make a backup."""
 
 
+class Refused(BackupError):
+    """The user may not take a backup (no `replication` right)."""
+
+
 @dataclass
 class Target:
     host: str
@@ -47,6 +52,7 @@ class Target:
     user: str
     password: str
     timeout_s: float = 30.0
+    tls: ssl.SSLContext | None = None  # the client's (clients/cli/args.py), or plain TCP
 
 
 class _Appender:
@@ -72,7 +78,10 @@ class _Appender:
 
 def _answer(got: Response, what: str, address: str) -> list[object]:
     if not got.ok:
-        raise BackupError(f"{address}: {what} refused: {got.error_message}")
+        denied = got.error_code == ErrorCode.ER_ACCESS_DENIED
+        raise (Refused if denied else BackupError)(
+            f"{address}: {what} refused: {got.error_message}"
+        )
     return list(got.data)
 
 
@@ -135,7 +144,7 @@ async def fetch(target: Target, dest: Path, files: FileIO | None = None) -> SetF
         raise BackupError(f"{dest} is not empty: back up into a new directory")
     files.makedirs(dest)
     started = time.time()
-    link = Link(target.host, target.port, target.timeout_s)
+    link = Link(target.host, target.port, target.timeout_s, target.tls)
     try:
         await link.open(target.user, target.password)
         base = await _fetch_snapshot(link, dest, files)

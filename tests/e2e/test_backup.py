@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.acked import Load
+from tests.e2e.certs import make_pki, tarantool_tls, tls_flags
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect, start_primary, start_replica, tasks, wait_equal, wait_for
 from tests.e2e.serverproc import ServerProc, StartServer
 from tests.e2e.test_cli_client import queuebox
+from tests.e2e.test_tls import TLS_TOML
 from tests.e2e.webclient import http_port
 
 TESTER = {"QUEUEBOX_USER": "tester", "QUEUEBOX_PASSWORD": "secret"}
@@ -208,11 +210,11 @@ def test_a_backup_needs_the_replication_right(server: ServerProc, tmp_path: Path
         "QUEUEBOX_PASSWORD": "readpw",
     }
     done = queuebox("backup", str(tmp_path / "b"), env=env)
-    assert done.returncode == 1
+    assert done.returncode == 6
     assert "queuebox.backup.join" in done.stderr and "denied" in done.stderr
     assert not any((tmp_path / "b").iterdir())  # a failed backup leaves nothing
     wrong = queuebox("backup", str(tmp_path / "b"), env={**env, "QUEUEBOX_PASSWORD": "nope"})
-    assert wrong.returncode == 1 and "login as 'reader'" in wrong.stderr
+    assert wrong.returncode == 6 and "login as 'reader'" in wrong.stderr
     env["QUEUEBOX_PORT"] = str(free_port())
     gone = queuebox("backup", str(tmp_path / "b"), env=env)
     assert gone.returncode == 3, gone.stderr
@@ -307,3 +309,27 @@ def test_restore_from_a_backup_and_the_wal_archive(
     alone = restore(tmp_path / "b", tmp_path / "alone")
     assert alone["last_lsn"] == taken["last_lsn"]
     assert sorted(served(start_server, tmp_path / "alone", "archived").values()) == list(range(30))
+
+
+def test_a_backup_over_tls_logged_in_by_its_certificate(
+    start_server: StartServer, tmp_path: Path
+) -> None:
+    pki = make_pki(tmp_path)
+    server = start_server(*tls_flags(pki), toml=TLS_TOML)
+    conn = tarantool_tls(server.port, pki, pki.tester)
+    try:
+        conn.call("queue.create_tube", ["secure", "fifo"])
+        for n in range(10):
+            conn.call("queue.tube.secure:put", [n])
+    finally:
+        conn.close()
+    tls = ("--tls-ca", str(pki.ca.cert), "--tls-cert", str(pki.tester.cert),
+           "--tls-key", str(pki.tester.key))  # fmt: skip
+    env = {"QUEUEBOX_HOST": "127.0.0.1", "QUEUEBOX_PORT": str(server.port)}
+    # No --user: the certificate's CN (tester) is the login.
+    done = queuebox("backup", str(tmp_path / "b"), "--json", *tls, env=env)
+    assert done.returncode == 0, done.stderr
+    plain = queuebox("backup", str(tmp_path / "plain"), "--json", "--timeout", "1", env=env)
+    assert plain.returncode == 3, plain.stderr  # a TLS port does not speak plain IPROTO
+    restore(tmp_path / "b", tmp_path / "r")
+    assert sorted(served(start_server, tmp_path / "r", "secure").values()) == list(range(10))
