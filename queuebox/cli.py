@@ -34,6 +34,16 @@ def _wal() -> Command:
     return main
 
 
+def _backup(name: str) -> Callable[[], Command]:
+    def load() -> Command:
+        from queuebox import backupcli
+
+        command: Command = getattr(backupcli, name)
+        return command
+
+    return load
+
+
 def _bench() -> Command:
     from queuebox.clients.bench.cli import main
 
@@ -81,6 +91,8 @@ def _tasks(name: str) -> Callable[[], Command]:
 COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "serve": (_serve, "run the queue server"),
     "wal": (_wal, "wal cat PATH...: print WAL/snapshot records as JSON lines"),
+    "backup": (_backup("backup_main"), "copy a running server's snapshot and WAL, verified"),
+    "restore": (_backup("restore_main"), "rebuild a data directory from a backup, to a point"),
     "bench": (_bench, "load generator: put, take-ack, mixed, utube scenarios"),
     "pipeline": (_pipeline, "Spark: load files into a tube, lifecycle reports"),
     "worker": (_worker, "run MODULE:FUNCTION for each task of a tube"),

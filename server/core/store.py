@@ -36,6 +36,7 @@ from ..runtime.logs import RateLimitedLog, get_logger
 from ..settings.config import ADMIN, Config
 from .app import App
 from .registry import CallContext, Handler
+from .walarchive import WalArchive
 
 log = get_logger("queuebox.store")
 # A snapshot that keeps failing (a full disk) is retried: a line now and then, with counts.
@@ -69,6 +70,8 @@ class Store:
         self.recovery_seconds = 0.0
         self._retry_at = 0.0  # monotonic time before which no scheduled snapshot starts
         self._retry_s = RETRY_FIRST_S
+        # wal_archive_dir: closed WAL segments copied there (build_store starts it).
+        self.archive: WalArchive | None = None
 
     def install(self) -> None:
         """The snapshot call is registered; snapshots start. (Again for the store
@@ -161,6 +164,8 @@ class Store:
             except CallError:
                 log.error("shutdown snapshot failed; the WAL still has everything")
         self.commit.close()
+        if self.archive is not None:
+            await self.archive.close()  # the segment the shutdown snapshot closed
         self.engine.close()
 
 
@@ -250,6 +255,9 @@ async def build_store(
     if report.snapshot is not None:
         store.last_snapshot_time = os.path.getmtime(report.snapshot)
     store.install()
+    if app.config.wal_archive_dir and app.config.wal_mode != "none":
+        store.archive = WalArchive(engine.data_dir, Path(app.config.wal_archive_dir), engine.files)
+        store.archive.start()
     return store
 
 

@@ -93,14 +93,13 @@ async def _fetch_snapshot(
     try:
         sync = link.call("queuebox.replication.join", replica, link.next_sync)
         size = 0
-        while True:
-            got = await link.next()
-            if got.sync != sync:
-                continue
-            if not got.is_chunk:
-                break
-            files.write_all(fd, got.data[2], size)
-            size += len(got.data[2])
+
+        def write(data: list[Any]) -> None:
+            nonlocal size
+            files.write_all(fd, data[2], size)
+            size += len(data[2])
+
+        got = await link.streamed(sync, write)
         if not got.ok:
             raise LinkError(f"{link.address}: join refused: {got.error_message}")
         lsn, total = got.data

@@ -19,6 +19,10 @@ does not include; a replica logs in as `replication_user`):
   the feed has sent; from anywhere else (another session, any user) it is
   refused and counts for nothing: an ack is the replica's word that the
   records are in its WAL, and only the stream that carried them can give it.
+- `queuebox.backup.join(sync)` and `queuebox.backup.subscribe(after_lsn, sync)`:
+  the same snapshot and the same feed for `queuebox backup` (server/start/backup.py),
+  served on a read-only replica too (they change nothing here), and kept out of
+  the in-sync set: a backup never acknowledges, so it is not a replica.
 
     from disk ──(cursor reached the written LSN)──▶ live ──(a batch did not
         ▲                                              follow, or the replica
@@ -73,8 +77,11 @@ def arguments(args: list[Any], usage: str, *kinds: type) -> list[Any]:
 class Feed:
     """One subscribed replica."""
 
-    def __init__(self, session: Session, replica: str, after: int, sync: int) -> None:
+    def __init__(
+        self, session: Session, replica: str, after: int, sync: int, backup: bool = False
+    ) -> None:
         assert session.outlet is not None
+        self.backup = backup  # a `queuebox backup`, not a replica: no place in the in-sync set
         self.session = session
         self.outlet = session.outlet
         self.replica = replica
@@ -111,6 +118,10 @@ class Feeds:
         registry.register(
             "queuebox.replication.ack", self._ack, REPLICATION, read_only_ok=True, replace=True
         )
+        for name, call in (("join", self._backup_join), ("subscribe", self._backup_subscribe)):
+            registry.register(
+                f"queuebox.backup.{name}", call, REPLICATION, read_only_ok=True, replace=True
+            )
         # At a shutdown the feeds end first, so they do not hold it for its grace.
         self.app.add_stopping_listener(self.stop_all)
 
@@ -145,10 +156,10 @@ class Feeds:
                 )
 
     # -- the calls --
-    def _check_source(self) -> None:
+    def _check_source(self, what: str = "replication") -> None:
         if self.engine.wal_mode == "none":
             raise CallError(
-                ErrorCode.ER_UNSUPPORTED, "replication needs a WAL: wal_mode write or fsync"
+                ErrorCode.ER_UNSUPPORTED, f"{what} needs a WAL: wal_mode write or fsync"
             )
 
     def _ack(self, ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -182,6 +193,34 @@ class Feeds:
         log.info("replica subscribed", replica=replica, peer=feed.session.peer, after_lsn=after)
         return self._run(feed)
 
+    def _backup_name(self, ctx: CallContext) -> str:
+        return f"backup:{id(ctx)}"  # one backup per connection; never a replica's uuid
+
+    def _backup_join(self, ctx: CallContext, args: list[Any]) -> Any:
+        self._check_source("a backup")
+        (sync,) = arguments(args, "backup.join(sync)", int)
+        session, name = cast(Session, ctx), self._backup_name(ctx)
+        # The WAL after the snapshot is kept for the subscribe that follows; a
+        # backup that leaves before it must not hold the WAL for ever.
+        session.closed.add_done_callback(lambda _: self.joining.pop(name, None))
+        return self._send_snapshot(session, name, sync)
+
+    def _backup_subscribe(self, ctx: CallContext, args: list[Any]) -> Any:
+        """The feed a replica gets, from `after` on; the backup ends it by
+        closing its connection once it has what it came for."""
+        self._check_source()
+        after, sync = arguments(args, "backup.subscribe(after_lsn, sync)", int, int)
+        if after > self.engine.durable_lsn:
+            raise CallError(
+                ErrorCode.ER_ILLEGAL_PARAMS,
+                f"after_lsn {after} is ahead of this server's {self.engine.durable_lsn}",
+            )
+        name = self._backup_name(ctx)
+        feed = self.feeds[name] = Feed(cast(Session, ctx), name, after, sync, backup=True)
+        self.joining.pop(name, None)
+        log.info("backup subscribed", peer=feed.session.peer, after_lsn=after)
+        return self._run(feed)
+
     def _check_history(self, replica: str, after: int, ts: float | None) -> None:
         """The replica's last record must be this primary's record at that LSN:
         same LSN, same timestamp. A replica ahead, or with other records at the
@@ -211,7 +250,8 @@ class Feeds:
         finally:
             if self.feeds.get(feed.replica) is feed:
                 del self.feeds[feed.replica]
-                self.quorum.insync.disconnected(feed.replica)
+                if not feed.backup:
+                    self.quorum.insync.disconnected(feed.replica)
             log.info("replica left", replica=feed.replica, sent_lsn=feed.sent)
         return [feed.sent]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 from queuebox import protocol
@@ -23,6 +24,10 @@ from ..settings.config import Config
 
 class LinkError(Exception):
     """The primary cannot be reached, refused us, or went quiet."""
+
+
+class LoginRefused(LinkError):
+    """It answered, and refused the login (a wrong password, an unknown user)."""
 
 
 def dial(config: Config, host: str, port: int, timeout_s: float) -> Link:
@@ -67,7 +72,7 @@ class Link:
             reply = await self.reply_to(sync)
             if not reply.ok:
                 self.close()
-                raise LinkError(f"{self.address}: login as {user!r}: {reply.error_message}")
+                raise LoginRefused(f"{self.address}: login as {user!r}: {reply.error_message}")
 
     def send_auth(self, user: str, scramble: bytes) -> int:
         self._sync += 1
@@ -90,6 +95,17 @@ class Link:
             got = await self.next()
             if got.sync == sync and not got.is_chunk:
                 return got
+
+    async def streamed(self, sync: int, each: Callable[[Any], None]) -> Response:
+        """The data of each chunk pushed for `sync` to `each`, then the final
+        reply to `sync` (replies to other calls are dropped)."""
+        while True:
+            got = await self.next()
+            if got.sync != sync:
+                continue
+            if not got.is_chunk:
+                return got
+            each(got.data)
 
     async def next(self, timeout_s: float | None = None) -> Response:
         """The next reply or chunk; LinkError on silence past the timeout or a close."""

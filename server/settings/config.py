@@ -95,6 +95,7 @@ class Config:
     force_recovery: bool = False
     checkpoint_count: int = 2  # snapshots kept, with the WAL since the oldest
     snapshot_record_size: int = 1024 * 1024  # the most bytes of one snapshot record
+    wal_archive_dir: str = ""  # each closed WAL segment copied there; "": no archiving
     # queue (read by the queue glue)
     queue_namespaces: tuple[str, ...] = ("queue",)
     # replication and failover (server/replication/)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import os
 import secrets as secrets_module
 import tomllib
 from collections.abc import Callable, Mapping
@@ -95,6 +96,7 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "force_recovery": parse_bool,
     "checkpoint_count": parse_count,
     "snapshot_record_size": parse_record_size,
+    "wal_archive_dir": parse_str,
     "queue_namespaces": parse_names,
     "read_only": parse_bool,
     "replication_source": parse_addresses,
@@ -294,8 +296,20 @@ def load_config(
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
     check_budget(config)
+    check_archive(config)
     check_tls(config)
     return config
+
+
+def check_archive(config: Config) -> None:
+    """An archive needs a WAL to copy, and a place of its own (a segment copied
+    onto itself would be lost with the data directory it should outlive)."""
+    if not config.wal_archive_dir:
+        return
+    if config.wal_mode == "none":
+        raise ConfigError("wal_archive_dir needs a WAL: wal_mode write or fsync")
+    if os.path.realpath(config.wal_archive_dir) == os.path.realpath(config.data_dir):
+        raise ConfigError("wal_archive_dir must be another directory than data_dir")
 
 
 def _read_secret_files(settings: dict[str, Any]) -> None:

@@ -64,6 +64,8 @@ SETTING_HELP: dict[str, str] = {
     "checkpoint_count": "snapshots kept (with the WAL since the oldest) to fall back on",
     "snapshot_record_size": "most bytes of one snapshot record; a bigger task is written "
     "in parts, so a snapshot of any size can be written",
+    "wal_archive_dir": "copy each closed WAL segment into this directory (durably), for "
+    "`queuebox restore --wal-archive`; the WAL is kept until it is archived",
     "force_recovery": "start despite damage or LSN gaps, logging what was lost",
     "queue_namespaces": "comma-separated names the queue API is served under",
     "read_only": "refuse every change (ER_READONLY); queue.state() says INIT",
@@ -114,6 +116,7 @@ SHOWN_DEFAULTS = {
     "replication_source": "none: a primary",
     "advertise": "the listen address",
     "etcd_endpoints": "none: no automatic failover",
+    "wal_archive_dir": "none: no archiving",
 }
 
 _SIZES = ((1024**3, "G"), (1024**2, "M"), (1024, "k"))

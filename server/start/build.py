@@ -119,6 +119,8 @@ class Server:
             store = await build_store(self.app, self.faults, stop)
         role = self.role
         role.attach(store)
+        if store.archive is not None:
+            store.archive.keep_unarchived(store.engine)  # after the feeds set their rule
         self.events.attach(store)
         engine = store.engine
         self.app.durability = Durability(

@@ -319,6 +319,17 @@ class QueueboxCollector:
             "Time the start-up recovery took",
             value=store.recovery_seconds,
         )
+        if store.archive is not None:
+            yield GaugeMetricFamily(
+                "queuebox_wal_archived_lsn",
+                "The last LSN of the WAL copied into wal_archive_dir (closed segments only)",
+                value=store.archive.archived_lsn,
+            )
+            yield CounterMetricFamily(
+                "queuebox_wal_archive_failures",
+                "Archiving passes that failed since start (the WAL is kept until archived)",
+                value=store.archive.failures,
+            )
 
     def _rebootstraps(self) -> Iterator[Metric]:
         yield CounterMetricFamily(

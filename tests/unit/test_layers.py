@@ -2,8 +2,10 @@
 
 server -> drivers -> storage; server -> protocol; clients -> protocol; nothing
 imports server. Imports count in every form: `import`, `from ... import`,
-and a module named in a string (what importlib would load). Only the umbrella
-`queuebox/cli.py` reaches both server and clients.
+and a module named in a string (what importlib would load). Only the umbrella's
+command modules (`queuebox/cli.py`, and `queuebox/backupcli.py`: the client's
+connection options over the server's replication link and storage) reach both
+server and clients.
 
 One exception, by module: storage may import protocol's SHARED modules, the
 one copy of two byte formats both sides read (msgpack by its bytes; the WAL

@@ -235,3 +235,13 @@ def test_the_snapshot_record_size_has_a_floor() -> None:
     assert load_config({"snapshot_record_size": "4k"}).snapshot_record_size == 4096
     with pytest.raises(ConfigError, match="snapshot-record-size: expected at least 4k"):
         load_config({"snapshot_record_size": "1000"})
+
+
+def test_a_wal_archive_needs_a_wal_and_a_directory_of_its_own(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    archive = {"data_dir": data, "wal_archive_dir": str(tmp_path / "archive")}
+    assert load_config(archive, {}).wal_archive_dir == str(tmp_path / "archive")
+    with pytest.raises(ConfigError, match="wal_archive_dir needs a WAL"):
+        load_config({**archive, "wal_mode": "none"}, {})
+    with pytest.raises(ConfigError, match="another directory than data_dir"):
+        load_config({"data_dir": data, "wal_archive_dir": data + "/."}, {})
