@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import Any, cast
 
+from queuebox.drivers.callnames import CallPath, in_namespace
 from queuebox.drivers.driver import DRIVERS
 from queuebox.drivers.events import normalizer
 from queuebox.drivers.tubes import QUEUE_SPACE
@@ -58,7 +59,7 @@ class EventService:
         self.app = app
         self.heartbeat_s = app.config.events_heartbeat_s
         self.streams: set[Stream] = set()
-        self._prefixes = tuple(f"{ns}.tube." for ns in app.config.queue_namespaces)
+        self._namespaces = app.config.queue_namespaces
 
     def install(self) -> None:
         # First: a replica's view answers every other queue name itself.
@@ -97,13 +98,11 @@ class EventService:
         return counts
 
     # -- the call --
-    def resolve(self, name: str) -> Bound | None:
-        prefix = next((p for p in self._prefixes if name.startswith(p)), None)
-        if prefix is None:
+    def resolve(self, name: str, path: CallPath) -> Bound | None:
+        rest = in_namespace(path, self._namespaces)
+        if rest is None or len(rest) != 2 or rest[0] != "tube" or path.method != METHOD:
             return None
-        tube, sep, method = name[len(prefix) :].partition(":")
-        if not sep or method != METHOD or not tube or "." in tube:
-            return None
+        tube = rest[1]
         return Bound(self._handler(name, tube), READ, tube, pushes=True)
 
     def _tube(self, tube: str) -> tuple[str, str, bool] | None:

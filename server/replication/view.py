@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from queuebox.drivers.args import task_id
+from queuebox.drivers.callnames import CallPath, in_namespace
 from queuebox.drivers.driver import DRIVERS, STATUSES
 from queuebox.drivers.errors import module_error, task_not_found
 from queuebox.drivers.listing import list_tasks
@@ -45,7 +46,7 @@ class ReplicaView:
     def __init__(self, app: App, catalog: Catalog | None = None) -> None:
         self.app = app
         self.catalog = catalog  # None while the data directory is loaded again
-        self._namespaces = tuple(f"{ns}." for ns in app.config.queue_namespaces)
+        self._namespaces = app.config.queue_namespaces
         self.installed = False
 
     def install(self) -> None:
@@ -54,10 +55,10 @@ class ReplicaView:
             return
         self.installed = True
         registry = self.app.registry
-        for prefix in self._namespaces:
+        for namespace in self._namespaces:
             for name in ("statistics", "stats"):
-                registry.register(prefix + name, self._statistics, READ, replace=True)
-            registry.register(prefix + "state", self._state, READ, replace=True)
+                registry.register(f"{namespace}.{name}", self._statistics, READ, replace=True)
+            registry.register(f"{namespace}.state", self._state, READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
         registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
@@ -72,13 +73,13 @@ class ReplicaView:
             self.installed = False
             self.app.registry.remove_resolver(self.resolve)
 
-    def resolve(self, name: str) -> Bound | None:
-        prefix = next((p for p in self._namespaces if name.startswith(p)), None)
-        if prefix is None:
+    def resolve(self, name: str, path: CallPath) -> Bound | None:
+        rest = in_namespace(path, self._namespaces)
+        if rest is None:
             return None
-        path, sep, method = name[len(prefix) :].partition(":")
-        tube = path[len("tube.") :] if sep and path.startswith("tube.") else None
-        if tube is not None and method == "peek":
+        has_tube = path.method is not None and len(rest) > 1 and rest[0] == "tube"
+        tube = ".".join(rest[1:]) if has_tube else None
+        if tube is not None and path.method == "peek":
             return Bound(self._peek(tube), READ, tube)
         return Bound(_refuse, WRITE, tube)
 
