@@ -23,6 +23,7 @@ from queuebox.drivers.callnames import CallPath
 from queuebox.drivers.core import Binding, QueueCore
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 from queuebox.drivers.queue import Blocked, Queue
+from queuebox.drivers.reads import LiveReads
 from queuebox.storage.catalog import Catalog
 
 from ..access.rights import Grant, access_denied, check_tube, legacy_tube
@@ -75,6 +76,10 @@ class QueueCalls:
         self.waits = WaitingCalls(self._loop, clock_us, lambda: self.cores, app.registry)
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
+
+    def reads(self) -> LiveReads:
+        """What the console and /metrics read of the running queue (drivers/reads.py)."""
+        return LiveReads(self.modern)
 
     # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:

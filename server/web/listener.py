@@ -107,7 +107,7 @@ class HttpListener:
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         if queue is None:
             return {}
-        return {name: tube.stats.calls for name, tube in queue.modern.registry.tubes.items()}
+        return queue.reads().calls()
 
     # -- pages --
     async def page(self, request: web.Request) -> web.FileResponse:
