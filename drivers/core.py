@@ -6,11 +6,14 @@ Owns: `QueueCore`, the protocol both `queue.Queue` (the modern API) and
 name bound once to what runs it (the server asks each core in turn to `bind`
 a name and keeps the answer; it never names a core by a string); and
 `EntryPoints`, the base of both cores: run what is due first, wake waiters
-last. Must not touch: tasks, tubes, sockets, asyncio, wall time (the clock
+last; `Binding`, what a name resolves to, once: the call, the right it
+needs, the tube it acts on, whether it takes the task data as the client's
+bytes. Must not touch: tasks, tubes, sockets, asyncio, wall time (the clock
 is injected), users and grants.
 
-    bound = core.bind("queue.tube.jobs:put")   # None: not this core's name
-    bound(conn_id, ["data"])                   # -> list | Blocked (raises QueueError)
+    binding = core.bind("queue.tube.jobs:put")   # None: not this core's name
+    binding.call(conn_id, ["data"])              # -> list | Blocked (raises QueueError)
+    binding.right, binding.tube, binding.takes_data   # "write", "jobs", True
 
 An entry point, drawn once:
 
@@ -28,6 +31,7 @@ from typing import Any, Protocol
 
 from mypy_extensions import mypyc_attr
 
+from .callnames import CallPath
 from .errors import no_such_proc
 from .tube import Answer
 from .waiters import Waiters
@@ -35,33 +39,40 @@ from .waiters import Waiters
 CoreCall = Callable[[int, list[Any]], Answer]
 
 
+class Binding:
+    """A name resolved once (the server keeps it, and a waiting call keeps it
+    for its retries): `call` runs it as an entry point; `right` is what it
+    needs ("read", "write" or "admin"); `tube` the tube its name acts on (the
+    server checks grants on it; None when the name names none: a module
+    function, or a legacy call, whose tube is in its arguments:
+    `LegacyQueue.target`); `takes_data`: its first argument is a task's data,
+    given as the client's msgpack bytes (storage.packed.Packed), kept as
+    they are."""
+
+    __slots__ = ("call", "right", "takes_data", "tube")
+
+    def __init__(
+        self, call: CoreCall, right: str, tube: str | None = None, takes_data: bool = False
+    ) -> None:
+        self.call = call
+        self.right = right
+        self.tube = tube
+        self.takes_data = takes_data
+
+
 class QueueCore(Protocol):
     waiters: Waiters
 
-    def bind(self, name: str) -> CoreCall | None:
-        """`name` resolved once to what runs it; None if this core has no such name."""
+    def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
+        """`name` resolved once; None if this core has no such name. `path`: the
+        name as `callnames.split_name` split it, when the caller has it."""
         ...
 
     def call(self, conn_id: int, name: str, args: list[Any]) -> Answer:
-        """bind + run, for a call made once (a retry after a wait, a test)."""
+        """bind + run, for a call made once (a test, an EVAL)."""
         ...
 
     def has_name(self, name: str) -> bool: ...
-
-    def takes_data(self, name: str) -> bool:
-        """Whether the call's first argument is a task's data, to be given as
-        the client's msgpack bytes (storage.packed.Packed), kept as they are."""
-        ...
-
-    def access_of(self, name: str) -> str:
-        """The right a call needs: "read", "write", "manage" or "admin"."""
-        ...
-
-    def tube_of(self, name: str) -> str | None:
-        """The tube a call's name acts on (the server checks grants on it); None
-        when the name names none (a module function, or a legacy call, whose
-        tube is in its arguments: `LegacyQueue.target`)."""
-        ...
 
     def connected(self, conn_id: int) -> None: ...
     def disconnected(self, conn_id: int) -> None: ...
@@ -92,22 +103,19 @@ class EntryPoints:
         """Run every event due at `now`, in deadline order."""
         raise NotImplementedError
 
-    def bind(self, name: str) -> CoreCall | None:
-        """`name` resolved once to what runs it (as an entry point); None if unknown."""
+    def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
+        """`name` resolved once (its call runs as an entry point); None if unknown."""
         raise NotImplementedError
 
     def call(self, conn_id: int, name: str, args: list[Any]) -> Answer:
         """Run one CALL by name; the answer is the IPROTO_DATA list, or Blocked."""
-        bound = self.bind(name)
-        if bound is None:
+        binding = self.bind(name)
+        if binding is None:
             raise no_such_proc(name)
-        return bound(conn_id, args)
+        return binding.call(conn_id, args)
 
     def has_name(self, name: str) -> bool:
         return self.bind(name) is not None
-
-    def takes_data(self, name: str) -> bool:
-        return False
 
     @contextmanager
     def _entry(self, now: int | None = None) -> Iterator[None]:

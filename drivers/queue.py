@@ -17,7 +17,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
     from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
-    put = q.bind("queue.tube.t:put"); put(conn_id, ["data"])   (what the server keeps)
+    put = q.bind("queue.tube.t:put"); put.call(conn_id, ["data"])   (what the server keeps)
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from queuebox.storage.catalog import Catalog
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import lua_tostring, lua_truthy, options
 from .args import task_id as task_id_arg
-from .callnames import TUBE_ACCESS, access_of, parse_name
-from .core import CoreCall, EntryPoints
+from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
+from .core import Binding, EntryPoints
 from .deadlines import Deadlines
 from .driver import TAKEN
 from .durable import SavedState, SessionJournal, saved_state
@@ -101,13 +101,16 @@ class Queue(EntryPoints):
                 self._resume(saved, now)
 
     # -- the server's entry points --
-    def bind(self, name: str) -> CoreCall | None:
-        """`name` resolved to the call that runs it, or None (ER_NO_SUCH_PROC).
+    def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
+        """`name` resolved to its `Binding`, or None (ER_NO_SUCH_PROC); `path`:
+        the name already split (the server's registry splits it once).
 
-        The server keeps the bound call for the name: a dropped tube's calls
+        The server keeps the binding for the name: a dropped tube's calls
         answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
         after a drop."""
-        parsed = parse_name(name, self._namespaces, self._module)
+        if path is None:
+            path = split_name(name)
+        parsed = None if path is None else queue_name(path, self._namespaces, self._module)
         if parsed is None:
             return None
         module, tube_name, method = parsed
@@ -135,21 +138,9 @@ class Queue(EntryPoints):
             finally:
                 leave(now)
 
-        return bound
-
-    def takes_data(self, name: str) -> bool:
-        """`tube:put` keeps its data as the client's bytes (the dot form has no self)."""
-        parsed = parse_name(name, self._namespaces, self._module)
-        return parsed is not None and parsed[0] == "tube:" and parsed[2] == "put"
-
-    def access_of(self, name: str) -> str:
-        """The right a call needs: "read", "write", "manage" or "admin" (unknown: admin)."""
-        return access_of(parse_name(name, self._namespaces, self._module))
-
-    def tube_of(self, name: str) -> str | None:
-        """The tube a tube method's name acts on; None for a module function."""
-        parsed = parse_name(name, self._namespaces, self._module)
-        return None if parsed is None else parsed[1]
+        # `tube:put` keeps its data as the client's bytes (the dot form has no self).
+        takes_data = module == "tube:" and method == "put"
+        return Binding(bound, access_of(parsed), tube_name, takes_data)
 
     def connected(self, conn_id: int) -> None:
         """A connection opened. Sessions are made lazily, so nothing happens yet."""

@@ -18,7 +18,8 @@ from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
-from ..core import CoreCall
+from ..callnames import CallPath
+from ..core import Binding
 from ..tube import Answer
 from .args import arg, space_no, tube_name
 from .args import number as parse_number
@@ -70,26 +71,20 @@ class LegacyQueue(LegacyCalls):
 
     # --- what the server glue calls ---
 
-    def bind(self, name: str) -> CoreCall | None:
-        """`name` resolved to the call that runs it, or None: not a legacy name."""
+    def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
+        """`name` resolved to its `Binding`, or None: not a legacy name. A legacy
+        call names its tube in its arguments (see target()): the binding names
+        none. `path` is not needed: the names are a table's keys."""
         found = FUNCTIONS.get(name)
         if found is None:
             return None
-        function = found[0]
+        function, right = found
 
         def bound(conn_id: int, args: list[Any]) -> Answer:
             with self._entry():
                 return function(self, conn_id, list(args))
 
-        return bound
-
-    def access_of(self, name: str) -> str:
-        if name == "queue.statistics":
-            return "read"
-        return FUNCTIONS[name][1]
-
-    def tube_of(self, name: str) -> str | None:
-        return None  # a legacy call names its tube in its arguments: see target()
+        return Binding(bound, right)
 
     def target(self, name: str, args: list[Any]) -> tuple[int, str] | None:
         """(space, tube) the call `name` acts on, read from its arguments (a

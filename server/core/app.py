@@ -81,6 +81,7 @@ class LiveConnection(Protocol):
 
     in_flight: int
     closed: asyncio.Future[None]
+    port: str  # the port it came in by, as the console names it: "iproto", "1.5"
 
     def stop_reading(self) -> None: ...
     def close(self) -> None: ...

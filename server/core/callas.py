@@ -45,6 +45,7 @@ class LocalSession(Session):
     """A client inside the process, logged in as `user`."""
 
     __slots__ = ("in_flight",)
+    port = "iproto"  # as the console lists it (app.LiveConnection)
 
     def __init__(self, app: App, user: str, peer: str = "in-process") -> None:
         closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -4,9 +4,10 @@ Owns: `Registry` (fixed names, dynamic resolvers, the EVAL table, and the ONE
 cache of resolved names), `Bound` (what a name binds to, once: the handler,
 the right it needs and the tube it acts on (rights.py), whether it takes the
 task data as the client's bytes, whether it pushes), `CallContext` (what a
-handler may know of its caller) and the parsing of Tarantool function names
-(`a.b.c:method`). Running a bound call (the checks, the reply, the
-durability barrier) is dispatch.py's.
+handler may know of its caller). A name is split once, on its first
+resolution, by the one parser of function names (drivers/callnames.py
+`split_name`), and its resolvers read that split. Running a bound call (the
+checks, the reply, the durability barrier) is dispatch.py's.
 
 Must not touch sockets, nor know any particular function or the queue: the
 queue glue plugs its names in through `register`, `add_resolver` and
@@ -16,17 +17,17 @@ Name resolution follows Tarantool 2.6: a name is a path through globals,
 `.` indexes a table and a final `:method` calls a method of the object the
 path before it names. So `queue.tube.jobs:put` is method `put` of object
 `queue.tube.jobs`, which must exist; a resolver is asked with the whole name
-and answers None when the object or the method is missing, which the server
-reports as ER_NO_SUCH_PROC `Procedure '<name>' is not defined`.
+and its split (`CallPath`) and answers None when the object or the method is
+missing, which the server reports as ER_NO_SUCH_PROC `Procedure '<name>' is not defined`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from queuebox.drivers.callnames import CallPath, split_name
 
 from ..access.rights import Grant
 from ..settings.config import CALL_RIGHTS
@@ -82,33 +83,7 @@ class Bound:
         self.pushes = pushes
 
 
-Resolver = Callable[[str], Bound | None]
-
-
-@dataclass(frozen=True)
-class CallPath:
-    """`queue.tube.jobs:put` -> objects ("queue", "tube", "jobs"), method "put"."""
-
-    objects: tuple[str, ...]
-    method: str | None
-
-    @property
-    def object_name(self) -> str:
-        return ".".join(self.objects)
-
-
-# Segments are Lua identifiers in practice, but Tarantool indexes with any
-# string, so only forbid what the syntax itself uses.
-_SEGMENT = r"[^.:\[\]]+"
-_NAME_RE = re.compile(rf"({_SEGMENT}(?:\.{_SEGMENT})*)(?::({_SEGMENT}))?")
-
-
-def parse_name(name: str) -> CallPath | None:
-    """Split a function name; None for names Tarantool could never resolve."""
-    match = _NAME_RE.fullmatch(name)
-    if match is None:
-        return None
-    return CallPath(tuple(match.group(1).split(".")), match.group(2))
+Resolver = Callable[[str, CallPath], Bound | None]
 
 
 def normalize_eval(expr: str) -> str:
@@ -133,6 +108,9 @@ class Registry:
         self._resolved: dict[str, Bound] = {}
         self._evals: dict[str, Bound] = {}
         self._read_only_ok: set[str] = set()
+        # Counts forget()s: a call that keeps a binding past its request (a
+        # waiting take) binds afresh once the registry forgot (a drop, a reload).
+        self.generation = 0
 
     def register(
         self,
@@ -152,7 +130,7 @@ class Registry:
             self._read_only_ok.add(name)
         if name in self._fixed and not replace:
             raise ValueError(f"function {name!r} is already registered")
-        if parse_name(name) is None:
+        if split_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
         self._fixed[name] = self._resolved[name] = Bound(
             handler, _check_access(access), raw_data=raw_data
@@ -192,10 +170,11 @@ class Registry:
         found = self._resolved.get(name)
         if found is not None:
             return found
-        if not self._resolvers or parse_name(name) is None:
+        path = split_name(name) if self._resolvers else None
+        if path is None:
             return None
         for resolver in self._resolvers:
-            found = resolver(name)
+            found = resolver(name, path)
             if found is not None:
                 # Names repeat on every request. A resolution may go stale (a
                 # dropped tube): its handler then answers the error itself.
@@ -208,6 +187,7 @@ class Registry:
     def forget(self) -> None:
         """Drop resolved dynamic names (a resolver's answers changed)."""
         self._resolved = dict(self._fixed)
+        self.generation += 1
 
     def resolve_eval(self, expr: str) -> Bound | None:
         found = self._evals.get(expr)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
 from typing import Any
 
-from queuebox.drivers.driver import DRIVERS
+from queuebox.drivers import reads
 from queuebox.drivers.schema import (
     BOOKKEEPING,
     CONSUMERS,
@@ -128,14 +128,14 @@ class Spaces:
             return []
         out = [Visible(registry.id, QUEUE, registry, "memtx")]
         out += [Visible(BOOKKEEPING_IDS[s.name], s, None, "memtx") for s in BOOKKEEPING]
-        for tube in registry:
-            space = self._catalog_space(tube[2])
+        for tube in reads.tubes(self.catalog).values():
+            space = reads.task_space(self.catalog, tube)
             if space is None:
                 continue
-            opts = tube[4] if isinstance(tube[4], dict) else {}
-            schema = task_space(tube[2], DRIVERS.get(tube[3]), space.temporary)
+            opts = tube.opts if isinstance(tube.opts, dict) else {}
+            schema = task_space(tube.space, tube.driver, space.temporary)
             engine = str(opts.get("engine") or "memtx")
-            out.append(Visible(space.id, schema, space, engine, tube[0]))
+            out.append(Visible(space.id, schema, space, engine, tube.name))
         return out
 
     # -- the views --
@@ -186,15 +186,11 @@ class Spaces:
     def _shown(self, row: Row, found: Visible, grant: Grant) -> bool:
         name = found.schema.name
         if name == QUEUE.name:
-            return grant.allows(READ, row[0])
+            return grant.allows(READ, reads.row_tube(row))
         if name in (CONSUMERS.name, TAKEN.name):
             column = 2 if name == CONSUMERS.name else 0
-            return grant.allows(READ, self._tube_names().get(row[column], ""))
+            return grant.allows(READ, reads.tube_names(self.catalog).get(row[column], ""))
         return True  # sessions: no tube's data
-
-    def _tube_names(self) -> dict[int, str]:
-        registry = self._catalog_space(QUEUE.name)
-        return {} if registry is None else {row[1]: row[0] for row in registry}
 
     def refuse_write(self, space_id: int | None, user: str) -> CallError:
         """What a write into one of these spaces answers: queue data changes only

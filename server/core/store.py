@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from queuebox.drivers.reads import TubeInfo, tubes
 from queuebox.protocol import ErrorCode
 from queuebox.storage.engine import Engine
 from queuebox.storage.errors import EngineError
@@ -72,6 +73,11 @@ class Store:
         self._retry_s = RETRY_FIRST_S
         # wal_archive_dir: closed WAL segments copied there (build_store starts it).
         self.archive: WalArchive | None = None
+
+    def tubes(self) -> dict[str, TubeInfo]:
+        """Every tube of the data, by name, as the queue's `_queue` space keeps
+        them (drivers/reads.py): a primary's and a replica's alike."""
+        return tubes(self.engine.catalog)
 
     def install(self) -> None:
         """The snapshot call is registered; snapshots start. (Again for the store

@@ -49,6 +49,7 @@ Handler15 = Callable[[Frame, Session, QueueCalls], Reply]
 
 class Box15Connection(ConnectionShell):
     kind = "legacy connection"
+    port = "1.5"
 
     def __init__(self, app: App, queue_of: Callable[[], QueueCalls | None]) -> None:
         super().__init__(app)

@@ -57,6 +57,7 @@ bad_frame_log = RateLimitedLog(log, burst=10, every_s=0.2)
 class ConnectionShell(WatchedConnection):
     # How the log names this port's connections ("legacy connection opened").
     kind = "connection"
+    port = "iproto"  # app.LiveConnection
 
     def __init__(self, app: App) -> None:
         self.app = app

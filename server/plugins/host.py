@@ -24,12 +24,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from queuebox.drivers.callnames import split_name
 from queuebox.drivers.driver import DRIVERS, TaskStore, check_driver, register_driver
 from queuebox.drivers.events import TaskChange
 from queuebox.protocol import ErrorCode
 
 from ..core.app import App
-from ..core.registry import CallContext, CallResult, Handler, parse_name
+from ..core.registry import CallContext, CallResult, Handler
 from ..runtime.errors import CallError, error_code_and_message
 from ..runtime.logs import get_logger
 from ..settings.config import ALL_RIGHTS
@@ -148,7 +149,7 @@ class PluginHost:
         loaded = self._registering()
         if access not in ALL_RIGHTS:
             raise ValueError(f"access must be one of {sorted(ALL_RIGHTS)}, not {access!r}")
-        if not isinstance(name, str) or parse_name(name) is None:
+        if not isinstance(name, str) or split_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
         reserved = (*(f"{ns}." for ns in self.app.config.queue_namespaces), "queuebox.")
         if name.startswith(reserved):

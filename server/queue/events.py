@@ -30,9 +30,8 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import Any, cast
 
-from queuebox.drivers.driver import DRIVERS
-from queuebox.drivers.events import normalizer
-from queuebox.drivers.tubes import QUEUE_SPACE
+from queuebox.drivers import reads
+from queuebox.drivers.callnames import CallPath, in_namespace
 from queuebox.protocol import ErrorCode
 from queuebox.storage.batch import Batch
 from queuebox.storage.errors import EngineError
@@ -58,7 +57,7 @@ class EventService:
         self.app = app
         self.heartbeat_s = app.config.events_heartbeat_s
         self.streams: set[Stream] = set()
-        self._prefixes = tuple(f"{ns}.tube." for ns in app.config.queue_namespaces)
+        self._namespaces = app.config.queue_namespaces
 
     def install(self) -> None:
         # First: a replica's view answers every other queue name itself.
@@ -97,37 +96,27 @@ class EventService:
         return counts
 
     # -- the call --
-    def resolve(self, name: str) -> Bound | None:
-        prefix = next((p for p in self._prefixes if name.startswith(p)), None)
-        if prefix is None:
+    def resolve(self, name: str, path: CallPath) -> Bound | None:
+        rest = in_namespace(path, self._namespaces)
+        if rest is None or len(rest) != 2 or rest[0] != "tube" or path.method != METHOD:
             return None
-        tube, sep, method = name[len(prefix) :].partition(":")
-        if not sep or method != METHOD or not tube or "." in tube:
-            return None
+        tube = rest[1]
         return Bound(self._handler(name, tube), READ, tube, pushes=True)
 
-    def _tube(self, tube: str) -> tuple[str, str, bool] | None:
-        """(space name, driver type, temporary) of a tube, from the stored registry."""
-        registry = self.engine.catalog.get(QUEUE_SPACE)
-        row = registry.get((tube,)) if registry is not None else None
-        if row is None:
-            return None
-        space = self.engine.catalog.get(row[2])
-        return row[2], row[3], space is None or space.temporary
-
     def exists(self, tube: str) -> bool:
-        return self._tube(tube) is not None
+        return reads.tube(self.engine.catalog, tube) is not None
 
     def _handler(self, name: str, tube: str) -> Handler:
         def subscribe(ctx: CallContext, args: list[Any]) -> Any:
-            found = self._tube(tube)
+            catalog = self.engine.catalog
+            found = reads.tube(catalog, tube)
             if found is None:
                 raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
             since, timeout = _arguments(args)
             session = cast(Session, ctx)
             if session.outlet is None:
                 raise CallError(ErrorCode.ER_UNSUPPORTED, "events need a connection to push to")
-            space, driver, temporary = found
+            temporary = reads.is_temporary(catalog, found)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout if timeout is not None else float("inf")
             common = (self, session, session.sync, tube, deadline)
@@ -144,8 +133,8 @@ class EventService:
                 raise lost(f"LSN {since} is ahead of this server's {written} (another history?)")
             stream = WalStream(
                 *common,
-                space=space,
-                normalize=normalizer(DRIVERS.get(driver)),
+                space=found.space,
+                normalize=found.normalize(),
                 since=written if since is None else since,
             )
             return self._run(stream)

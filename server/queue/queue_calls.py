@@ -19,9 +19,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from queuebox.drivers.core import CoreCall, QueueCore
+from queuebox.drivers.callnames import CallPath
+from queuebox.drivers.core import Binding, QueueCore
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 from queuebox.drivers.queue import Blocked, Queue
+from queuebox.drivers.reads import LiveReads
 from queuebox.storage.catalog import Catalog
 
 from ..access.rights import Grant, access_denied, check_tube, legacy_tube
@@ -71,9 +73,13 @@ class QueueCalls:
         self.legacy = LegacyQueue(catalog, clock_us, self._deadline_moved)
         self.cores: tuple[QueueCore, ...] = (self.legacy, self.modern)
         self.timer = DeadlineTimer(self, clock_us, after_tick=self._after_tick)
-        self.waits = WaitingCalls(self._loop, clock_us, lambda: self.cores)
+        self.waits = WaitingCalls(self._loop, clock_us, lambda: self.cores, app.registry)
         self._legacy_names = self._legacy_port_table()
         self.reloads = 0
+
+    def reads(self) -> LiveReads:
+        """What the console and /metrics read of the running queue (drivers/reads.py)."""
+        return LiveReads(self.modern)
 
     # -- the one deadline source of the timer: every core --
     def next_deadline(self) -> int | None:
@@ -174,19 +180,18 @@ class QueueCalls:
         self.app.remove_connection_listeners(self._connected, self._disconnected)
         self.waits.wake_all()
 
-    def resolve(self, name: str) -> Bound | None:
+    def resolve(self, name: str, path: CallPath | None = None) -> Bound | None:
         """The one resolution of a queue name: the first core that binds it,
         with the right it needs and the tube it acts on (rights.py).
 
         The registry keeps the answer; reload() and a drop make it forget."""
         for core in self.cores:
-            bound = core.bind(name)
-            if bound is not None:
-                access = core.access_of(name)
-                handler = self._handler(core, bound, name)
+            binding = core.bind(name, path)
+            if binding is not None:
+                handler = self._handler(core, binding, name)
                 if core is self.legacy:
-                    handler = self._legacy_checked(handler, name, access)
-                return Bound(handler, access, core.tube_of(name), raw_data=core.takes_data(name))
+                    handler = self._legacy_checked(handler, name, binding.right)
+                return Bound(handler, binding.right, binding.tube, raw_data=binding.takes_data)
         return None
 
     def resolve_legacy(self, name: str) -> Bound | None:
@@ -197,12 +202,12 @@ class QueueCalls:
         every legacy space), as 1.5 knew no other."""
         found = self._legacy_names.get(name)
         if found is None:
-            bound = self.legacy.bind(name)
-            if bound is None:
+            binding = self.legacy.bind(name)
+            if binding is None:
                 return None
-            access = self.legacy.access_of(name)
-            handler = self._legacy_checked(self._handler(self.legacy, bound, name), name, access)
-            found = self._legacy_names[name] = Bound(handler, access)
+            right = binding.right
+            handler = self._legacy_checked(self._handler(self.legacy, binding, name), name, right)
+            found = self._legacy_names[name] = Bound(handler, right)
         return found
 
     def _legacy_port_table(self) -> dict[str, Bound]:
@@ -210,17 +215,18 @@ class QueueCalls:
         return {LEGACY_STATISTICS: Bound(self._legacy_statistics, READ)}
 
     # -- handlers --
-    def _handler(self, core: QueueCore, bound: CoreCall, name: str) -> Handler:
+    def _handler(self, core: QueueCore, binding: Binding, name: str) -> Handler:
         drops = name.endswith(":drop")
+        run = binding.call
 
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
             try:
-                answer = bound(ctx.conn_id, args)
+                answer = run(ctx.conn_id, args)
             finally:
                 if drops:
                     self.app.registry.forget()  # it keeps names bound to the dropped tube
             if isinstance(answer, Blocked):
-                return self.waits.start(core, ctx, answer)
+                return self.waits.start(core, run, ctx, answer)
             return answer
 
         return handler
@@ -241,6 +247,8 @@ class QueueCalls:
         return checked
 
     def _statistics_handler(self, name: str) -> Handler:
+        bound: list[Any] = [None, None]  # (the core, its handler of `name`)
+
         def handler(ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
             # A numeric first argument means the legacy form, unless it names a
             # modern tube: a tube may be called "42".
@@ -249,9 +257,11 @@ class QueueCalls:
             tube = args[0] if args else None
             if tube is not None:
                 check_tube(ctx.grant, READ, tube, name, ctx.user)
-            bound = self.modern.bind(name)
-            assert bound is not None  # a module function of every namespace
-            answer = self._handler(self.modern, bound, name)(ctx, args)
+            if bound[0] is not self.modern:  # bound once per core: reload() makes a new one
+                binding = self.modern.bind(name)
+                assert binding is not None  # a module function of every namespace
+                bound[:] = [self.modern, self._handler(self.modern, binding, name)]
+            answer = bound[1](ctx, args)
             return answer if tube is not None else visible_statistics(ctx.grant, answer)
 
         return handler
@@ -261,9 +271,9 @@ class QueueCalls:
         answers whether one exists, as the module does."""
 
         def handler(ctx: CallContext, args: list[Any]) -> list[Any]:
-            bound = self.modern.bind(name)  # bound now: reload() builds a new core
-            assert bound is not None  # a module function of every namespace
-            answer = bound(ctx.conn_id, args)
+            binding = self.modern.bind(name)  # bound now: reload() builds a new core
+            assert binding is not None  # a module function of every namespace
+            answer = binding.call(ctx.conn_id, args)
             assert isinstance(answer, list)  # queue.tube never waits
             return visible_tube_names(ctx.grant, answer) if not args else answer
 

@@ -3,8 +3,9 @@ put to a full limfifottl tube.
 
 Owns: `WaitingCalls`, every call waiting in the queue cores (`Wait`, one
 registration: a future and at most one timer), its wake-ups, its retries with
-the time left, and what it answers when its client leaves or the queue is
-uninstalled. Must not touch: queue semantics (the cores own them, and decide
+the time left (through the binding its request resolved, kept until the
+registry forgets: a drop, a reload), and what it answers when its client
+leaves or the queue is uninstalled. Must not touch: queue semantics (the cores own them, and decide
 when a call is Blocked), names and rights (queue_calls.py binds them),
 sockets, the WAL.
 
@@ -26,12 +27,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from queuebox.drivers.core import QueueCore
+from queuebox.drivers.core import CoreCall, QueueCore
 from queuebox.drivers.queue import Blocked
 from queuebox.drivers.waiters import Waiter
 from queuebox.protocol import ErrorCode
 
-from ..core.registry import CallContext
+from ..core.registry import CallContext, Registry
 from ..runtime.errors import CallError
 
 
@@ -67,16 +68,30 @@ class Wait:
 Registered = tuple[QueueCore, Waiter, Wait]
 
 
+class Retry:
+    """What a waiting call runs again: the core and the call its name was bound
+    to, while the registry's bindings hold (its `generation`)."""
+
+    __slots__ = ("core", "generation", "run")
+
+    def __init__(self, core: QueueCore, run: CoreCall, generation: int) -> None:
+        self.core = core
+        self.run = run
+        self.generation = generation
+
+
 class WaitingCalls:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         clock_us: Callable[[], int],
         cores: Callable[[], tuple[QueueCore, ...]],
+        registry: Registry,
     ) -> None:
         self._loop = loop
         self.clock_us = clock_us
         self._cores = cores  # the current cores: reload() replaces them
+        self._registry = registry
         self.waiting: set[Wait] = set()
         # Set by QueueCalls.uninstall(): what waiting calls answer.
         self.refusal: Callable[[], Exception] | None = None
@@ -86,8 +101,11 @@ class WaitingCalls:
         for wait in list(self.waiting):
             wait.wake()
 
-    def start(self, core: QueueCore, ctx: CallContext, blocked: Blocked) -> Awaitable[list[Any]]:
-        """Register the waiter now, in the same step as the call that blocked.
+    def start(
+        self, core: QueueCore, run: CoreCall, ctx: CallContext, blocked: Blocked
+    ) -> Awaitable[list[Any]]:
+        """Register the waiter now, in the same step as the call that blocked;
+        `run` is the call that blocked, kept for the retries.
 
         A request read in the same batch (a put pipelined after the take) runs
         before any task starts: a waiter registered inside the coroutine would
@@ -96,7 +114,8 @@ class WaitingCalls:
         loop = self._loop
         deadline = None if blocked.timeout_s is None else loop.time() + blocked.timeout_s
         first = self._register(core, ctx, blocked, blocked.timeout_s)
-        return self._waiting_call(ctx, blocked, deadline, first)
+        retry = Retry(core, run, self._registry.generation)
+        return self._waiting_call(ctx, blocked, deadline, first, retry)
 
     def _register(
         self, core: QueueCore, ctx: CallContext, blocked: Blocked, remaining: float | None
@@ -114,6 +133,7 @@ class WaitingCalls:
         blocked: Blocked,
         deadline: float | None,
         registered: Registered,
+        retry: Retry,
     ) -> list[Any]:
         loop = self._loop
         closed = ctx.closed
@@ -141,21 +161,23 @@ class WaitingCalls:
             else:
                 remaining = None if deadline is None else max(0.0, deadline - loop.time())
             name, args = blocked.retry(remaining)
-            # Bound afresh: reload() may have replaced the cores while we waited.
-            core, answer = self._call_again(ctx, name, args)
+            if retry.generation != self._registry.generation:
+                # Bound afresh: a drop or reload() (new cores) came while we waited.
+                retry = self._bind_again(name)
+            answer = retry.run(ctx.conn_id, args)  # a take or a put: never a drop
+            core = retry.core
             if not isinstance(answer, Blocked):
                 return answer
             blocked = answer
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             registered = self._register(core, ctx, blocked, remaining)
 
-    def _call_again(
-        self, ctx: CallContext, name: str, args: list[Any]
-    ) -> tuple[QueueCore, list[Any] | Blocked]:
+    def _bind_again(self, name: str) -> Retry:
+        generation = self._registry.generation
         for core in self._cores():
-            bound = core.bind(name)
-            if bound is not None:
-                return core, bound(ctx.conn_id, args)  # a take or a put: never a drop
+            binding = core.bind(name)
+            if binding is not None:
+                return Retry(core, binding.call, generation)
         # The tube was dropped while the call waited.
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
 

@@ -115,6 +115,16 @@ class Role:
         # A WAL write on a healthy disk takes milliseconds.
         self.step_timeout_s = min(STEP_TIMEOUT_S, 2 * app.config.etcd_lease_ttl)
 
+    @property
+    def running(self) -> bool:
+        """The queue serves every call (`queue.state()` is RUNNING)."""
+        return self.app.state == RUNNING
+
+    @property
+    def stepping_down(self) -> bool:
+        """A primary stepping down: its changes refused, what it started finishing."""
+        return self.app.state == ENDING
+
     def attach(self, store: Store) -> None:
         """Put the role over a store just opened (at start, after a re-bootstrap)."""
         app, config = self.app, self.app.config

@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from queuebox.drivers.queue_state import ENDING
-
 from ..core.registry import CallContext
 from ..settings.config import READ, Config
 from .election import SyncRecord
@@ -51,7 +49,7 @@ class ClusterState:
 def role_name(role: Role, state: ClusterState) -> str:
     if not role.app.read_only:
         return "primary"
-    if role.app.state == ENDING:
+    if role.stepping_down:
         return "stepping_down"
     if role.rejoining:
         return "rejoining"  # loading its data directory anew from the primary

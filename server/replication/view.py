@@ -15,14 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from queuebox.drivers.args import task_id
-from queuebox.drivers.driver import DRIVERS, STATUSES
-from queuebox.drivers.errors import module_error, task_not_found
-from queuebox.drivers.listing import list_tasks
+from queuebox.drivers import reads
+from queuebox.drivers.callnames import CallPath, in_namespace
+from queuebox.drivers.errors import module_error
 from queuebox.drivers.queue import VERSION
-from queuebox.drivers.retries import journal_row, policy_of, policy_options
-from queuebox.drivers.stats import TubeStats
-from queuebox.drivers.tubes import QUEUE_SPACE
 from queuebox.storage.catalog import Catalog
 
 from ..access.rights import check_tube
@@ -46,7 +42,7 @@ class ReplicaView:
     def __init__(self, app: App, catalog: Catalog | None = None) -> None:
         self.app = app
         self.catalog = catalog  # None while the data directory is loaded again
-        self._namespaces = tuple(f"{ns}." for ns in app.config.queue_namespaces)
+        self._namespaces = app.config.queue_namespaces
         self.installed = False
 
     def install(self) -> None:
@@ -55,11 +51,11 @@ class ReplicaView:
             return
         self.installed = True
         registry = self.app.registry
-        for prefix in self._namespaces:
+        for namespace in self._namespaces:
             for name in ("statistics", "stats"):
-                registry.register(prefix + name, self._statistics, READ, replace=True)
-            registry.register(prefix + "state", self._state, READ, replace=True)
-            registry.register(prefix + "tube", self._tube, READ, replace=True)
+                registry.register(f"{namespace}.{name}", self._statistics, READ, replace=True)
+            registry.register(f"{namespace}.state", self._state, READ, replace=True)
+            registry.register(f"{namespace}.tube", self._tube, READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
         registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
@@ -74,13 +70,13 @@ class ReplicaView:
             self.installed = False
             self.app.registry.remove_resolver(self.resolve)
 
-    def resolve(self, name: str) -> Bound | None:
-        prefix = next((p for p in self._namespaces if name.startswith(p)), None)
-        if prefix is None:
+    def resolve(self, name: str, path: CallPath) -> Bound | None:
+        rest = in_namespace(path, self._namespaces)
+        if rest is None:
             return None
-        path, sep, method = name[len(prefix) :].partition(":")
-        tube = path[len("tube.") :] if sep and path.startswith("tube.") else None
-        if tube is not None and method == "peek":
+        has_tube = path.method is not None and len(rest) > 1 and rest[0] == "tube"
+        tube = ".".join(rest[1:]) if has_tube else None
+        if tube is not None and path.method == "peek":
             return Bound(self._peek(tube), READ, tube)
         return Bound(_refuse, WRITE, tube)
 
@@ -90,30 +86,18 @@ class ReplicaView:
             raise loading_error()
         return self.catalog
 
-    def _tubes(self) -> dict[str, tuple[str, str]]:
-        """name -> (space name, driver type) of every tube."""
-        space = self._catalog().get(QUEUE_SPACE)
-        if space is None:
-            return {}
-        return {row[0]: (row[2], row[3]) for row in space}
-
-    def _report(self, space_name: str) -> dict[str, Any]:
-        space = self._catalog().get(space_name)
-        status = space.index("status") if space is not None else None
-        counts = {s: status.count((s,)) if status is not None else 0 for s in STATUSES}
-        return TubeStats().report(counts)
-
     def _statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        tubes = self._tubes()
+        catalog = self._catalog()
         if args and args[0] is not None:
             check_tube(ctx.grant, READ, args[0], "queue.statistics", ctx.user)
-            found = tubes.get(args[0]) if isinstance(args[0], str) else None
+            found = reads.tube(catalog, args[0])
             if found is None:
                 raise module_error("attempt to index a nil value")
-            return [self._report(found[0])]
+            return [reads.counts_report(catalog, found)]
+        tubes = reads.tubes(catalog)
         if not tubes:
             return [[]]
-        every = {name: self._report(space) for name, (space, _) in tubes.items()}
+        every = {name: reads.counts_report(catalog, info) for name, info in tubes.items()}
         return visible_statistics(ctx.grant, [every])
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
@@ -123,49 +107,35 @@ class ReplicaView:
         """queue.tube(): the tubes the caller may read; queue.tube(name): does it exist."""
         name = args[0] if args else None
         if name is None:
-            return visible_tube_names(ctx.grant, [list(self._tubes())])
+            return visible_tube_names(ctx.grant, [list(reads.tubes(self._catalog()))])
         if name is False:
             return [False]  # as the primary answers (drivers/queue.py)
         if not isinstance(name, str):
             raise module_error("argument #1 should be string or nil")
-        return [name in self._tubes()]
+        return [reads.tube(self._catalog(), name) is not None]
 
     def _exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
-        return [bool(args) and args[0] in self._tubes()]
+        return [bool(args) and reads.tube(self._catalog(), args[0]) is not None]
 
     def _tasks(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         """queuebox.tasks read from the replicated spaces, as the primary answers it."""
         name, opts = [*args, None, None][:2]
         check_tube(ctx.grant, READ, name, TASKS, ctx.user)
         catalog = self._catalog()
-        queue = catalog.get(QUEUE_SPACE)
-        row = queue.get((name,)) if queue is not None and isinstance(name, str) else None
-        cls = DRIVERS.get(row[3]) if row is not None else None
-        space = catalog.get(row[2]) if row is not None else None
-        if row is None or cls is None or space is None:
+        found = reads.tube(catalog, name)
+        page = reads.tasks_page(catalog, found, opts) if found is not None else None
+        if page is None:
             raise read_only_error()  # a tube the primary may know: ask it
-        policy = policy_of(row[4])
-
-        def row_of(task_id: int) -> Any:
-            return journal_row(catalog, row[0], task_id)
-
-        page = list_tasks(space, cls, row_of, policy is not None, opts)
-        retries = policy_options(policy)
-        return [{"tube": name, "type": row[3], "retries": retries, **page}]
+        return [page]
 
     def _peek(self, tube: str) -> Handler:
         def peek(ctx: CallContext, args: list[Any]) -> list[Any]:
-            found = self._tubes().get(tube)
-            space = self._catalog().get(found[0]) if found is not None else None
-            if found is None or space is None:
-                raise read_only_error()  # a tube the primary may know: ask it
-            tid = task_id(args[0] if args else None)
-            task = space.get((tid,))
+            catalog = self._catalog()
+            found = reads.tube(catalog, tube)
+            task = reads.peek(catalog, found, args[0] if args else None) if found else None
             if task is None:
-                raise task_not_found(tid)
-            cls = DRIVERS.get(found[1])
-            f_data = cls.F_DATA if cls is not None else 2
-            return [[task[0], task[1], task[f_data]]]
+                raise read_only_error()  # a tube the primary may know: ask it
+            return [task]
 
         return peek
 

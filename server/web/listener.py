@@ -18,8 +18,6 @@ from typing import Any
 
 from aiohttp import web
 
-from queuebox.drivers.queue_state import RUNNING
-
 from ..runtime.logs import get_logger
 from ..settings.config import is_loopback
 from .auth import (
@@ -110,7 +108,7 @@ class HttpListener:
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         if queue is None:
             return {}
-        return {name: tube.stats.calls for name, tube in queue.modern.registry.tubes.items()}
+        return queue.reads().calls()
 
     # -- pages --
     async def page(self, request: web.Request) -> web.FileResponse:
@@ -155,7 +153,8 @@ class HttpListener:
     async def healthz(self, request: web.Request) -> web.Response:
         app = self.server.app
         state = "stopping" if app.shutting_down else app.state
-        return web.Response(text=state + "\n", status=200 if state == RUNNING else 503)
+        ok = not app.shutting_down and self.server.role.running
+        return web.Response(text=state + "\n", status=200 if ok else 503)
 
 
 NO_STORE = {"Cache-Control": "no-store"}

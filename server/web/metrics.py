@@ -244,23 +244,22 @@ class QueueboxCollector:
             labels=["tube"],
         )
         queue = self.server.queue  # read each time: a reload or promotion replaces it
-        tubes = queue.modern.registry.tubes.items() if queue is not None else ()
+        tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
-        for name, tube in tubes:
-            report = tube.report()
+        for tube in tubes:
+            name, report = tube.name, tube.report
             for state in ("ready", "taken", "buried", "delayed"):
                 tasks.add_metric([name, state], report["tasks"][state])
             done.add_metric([name], report["tasks"]["done"])
             for call, count in report["calls"].items():
                 calls.add_metric([name, call], count)
-            waiting.add_metric([name], queue.modern.waiters.count(name, "take"))  # type: ignore[union-attr]
-            put = tube.driver.oldest_ready_put()
+            waiting.add_metric([name], tube.waiting_takes)
+            put = tube.oldest_ready_put
             oldest.add_metric([name], 0.0 if put is None else max(now - put, 0) / 1e6)
-            retries = tube.retries
-            if retries.policy is not None or retries.acked_after or retries.exhausted:
-                buckets, total = _attempt_buckets(retries.acked_after)
+            if tube.retry_policy or tube.acked_after or tube.exhausted:
+                buckets, total = _attempt_buckets(tube.acked_after)
                 attempts.add_metric([name], buckets, total)
-                exhausted.add_metric([name], retries.exhausted)
+                exhausted.add_metric([name], tube.exhausted)
         yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
 
     def _auth(self) -> Iterator[Metric]:

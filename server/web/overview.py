@@ -19,10 +19,6 @@ from typing import Any
 
 from queuebox import __version__
 from queuebox.compiled import build_label
-from queuebox.drivers.driver import TaskStore
-from queuebox.drivers.sessions import session_text
-from queuebox.drivers.tubes import QUEUE_SPACE
-from queuebox.drivers.untimed import UntimedStore
 
 from ..replication import status
 from .served import Served
@@ -70,65 +66,63 @@ def cluster_view(server: Served) -> dict[str, Any]:
 
 def tube_rows(server: Served, stats: dict[str, Any]) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
-    registered = server.store.engine.catalog.get(QUEUE_SPACE)
-    rows_of = {row[0]: row for row in registered} if registered is not None else {}
+    infos = server.store.tubes()
     queue = server.queue
-    live = queue.modern.registry.tubes if queue is not None else {}
+    live = {t.name: t for t in queue.reads().tubes()} if queue is not None else {}
     now = queue.clock_us() if queue is not None else 0
     rows = []
     for name in sorted(stats):
-        report, row, tube = stats[name], rows_of.get(name), live.get(name)
-        opts = dict(row[4]) if row is not None else {}
+        report, info, tube = stats[name], infos.get(name), live.get(name)
+        opts = dict(info.opts) if info is not None else {}
+        oldest = (
+            None if tube is None else _oldest(tube.oldest_ready_put, tube.oldest_estimated, now)
+        )
         rows.append(
             {
                 "name": name,
-                "type": row[3] if row is not None else "?",
+                "type": info.type if info is not None else "?",
                 "opts": {k: v for k, v in opts.items() if isinstance(v, str | int | float | bool)},
                 "tasks": report.get("tasks", {}),
                 "calls": report.get("calls", {}),
-                "waiting_takes": queue.modern.waiters.count(name, "take") if queue else 0,
-                "oldest_ready": None if tube is None else _oldest(tube.driver, now),
+                "waiting_takes": tube.waiting_takes if tube is not None else 0,
+                "oldest_ready": oldest,
             }
         )
     return rows
 
 
-def _oldest(driver: TaskStore, now: int) -> dict[str, Any] | None:
+def _oldest(put: int | None, estimated: bool, now: int) -> dict[str, Any] | None:
     """How long the ready task put first has waited: exact on the ttl drivers,
     estimated from put times noted once a second on fifo and utube (the driver's)."""
-    put = driver.oldest_ready_put()
     if put is None:
         return None
-    estimated = isinstance(driver, UntimedStore)
     return {"seconds": round(max(0, now - put) / 1e6, 3), "estimated": estimated}
 
 
 def connections_view(server: Served) -> dict[str, Any]:
     """Open connections and queue sessions, with the tasks each session holds."""
     queue = server.queue
-    sessions = queue.modern.sessions if queue is not None else None
-    owners = queue.modern.owners if queue is not None else None
+    reads = queue.reads() if queue is not None else None
     rows = []
     for conn_id, conn in sorted(server.app.connections.items()):
         session = getattr(conn, "session", None)
         row: dict[str, Any] = {
             "id": conn_id,
-            "port": "1.5" if getattr(conn, "kind", "") == "legacy connection" else "iproto",
+            "port": conn.port,
             "peer": getattr(session, "peer", ""),
             "user": getattr(session, "user", ""),
             "in_flight": conn.in_flight,
             "session": None,
             "holds": [],
         }
-        current = sessions.current(conn_id) if sessions is not None else None
-        if current is not None and owners is not None:
-            row["session"] = session_text(current)
-            row["holds"] = sorted(owners.held_by(current))
+        held = reads.session_of(conn_id) if reads is not None else None
+        if held is not None:
+            row["session"], row["holds"] = held
         rows.append(row)
     pending = []
-    if sessions is not None and owners is not None:
-        for sid in sessions.pending():
-            pending.append({"session": session_text(sid), "holds": sorted(owners.held_by(sid))})
+    if reads is not None:
+        for sid, holds in reads.pending_sessions():
+            pending.append({"session": sid, "holds": holds})
     return {"connections": rows, "pending_sessions": pending}
 
 

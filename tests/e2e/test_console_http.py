@@ -8,8 +8,16 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.box15proc import Box15Client, free_port
 from tests.e2e.cluster import start_primary, start_replica
-from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
+from tests.e2e.serverproc import (
+    USERS_TOML,
+    RawClient,
+    ServerProc,
+    StartServer,
+    login_tester,
+    unique,
+)
 from tests.e2e.webclient import Web, http_port
 from tests.waiting import wait_for
 
@@ -240,3 +248,25 @@ def test_a_primary_and_its_replica_show_each_other(start_server: StartServer) ->
     assert mine["role"] == "primary"
     (peer,) = mine["replicas"]
     assert peer["connected"] and peer["lag_lsn"] == 0
+
+
+def test_connections_show_their_port_and_the_tasks_their_session_holds(
+    start_server: StartServer,
+) -> None:
+    legacy = free_port()
+    server = start_server(
+        "--http-listen", "127.0.0.1:0", "--legacy-listen", f"127.0.0.1:{legacy}", toml=""
+    )
+    web = Web(http_port(server))
+    with RawClient(server.port) as modern, Box15Client(legacy) as old:
+        assert modern.call("queue.create_tube", "held", "fifo").error is None
+        assert modern.call("queue.tube.held:put", "x").error is None
+        assert modern.call("queue.tube.held:take", 0).error is None
+        assert old.call("queue.put", "0", "t", "0", "0", "0", "0", "x").code == 0
+        rows = web.get("/api/overview").json()["connections"]
+        ports = sorted(row["port"] for row in rows)
+        assert ports == ["1.5", "iproto"]
+        (mine,) = [row for row in rows if row["port"] == "iproto"]
+        assert mine["holds"] == [["held", 0]] and len(mine["session"]) == 36
+        (tube,) = web.get("/api/overview").json()["tubes"]
+        assert (tube["name"], tube["type"], tube["waiting_takes"]) == ("held", "fifo", 0)

@@ -132,14 +132,15 @@ def test_names_and_access_classes() -> None:
     assert all(lq.has_name(f"queue.{n}") for n in names)
     assert not lq.has_name("queue.statistics")  # shared name, routed by the glue
     assert not lq.has_name("queue.tube.t:put")
-    assert lq.access_of("queue.peek") == lq.access_of("queue.meta") == "read"
-    assert lq.access_of("queue.statistics") == "read"
-    assert lq.access_of("queue.truncate") == "admin"
+    right = {n: binding.right for n in names if (binding := lq.bind(f"queue.{n}"))}
+    assert right["peek"] == right["meta"] == "read"
+    assert right["truncate"] == "admin"
     # Settling queued tasks is "manage": a writer's on its tubes, an admin's everywhere.
     settle = ("bury", "dig", "unbury", "kick", "delete")
-    assert {lq.access_of(f"queue.{n}") for n in settle} == {"manage"}
+    assert {right[n] for n in settle} == {"manage"}
     others = ("peek", "meta", "truncate", *settle)
-    assert {lq.access_of(f"queue.{n}") for n in names if n not in others} == {"write"}
+    assert {right[n] for n in names if n not in others} == {"write"}
+    assert {lq.bind(f"queue.{n}").tube for n in names} == {None}  # type: ignore[union-attr]
     assert isinstance(lq, LegacyQueue)
 
 
@@ -149,7 +150,7 @@ def test_restart_check_answers_already_started(lq: Legacy) -> None:
     assert lq.call("restart_check", "7", "never_used") == ["already started"]
     assert lq.error("restart_check", "x", "t") == "Invalid value of space: 'x'"
     assert lq.error("restart_check", 0, 5) == "Invalid value of tube: 5"
-    assert lq.q.access_of("queue.restart_check") == "read"
+    assert lq.q.bind("queue.restart_check").right == "read"  # type: ignore[union-attr]
 
 
 def test_statistic_is_the_statistics_of_the_russian_document(lq: Legacy) -> None:
@@ -158,4 +159,4 @@ def test_statistic_is_the_statistics_of_the_russian_document(lq: Legacy) -> None
     flat = lq.call("statistic", 0, "t")
     assert flat == [lq.q.statistics([0, "t"])]
     assert dict(zip(flat[0][::2], flat[0][1::2], strict=True))["space0.t.put"] == "1"
-    assert lq.q.access_of("queue.statistic") == "read"
+    assert lq.q.bind("queue.statistic").right == "read"  # type: ignore[union-attr]

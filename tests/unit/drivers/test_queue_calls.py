@@ -77,14 +77,13 @@ def test_access_levels(h: Q) -> None:
         "queue.tube.t:kick": "manage",
         "queue.tube.t:delete": "manage",
         "queue.tube.t:release_all": "write",
-        "queue.tube.nosuch:take": "write",
         "queue.create_tube": "admin",
         "queue.tube.t:drop": "admin",
         "queue.tube.t:truncate": "admin",
         "queue.cfg": "admin",
-        "queue.nosuch": "admin",
     }
-    assert {name: h.q.access_of(name) for name in expected} == expected
+    bindings = {name: h.q.bind(name) for name in expected}
+    assert {name: b.right for name, b in bindings.items() if b is not None} == expected
 
 
 def test_other_namespaces() -> None:

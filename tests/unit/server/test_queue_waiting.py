@@ -10,6 +10,7 @@ graceful stop do not release taken tasks (the next start does, and counts it).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from queuebox.server.core.app import App
@@ -110,3 +111,42 @@ async def test_each_name_is_bound_by_the_core_that_owns_it_and_rebound_after_rel
     assert g.app.registry.resolve("queue.tube.t:put") != put
     assert g.run(1, "queue.tube.t:put", "m2") == [[1, "r", "m2"]]
     assert g.run(1, "queue.peek", 0, task[0])[0][3] == "l"
+
+
+def waiting_take(g: Glue, run: Callable[[int, list[Any]], Any]) -> asyncio.Future[list[Any]]:
+    """A take(30) on the empty tube t that blocked, waiting, with `run` as the
+    call its request bound (what QueueCalls hands WaitingCalls)."""
+    binding = g.queue.modern.bind("queue.tube.t:take")
+    assert binding is not None
+    blocked = binding.call(1, [30])
+    closed = asyncio.get_running_loop().create_future()
+    session = Session(g.app, 1, closed)
+    return asyncio.ensure_future(g.queue.waits.start(g.queue.modern, run, session, blocked))
+
+
+async def test_a_woken_take_retries_through_the_call_its_request_bound() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "t", "fifo")
+    binding = g.queue.modern.bind("queue.tube.t:take")
+    assert binding is not None
+    retried: list[list[Any]] = []
+
+    def run(conn_id: int, args: list[Any]) -> Any:
+        retried.append(args)
+        return binding.call(conn_id, args)
+
+    take = waiting_take(g, run)
+    assert g.run(2, "queue.tube.t:put", "x") == [[0, "r", "x"]]
+    assert await asyncio.wait_for(take, 2) == [[0, "t", "x"]]
+    assert len(retried) == 1  # the kept call, not a name resolved again
+
+
+async def test_a_waiting_take_binds_afresh_once_the_registry_forgot() -> None:
+    g = Glue()
+    g.run(1, "queue.create_tube", "t", "fifo")
+    stale: list[list[Any]] = []
+    take = waiting_take(g, lambda conn_id, args: stale.append(args))
+    g.queue.reload()  # new cores; the registry forgets every binding
+    assert g.run(2, "queue.tube.t:put", "x") == [[0, "r", "x"]]
+    assert await asyncio.wait_for(take, 2) == [[0, "t", "x"]]
+    assert stale == []  # the old core's call is never run again

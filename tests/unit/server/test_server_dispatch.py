@@ -7,16 +7,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from queuebox.drivers.callnames import CallPath
+from queuebox.drivers.callnames import split_name as parse_name
 from queuebox.protocol import encode_packed_data
 from queuebox.server.core.dispatch import encode_answer
-from queuebox.server.core.registry import (
-    Bound,
-    CallContext,
-    CallPath,
-    Registry,
-    normalize_eval,
-    parse_name,
-)
+from queuebox.server.core.registry import Bound, CallContext, Registry, normalize_eval
 from queuebox.server.settings.config import ADMIN, READ, WRITE
 from queuebox.storage.packed import Packed, spliced
 
@@ -56,15 +51,10 @@ def test_names_tarantool_cannot_resolve(name: str) -> None:
     assert parse_name(name) is None
 
 
-def test_object_name_of_a_method_call() -> None:
-    path = parse_name("queue.tube.jobs:put")
-    assert path is not None and path.object_name == "queue.tube.jobs"
-
-
 def test_fixed_names_win_over_resolvers() -> None:
     registry = Registry()
     registry.register("queue.state", h_a, READ)
-    registry.add_resolver(lambda name: Bound(h_b, WRITE))
+    registry.add_resolver(lambda name, path: Bound(h_b, WRITE))
     assert triple(registry.resolve("queue.state")) == (h_a, READ, None)
     assert triple(registry.resolve("queue.tube.jobs:put")) == (h_b, WRITE, None)
 
@@ -72,16 +62,16 @@ def test_fixed_names_win_over_resolvers() -> None:
 def test_resolvers_are_asked_in_order_until_one_answers() -> None:
     asked: list[str] = []
 
-    def tubes(name: str) -> Bound | None:
+    def tubes(name: str, path: CallPath) -> Bound | None:
         asked.append(name)
-        path = parse_name(name)
-        if path and path.objects[:2] == ("queue", "tube") and path.objects[2:] == ("jobs",):
+        assert path == parse_name(name)  # split once, by the registry
+        if path.objects[:2] == ("queue", "tube") and path.objects[2:] == ("jobs",):
             return Bound(h_a, WRITE) if path.method == "put" else None
         return None
 
     registry = Registry()
     registry.add_resolver(tubes)
-    registry.add_resolver(lambda name: Bound(h_b, READ) if name == "other" else None)
+    registry.add_resolver(lambda name, path: Bound(h_b, READ) if name == "other" else None)
     assert triple(registry.resolve("queue.tube.jobs:put")) == (h_a, WRITE, None)
     assert registry.resolve("queue.tube.q9:put") is None  # object missing
     assert registry.resolve("queue.tube.jobs:nosuch") is None  # method missing
@@ -91,7 +81,7 @@ def test_resolvers_are_asked_in_order_until_one_answers() -> None:
 
 def test_malformed_names_never_reach_resolvers() -> None:
     registry = Registry()
-    registry.add_resolver(lambda name: Bound(h_a, READ))
+    registry.add_resolver(lambda name, path: Bound(h_a, READ))
     assert registry.resolve("a..b") is None
     assert triple(registry.resolve("a")) == (h_a, READ, None)
 
@@ -138,7 +128,7 @@ def test_eval_override_must_be_explicit() -> None:
 def test_a_name_is_resolved_once_until_forgotten() -> None:
     asked: list[str] = []
 
-    def resolver(name: str) -> Bound | None:
+    def resolver(name: str, path: CallPath) -> Bound | None:
         asked.append(name)
         return Bound(h_b, WRITE) if name.endswith(":put") else None
 
