@@ -12,8 +12,13 @@ PIP_INDEX_URL; its sha256 checked) and runs pip from it. Everything else is pip'
 usual business, inside the environment: the system's Python is left untouched.
 Only the standard library is used, and Python 3.11 or newer is required.
 
+The hot modules are compiled with mypyc where a C compiler and the Python headers
+are found: 3-4 minutes, with a line every PROGRESS_EVERY seconds meanwhile.
+`QUEUEBOX_PURE=1 python3 install.py` installs pure Python instead, in about 30
+seconds: the same server, slower (docs/performance.md).
+
 Options: --venv PATH (default .venv next to this file), --extras etcd,bench (the
-optional parts, README's "Installing"), and anything after `--` goes to
+optional parts, README › Start), and anything after `--` goes to
 `pip install` (e.g. `-- --no-index --find-links wheelhouse`).
 """
 
@@ -28,6 +33,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import venv
@@ -37,6 +43,8 @@ ROOT = Path(__file__).resolve().parent
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691
 WHEEL = re.compile(r"^pip-(\d+(?:\.\d+)*)-py3-none-any\.whl$")
+PROGRESS_EVERY = 15.0  # seconds between "still building" lines
+README_START = "README.md › Start"  # the section that shows install.py
 
 
 def say(text: str) -> None:
@@ -93,6 +101,34 @@ def pip_wheel(folder: Path) -> Path:
     return wheel
 
 
+def build_note() -> str:
+    """What the build will do, and how long it takes, before pip goes quiet."""
+    if os.environ.get("QUEUEBOX_PURE", "") not in ("", "0"):
+        return "pure Python (QUEUEBOX_PURE is set): about 30 s"
+    return (
+        "compiling the hot modules with mypyc where a C compiler is found: 3-4 minutes; "
+        "QUEUEBOX_PURE=1 python3 install.py installs pure Python in about 30 s instead "
+        "(the same server, slower)"
+    )
+
+
+def run_showing_progress(command: list[str], every: float = PROGRESS_EVERY) -> None:
+    """Run `command`, saying every `every` seconds that it still runs (pip is silent
+    while the wheel builds); raise CalledProcessError as subprocess.run(check=True)."""
+    started = time.monotonic()
+    with subprocess.Popen(command) as proc:
+        while True:
+            try:
+                code = proc.wait(timeout=every)
+            except subprocess.TimeoutExpired:
+                say(f"still installing, {time.monotonic() - started:.0f} s so far")
+                continue
+            break
+    if code != 0:
+        raise subprocess.CalledProcessError(code, command)
+    say(f"installed in {time.monotonic() - started:.0f} s")
+
+
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - said plainly on an older python3
         raise SystemExit(f"install.py: queuebox needs Python 3.11 or newer, this is {sys.version}")
@@ -112,11 +148,12 @@ def main(argv: list[str]) -> int:
             pip = [str(python), "-m", "pip"]
         target = str(ROOT) + (f"[{args.extras}]" if args.extras else "")
         say(f"pip install {target} {' '.join(theirs)}".rstrip())
-        subprocess.run([*pip, "install", "--quiet", target, *theirs], check=True)
+        say(build_note())
+        run_showing_progress([*pip, "install", "--quiet", target, *theirs])
     queuebox = args.venv / "bin" / "queuebox"
     subprocess.run([queuebox, "--version"], check=True)
     shown = os.path.relpath(queuebox)
-    say(f"done; run: {queuebox if shown.startswith('..') else shown} serve")
+    say(f"done; run: {queuebox if shown.startswith('..') else shown} serve ({README_START})")
     return 0
 
 

@@ -19,6 +19,7 @@ storage/. `clients.bench` and `clients.pipeline` are separate tools that live al
 """
 
 from queuebox.clients.errors import (
+    AccessDenied,
     AuthError,
     CallTimeout,
     ConnectionLost,
@@ -41,6 +42,7 @@ from queuebox.clients.errors import (
 from queuebox.clients.model import Event, LegacyTask, Status, Task
 
 __all__ = [
+    "AccessDenied",
     "AuthError",
     "CallTimeout",
     "ConnectionLost",

@@ -13,6 +13,7 @@ the event loop; it knows nothing about how a reply arrived.
     └── ServerError(code, message)                      -- the server answered an error
         ├── OutcomeUnknown                  216 / 222: applied, maybe not kept; never retried
         ├── AuthError                       45 / 47
+        ├── AccessDenied                    42: the user may not make this call
         ├── NoSuchProcedure                 33
         │   └── TubeNotFound                33 for `queue.tube.<name>:<method>`;
         │                                   32 `Tube '<name>' not found` (queuebox.tasks...)
@@ -30,6 +31,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "AccessDenied",
     "AuthError",
     "CallTimeout",
     "ConnectionLost",
@@ -54,6 +56,7 @@ __all__ = [
 
 ER_PROC_LUA = 32
 ER_NO_SUCH_PROC = 33
+ER_ACCESS_DENIED = 42
 ER_NO_SUCH_USER = 45
 ER_PASSWORD_MISMATCH = 47
 ER_SYNC_QUORUM_TIMEOUT = 216
@@ -111,6 +114,11 @@ class OutcomeUnknown(ServerError):
 
 class AuthError(ServerError):
     """Authentication failed: unknown user (45) or wrong password (47)."""
+
+
+class AccessDenied(ServerError):
+    """The user may not make this call, or not on this tube (42): a refusal of the
+    credentials' rights, not of the call's arguments."""
 
 
 class NoSuchProcedure(ServerError):
@@ -225,6 +233,10 @@ def _auth_error(code: int, message: str) -> ServerError:
     return AuthError(code, message)
 
 
+def _access_denied(code: int, message: str) -> ServerError:
+    return AccessDenied(code, message)
+
+
 def _outcome_unknown(code: int, message: str) -> ServerError:
     return OutcomeUnknown(code, message)
 
@@ -234,6 +246,7 @@ _BY_CODE = {
     ER_QUORUM_WAIT: _outcome_unknown,
     ER_PROC_LUA: _queue_error,
     ER_NO_SUCH_PROC: _proc_error,
+    ER_ACCESS_DENIED: _access_denied,
     ER_NO_SUCH_USER: _auth_error,
     ER_PASSWORD_MISMATCH: _auth_error,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -47,6 +48,7 @@ class Options:
         wait_for_server: keep trying the first connection to one address for this
             many seconds, with the same jittered backoff, while nothing answers (a
             worker started before its server); 0 fails at once.
+        tls: speak TLS with this context (`clients.tls.tls_context`); None: plain TCP.
     """
 
     connect_timeout: float = 5.0
@@ -58,6 +60,7 @@ class Options:
     reconnect_timeout: float | None = None
     failover_timeout: float = 30.0
     wait_for_server: float = 0.0
+    tls: ssl.SSLContext | None = None
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up

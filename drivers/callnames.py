@@ -15,17 +15,20 @@ from collections.abc import Container
 from .tube import METHODS
 
 READ, WRITE, ADMIN = "read", "write", "admin"
+# Settling tasks already queued: a writer's on its tubes, an admin's on every tube
+# (the server's rights model, docs/rights.md).
+MANAGE = "manage"
 
 TUBE_ACCESS = {
     "peek": READ,
     "put": WRITE,
     "take": WRITE,
     "touch": WRITE,
-    "ack": WRITE,
-    "release": WRITE,
-    "bury": WRITE,
-    "kick": WRITE,
-    "delete": WRITE,
+    "ack": MANAGE,
+    "release": MANAGE,
+    "bury": MANAGE,
+    "kick": MANAGE,
+    "delete": MANAGE,
     "release_all": WRITE,
     "drop": ADMIN,
     "truncate": ADMIN,

@@ -54,7 +54,7 @@ class QueueCore(Protocol):
         ...
 
     def access_of(self, name: str) -> str:
-        """The right a call needs: "read", "write" or "admin"."""
+        """The right a call needs: "read", "write", "manage" or "admin"."""
         ...
 
     def tube_of(self, name: str) -> str | None:

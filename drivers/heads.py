@@ -31,6 +31,12 @@ from .errors import module_error
 HeadKey = tuple[Any, ...]
 _HEAD_STATUSES: Final = (READY, TAKEN)  # the statuses a utube's head depends on
 READY_BUFFER = "ready_buffer"
+# The ready_buffer space's indexes (a temporary space: its tasks are made again at start).
+BUFFER_INDEXES: Final = (
+    IndexDef("task_id", (0,)),
+    IndexDef("utube", (1,)),
+    IndexDef("pri", (2, 0), group=1),
+)
 _COMPACT_SLACK = 64  # stale heap entries always allowed, so a small heap is not rebuilt often
 
 
@@ -131,15 +137,10 @@ class UtubeRules(TaskStore):
         buffer = f"{name}_{READY_BUFFER}"
         if buffer not in catalog:
             catalog.create_space(
-                buffer,
-                (
-                    IndexDef("task_id", (0,)),
-                    IndexDef("utube", (1,)),
-                    IndexDef("pri", (2, 0), group=1),
-                ),
-                temporary=True,
-                format=("task_id", "utube", "pri"),
+                buffer, BUFFER_INDEXES, temporary=True, format=("task_id", "utube", "pri")
             )
+        else:
+            catalog.relayout(buffer, BUFFER_INDEXES)
 
     def drop_spaces(self, catalog: Catalog) -> None:
         super().drop_spaces(catalog)

@@ -143,7 +143,7 @@ class Queue(EntryPoints):
         return parsed is not None and parsed[0] == "tube:" and parsed[2] == "put"
 
     def access_of(self, name: str) -> str:
-        """The right a call needs: "read", "write" or "admin" (unknown names: admin)."""
+        """The right a call needs: "read", "write", "manage" or "admin" (unknown: admin)."""
         return access_of(parse_name(name, self._namespaces, self._module))
 
     def tube_of(self, name: str) -> str | None:

@@ -156,11 +156,12 @@ class TubeRegistry:
                 self.unserved[name] = type_  # upstream recreates registered drivers' only
                 continue
             opts = dict(opts)
-            space = self.catalog.get(space_name)
-            if space is None:
+            if space_name not in self.catalog:
                 space = cls.create_space(self.catalog, space_name, opts)
-            elif space.temporary and not keep_temporary:
-                space.truncate()  # its tasks were never durable
+            else:  # made by an older release, maybe: indexes laid out as the driver reads them
+                space = self.catalog.relayout(space_name, cls.INDEXES)
+                if space.temporary and not keep_temporary:
+                    space.truncate()  # its tasks were never durable
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
             space.note = "restart"

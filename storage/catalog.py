@@ -7,7 +7,8 @@ journals them (the engine). Must not touch files, the clock or asyncio.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .space import ChangeHook, IndexDef, Space, SpaceDef, StorageError
@@ -98,6 +99,32 @@ class Catalog:
         if log:
             self._report("create_space", space)
         return space
+
+    def relayout(self, name: str, wanted: Sequence[IndexDef]) -> Space:
+        """The space `name`, its secondary indexes laid out in memory as `wanted`
+        says where they differ from it only in `group` (FORMAT.md §5.1: how an
+        index keeps its keys in memory, never what it holds).
+
+        A space made by an older release comes back from its files with the
+        indexes it was made with, and its owner (a queue driver) reads them by
+        the groups of today's definitions. Same parts, same uniqueness: the same
+        tuples in the same order, so nothing is logged; the next snapshot holds
+        the new definition. Returns the space in place now (the same object when
+        nothing differed)."""
+        space = self.space(name)
+        by_name = {d.name: d for d in wanted}
+        defs = list(space.definition.indexes)
+        for i, have in enumerate(defs[1:], start=1):
+            want = by_name.get(have.name)
+            same = want is not None and (want.parts, want.unique) == (have.parts, have.unique)
+            if same and want is not None and want.group != have.group:
+                defs[i] = want
+        if defs == list(space.definition.indexes):
+            return space
+        again = Space(dataclasses.replace(space.definition, indexes=tuple(defs)), space.on_change)
+        again.load_rows(space.copy_rows())
+        self._by_name[name] = again
+        return again
 
     def drop_space(self, name: str, *, log: bool = True) -> None:
         space = self.space(name)

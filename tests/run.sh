@@ -132,6 +132,15 @@ if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium
 fi
 
+# --- promtool and systemd-analyze: docs/ops's alert rules and systemd unit are ---
+# checked by the tools that read them (tests/e2e/test_ops_files.py)
+if ! command -v promtool >/dev/null; then
+    apt_install prometheus
+fi
+if ! command -v systemd-analyze >/dev/null; then
+    apt_install systemd
+fi
+
 # --- Spark part (clients/pipeline, tests/spark) -------------------------------
 # The pipeline tests need the `.[spark]` extra (PySpark 4) and a Java 17+ runtime;
 # Spark binds to the loopback interface only.

@@ -9,6 +9,7 @@ without asyncio. Built on `protocol/` only; must not import server/, drivers/ or
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Generator, Iterable
 from types import TracebackType
 from typing import Any
@@ -58,6 +59,7 @@ def connect(
     backoff_max: float = 2.0,
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
+    tls: ssl.SSLContext | None = None,
 ) -> _Connecting:
     """Connect to a queuebox (or Tarantool + queue) server.
 
@@ -75,6 +77,10 @@ def connect(
     `wait_for_server` (seconds): with one address, keep trying the first connection
     that long, with the reconnect backoff, while nothing answers (a worker started
     before its server); 0 raises `NetworkError` at once.
+
+    `tls`: an `ssl.SSLContext` (`queuebox.clients.tls.tls_context(ca, cert, key)`) for
+    a server with `tls_cert`; its client certificate, if any, logs in as the user its
+    CN names where the server trusts its CA (then `user` may stay None).
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -85,6 +91,7 @@ def connect(
         reconnect_timeout=reconnect_timeout,
         failover_timeout=failover_timeout,
         wait_for_server=wait_for_server,
+        tls=tls,
     )
     several = () if addresses is None else failover.parse_addresses(addresses)
     return _Connecting(Connection(host, port, user, password, options, several))

@@ -69,7 +69,7 @@ class Dialer:
         try:
             async with asyncio.timeout(self._opts.connect_timeout):
                 transport, wire = await loop.create_connection(
-                    lambda: Wire(self._on_lost), host, port
+                    lambda: Wire(self._on_lost), host, port, ssl=self._opts.tls
                 )
                 self.greeting = iproto.check_greeting(await wire.greeting)
                 sync = self._syncs.next()

@@ -45,7 +45,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         choices=sorted(SCENARIOS),
         help="what load to generate (none with a bare --compare: the comparison suite)",
     )
-    where = cliargs.add_connection_arguments(p)
+    where = cliargs.add_connection_arguments(p, tls=False)  # its raw connections are plain TCP
     where.add_argument(
         "--server-pid",
         type=int,

@@ -15,6 +15,7 @@ import platform
 import sys
 from typing import Any, TextIO
 
+from ..cli.tables import markdown_table, table
 from .cpu import percent
 from .histogram import PERCENTILES
 from .runner import PhaseResult
@@ -129,6 +130,13 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+PHASE_HEADER = (
+    "phase", "wall s", "put", "taken", "acked", "errors", "rate", "client", "server",
+    "srv us/op", "us/req", "B/task", "note",
+)  # fmt: skip
+PHASE_TEXT = frozenset({6, 12})  # rate, note: words, left-aligned
+
+
 def render(doc: dict[str, Any]) -> str:
     """The run as two tables: phases (time, counts, rate, CPU) and latencies."""
     params = doc["params"]
@@ -137,31 +145,10 @@ def render(doc: dict[str, Any]) -> str:
         f"({params['processes']} process(es), window {params['window']}, "
         f"payload {params['payload_size']} B, tube {doc['tube']})",
         "",
-        f"{'phase':<10} {'wall s':>8} {'put':>9} {'taken':>9} {'acked':>9} {'errors':>6}  "
-        f"{'rate':<28} {'client':>7} {'server':>7} {'srv us/op':>9} {'us/req':>7} "
-        f"{'B/task':>7}",
+        table(PHASE_HEADER, [_phase_row(phase) for phase in doc["phases"]], None, PHASE_TEXT),
+        "",
+        table(*_latency_table(doc["phases"]), None, frozenset({1})),
     ]
-    for phase in doc["phases"]:
-        c, cpu = phase["counts"], phase["cpu"]
-        lines.append(
-            f"{phase['name']:<10} {phase['wall_s']:>8.2f} {c['put']:>9} {c['taken']:>9} "
-            f"{c['acked']:>9} {c['errors']:>6}  {_rate(phase):<28} "
-            f"{_pct(cpu['client_busiest_process_pct']):>7} {_pct(cpu['server_pct']):>7} "
-            f"{_num(phase['server_us_per_op'], '.1f'):>9} "
-            f"{_num(phase['server_us_per_request'], '.1f'):>7} "
-            f"{_num(phase['server_memory']['bytes_per_task'], '.0f'):>7}"
-            + (f"  {_bottleneck(cpu)}" if _bottleneck(cpu) else "")
-            + ("  TIMED OUT" if phase["timed_out"] else "")
-        )
-    lines += ["", _latency_header()]
-    for phase in doc["phases"]:
-        for op, summary in phase["latency_us"].items():
-            label = "put->taken" if op == "e2e" else op
-            cells = [f"{summary[f'p{p:g}_us'] / 1000:>8.3f}" for p in PERCENTILES]
-            lines.append(
-                f"{phase['name']:<10} {label:<10} {summary['count']:>9} {' '.join(cells)} "
-                f"{summary['max_us'] / 1000:>8.3f}"
-            )
     for phase in doc["phases"]:
         for message, n in phase["errors"].items():
             lines.append(f"error in {phase['name']}: {message} (x{n})")
@@ -174,9 +161,34 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _latency_header() -> str:
-    cells = " ".join(f"{'p' + format(p, 'g'):>8}" for p in PERCENTILES)
-    return f"{'latency ms':<10} {'op':<10} {'count':>9} {cells} {'max':>8}"
+def _phase_row(phase: dict[str, Any]) -> list[str]:
+    c, cpu = phase["counts"], phase["cpu"]
+    notes = [_bottleneck(cpu), "TIMED OUT" if phase["timed_out"] else ""]
+    return [
+        phase["name"], f"{phase['wall_s']:.2f}", str(c["put"]), str(c["taken"]),
+        str(c["acked"]), str(c["errors"]), _rate(phase),
+        _pct(cpu["client_busiest_process_pct"]), _pct(cpu["server_pct"]),
+        _num(phase["server_us_per_op"], ".1f"), _num(phase["server_us_per_request"], ".1f"),
+        _num(phase["server_memory"]["bytes_per_task"], ".0f"),
+        "  ".join(note for note in notes if note),
+    ]  # fmt: skip
+
+
+def _latency_table(phases: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["latency ms", "op", "count", *(f"p{p:g}" for p in PERCENTILES), "max"]
+    rows = []
+    for phase in phases:
+        for op, summary in phase["latency_us"].items():
+            rows.append(
+                [
+                    phase["name"],
+                    "put->taken" if op == "e2e" else op,
+                    str(summary["count"]),
+                    *(f"{summary[f'p{p:g}_us'] / 1000:.3f}" for p in PERCENTILES),
+                    f"{summary['max_us'] / 1000:.3f}",
+                ]
+            )
+    return header, rows
 
 
 def headline(doc: dict[str, Any]) -> dict[str, float]:
@@ -204,13 +216,11 @@ def headline(doc: dict[str, Any]) -> dict[str, float]:
 
 
 def render_ratios(a: str, b: str, ratios: dict[str, dict[str, float | None]]) -> str:
-    lines = [f"{'metric':<28} {'A ' + a:>22} {'B ' + b:>22} {'B/A':>7}"]
-    for metric, row in ratios.items():
-        lines.append(
-            f"{metric:<28} {_num(row['a'], ',.1f'):>22} {_num(row['b'], ',.1f'):>22} "
-            f"{_num(row['ratio'], '.2f'):>7}"
-        )
-    return "\n".join(lines)
+    rows = [
+        [metric, _num(row["a"], ",.1f"), _num(row["b"], ",.1f"), _num(row["ratio"], ".2f")]
+        for metric, row in ratios.items()
+    ]
+    return table(["metric", "A " + a, "B " + b, "B/A"], rows, None)
 
 
 def progress_available() -> bool:
@@ -265,15 +275,20 @@ def render_suite(doc: dict[str, Any]) -> str:
         f"{doc['options']['rounds']} round(s) A B, each on fresh servers; "
         f"{where['nproc']} CPUs ({where['cpu_model']}), load {where['loadavg_1m']} at the start",
         "",
-        "| metric | queuebox | Tarantool + queue | queuebox / Tarantool | goal | met |",
-        "|---|--:|--:|--:|---|---|",
     ]
-    for metric, row in doc["metrics"].items():
-        met = {True: "yes", False: "no", None: "-"}[row["met"]]
-        lines.append(
-            f"| {metric} | {_value(row['queuebox'])} | {_value(row['reference'])} "
-            f"| {_num(row['ratio'], '.2f')} | {row['goal'] or '-'} | {met} |"
-        )
+    rows = [
+        [
+            metric,
+            _value(row["queuebox"]),
+            _value(row["reference"]),
+            _num(row["ratio"], ".2f"),
+            row["goal"] or "-",
+            {True: "yes", False: "no", None: "-"}[row["met"]],
+        ]
+        for metric, row in doc["metrics"].items()
+    ]
+    header = ["metric", "queuebox", "Tarantool + queue", "queuebox / Tarantool", "goal", "met"]
+    lines += markdown_table(header, rows, right=frozenset({1, 2, 3}))
     return "\n".join(lines)
 
 

@@ -164,8 +164,16 @@ def _rss(pid: int | None) -> int | None:
 def _wait_for_start(barrier: Any) -> None:
     # A worker that failed before the start breaks the barrier; its message
     # arrives with the results.
-    with contextlib.suppress(threading.BrokenBarrierError):
-        barrier.wait(BARRIER_TIMEOUT_S)
+    try:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(BARRIER_TIMEOUT_S)
+    except AssertionError as exc:
+        # A Ctrl-C that lands inside a multiprocessing barrier's lock acquire comes
+        # out as its `with` block's "attempt to release recursive lock not owned by
+        # thread", the KeyboardInterrupt its context: the user's Ctrl-C, as such.
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise
 
 
 def _collect(

@@ -8,6 +8,7 @@ pair up with `clients.aio`: `connection` (`Connection` over a plain socket), `tu
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 
 from queuebox.clients import failover, iproto
@@ -33,6 +34,7 @@ def connect(
     backoff_max: float = 2.0,
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
+    tls: ssl.SSLContext | None = None,
     pool_size: int = 16,
 ) -> Connection:
     """Connect to a queuebox (or Tarantool + queue) server; same options as `clients.aio`.
@@ -41,7 +43,8 @@ def connect(
     credentials are refused. Use the connection as a context manager, or `close()` it.
     `addresses` and `failover_timeout`: follow the writable instance, as in `clients.aio`.
     `wait_for_server`: keep trying the first connection that many seconds (jittered
-    backoff) while nothing answers at host:port.
+    backoff) while nothing answers at host:port. `tls`: an `ssl.SSLContext`, as in
+    `clients.aio`.
 
     The connection is safe to share between threads: a thread's call gets a socket no
     other thread uses meanwhile, opening another (up to `pool_size`) while the others
@@ -56,6 +59,7 @@ def connect(
         reconnect_timeout=reconnect_timeout,
         failover_timeout=failover_timeout,
         wait_for_server=wait_for_server,
+        tls=tls,
     )
     several = () if addresses is None else failover.parse_addresses(addresses)
     return Connection(host, port, user, password, options, several, pool_size).start()

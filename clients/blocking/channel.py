@@ -90,9 +90,9 @@ class Channel:
         """A link to host:port, or to the writable instance (one round over the addresses)."""
         login = (self._syncs, self._user, self._password)
         if self._addresses:
-            link = open_writable(self._addresses, timeout, login)
+            link = open_writable(self._addresses, timeout, login, self._opts.tls)
         else:
-            link = Link.open(self.host, self.port, timeout, login)
+            link = Link.open(self.host, self.port, timeout, login, self._opts.tls)
         self.host, self.port = link.address
         self.greeting = link.greeting
         return link

@@ -10,6 +10,7 @@ Knows nothing of the calls' timeouts, reconnects or the queue (the blocking clie
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from typing import TypeVar
 
@@ -47,12 +48,16 @@ class Link:
         port: int,
         timeout: float,
         login: tuple[iproto.Syncs, str | None, str | None],
+        tls: ssl.SSLContext | None = None,
     ) -> Link:
-        """Connect, read the greeting and log in as (syncs, user, password); NetworkError
-        when the server cannot be reached, AuthError when it refuses the login."""
+        """Connect (over TLS with `tls`), read the greeting and log in as (syncs, user,
+        password); NetworkError when the server cannot be reached (or its certificate
+        is refused), AuthError when it refuses the login."""
         where = f"{host}:{port}"
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
+            if tls is not None:
+                sock = _handshake(tls, sock, host)
         except TimeoutError:
             raise NetworkError(f"timed out connecting to {where}") from None
         except OSError as exc:
@@ -122,7 +127,8 @@ class Link:
             return True
         try:
             self._sock.settimeout(0.0)
-            return self._sock.recv(1, socket.MSG_PEEK) == b""
+            # An SSLSocket refuses flags: peek at the TCP stream under it (EOF is EOF).
+            return socket.socket.recv(self._sock, 1, socket.MSG_PEEK) == b""
         except BlockingIOError:
             return False
         except OSError:
@@ -141,13 +147,14 @@ def open_writable(
     addresses: tuple[failover.Address, ...],
     timeout: float,
     login: tuple[iproto.Syncs, str | None, str | None],
+    tls: ssl.SSLContext | None = None,
 ) -> Link:
     """One round over the addresses: a link to the first whose `queue.state()` says
     RUNNING; NoWritableInstance (saying what each answered) when none does."""
     answers = []
     for host, port in addresses:
         try:
-            link = Link.open(host, port, timeout, login)
+            link = Link.open(host, port, timeout, login, tls)
         except AuthError:
             raise
         except NetworkError as exc:  # its text names the address
@@ -165,6 +172,14 @@ def open_writable(
         link.close()
         answers.append(f"{host}:{port}: {state}")
     raise NoWritableInstance("no writable instance: " + "; ".join(answers))
+
+
+def _handshake(tls: ssl.SSLContext, sock: socket.socket, host: str) -> socket.socket:
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:

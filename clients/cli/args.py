@@ -7,9 +7,13 @@ the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301), `add_password_arguments`
 (a password from a file or the environment; --password still works but warns
 that `ps` shows it to every user of the machine), `add_failover_arguments`
 (--address, repeatable, defaulting to QUEUEBOX_ADDRESSES, for a primary +
-replicas set), `ArgumentParser` (help shows each option's default; a bad value
-is one line `PROG: --flag: what was expected` and exit status 2), and the value
-parsers that say what they expected. Must not connect anywhere or import server/.
+replicas set), the TLS options of a connection (--tls, --tls-ca, --tls-cert,
+--tls-key, defaulting to QUEUEBOX_CLIENT_TLS*: not the server's QUEUEBOX_TLS_*,
+which name the server's own certificate), `ArgumentParser` (help shows each
+option's default; a bad value is one line `PROG: --flag: what was expected` and
+exit status 2; it turns the TLS options into `args.tls`, an SSLContext or None),
+and the value parsers that say what they expected. Must not connect anywhere or
+import server/.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from queuebox.clients.failover import parse_addresses
 from queuebox.clients.iproto import parse_address
+from queuebox.clients.tls import tls_context
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
 EXIT_USAGE = 2
@@ -54,7 +60,20 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         given = sys.argv[1:] if args is None else list(args)
         self._json = "--json" in given
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        if hasattr(parsed, "tls_ca"):
+            parsed.tls = self._tls(parsed)
+        return parsed, rest
+
+    def _tls(self, args: argparse.Namespace) -> ssl.SSLContext | None:
+        """The connection's TLS context: with --tls, or any of its files given."""
+        if not (args.tls or args.tls_ca or args.tls_cert or args.tls_key):
+            return None
+        try:
+            return tls_context(args.tls_ca, args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            which = "--tls-ca" if args.tls_ca and not args.tls_cert else "--tls-cert/--tls-key"
+            self.error(f"{which}: {getattr(exc, 'strerror', None) or exc}")
 
     def error(self, message: str) -> NoReturn:
         # "argument --port: invalid ..." -> "--port: invalid ..."
@@ -150,9 +169,11 @@ def add_password_arguments(
 
 
 def add_connection_arguments(
-    parser: argparse.ArgumentParser | Any, env: Mapping[str, str] | None = None
+    parser: argparse.ArgumentParser | Any, env: Mapping[str, str] | None = None, tls: bool = True
 ) -> Any:
-    """Add --host/--port/--user/--password-file in a group of `parser`; returns the group."""
+    """Add --host/--port/--user/--password-file (and the TLS options unless `tls` is
+    False: a command whose connections cannot speak it) in a group of `parser`;
+    returns the group."""
     env = os.environ if env is None else env
     host, port_text = default_address(env)
     group = parser.add_argument_group(
@@ -172,7 +193,39 @@ def add_connection_arguments(
         _env_password(parser, env),
         "password of USER (default: $QUEUEBOX_PASSWORD, or $QUEUEBOX_PASSWORD_FILE's)",
     )
+    if tls:
+        add_tls_arguments(group, env)
     return group
+
+
+def add_tls_arguments(group: Any, env: Mapping[str, str]) -> None:
+    """--tls and its files; any file given turns TLS on (ArgumentParser makes `args.tls`)."""
+    group.add_argument(
+        "--tls",
+        action="store_true",
+        default=bool(env.get("QUEUEBOX_CLIENT_TLS")),
+        help="speak TLS; the server's certificate is checked against the system's CAs "
+        "unless --tls-ca (default: $QUEUEBOX_CLIENT_TLS)",
+    )
+    for flag, what in (
+        ("ca", "PEM CA the server's certificate is checked with"),
+        ("cert", "PEM client certificate; the server logs it in as the user its CN names"),
+        ("key", "the PEM private key of --tls-cert"),
+    ):
+        name = f"QUEUEBOX_CLIENT_TLS_{flag.upper()}"
+        group.add_argument(
+            f"--tls-{flag}",
+            metavar="FILE",
+            default=env.get(name) or None,
+            help=f"{what}; implies --tls (default: ${name})",
+        )
+
+
+def add_yes_argument(parser: argparse.ArgumentParser) -> None:
+    """--yes: a destructive command acts without asking (output.confirm)."""
+    parser.add_argument(
+        "--yes", action="store_true", help="do not ask first (needed without a terminal)"
+    )
 
 
 def _env_password(parser: Any, env: Mapping[str, str]) -> str | None:

@@ -9,10 +9,17 @@ Where to connect: --host/--port/--user/--password-file (clients/cli/args.py, sha
 client-side command), else QUEUEBOX_HOST, QUEUEBOX_PORT, QUEUEBOX_USER,
 QUEUEBOX_PASSWORD, else the host:port of QUEUEBOX_LISTEN, else 127.0.0.1:3301. For a
 primary + replicas set: --address HOST:PORT, repeatable (else QUEUEBOX_ADDRESSES,
-comma-separated): the command runs on the writable one.
+comma-separated): a command that changes something runs on the writable one; one that
+only reads (stats, tubes, peek, tasks) on the writable one if it answers, else on the
+first instance that does (a replica answers reads from its copy); ping looks for the
+writable one.
 
-Exit codes: 0 ok, 1 other server error, 2 bad usage, 3 cannot reach the server,
-4 no such tube or task, 5 take found no task in time.
+Destructive commands (drop-tube here; truncate and delete --all in tasks.py) ask
+first (`cliout.confirm`), or want --yes.
+
+Exit codes: 0 ok, 1 other server error, 2 bad usage (or not confirmed), 3 cannot reach
+the server, 4 no such tube or task, 5 take found no task in time, 6 refused (a wrong
+login, or a call the user has no right to).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from typing import Any
 
 from queuebox.clients import blocking
 from queuebox.clients.cli.output import Empty, NotFound, UsageError, print_task, to_json
+from queuebox.clients.errors import AccessDenied, NetworkError
+from queuebox.clients.failover import WRITABLE_STATE, parse_addresses
 
 from . import args as cliargs
 from . import output as cliout
@@ -52,6 +61,8 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _connect(args: argparse.Namespace) -> blocking.Connection:
+    if args.addresses and getattr(args, "reads_only", False):
+        return _connect_for_reads(args)
     return blocking.connect(
         args.host,
         args.port,
@@ -63,7 +74,47 @@ def _connect(args: argparse.Namespace) -> blocking.Connection:
         call_timeout=30.0,
         # One address: fail fast. Several: a read-only refusal means finding the writable one.
         reconnect=bool(args.addresses),
+        tls=args.tls,
     )
+
+
+def _connect_for_reads(args: argparse.Namespace) -> blocking.Connection:
+    """For a command that only reads, of several addresses: the writable instance if
+    one answers, else the first that answers. One pass, no waiting for a primary: a
+    replica serves reads from its copy (which may lag the primary's)."""
+    found: list[blocking.Connection] = []
+    writable: blocking.Connection | None = None
+    unreachable: list[str] = []
+    try:
+        for host, port in parse_addresses(args.addresses):
+            try:
+                conn = blocking.connect(
+                    host,
+                    port,
+                    args.user,
+                    args.password,
+                    connect_timeout=args.connect_timeout,
+                    call_timeout=30.0,
+                    reconnect=False,
+                )
+            except NetworkError as exc:
+                unreachable.append(f"{host}:{port}: {exc}")
+                continue
+            found.append(conn)
+            if conn.state() == WRITABLE_STATE:
+                writable = conn
+                break
+    except BaseException:
+        for conn in found:
+            conn.close()
+        raise
+    if not found:
+        raise NetworkError("no instance answered: " + "; ".join(unreachable))
+    chosen = writable or found[0]
+    for conn in found:
+        if conn is not chosen:
+            conn.close()
+    return chosen
 
 
 def _value(text: str) -> Any:
@@ -77,9 +128,22 @@ def _value(text: str) -> Any:
 Body = Callable[[blocking.Connection, argparse.Namespace], None]
 
 
-def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str], body: Body) -> int:
-    """Parse, connect, run `body`; every error a message and an exit code (cliout)."""
+def _run(
+    prog: str, parser: argparse.ArgumentParser, argv: list[str], body: Body, reads: bool = False
+) -> int:
+    """Parse, connect, run `body`; every error a message and an exit code (cliout).
+    `reads`: the command changes nothing, so a replica may answer it."""
+    parser.set_defaults(reads_only=reads)
     return cliout.run(prog, parser, argv, _connect, body)
+
+
+def _task_count(conn: blocking.Connection, tube: str, state: str = "total") -> int | None:
+    """How many tasks `tube` has (in `state`), for a question; None when the user
+    may not read its statistics (an admin without read may still drop it)."""
+    try:
+        return int(conn.tube(tube).statistics()["tasks"][state])
+    except AccessDenied:
+        return None
 
 
 def _require_tube(conn: blocking.Connection, name: str) -> None:
@@ -142,7 +206,7 @@ def tubes(argv: list[str], prog: str = "queuebox tubes") -> int:
         else:  # stdout stays empty, so `queuebox tubes | wc -l` still counts 0
             print(f"{prog}: no tubes", file=sys.stderr)
 
-    return _run(prog, parser, argv, body)
+    return _run(prog, parser, argv, body, reads=True)
 
 
 STDIN_BATCH = 1000  # lines of stdin put (pipelined) before their tasks are printed
@@ -186,7 +250,7 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
         else:
             print("no tubes")
 
-    return _run(prog, parser, argv, body)
+    return _run(prog, parser, argv, body, reads=True)
 
 
 def put(argv: list[str], prog: str = "queuebox put") -> int:
@@ -272,7 +336,7 @@ def peek(argv: list[str], prog: str = "queuebox peek") -> int:
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         print_task(conn.tube(args.tube).peek(args.id), args.json)
 
-    return _run(prog, parser, argv, body)
+    return _run(prog, parser, argv, body, reads=True)
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -331,11 +395,17 @@ def create_tube(argv: list[str], prog: str = "queuebox create-tube") -> int:
 
 
 def drop_tube(argv: list[str], prog: str = "queuebox drop-tube") -> int:
-    """Drop a tube and its tasks."""
-    parser = _parser(prog, "Drop tube NAME and all its tasks.")
+    """Drop a tube and its tasks (after asking)."""
+    parser = _parser(prog, "Drop tube NAME and all its tasks. Asks first.")
     parser.add_argument("name", help="tube name")
+    cliargs.add_yes_argument(parser)
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
+        _require_tube(conn, args.name)
+        if not args.yes:
+            count = _task_count(conn, args.name)
+            tasks = "all its tasks" if count is None else f"its {count} task(s)"
+            cliout.confirm(f"drop tube {args.name!r} and {tasks}?", args.yes)
         conn.tube(args.name).drop()
         print(to_json({"dropped": args.name}) if args.json else f"dropped tube {args.name!r}")
 

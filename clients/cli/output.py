@@ -3,12 +3,15 @@ terminal, errors as one line (or one JSON object) and an exit status.
 
 Owns: the exit statuses, `run` (parse, connect, run a command's body, turn every
 client error into a message and a status), the task and JSON printing every command
-shares, and `table`, which drops the columns a terminal has no room for. Must not
-connect anywhere by itself (`run` is given how) or import server/.
+shares, `confirm` (the one question a destructive command asks before it acts), and
+`terminal_width` for tables (tables.py). Must not connect anywhere by itself (`run` is
+given how) or import server/.
 
-Exit statuses: 0 ok, 1 another server error, 2 bad usage, 3 the server cannot be
-reached or refused the login, 4 no such tube or task, 5 `take` found no task in time;
-130 after a Ctrl-C, and 0 when the reader of stdout left (queuebox/cli.py).
+Exit statuses: 0 ok, 1 another server error, 2 bad usage (or a destructive command
+not confirmed), 3 the server cannot be reached, 4 no such tube or task, 5 `take`
+found no task in time, 6 refused: a wrong user or password, or a call the user has
+no right to; 130 after a Ctrl-C, and 0 when the reader of stdout left
+(queuebox/cli.py).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from queuebox.clients.errors import (
+    AccessDenied,
     AuthError,
     NetworkError,
     QueueboxError,
@@ -32,7 +36,10 @@ from queuebox.clients.errors import (
 )
 from queuebox.clients.model import Task
 
+from .tables import table as table  # the one aligned-table helper, for the commands
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
+EXIT_REFUSED = 6
 
 C = TypeVar("C")
 
@@ -80,7 +87,8 @@ def fail(prog: str, message: str, code: int, as_json: bool = False) -> int:
 
 # (error class, exit status, message) in the order they are tried: most specific first.
 _ERRORS: tuple[tuple[type[QueueboxError], int, Callable[[Any], str]], ...] = (
-    (AuthError, EXIT_UNREACHABLE, lambda e: f"authentication failed: {e.message}"),
+    (AuthError, EXIT_REFUSED, lambda e: f"authentication failed: {e.message}"),
+    (AccessDenied, EXIT_REFUSED, lambda e: f"refused: {e.message}"),
     (NetworkError, EXIT_UNREACHABLE, lambda e: f"server unreachable: {e}"),
     (TubeNotFound, EXIT_NOT_FOUND, lambda e: f"tube {e.tube!r} does not exist"),
     (TaskNotFound, EXIT_NOT_FOUND, lambda e: e.text),
@@ -115,48 +123,24 @@ def run(
     return EXIT_OK
 
 
+def confirm(question: str, yes: bool) -> None:
+    """Go on when `yes` (--yes) or a person at the terminal answers y; else raise
+    UsageError and change nothing. Without a terminal on stdin (a script, a pipe,
+    cron) nobody can answer: refused, saying to pass --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question} Nobody to ask here: add --yes")
+    # The question on stderr: stdout stays the command's output (--json, a pipe).
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UsageError("not confirmed: nothing changed")
+
+
 def terminal_width() -> int | None:
     """Columns to fit a table in: the terminal's (or $COLUMNS); None when stdout is not
     a terminal and COLUMNS is unset (a pipe gets every column)."""
     if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
         return None
     return shutil.get_terminal_size().columns
-
-
-def table(
-    header: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    width: int | None,
-    text: frozenset[int] = frozenset(),
-) -> str:
-    """An aligned table: the first column and the `text` columns left, numbers right.
-    With `width` and no text columns, the columns that do not fit are left out from
-    the right (at least two stay). With text columns, every column stays and the
-    text is cut with "…": each text column but the last to a third of the width at
-    most, the last one to what is left."""
-    columns = [list(column) for column in zip(header, *rows, strict=True)]
-    widths = [max(map(len, column)) for column in columns]
-    if width is not None and not text:
-        while len(widths) > 2 and sum(widths) + 2 * (len(widths) - 1) > width:
-            widths.pop()
-            columns.pop()
-    for n in sorted(text) if width is not None else ():
-        if n == max(text):
-            others = sum(w for i, w in enumerate(widths) if i != n) + 2 * (len(widths) - 1)
-            room = max(width - others, len(header[n]))  # type: ignore[operator]
-        else:
-            room = max(width // 3, len(header[n]))  # type: ignore[operator]
-        widths[n] = min(widths[n], room)
-        columns[n] = [_cut(cell, room) for cell in columns[n]]
-    lines = []
-    for cells in zip(*columns, strict=True):
-        row = [
-            cell.ljust(w) if n == 0 or n in text else cell.rjust(w)
-            for n, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        lines.append("  ".join(row).rstrip())
-    return "\n".join(lines)
-
-
-def _cut(cell: str, room: int) -> str:
-    return cell if len(cell) <= room else cell[: max(room - 1, 0)] + "…"

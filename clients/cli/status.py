@@ -5,10 +5,12 @@ $QUEUEBOX_ADDRESSES; else --host/--port) for `queuebox.status()`, and putting
 the answers side by side: one row per instance with its role, queue state,
 LSN, the primary it knows and the term, and, from the primary's own answer,
 its lag (LSNs and seconds) and whether it is in the in-sync set; a note says
-why an instance stands aside, that etcd does not answer it, or that it could
-not be reached. Talks to the servers through `clients.blocking` only.
+why an instance stands aside, that etcd does not answer it, that it could
+not be reached, or that it refused the login or the call. Talks to the servers
+through `clients.blocking` only.
 
-Exit codes: 0 every address answered, 1 some did not, 3 none did, 2 bad usage.
+Exit codes: 0 every address answered, 1 some did not, 3 none did (6 when every one
+refused: a wrong login, or a user without the right to ask), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -20,16 +22,22 @@ from typing import Any
 
 from queuebox.clients import blocking
 from queuebox.clients.cli.commands import _parser
-from queuebox.clients.errors import QueueboxError
+from queuebox.clients.errors import AccessDenied, AuthError, QueueboxError
 from queuebox.clients.failover import parse_addresses
 
-EXIT_OK, EXIT_SOME, EXIT_NONE = 0, 1, 3
+from . import tables
+from .output import EXIT_REFUSED
+from .output import EXIT_UNREACHABLE as EXIT_NONE
+
+EXIT_OK, EXIT_SOME = 0, 1
 
 COLUMNS = ("address", "role", "state", "lsn", "primary", "term", "in_sync", "lag", "note")
+WORDS = frozenset(n for n, c in enumerate(COLUMNS) if c not in ("lsn", "term"))  # the rest: numbers
 
 
 def ask(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One instance's answer: {"address", "status"} or {"address", "error"}."""
+    """One instance's answer: {"address", "status"} or {"address", "error", "refused"}
+    (refused: it answered, but not to this login or user)."""
     address = f"{host}:{port}"
     try:
         with blocking.connect(
@@ -40,10 +48,13 @@ def ask(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
             connect_timeout=args.connect_timeout,
             call_timeout=args.connect_timeout,
             reconnect=False,
+            tls=args.tls,
         ) as conn:
             return {"address": address, "status": conn.call("queuebox.status")[0]}
+    except (AuthError, AccessDenied) as exc:
+        return {"address": address, "error": exc.message, "refused": True}
     except QueueboxError as exc:
-        return {"address": address, "error": str(exc)}
+        return {"address": address, "error": str(exc), "refused": False}
 
 
 def rows(answers: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -64,7 +75,7 @@ def rows(answers: list[dict[str, Any]]) -> list[dict[str, str]]:
                     "address": answer["address"],
                     "in_sync": _in_sync({"role": "?"}, replica),
                     "lag": _lag(replica),
-                    "note": f"unreachable: {answer['error']}",
+                    "note": f"{_why(answer)}: {answer['error']}",
                 }
             )
             continue
@@ -83,6 +94,10 @@ def rows(answers: list[dict[str, Any]]) -> list[dict[str, str]]:
             }
         )
     return table
+
+
+def _why(answer: dict[str, Any]) -> str:
+    return "refused" if answer["refused"] else "unreachable"
 
 
 def _in_sync(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
@@ -112,11 +127,9 @@ def _note(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
 
 
 def render(table: list[dict[str, str]]) -> str:
-    widths = {c: max([len(c), *(len(r.get(c, "")) for r in table)]) for c in COLUMNS}
-    lines = ["  ".join(c.upper().ljust(widths[c]) for c in COLUMNS).rstrip()]
-    for row in table:
-        lines.append("  ".join(row.get(c, "").ljust(widths[c]) for c in COLUMNS).rstrip())
-    return "\n".join(lines)
+    header = [c.upper() for c in COLUMNS]
+    cells = [[row.get(c, "") for c in COLUMNS] for row in table]
+    return tables.table(header, cells, None, text=WORDS)
 
 
 def main(argv: list[str], prog: str = "queuebox status") -> int:
@@ -136,7 +149,10 @@ def main(argv: list[str], prog: str = "queuebox status") -> int:
     failed = sum("error" in a for a in answers)
     for answer in answers:
         if "error" in answer:
-            print(f"{prog}: {answer['address']}: {answer['error']}", file=sys.stderr)
+            why = _why(answer)
+            print(f"{prog}: {answer['address']}: {why}: {answer['error']}", file=sys.stderr)
     if not failed:
         return EXIT_OK
-    return EXIT_NONE if failed == len(answers) else EXIT_SOME
+    if failed < len(answers):
+        return EXIT_SOME
+    return EXIT_REFUSED if all(a["refused"] for a in answers) else EXIT_NONE

@@ -5,8 +5,9 @@ Owns: each command's arguments and output (a table that fits the terminal, or JS
 `tasks` lists a tube by state a page at a time (`queuebox.tasks`, QUEUE.md §14). `ack`
 and `release` act for the consumer holding a task: they join its queue session (its
 uuid is in the listing) first, since only the holder may settle a taken task. `truncate`
-asks before it empties a tube (or wants --yes). Connections, errors and exit statuses
-are `clients.cli`'s and `clients.cliout`'s. Must not import server/.
+and `delete --all` ask before they delete (`output.confirm`), or want --yes.
+Connections, errors and exit statuses are `commands.py`'s and `output.py`'s. Must not
+import server/.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from typing import Any
 from queuebox.clients import blocking
 from queuebox.clients.blocking import Tube
 from queuebox.clients.calls import modern
-from queuebox.clients.cli.commands import _parser, _require_tube, _run
+from queuebox.clients.cli.commands import _parser, _require_tube, _run, _task_count
 from queuebox.clients.cli.output import NotFound, UsageError, print_task, to_json
-from queuebox.clients.errors import NoSuchProcedure, TubeNotFound
+from queuebox.clients.errors import NoSuchProcedure, TaskNotFound, TubeNotFound
 
 from . import args as cliargs
 from . import output as cliout
@@ -136,7 +137,7 @@ def tasks(argv: list[str], prog: str = "queuebox tasks") -> int:
         if not args.json and not page["tasks"] and args.after is None:
             print(f"{prog}: no tasks", file=sys.stderr)
 
-    return _run(prog, parser, argv, body)
+    return _run(prog, parser, argv, body, reads=True)
 
 
 # -- one task ----------------------------------------------------------------------------
@@ -185,13 +186,55 @@ def bury(argv: list[str], prog: str = "queuebox bury") -> int:
 
 
 def delete(argv: list[str], prog: str = "queuebox delete") -> int:
-    """Delete a task in any state."""
-    parser = _tube_and_id(prog, "Delete task ID of TUBE, in any state.")
+    """Delete a task in any state, or every task (in a state) after asking."""
+    parser = _parser(
+        prog,
+        "Delete task ID of TUBE, in any state; or with --all every task of TUBE (in "
+        "--state), one by one, after asking.",
+    )
+    parser.add_argument("tube", help="tube name")
+    parser.add_argument("id", type=int, nargs="?", help="task id")
+    parser.add_argument("--all", action="store_true", help="every task (asks first)")
+    parser.add_argument(
+        "--state", choices=STATES, help="with --all: only tasks in this state (default: all)"
+    )
+    cliargs.add_yes_argument(parser)
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
-        print_task(conn.tube(args.tube).delete(args.id), args.json)
+        if args.all == (args.id is not None) or (args.state and not args.all):
+            raise UsageError("give a task ID, or --all (with --state S to keep other states)")
+        if not args.all:
+            print_task(conn.tube(args.tube).delete(args.id), args.json)
+            return
+        _require_tube(conn, args.tube)
+        if not args.yes:
+            count = _task_count(conn, args.tube, args.state or "total")
+            tasks = f"{'all' if count is None else count} {args.state or ''} task(s)"
+            cliout.confirm(f"delete {' '.join(tasks.split())} of tube {args.tube!r}?", args.yes)
+        deleted = _delete_every(conn.tube(args.tube), args.state)
+        if args.json:
+            print(to_json({"tube": args.tube, "state": args.state, "deleted": deleted}))
+        else:
+            print(f"deleted {deleted} task(s)")
 
     return _run(prog, parser, argv, body)
+
+
+def _delete_every(tube: Tube, state: str | None) -> int:
+    """Delete the tasks a listing of `tube` (in `state`) shows, a page at a time; the
+    cursor moves on, so tasks put meanwhile behind it are deleted too, and it ends."""
+    deleted, after = 0, None
+    while True:
+        page = _page(tube, state=state, limit=1000, after=after)
+        for task in page["tasks"]:
+            try:
+                tube.delete(task["id"])
+            except TaskNotFound:
+                continue  # acked or deleted meanwhile
+            deleted += 1
+        after = page.get("next")
+        if after is None:
+            return deleted
 
 
 # -- the whole tube ----------------------------------------------------------------------
@@ -222,26 +265,18 @@ def truncate(argv: list[str], prog: str = "queuebox truncate") -> int:
     """Delete every task of a tube (after asking)."""
     parser = _parser(prog, "Delete every task of TUBE, whatever its state. Asks first.")
     parser.add_argument("tube", help="tube name")
-    parser.add_argument("--yes", action="store_true", help="do not ask")
+    cliargs.add_yes_argument(parser)
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         tube = conn.tube(args.tube)
         _require_tube(conn, args.tube)
-        total = int(tube.statistics()["tasks"]["total"])
-        if not args.yes:
-            _confirm(f"delete all {total} task(s) of tube {args.tube!r}?")
+        total = _task_count(conn, args.tube)
+        tasks = "every task" if total is None else f"all {total} task(s)"
+        cliout.confirm(f"delete {tasks} of tube {args.tube!r}?", args.yes)
         tube.truncate()
         print(to_json({"truncated": args.tube, "tasks": total}) if args.json else "truncated")
 
     return _run(prog, parser, argv, body)
-
-
-def _confirm(question: str) -> None:
-    if not sys.stdin.isatty():
-        raise UsageError(f"{question} Nobody to ask here: add --yes")
-    answer = input(f"{question} [y/N] ")
-    if answer.strip().lower() not in ("y", "yes"):
-        raise UsageError("not confirmed: nothing changed")
 
 
 def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:

@@ -42,7 +42,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument("--input", required=True, help="file or directory to read")
     load.add_argument("--format", choices=INPUT_FORMATS, default="parquet", help="input format")
     load.add_argument("--tube", required=True, help="tube to put the tasks into")
-    cliargs.add_connection_arguments(load)
+    cliargs.add_connection_arguments(load, tls=False)  # Spark's data source speaks plain TCP
     load.add_argument(
         "--create-tube",
         choices=TUBE_TYPES,

@@ -23,6 +23,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from queuebox.clients.cli.tables import markdown_table
 from queuebox.clients.pipeline import charts, lifecycle
 from queuebox.clients.pipeline.classify import METRICS
 
@@ -132,12 +133,6 @@ def _seconds(value: Any) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return lines
-
-
 def markdown(summary: dict[str, Any]) -> str:
     """The human-readable report of a `run_report` summary."""
     metrics = list(METRICS)
@@ -150,7 +145,7 @@ def markdown(summary: dict[str, Any]) -> str:
         "## Records read",
         "",
     ]
-    lines += _table(
+    lines += markdown_table(
         ["kind", "tube", "op", "records"],
         [[r["kind"], r["tube"], r["op"], r["count"]] for r in summary["records"]],
     )
@@ -168,12 +163,12 @@ def markdown(summary: dict[str, Any]) -> str:
         row += [_seconds(t["attempts_mean"]), t["attempts_max"] or 0]
         row += [_seconds(t[f"{k}_{p}"]) for k in ("wait_s", "run_s") for p in ("p50", "p95", "max")]
         rows.append(row)
-    lines += _table(header, rows)
+    lines += markdown_table(header, rows)
     for tube in sorted({b["tube"] for b in summary["buckets"]}):
         lines += ["", f"## Tube `{tube}` by bucket", ""]
         picked = [b for b in summary["buckets"] if b["tube"] == tube]
         shown = picked[:SUMMARY_BUCKET_ROWS]
-        lines += _table(
+        lines += markdown_table(
             ["bucket start (UTC)", *metrics, "wait p50", "run p50"],
             [
                 [_utc(b["bucket_ts"]), *(b[m] for m in metrics)]

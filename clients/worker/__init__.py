@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -101,12 +102,14 @@ def run(
     addresses: str | Iterable[str | tuple[str, int]] | None = None,
     wait_for_server: float = 60.0,
     signals_seen: list[int] | None = None,
+    tls: ssl.SSLContext | None = None,
     **options: Any,
 ) -> Worker | None:
     """Connect (waiting up to `wait_for_server` s for a server that is not up yet) and
     work on `tube` until SIGTERM or Ctrl-C; returns the stopped `Worker`, or None when
     a signal came before it connected. Blocks: it runs its own event loop. `options`
-    as in `serve`; `signals_seen`: signals received before this was called."""
+    as in `serve`; `signals_seen`: signals received before this was called; `tls` as
+    in `aio.connect`."""
     signals = _Signals(signals_seen)
 
     async def main() -> Worker | None:
@@ -131,7 +134,13 @@ def run(
 
     async def _connect() -> aio.Connection:
         return await aio.connect(
-            host, port, user, password, addresses=addresses, wait_for_server=wait_for_server
+            host,
+            port,
+            user,
+            password,
+            addresses=addresses,
+            wait_for_server=wait_for_server,
+            tls=tls,
         )
 
     return asyncio.run(main())

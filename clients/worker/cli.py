@@ -181,6 +181,7 @@ def main(argv: list[str], prog: str = "queuebox worker") -> int:
             password=args.password,
             addresses=args.addresses or None,
             wait_for_server=args.wait_for_server,
+            tls=args.tls,
             signals_seen=early,
             **options,
         )

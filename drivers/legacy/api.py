@@ -160,7 +160,7 @@ class LegacyQueue(LegacyCalls):
 
 
 Function = Callable[[LegacyQueue, int, list[Any]], "Reply | Blocked"]
-READ, WRITE, ADMIN = "read", "write", "admin"
+READ, WRITE, ADMIN, MANAGE = "read", "write", "admin", "manage"  # callnames.py
 
 # name -> (function, access class). queue.statistics is not here: the name is
 # shared with the modern API, and the glue routes it with is_legacy_statistics.
@@ -172,13 +172,13 @@ FUNCTIONS: dict[str, tuple[Function, str]] = {
     "queue.ack": (LegacyQueue.ack, WRITE),
     "queue.touch": (LegacyQueue.touch, WRITE),
     "queue.done": (LegacyQueue.done, WRITE),
-    "queue.bury": (LegacyQueue.bury, WRITE),
-    "queue.dig": (LegacyQueue.dig, WRITE),
-    "queue.unbury": (LegacyQueue.dig, WRITE),
-    "queue.kick": (LegacyQueue.kick, WRITE),
+    "queue.bury": (LegacyQueue.bury, MANAGE),
+    "queue.dig": (LegacyQueue.dig, MANAGE),
+    "queue.unbury": (LegacyQueue.dig, MANAGE),
+    "queue.kick": (LegacyQueue.kick, MANAGE),
     "queue.release": (LegacyQueue.release, WRITE),
     "queue.requeue": (LegacyQueue.requeue, WRITE),
-    "queue.delete": (LegacyQueue.delete, WRITE),
+    "queue.delete": (LegacyQueue.delete, MANAGE),
     "queue.truncate": (LegacyQueue.truncate, ADMIN),
     "queue.peek": (LegacyQueue.peek, READ),
     "queue.meta": (LegacyQueue.meta, READ),

@@ -215,8 +215,8 @@ class LegacyStore:
         self.owned: dict[int, dict[TaskKey, None]] = {}  # per conn, in take order
         for space in catalog:
             number = _adoptable(space)
-            if number is not None:
-                self._adopt(number, space)
+            if number is not None:  # an older release's layout, maybe: today's indexes
+                self._adopt(number, catalog.relayout(space.name, INDEXES))
 
     def _adopt(self, number: int, space: Space) -> LegacySpace:
         ls = self.spaces[number] = LegacySpace(number, space)

@@ -12,10 +12,13 @@ the queue: callers say which right and which tube a call needs.
 The rights (docs/rights.md):
 
     read         peek, statistics, state, the queue's spaces     on every tube or some
-    write        put, take, ack, release, touch, bury, kick,     on every tube or some
-                 delete (and read on the same tubes)
+    write        put, take, touch, and what manage allows        on every tube or some
+                 (and read on the same tubes)
     admin        create and drop tubes, truncate, queue.cfg,     on the server
-                 snapshot, promote, test hooks that change things
+                 snapshot, promote, test hooks that change
+                 things, and what manage allows on every tube
+    (manage)     ack, release, bury, kick, delete: settling      never granted by name:
+                 tasks already queued                            write's tubes, admin's all
     replication  join, subscribe, ack (what a replica calls)     on the server
 
 A session binds its user's Grant once at login, so a call's check is one set
@@ -32,7 +35,16 @@ from typing import Any
 from queuebox.protocol import ErrorCode
 
 from ..runtime.errors import CallError
-from ..settings.config import NO_RIGHTS, READ, WRITE, Config, UserSpec, effective_guest_rights
+from ..settings.config import (
+    ADMIN,
+    MANAGE,
+    NO_RIGHTS,
+    READ,
+    WRITE,
+    Config,
+    UserSpec,
+    effective_guest_rights,
+)
 from .users import GUEST
 
 MEMO_SIZE = 4096  # (right, tube) answers kept per grant; tube names come from clients
@@ -48,11 +60,16 @@ class Grant:
         self, everywhere: frozenset[str], tubes: Mapping[str, tuple[str, ...]] | None = None
     ) -> None:
         patterns = {right: tuple(found) for right, found in (tubes or {}).items() if found}
-        # Write implies read on the same tubes: a take hands out the task's data anyway.
+        # Write implies read on the same tubes (a take hands out the task's data
+        # anyway) and manage (a consumer settles what it took); admin implies
+        # manage everywhere (who may truncate a tube may delete one of its tasks).
         if WRITE in everywhere:
-            everywhere = everywhere | {READ}
+            everywhere = everywhere | {READ, MANAGE}
+        if ADMIN in everywhere:
+            everywhere = everywhere | {MANAGE}
         if WRITE in patterns:
             patterns[READ] = (*patterns.get(READ, ()), *patterns[WRITE])
+            patterns[MANAGE] = (*patterns.get(MANAGE, ()), *patterns[WRITE])
         self.everywhere = everywhere
         self.somewhere = everywhere | frozenset(patterns)
         self._patterns = {r: p for r, p in patterns.items() if r not in everywhere}
@@ -86,8 +103,12 @@ class Grant:
 
     def describe(self) -> str:
         """For the log: "read, write" or "read on jobs*, mail" or "none"."""
-        parts = sorted(self.everywhere)
-        parts += [f"{right} on {', '.join(p)}" for right, p in sorted(self._patterns.items())]
+        parts = sorted(self.everywhere - {MANAGE})
+        parts += [
+            f"{right} on {', '.join(p)}"
+            for right, p in sorted(self._patterns.items())
+            if right != MANAGE
+        ]
         return ", ".join(parts) or "none"
 
     def __repr__(self) -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..access.rights import Grant
-from ..settings.config import ALL_RIGHTS
+from ..settings.config import CALL_RIGHTS
 
 CallResult = list[Any] | Awaitable[list[Any]]
 RESOLVED_CACHE_SIZE = 10_000  # resolved dynamic names kept at most
@@ -117,8 +117,8 @@ def normalize_eval(expr: str) -> str:
 
 
 def _check_access(access: str) -> str:
-    if access not in ALL_RIGHTS:
-        raise ValueError(f"access must be one of {sorted(ALL_RIGHTS)}, not {access!r}")
+    if access not in CALL_RIGHTS:
+        raise ValueError(f"access must be one of {sorted(CALL_RIGHTS)}, not {access!r}")
     return access
 
 

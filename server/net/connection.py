@@ -1,14 +1,16 @@
 """One IPROTO client connection: the shared shell (`shell.py`) around `protocol.RequestDecoder`.
 
-Owns: the greeting, feeding received bytes to the decoder, the request
-loop (each request through the request-type table, `requests.py`, with the
-connection's `Session`; its reply queued on the shell's `Replies`), deferring
-a throttled AUTH and what follows it (authguard.py), the IPROTO error reply
-of a bad frame (closing on a fatal one), of a failed durability barrier and
-of a frame the buffer budget dropped. Must not know what a request does:
-handlers get the request and the session, never the connection, and return
-what to send (`dispatch.Reply`); batching, held replies, waiting tasks and
-back-pressure are the shell's.
+Owns: the greeting, feeding received bytes to the decoder, logging in the
+user a verified TLS client certificate names (runtime/tls.py: its CN; an
+unknown one stays guest), the request loop (each request through the
+request-type table, `requests.py`, with the connection's `Session`; its
+reply queued on the shell's `Replies`), deferring a throttled AUTH and what
+follows it (authguard.py), the IPROTO error reply of a bad frame (closing on
+a fatal one), of a failed durability barrier and of a frame the buffer
+budget dropped. Must not know what a request does: handlers get the request
+and the session, never the connection, and return what to send
+(`dispatch.Reply`); batching, held replies, waiting tasks and back-pressure
+are the shell's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..core.app import App
 from ..core.dispatch import Deferred, Held, barrier_failed, error_reply
 from ..core.requests import REQUEST_TABLE, handle_unknown
 from ..runtime.logs import get_logger
+from ..runtime.tls import certificate_user
 from .connlog import HANDSHAKE_TYPES
 from .shell import ConnectionShell, bad_frame_log
 
@@ -39,11 +42,24 @@ class Connection(ConnectionShell):
 
     def opened(self, transport: asyncio.Transport) -> None:
         app = self.app
+        user = certificate_user(transport.get_extra_info("ssl_object"))
+        if user is not None:
+            self._log_in_by_certificate(user)
         transport.write(
             protocol.make_greeting(
                 app.config.greeting_version, app.instance_uuid, self.session.salt
             )
         )
+
+    def _log_in_by_certificate(self, user: str) -> None:
+        """The handshake verified the certificate against tls_ca: its CN is
+        proof enough, as a password would be; the user's rights still hold."""
+        if not self.app.users.exists(user):
+            log.warning(
+                "client certificate names no user: stays guest", peer=self.session.peer, cn=user
+            )
+            return
+        self.session.set_user(user)
 
     def barrier_failed(self, sync: int, error: BaseException | None) -> bytes:
         return barrier_failed(self.session, sync, error)

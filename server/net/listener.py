@@ -19,6 +19,7 @@ Shutdown, in order:
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 
 from ..core.app import App, LiveConnection
@@ -36,24 +37,41 @@ class Listener:
         self._servers: list[asyncio.Server] = []
 
     async def bind(
-        self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int
+        self,
+        factory: Callable[[], asyncio.BaseProtocol],
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
     ) -> tuple[str, int]:
         """Bind one more address without accepting yet, so a busy port fails before
         any slow start-up work; returns the bound (host, port), port 0 resolved.
         Its connections must sit in `app.connections`, so shutdown stops and
-        closes them with the others."""
+        closes them with the others. With `tls`, the event loop's TLS wraps the
+        socket and the connection object sees only the handshake's end."""
         loop = asyncio.get_running_loop()
+        # A TLS handshake happens before a connection takes a slot: bounded too
+        # (None: asyncio's 60 s; it refuses a timeout without TLS).
+        handshake = (self.app.config.handshake_timeout_s or None) if tls is not None else None
         server = await loop.create_server(
-            factory, host, port, reuse_address=True, backlog=1024, start_serving=False
+            factory,
+            host,
+            port,
+            reuse_address=True,
+            backlog=1024,
+            start_serving=False,
+            ssl=tls,
+            ssl_handshake_timeout=handshake,
         )
         self._servers.append(server)
         sockname = server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
-    async def bind_main(self) -> tuple[str, int]:
+    async def bind_main(self, tls: ssl.SSLContext | None = None) -> tuple[str, int]:
         """The IPROTO address of `listen`."""
         config = self.app.config
-        return await self.bind(lambda: Connection(self.app), config.listen_host, config.listen_port)
+        return await self.bind(
+            lambda: Connection(self.app), config.listen_host, config.listen_port, tls
+        )
 
     async def start(self) -> None:
         """Accept on every bound address (after the start-up work)."""

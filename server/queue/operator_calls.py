@@ -1,7 +1,7 @@
 """Server functions an operator needs beyond the queue module's API and
 queuebox.tasks (queue_calls.py).
 
-Owns: `queuebox.release(tube, task_id)`, a write call that puts a taken task
+Owns: `queuebox.release(tube, task_id)`, a manage call (rights.py) that puts a taken task
 back whichever session holds it, as if that session had ended (the module's
 own `release` only lets the taker do it); it checks its tube against the
 caller's grant (rights.py), as a tube method does. The console calls it as
@@ -18,13 +18,13 @@ from ..access.rights import check_tube
 from ..core.app import App
 from ..core.registry import CallContext
 from ..runtime.errors import read_only_error
-from ..settings.config import WRITE
+from ..settings.config import MANAGE
 from .queue_calls import QueueCalls
 
 
 def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
     def release(ctx: CallContext, args: list[Any]) -> list[Any]:
-        check_tube(ctx.grant, WRITE, args[0] if args else None, "queuebox.release", ctx.user)
+        check_tube(ctx.grant, MANAGE, args[0] if args else None, "queuebox.release", ctx.user)
         running = queue()
         if running is None:
             raise read_only_error()
@@ -33,4 +33,4 @@ def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
         finally:
             running.timer.rearm()  # the task's next event changed (ttr -> ttl)
 
-    app.registry.register("queuebox.release", release, WRITE)
+    app.registry.register("queuebox.release", release, MANAGE)

@@ -141,6 +141,8 @@ class QueueCalls:
                 registry.register(full, self._statistics_handler(full), READ, replace=True)
             # Registered as fixed names so no placeholder can shadow the real ones.
             registry.register(f"{namespace}.state", self._state, READ, replace=True)
+            full = f"{namespace}.tube"
+            registry.register(full, self._tube_handler(full), READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
         registry.register(TUBE_OPTIONS, self._tube_options, ADMIN, replace=True)
         registry.register_eval(EVAL_CREATE, self._eval_create, ADMIN, replace=True)
@@ -254,6 +256,19 @@ class QueueCalls:
 
         return handler
 
+    def _tube_handler(self, name: str) -> Handler:
+        """`queue.tube()` lists the tubes the caller may read; `queue.tube(name)`
+        answers whether one exists, as the module does."""
+
+        def handler(ctx: CallContext, args: list[Any]) -> list[Any]:
+            bound = self.modern.bind(name)  # bound now: reload() builds a new core
+            assert bound is not None  # a module function of every namespace
+            answer = bound(ctx.conn_id, args)
+            assert isinstance(answer, list)  # queue.tube never waits
+            return visible_tube_names(ctx.grant, answer) if not args else answer
+
+        return handler
+
     def _legacy_statistics(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         grant = ctx.grant
         if not grant.limited(READ):
@@ -318,6 +333,13 @@ def visible_statistics(grant: Grant, answer: Any) -> list[Any]:
         return answer
     shown = grant.visible(by_tube)
     return [shown if shown else []]
+
+
+def visible_tube_names(grant: Grant, answer: list[Any]) -> list[Any]:
+    """`queue.tube()`'s list of every tube, cut to the tubes `grant` may read."""
+    if not grant.limited(READ) or not answer or not isinstance(answer[0], list):
+        return answer
+    return [[name for name in answer[0] if grant.allows(READ, name)]]
 
 
 def _two(args: list[Any]) -> tuple[Any, Any]:

@@ -17,6 +17,9 @@
 - `role.py`: the state machine (replica → STARTUP → RUNNING primary; a
   primary that loses its lease → ENDING → WAITING, following again).
 - `failover.py`: etcd decides who leads.
+- `link.py`: a replica's connection to its primary (over TLS when this
+  instance has `tls_cert`).
+- `etcd_tls.py`: the etcd client over TLS (https:// endpoints).
 
 Must not touch: queue semantics (the drivers), the WAL format (storage).
 """

@@ -39,7 +39,7 @@ from queuebox.storage.records import BadBody, BodyDecoder
 from ..runtime.logs import get_logger
 from ..runtime.loop import cancel_and_wait
 from ..settings.config import Config
-from .link import Link, LinkError
+from .link import Link, LinkError, dial
 
 log = get_logger("queuebox.replication")
 
@@ -84,7 +84,7 @@ async def bootstrap(
 async def _fetch_snapshot(
     config: Config, replica: str, directory: Path, host: str, port: int
 ) -> None:
-    link = Link(host, port, 4 * config.replication_timeout + 5)
+    link = dial(config, host, port, 4 * config.replication_timeout + 5)
     await link.open(config.replication_user, config.replication_password)
     files = FileIO()
     tmp = directory / f"join-{os.getpid()}.tmp"
@@ -201,7 +201,7 @@ class Applier:
 
     async def _follow(self, host: str, port: int) -> None:
         timeout = 4 * self.config.replication_timeout
-        link = self._link = Link(host, port, timeout)
+        link = self._link = dial(self.config, host, port, timeout)
         await link.open(self.config.replication_user, self.config.replication_password)
         after = self.engine.last_lsn
         sync = link.call(

@@ -52,6 +52,7 @@ from .election import (
     successor,
     too_far_behind,
 )
+from .etcd_tls import EtcdTls
 from .insync import Publisher
 from .keys import ClusterKeys
 from .leader import LeaderError, Leadership
@@ -77,6 +78,7 @@ class Failover:
             self.me.encode(),
             ttl,
             on_lost=self._on_lost,
+            tls=EtcdTls(config.etcd_ca, config.etcd_cert, config.etcd_key),
         )
         self.keys = ClusterKeys(self.lease, config.etcd_prefix, ttl)
         # Candidates notice a vacancy within a few etcd round trips of each other:

@@ -31,7 +31,7 @@ from queuebox.storage.engine import Engine
 from queuebox.storage.layout import sort_listing
 
 from ..settings.config import Config
-from .link import Link, LinkError
+from .link import Link, LinkError, dial
 
 AGREE, BEHIND, DIVERGED = "agree", "behind", "diverged"
 
@@ -109,7 +109,7 @@ def asking(link: Link) -> Ask:
 async def compare_with(engine: Engine, config: Config, host: str, port: int) -> Verdict:
     """`compare` over a link of its own to the primary at host:port (LinkError if
     it cannot be asked)."""
-    link = Link(host, port, 4 * config.replication_timeout + 5)
+    link = dial(config, host, port, 4 * config.replication_timeout + 5)
     await link.open(config.replication_user, config.replication_password)
     try:
         return await compare(engine, asking(link))

@@ -1,6 +1,7 @@
 """Leadership through etcd: one key, held under a lease, fenced by a local deadline.
 
-Owns: the etcd client (aetcd, over gRPC), the leadership key and its lease,
+Owns: the etcd client (aetcd, over gRPC; over TLS for https:// endpoints:
+etcd_tls.py), the leadership key and its lease,
 the keepalive task, the watch on the held key, and the fencing deadline that
 `holds()` compares with the clock. Must not touch: the queue, storage,
 replication or config; what losing leadership means is the caller's
@@ -40,6 +41,7 @@ from urllib.parse import urlsplit
 import aetcd
 
 from ..runtime.logs import get_logger
+from .etcd_tls import EtcdTls, TlsClient
 
 log = get_logger("queuebox.leader")
 
@@ -66,20 +68,28 @@ def etcd_errors(doing: str) -> Iterator[None]:
 
 
 def parse_endpoints(text: str) -> list[tuple[str, int]]:
-    """ "http://host:port[,...]" -> [(host, port)]; only plain http (no TLS support yet)."""
+    """ "http://host:port[,...]" or "https://..." -> [(host, port)]; all of one scheme."""
     endpoints = []
+    schemes = set()
     for item in filter(None, (part.strip() for part in text.split(","))):
         url = urlsplit(item if "://" in item else f"http://{item}")
         try:
             port = url.port or DEFAULT_PORT
         except ValueError:
             port = 0
-        if url.scheme != "http" or not url.hostname or not port:
-            raise LeaderError(f"etcd endpoint {item!r}: expected http://host:port")
+        if url.scheme not in ("http", "https") or not url.hostname or not port:
+            raise LeaderError(f"etcd endpoint {item!r}: expected http(s)://host:port")
+        schemes.add(url.scheme)
         endpoints.append((url.hostname, port))
     if not endpoints:
         raise LeaderError("etcd endpoints: none given")
+    if len(schemes) > 1:
+        raise LeaderError("etcd endpoints: all http:// or all https://, not both")
     return endpoints
+
+
+def uses_tls(text: str) -> bool:
+    return "https://" in text
 
 
 @dataclass(eq=False)
@@ -116,8 +126,11 @@ class Leadership:
         *,
         on_lost: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
+        tls: EtcdTls | None = None,
     ) -> None:
         self._endpoints = parse_endpoints(endpoints)
+        # https:// endpoints: TLS, with the system's CAs unless `tls` names one.
+        self._tls = (tls or EtcdTls()) if uses_tls(endpoints) else None
         self._key = key.encode()
         self._value = value
         self._ttl = ttl_s
@@ -137,7 +150,10 @@ class Leadership:
         """Connects to the first endpoint that answers a read of the key."""
         failures = []
         for host, port in self._endpoints:
-            client = aetcd.Client(host, port, timeout=self._rpc_timeout)
+            try:
+                client = self._new_client(host, port)
+            except OSError as e:
+                raise LeaderError(f"etcd TLS files: {one_line(e)}") from None
             try:
                 with etcd_errors(f"{host}:{port}"):
                     await client.get(self._key)
@@ -148,6 +164,11 @@ class Leadership:
             self._client = client
             return
         raise LeaderError(f"no etcd endpoint reachable: {'; '.join(failures)}")
+
+    def _new_client(self, host: str, port: int) -> Any:
+        if self._tls is None:
+            return aetcd.Client(host, port, timeout=self._rpc_timeout)
+        return TlsClient(host, port, self._tls, timeout=self._rpc_timeout)
 
     async def leader(self) -> bytes | None:
         with etcd_errors("read"):

@@ -1,29 +1,51 @@
 """A replica's IPROTO connection to its primary: connect, log in, call, read.
 
-Owns: one asyncio stream to one address, the greeting and chap-sha1 login,
-sending CALLs with fresh syncs, and reading the replies and pushed chunks
-as `protocol.Response`s, each read bounded by a timeout. Must not know what
-the calls mean (applier.py does).
+Owns: one asyncio stream to one address (over TLS when this instance has a
+certificate: `dial`), the greeting and chap-sha1 login, sending CALLs with
+fresh syncs, and reading the replies and pushed chunks as
+`protocol.Response`s, each read bounded by a timeout. Must not know what the
+calls mean (applier.py does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 from queuebox import protocol
 from queuebox.protocol import Response, ResponseDecoder
 from queuebox.protocol.greeting import GREETING_SIZE
 
+from ..runtime.tls import TlsError, client_context
+from ..settings.config import Config
+
 
 class LinkError(Exception):
     """The primary cannot be reached, refused us, or went quiet."""
 
 
+def dial(config: Config, host: str, port: int, timeout_s: float) -> Link:
+    """A link to a peer of this cluster. The instances of a cluster share their TLS:
+    with `tls_cert` set, the peer's certificate is checked against `tls_ca` (else
+    the system's CAs) and for its host name, and ours is shown to it, so a
+    certificate whose CN is `replication_user` logs in without a password."""
+    tls = None
+    if config.tls_cert:
+        try:
+            tls = client_context(config.tls_ca, config.tls_cert, config.tls_key)
+        except TlsError as exc:  # the files changed since the start
+            raise LinkError(f"{host}:{port}: {exc}") from None
+    return Link(host, port, timeout_s, tls)
+
+
 class Link:
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, timeout_s: float, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.address = f"{host}:{port}"
         self._host, self._port = host, port
+        self._tls = tls
         self.timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -34,7 +56,7 @@ class Link:
     async def open(self, user: str, password: str) -> None:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self._host, self._port), self.timeout_s
+                asyncio.open_connection(self._host, self._port, ssl=self._tls), self.timeout_s
             )
             greeting = protocol.parse_greeting(await self._read_exactly(GREETING_SIZE))
         except (OSError, TimeoutError, protocol.ProtocolError) as e:

@@ -36,6 +36,7 @@ from ..queue.queue_calls import (
     TASKS,
     TUBE_OPTIONS,
     visible_statistics,
+    visible_tube_names,
 )
 from ..runtime.errors import loading_error, read_only_error
 from ..settings.config import ADMIN, READ, WRITE
@@ -58,6 +59,7 @@ class ReplicaView:
             for name in ("statistics", "stats"):
                 registry.register(prefix + name, self._statistics, READ, replace=True)
             registry.register(prefix + "state", self._state, READ, replace=True)
+            registry.register(prefix + "tube", self._tube, READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
         registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
@@ -116,6 +118,17 @@ class ReplicaView:
 
     def _state(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [self.app.state]
+
+    def _tube(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queue.tube(): the tubes the caller may read; queue.tube(name): does it exist."""
+        name = args[0] if args else None
+        if name is None:
+            return visible_tube_names(ctx.grant, [list(self._tubes())])
+        if name is False:
+            return [False]  # as the primary answers (drivers/queue.py)
+        if not isinstance(name, str):
+            raise module_error("argument #1 should be string or nil")
+        return [name in self._tubes()]
 
     def _exists(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         return [bool(args) and args[0] in self._tubes()]

@@ -16,4 +16,6 @@ name or a connection.
 - `logs.py`: Logging setup, and the one rate limiter for log lines that can repeat
 - `loop.py`: Event-loop selection, in one place, and ending a task for sure
 - `slots.py`: Connection slots
+- `tls.py`: TLS: the certificate every listening port presents, and the ones this server
+  dials with
 """

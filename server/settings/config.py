@@ -24,6 +24,11 @@ WRITE = "write"
 ADMIN = "admin"
 REPLICATION = "replication"
 ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN, REPLICATION})
+# Not granted by name: what settles tasks already queued (ack, release, bury, kick,
+# delete). `write` gives it on the same tubes (a consumer settles what it took),
+# `admin` on every tube (an operator, who may truncate, may delete one task).
+MANAGE = "manage"
+CALL_RIGHTS: frozenset[str] = ALL_RIGHTS | {MANAGE}
 NO_RIGHTS: frozenset[str] = frozenset()
 # Rights that may be granted on some tubes only (docs/rights.md).
 TUBE_RIGHTS = (READ, WRITE)
@@ -67,6 +72,12 @@ class Config:
     auth_delay_max_s: float = 10.0  # the wait doubles with each failure up to this
     # The HTTP listener: console, /metrics, /healthz (server/web/); None: off.
     http_listen: tuple[str, int] | None = None
+    # TLS on every port (server/runtime/tls.py); "": plain TCP.
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""  # client certificates signed by it log in as their CN
+    tls_client_auth: str = "optional"  # with tls_ca: optional | required
+    legacy_tls: bool = True  # the 1.5 port speaks TLS too when tls_cert is set
     greeting_version: str = "2.6.0"
     schema_version: int = 81
     instance_uuid: str | None = None  # None: a fresh uuid at every start
@@ -100,6 +111,9 @@ class Config:
     etcd_endpoints: tuple[str, ...] = ()
     etcd_prefix: str = "/queuebox"
     etcd_lease_ttl: float = 5.0
+    etcd_ca: str = ""  # https:// endpoints: the CA etcd's certificate is checked with
+    etcd_cert: str = ""  # and the client certificate shown to etcd
+    etcd_key: str = ""
     maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
     # plugins and task-change events (server/plugins/, server/queue/events.py)
     plugins: tuple[str, ...] = ()  # modules or entry-point names, loaded in this order
@@ -186,6 +200,21 @@ def _guest_rights_shown(config: Config) -> str:
     shown = sorted(effective_guest_rights(config))
     tubes = [f"{right} on {', '.join(p)}" for right, p in sorted(config.guest_tubes.items())]
     return ", ".join([*shown, *tubes])
+
+
+def check_tls(config: Config) -> None:
+    """Files that only make sense together; reading them is the server's start."""
+    if bool(config.tls_cert) != bool(config.tls_key):
+        raise ConfigError("tls_cert and tls_key go together: give both, or neither")
+    if config.tls_ca and not config.tls_cert:
+        raise ConfigError("tls_ca needs tls_cert and tls_key: client certificates need TLS")
+    if bool(config.etcd_cert) != bool(config.etcd_key):
+        raise ConfigError("etcd_cert and etcd_key go together: give both, or neither")
+    plain = [url for url in config.etcd_endpoints if not url.startswith("https://")]
+    if plain and (config.etcd_ca or config.etcd_cert):
+        raise ConfigError(
+            f"etcd_ca, etcd_cert and etcd_key are for https:// endpoints, not {plain[0]}"
+        )
 
 
 def check_exposure(config: Config) -> None:

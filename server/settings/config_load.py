@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import secrets as secrets_module
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,6 +28,7 @@ from .config import (
     UserSpec,
     check_budget,
     check_exposure,
+    check_tls,
     parse_rights,
 )
 from .config_values import (
@@ -63,6 +65,11 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "http_listen": parse_optional_listen,
     "metrics_listen": parse_optional_listen,  # the old name of http_listen
     "legacy_listen": parse_listen,
+    "tls_cert": parse_str,
+    "tls_key": parse_str,
+    "tls_ca": parse_str,
+    "tls_client_auth": choice("optional", "required"),
+    "legacy_tls": parse_bool,
     "max_frame": parse_size,
     "max_connections": parse_size,
     "max_connections_per_address": parse_size,
@@ -102,6 +109,9 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "etcd_endpoints": parse_urls,
     "etcd_prefix": parse_str,
     "etcd_lease_ttl": parse_float,
+    "etcd_ca": parse_str,
+    "etcd_cert": parse_str,
+    "etcd_key": parse_str,
     "maximum_lag_on_failover": parse_size,
     "plugins": parse_names,
     "plugin_entry_points": parse_bool,
@@ -130,7 +140,9 @@ def _apply(where: str, key: str, raw: Any, into: dict[str, Any]) -> None:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-USER_KEYS = frozenset({"password", "password_hash2", "password_file", "rights", *TUBE_RIGHTS})
+USER_KEYS = frozenset(
+    {"password", "password_hash2", "password_file", "certificate_only", "rights", *TUBE_RIGHTS}
+)
 
 
 def read_secret(path: Any, where: str) -> str:
@@ -161,10 +173,17 @@ def _parse_user(name: str, table: Any) -> UserSpec:
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}")
     secrets = [key for key in ("password", "password_hash2", "password_file") if key in table]
+    if table.get("certificate_only") is True:
+        secrets.append("certificate_only")
     if len(secrets) > 1:
         raise ConfigError(f"{where}: give one of {', '.join(secrets)}")
     try:
-        if "password_hash2" in table:
+        if "certificate_only" in table:
+            if not parse_bool(table["certificate_only"]):
+                raise ValueError("certificate_only = false: give a password instead")
+            # Logs in by TLS client certificate only: a hash no password comes from.
+            hash2 = secrets_module.token_bytes(20)
+        elif "password_hash2" in table:
             hash2 = base64.b64decode(parse_str(table["password_hash2"]), validate=True)
             if len(hash2) != 20:
                 raise ValueError("password_hash2 must be base64 of 20 bytes")
@@ -173,7 +192,9 @@ def _parse_user(name: str, table: Any) -> UserSpec:
         elif "password" in table:
             hash2 = password_hash2(parse_str(table["password"]))
         else:
-            raise ValueError("needs password, password_file or password_hash2")
+            raise ValueError(
+                "needs password, password_file, password_hash2 or certificate_only = true"
+            )
         rights, tubes = _parse_grants(table)
     except (ValueError, binascii.Error) as exc:
         raise ConfigError(f"{where}: {exc}") from None
@@ -273,6 +294,7 @@ def load_config(
     config = dataclasses.replace(Config(), **settings, users=users)
     check_exposure(config)
     check_budget(config)
+    check_tls(config)
     return config
 
 

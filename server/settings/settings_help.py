@@ -23,6 +23,15 @@ SETTING_HELP: dict[str, str] = {
     "http_listen": "serve the web console at http://HOST:PORT/, Prometheus metrics at "
     "/metrics and /healthz (:PORT = loopback)",
     "metrics_listen": "the old name of --http-listen",
+    "tls_cert": "serve TLS on every port (IPROTO, the 1.5 port, HTTP) with this PEM "
+    "certificate (chain); SIGHUP reloads it and the key without dropping connections",
+    "tls_key": "the PEM private key of --tls-cert",
+    "tls_ca": "PEM CA(s) client certificates must be signed by; a client showing one is "
+    "logged in as the user its common name (CN) names; a replica checks its primary with it",
+    "tls_client_auth": "with --tls-ca: optional (a client may log in with a password "
+    "instead) or required (no handshake without a client certificate)",
+    "legacy_tls": "with --tls-cert, the 1.5 port speaks TLS too (stock 1.5 connectors "
+    "cannot: false keeps it plain)",
     "max_frame": "largest request frame accepted; sizes take k, M, G suffixes",
     "max_connections": "connections served at once; more are closed at once",
     "max_connections_per_address": "connections one peer address may hold; 0: no limit",
@@ -76,6 +85,10 @@ SETTING_HELP: dict[str, str] = {
     "etcd_prefix": "etcd key prefix of this cluster; the leader key is PREFIX/leader",
     "etcd_lease_ttl": "seconds the leader's lease lasts; a primary that cannot renew it "
     "stops taking changes before it lapses",
+    "etcd_ca": "https:// etcd endpoints: PEM CA etcd's certificate is checked with "
+    "(default: the system's)",
+    "etcd_cert": "https:// etcd endpoints: PEM client certificate shown to etcd",
+    "etcd_key": "the PEM private key of --etcd-cert",
     "maximum_lag_on_failover": "asynchronous replication: LSNs a replica may be behind the "
     "newest known position and still take over",
     "plugins": "plugins to load at start, comma-separated: modules (pkg.mod or "
@@ -145,6 +158,12 @@ METAVARS = {
     "max_connections_per_address": "N",
     "max_in_flight_per_conn": "N",
     "plugins": "MODULES",
+    "tls_cert": "FILE",
+    "tls_key": "FILE",
+    "tls_ca": "FILE",
+    "etcd_ca": "FILE",
+    "etcd_cert": "FILE",
+    "etcd_key": "FILE",
 }
 
 

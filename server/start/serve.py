@@ -4,9 +4,10 @@ Owns: the serve command's argument parser (one flag per `Config` setting,
 generated from the config table so flags, env and TOML never drift apart),
 the startup lines with the bound addresses, starting the listener on the
 main port, on the 1.5 port (`legacy_listen`) and the HTTP listener
-(`http_listen`, server/web/), the port file, and turning
-SIGTERM/SIGINT into the listener's graceful shutdown. Must not know about
-requests or functions.
+(`http_listen`, server/web/), each with TLS when `tls_cert` is set, the port
+file, turning SIGTERM/SIGINT into the listener's graceful shutdown and SIGHUP
+into a reload of the TLS certificate. Must not know about requests or
+functions.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gc
 import importlib.util
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -37,6 +39,7 @@ from ..runtime.limits import (
     raise_open_files_limit,
 )
 from ..runtime.loop import cancel_and_wait, run
+from ..runtime.tls import ServerTls, TlsError, TlsFiles
 from ..settings.config import Config, ConfigError
 from ..settings.config_load import ENV_PREFIX, NO_FLAG, SCALAR_FIELDS, load_config
 from ..settings.settings_help import flag_help, flag_metavar
@@ -143,14 +146,40 @@ def main(argv: list[str], prog: str = "queuebox serve") -> int:
     if missing is not None:
         print(f"{prog}: {missing}", file=sys.stderr)
         return 2
+    try:
+        tls = server_tls(config)
+    except TlsError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     logs.configure(config.log_format, config.log_level)
-    return run(serve(config), config.loop)
+    return run(serve(config, tls), config.loop)
+
+
+def server_tls(config: Config) -> ServerTls | None:
+    """The listening ports' TLS, its files read now (a bad one stops the start)."""
+    if not config.tls_cert:
+        return None
+    files = TlsFiles(config.tls_cert, config.tls_key, config.tls_ca, config.tls_client_auth)
+    return ServerTls(files)
+
+
+def reload_tls(tls: ServerTls | None) -> None:
+    """SIGHUP: new handshakes present the files' certificate; open connections stay."""
+    if tls is None:
+        log.info("SIGHUP: no TLS certificate to reload")
+        return
+    try:
+        tls.reload()
+    except TlsError as exc:
+        log.error("TLS reload failed; the previous certificate stays", error=str(exc))
+        return
+    log.info("TLS certificate reloaded", cert=tls.files.cert, reloads=tls.reloads)
 
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-async def serve(config: Config) -> int:
+async def serve(config: Config, tls: ServerTls | None = None) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_error)
     # Handlers go in first: a SIGTERM during a bootstrap or a long recovery then
@@ -160,14 +189,17 @@ async def serve(config: Config) -> int:
     received: list[str] = []
     for signum in SIGNALS:
         loop.add_signal_handler(signum, _on_signal, signum, stopping, received)
+    loop.add_signal_handler(signal.SIGHUP, reload_tls, tls)
     try:
-        return await _serve(config, stopping, received)
+        return await _serve(config, tls, stopping, received)
     finally:
-        for signum in SIGNALS:
+        for signum in (*SIGNALS, signal.SIGHUP):
             loop.remove_signal_handler(signum)
 
 
-async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -> int:
+async def _serve(
+    config: Config, tls: ServerTls | None, stopping: asyncio.Event, received: list[str]
+) -> int:
     files, wanted = raise_open_files_limit(config.max_connections)
     # Every request makes a few container objects that die young; collecting
     # the youngest generation every 10,000 allocations instead of 700 took
@@ -189,11 +221,13 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     built: list[Server] = []
     try:
         # Bound first: a busy port fails at once, not after a long recovery.
-        host, port = await listener.bind_main()
+        context = tls.context if tls is not None else None
+        host, port = await listener.bind_main(context)
         if config.legacy_listen is not None:
             await listener.bind(
                 lambda: legacy15.Box15Connection(app, lambda: built[0].queue),
                 *config.legacy_listen,
+                context if config.legacy_tls else None,
             )
     except OSError as exc:
         log.error(
@@ -204,7 +238,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         )
         listener.unbind()
         return 1
-    code = await _start_up(app, built, stopping)
+    code = await _start_up(app, built, stopping, context)
     if code is not None:
         listener.unbind()
         if built:
@@ -216,6 +250,7 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
         address=f"{host}:{port}",
         port=port,
         legacy_listen=config.legacy_listen,
+        tls=tls is not None,
         data_dir=config.data_dir,
         loop=config.loop,
         build=build_label(),
@@ -232,7 +267,9 @@ async def _serve(config: Config, stopping: asyncio.Event, received: list[str]) -
     return 0
 
 
-async def _start_up(app: App, built: list[Server], stopping: asyncio.Event) -> int | None:
+async def _start_up(
+    app: App, built: list[Server], stopping: asyncio.Event, tls: ssl.SSLContext | None
+) -> int | None:
     """Recovery and the rest of the server (build.py): None once started, else
     the exit code of a failed start (0: SIGTERM or SIGINT came first). A signal
     stops a bootstrap waiting for an unreachable primary, or a long recovery."""
@@ -251,7 +288,7 @@ async def _start_up(app: App, built: list[Server], stopping: asyncio.Event) -> i
             # Imported only here: aiohttp takes a while to load.
             from ..web.listener import start_http  # noqa: PLC0415
 
-            await start_http(server)
+            await start_http(server, tls)
         if stopping.is_set():
             log.info("stopped as soon as recovered")
             return 0

@@ -153,12 +153,13 @@ async def security_headers(request: web.Request, response: web.StreamResponse) -
     response.headers.update(SECURITY_HEADERS)
 
 
-def set_cookies(response: web.StreamResponse, login: Login) -> None:
+def set_cookies(response: web.StreamResponse, login: Login, secure: bool = False) -> None:
+    """`secure` (served over TLS): the browser sends them back over TLS only."""
     response.set_cookie(
-        SESSION_COOKIE, login.token, httponly=True, samesite="Strict", path="/"
+        SESSION_COOKIE, login.token, httponly=True, samesite="Strict", path="/", secure=secure
     )  # fmt: skip
     # Read by the page's script, which sends it back as the CSRF header.
-    response.set_cookie(CSRF_COOKIE, login.csrf, samesite="Strict", path="/")
+    response.set_cookie(CSRF_COOKIE, login.csrf, samesite="Strict", path="/", secure=secure)
 
 
 def clear_cookies(response: web.StreamResponse) -> None:
@@ -195,7 +196,7 @@ def guard(logins: Logins) -> Any:
         request["login"] = login
         response = await handler(request)
         if fresh:
-            set_cookies(response, login)
+            set_cookies(response, login, request.secure)
         return response
 
     return middleware

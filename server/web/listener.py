@@ -12,6 +12,7 @@ touch queue state: console.py reads and acts through dispatch.py.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -82,12 +83,14 @@ class HttpListener:
         )
         return app
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(
+        self, host: str, port: int, tls: ssl.SSLContext | None = None
+    ) -> tuple[str, int]:
         self.runner = web.AppRunner(
             self.application(), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S
         )
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port, reuse_address=True)
+        site = web.TCPSite(self.runner, host, port, reuse_address=True, ssl_context=tls)
         await site.start()
         self._sample()
         bound = self.runner.addresses[0]
@@ -135,7 +138,7 @@ class HttpListener:
         login = self.logins.start(user)
         log.info("console login", user=user, peer=request.remote)
         response = web.HTTPSeeOther("/")
-        set_cookies(response, login)
+        set_cookies(response, login, request.secure)
         return response  # type: ignore[return-value]
 
     async def logout(self, request: web.Request) -> web.Response:
@@ -162,17 +165,18 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-async def start_http(server: Served) -> HttpListener | None:
-    """Start the listener when `http_listen` is set (after build_server)."""
+async def start_http(server: Served, tls: ssl.SSLContext | None = None) -> HttpListener | None:
+    """Start the listener when `http_listen` is set (after build_server); HTTPS with `tls`."""
     where = server.app.config.http_listen
     if where is None:
         return None
     listener = HttpListener(server)
-    host, port = await listener.start(*where)
+    host, port = await listener.start(*where, tls)
     server.app.add_shutdown_hook(listener.close)
     if not is_loopback(host):
         log.warning("the HTTP listener is reachable from other machines", host=host)
-    log.info("http listening", address=f"{host}:{port}", console=f"http://{host}:{port}/")
+    scheme = "https" if tls is not None else "http"
+    log.info("http listening", address=f"{host}:{port}", console=f"{scheme}://{host}:{port}/")
     return listener
 
 

@@ -5,7 +5,8 @@ a fresh data dir, waits until `/health` says it has a leader, and always
 stops it (context manager). Its log goes to `etcd.log` in the workdir. The
 heartbeat and election timeouts are small so the lease minimum etcd enforces
 (1.5 election timeouts, rounded up to whole seconds) is 1 s, and tests can
-use short TTLs.
+use short TTLs. With `tls=(cert, key, ca)` it serves its clients over
+https and asks each for a certificate signed by `ca` (`--client-cert-auth`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -33,24 +35,31 @@ def need_etcd() -> None:
 
 
 class EtcdProc:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, tls: tuple[Path, Path, Path] | None = None) -> None:
         self.workdir = workdir
+        self.tls = tls
         self.client_port = free_port()
         self.peer_port = free_port()
-        self.endpoints = f"http://127.0.0.1:{self.client_port}"
+        scheme = "https" if tls else "http"
+        self.endpoints = f"{scheme}://127.0.0.1:{self.client_port}"
         self.log_path = workdir / "etcd.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
-        client = f"http://127.0.0.1:{self.client_port}"
+        client = self.endpoints
         peer = f"http://127.0.0.1:{self.peer_port}"
+        tls = []
+        if self.tls:
+            cert, key, ca = self.tls
+            tls = ["--cert-file", str(cert), "--key-file", str(key),
+                   "--trusted-ca-file", str(ca), "--client-cert-auth"]  # fmt: skip
         return [
             "etcd", "--name", NAME, "--data-dir", str(self.workdir / "data"),
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"{NAME}={peer}", "--initial-cluster-state", "new",
             "--heartbeat-interval", "50", "--election-timeout", "500",
-            "--logger", "zap", "--log-outputs", "stderr",
+            "--logger", "zap", "--log-outputs", "stderr", *tls,
         ]  # fmt: skip
 
     def start(self, timeout: float = 15.0) -> EtcdProc:
@@ -71,8 +80,15 @@ class EtcdProc:
         raise RuntimeError(f"etcd did not become healthy in {timeout} s:\n{self.log()}")
 
     def healthy(self) -> bool:
+        context = None
+        if self.tls:  # etcd's own certificate shown back: it is a client one too
+            cert, key, ca = self.tls
+            context = ssl.create_default_context(cafile=str(ca))
+            context.load_cert_chain(str(cert), str(key))
         try:
-            with urllib.request.urlopen(f"{self.endpoints}/health", timeout=1) as reply:
+            with urllib.request.urlopen(
+                f"{self.endpoints}/health", timeout=1, context=context
+            ) as reply:
                 return bool(json.load(reply).get("health") == "true")
         except (OSError, ValueError):
             return False

@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
 from tests.e2e.client_targets import free_port, unique
-from tests.e2e.serverproc import REPO, ServerProc, StartServer
+from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, StartServer
 
 
 def queuebox(
     *args: str, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m queuebox ARGS` from the checkout, with `env` as its only QUEUEBOX_*."""
+    """`python -m queuebox ARGS` from the checkout, with `env` as its only QUEUEBOX_*;
+    without `stdin`, stdin is /dev/null (no terminal: nobody to confirm anything)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
+    given: dict[str, Any] = {"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}
     return subprocess.run(
         [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **(env or {})},
-        input=stdin, capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, **given,
     )  # fmt: skip
 
 
@@ -52,10 +56,36 @@ def test_a_server_that_is_down(env: dict[str, str]) -> None:
         assert done.stdout == ""
 
 
-def test_wrong_password(env: dict[str, str]) -> None:
+def test_a_refused_login_or_call_is_not_unreachable(env: dict[str, str]) -> None:
+    """Exit 6 (refused) for a wrong password, an unknown user, or a call without the
+    right; 3 stays for a server that cannot be reached (above)."""
     done = queuebox("ping", "--password", "nope", env=env)
-    assert done.returncode == 3
+    assert done.returncode == 6, done
     assert "authentication failed: Incorrect password supplied for user 'tester'" in done.stderr
+    done = queuebox("tubes", env={**env, "QUEUEBOX_USER": "nobody"})
+    assert done.returncode == 6 and "User 'nobody' is not found" in done.stderr, done
+    reader = {**env, "QUEUEBOX_USER": "reader", "QUEUEBOX_PASSWORD": "readpw"}
+    done = queuebox("create-tube", unique("cli"), "fifo", "--json", env=reader)
+    assert done.returncode == 6, done
+    assert json.loads(done.stderr) == {
+        "error": "refused: Execute access to function 'queue.create_tube' is denied for "
+        "user 'reader'",
+        "exit": 6,
+    }
+
+
+def test_status_as_a_refused_user_says_refused(start_server: StartServer) -> None:
+    users = '[users.tester]\npassword = "secret"\nrights = "all"\n'  # the guest: nothing
+    server = start_server(toml=users)
+    done = queuebox("status", "--port", str(server.port))
+    assert done.returncode == 6, done
+    assert f"127.0.0.1:{server.port}: refused: Execute access to function" in done.stderr
+    assert "refused: " in done.stdout and "unreachable" not in done.stdout
+    wrong = queuebox("status", "--port", str(server.port), "--user", "tester",
+                     env={"QUEUEBOX_PASSWORD": "nope"})  # fmt: skip
+    assert wrong.returncode == 6 and "Incorrect password" in wrong.stderr, wrong
+    down = queuebox("status", "--port", str(free_port()))
+    assert down.returncode == 3 and "unreachable: " in down.stdout, down
 
 
 def test_tube_life_cycle(env: dict[str, str]) -> None:
@@ -96,7 +126,7 @@ def test_tube_life_cycle(env: dict[str, str]) -> None:
     assert empty.returncode == 5
     assert empty.stderr.strip() == f"queuebox take: no task in tube {name!r} within 0 s"
 
-    dropped = queuebox("drop-tube", name, env=env)
+    dropped = queuebox("drop-tube", name, "--yes", env=env)
     assert dropped.returncode == 0 and dropped.stdout.strip() == f"dropped tube {name!r}"
     assert name not in queuebox("tubes", env=env).stdout.splitlines()
 
@@ -120,6 +150,70 @@ def test_a_tube_that_does_not_exist(env: dict[str, str], args: list[str]) -> Non
     done = queuebox(*[arg.format(tube=name) for arg in args], env=env)
     assert done.returncode == 4, done
     assert done.stderr.strip() == f"queuebox {args[0]}: tube {name!r} does not exist"
+
+
+def test_tubes_lists_only_what_the_user_may_read(start_server: StartServer) -> None:
+    toml = USERS_TOML + '\n[users.jobs_reader]\npassword = "jr"\nread = ["jobs*"]\n'
+    server = start_server(toml=toml)
+    admin = {"QUEUEBOX_PORT": str(server.port), "QUEUEBOX_USER": "tester",
+             "QUEUEBOX_PASSWORD": "secret"}  # fmt: skip
+    for name in ("jobs_a", "mail_a"):
+        assert queuebox("create-tube", name, "fifo", env=admin).returncode == 0
+    assert queuebox("tubes", env=admin).stdout.split() == ["jobs_a", "mail_a"]
+    reader = {**admin, "QUEUEBOX_USER": "jobs_reader", "QUEUEBOX_PASSWORD": "jr"}
+    assert queuebox("tubes", env=reader).stdout.split() == ["jobs_a"]
+    assert list(json.loads(queuebox("stats", "--json", env=reader).stdout)) == ["jobs_a"]
+    hidden = queuebox("stats", "mail_a", env=reader)
+    assert hidden.returncode == 6 and "refused: Execute access" in hidden.stderr, hidden
+
+
+def at_a_terminal(answer: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`queuebox ARGS` with a terminal (a pty) on stdin, where `answer` was typed."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answer.encode() + b"\n")  # the terminal keeps it until read
+        return subprocess.run(
+            [sys.executable, "-m", "queuebox", *args], cwd=REPO, env={**clean, **env},
+            stdin=slave, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+        os.close(master)
+
+
+def test_a_person_at_the_terminal_is_asked(env: dict[str, str]) -> None:
+    name = unique("cli")
+    queuebox("create-tube", name, "fifo", env=env)
+    queuebox("put", name, "1", env=env)
+    kept = at_a_terminal("n", "drop-tube", name, "--json", env=env)
+    assert kept.returncode == 2, kept
+    assert kept.stdout == ""  # the question is on stderr: stdout stays the output
+    assert kept.stderr.startswith(f"drop tube {name!r} and its 1 task(s)? [y/N] ")
+    assert json.loads(kept.stderr.split("[y/N] ", 1)[1]) == {
+        "error": "not confirmed: nothing changed", "exit": 2
+    }  # fmt: skip
+    assert name in queuebox("tubes", env=env).stdout.split()
+    dropped = at_a_terminal("y", "drop-tube", name, env=env)
+    assert (dropped.returncode, dropped.stdout) == (0, f"dropped tube {name!r}\n"), dropped
+    assert name not in queuebox("tubes", env=env).stdout.split()
+
+
+def test_drop_tube_asks_first_and_without_a_terminal_wants_yes(env: dict[str, str]) -> None:
+    name = unique("cli")
+    queuebox("create-tube", name, "fifo", env=env)
+    queuebox("put", name, "1", env=env)
+    refused = queuebox("drop-tube", name, env=env)  # stdin is /dev/null: nobody to ask
+    assert refused.returncode == 2, refused
+    assert refused.stderr == (
+        f"queuebox drop-tube: drop tube {name!r} and its 1 task(s)? Nobody to ask here: add --yes\n"
+    )
+    piped = queuebox("drop-tube", name, "--json", env=env, stdin="y\n")  # a pipe: no terminal
+    assert piped.returncode == 2 and json.loads(piped.stderr)["exit"] == 2
+    assert name in queuebox("tubes", env=env).stdout.splitlines()  # still there
+    dropped = queuebox("drop-tube", name, "--yes", "--json", env=env)
+    assert json.loads(dropped.stdout) == {"dropped": name}
+    assert name not in queuebox("tubes", env=env).stdout.splitlines()
 
 
 def test_create_tube_errors(env: dict[str, str]) -> None:

@@ -97,6 +97,31 @@ def test_bury_kick_delete_and_truncate(env: dict[str, str]) -> None:
     assert as_json("stats", tube, env=env)["tasks"]["total"] == 0
 
 
+def test_delete_all_asks_first_and_keeps_to_its_state(env: dict[str, str]) -> None:
+    tube = unique("purge")
+    ok("create-tube", tube, "fifo", env=env)
+    for n in range(5):
+        ok("put", tube, str(n), env=env)
+    for task_id in ("1", "3"):
+        ok("bury", tube, task_id, env=env)
+    refused = queuebox("delete", tube, "--all", "--state", "buried", env=env)  # stdin: null
+    assert refused.returncode == 2, refused
+    assert refused.stderr == (
+        f"queuebox delete: delete 2 buried task(s) of tube {tube!r}? Nobody to ask here: "
+        "add --yes\n"
+    )
+    assert as_json("stats", tube, env=env)["tasks"]["buried"] == 2
+    done = as_json("delete", tube, "--all", "--state", "buried", "--yes", env=env)
+    assert done == {"tube": tube, "state": "buried", "deleted": 2}
+    tasks = as_json("stats", tube, env=env)["tasks"]
+    assert (tasks["buried"], tasks["ready"]) == (0, 3)
+    assert ok("delete", tube, "--all", "--yes", env=env).strip() == "deleted 3 task(s)"
+    assert as_json("stats", tube, env=env)["tasks"]["total"] == 0
+    for args in (["0", "--all"], [], ["0", "--state", "ready"]):
+        usage = queuebox("delete", tube, *args, "--yes", env=env)
+        assert usage.returncode == 2 and "give a task ID, or --all" in usage.stderr, args
+
+
 def test_tube_options_show_and_change_the_retry_policy(env: dict[str, str]) -> None:
     tube = unique("opts")
     ok("create-tube", tube, "fifo", "--opt", "max_attempts=3", env=env)

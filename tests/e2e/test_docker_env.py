@@ -153,7 +153,7 @@ def test_healthcheck_passes_on_a_running_server_and_fails_on_a_stopped_one(
     assert alive.returncode == 0, alive.stderr
     assert b"PONG" in alive.stdout
     wrong = run_healthcheck(image_server.port, QUEUEBOX_PASSWORD="not-the-password")
-    assert wrong.returncode == 3, wrong.stderr
+    assert wrong.returncode == 6, wrong.stderr  # refused, not unreachable
     image_server.stop()
     dead = run_healthcheck(image_server.port)
     assert dead.returncode == 3, dead.stderr

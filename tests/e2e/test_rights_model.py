@@ -39,6 +39,10 @@ write = ["jobs*"]
 [users.ro_a]
 password = "ropw"
 read = ["a"]
+
+[users.operator]                 # docs/rights.md's operator
+password = "operpw"
+rights = ["read", "admin"]
 """
 )
 
@@ -66,7 +70,7 @@ def snapshot_of(port: int, tube: str) -> Any:
 
 
 def has_tube(port: int, tube: str) -> bool:
-    """On a replica too (which serves statistics and peek, not queue.tube)."""
+    """On a replica too (which serves statistics, peek and queue.tube, read-only)."""
     with client(port, "tester", "secret") as admin:
         return admin.call("queue.statistics", tube).error is None
 
@@ -134,10 +138,52 @@ def test_read_on_one_tube_reads_only_that_tube(start_server: StartServer) -> Non
         assert denied(ro.call("queue.statistics", "b"), "queue.statistics", "ro_a")
         assert ro.call("queue.statistics", "a").data[0]["tasks"]["ready"] == 1
         assert set(ro.call("queue.statistics").data[0]) == {"a"}
+        # The list of tubes, like statistics, holds only what the user may read.
+        assert ro.call("queue.tube").data == [["a"]]
+        assert ro.call("queue.tube", "b").data == [True]  # a name asked for: the module's answer
         assert denied(ro.call("queue.tube.a:take", 0), "queue.tube.a:take", "ro_a")
         assert ro.call("queue.state").data == ["RUNNING"]
     with client(server.port, "tester", "secret") as admin:
         assert set(admin.call("queue.statistics").data[0]) >= {"a", "b"}
+        assert set(admin.call("queue.tube").data[0]) >= {"a", "b"}
+
+
+def test_the_operator_role_settles_tasks_but_neither_puts_nor_takes(
+    start_server: StartServer,
+) -> None:
+    """docs/rights.md's operator (read + admin): kick, bury, delete one task, release
+    a consumer's task, truncate; producing and consuming stay the writers'."""
+    server = start_server(toml=TUBE_USERS)
+    with client(server.port, "tester", "secret") as admin:
+        assert admin.call("queue.create_tube", "jobs1", "fifottl").error is None
+        for n in range(4):
+            assert admin.call("queue.tube.jobs1:put", f"task {n}").error is None
+        with client(server.port, "app", "apppw") as app:  # a consumer holds task 0
+            assert app.call("queue.tube.jobs1:take", 0).data == [[0, "t", "task 0"]]
+            with client(server.port, "operator", "operpw") as ops:
+                assert ops.call("queue.tube.jobs1:bury", 1).data == [[1, "!", "task 1"]]
+                assert ops.call("queue.tube.jobs1:kick", 5).data == [1]
+                assert ops.call("queue.tube.jobs1:delete", 2).data == [[2, "-", "task 2"]]
+                assert ops.call("queuebox.release", "jobs1", 0).error is None
+                assert ops.call("queue.tube.jobs1:peek", 0).data == [[0, "r", "task 0"]]
+                for name, args in (
+                    ("queue.tube.jobs1:put", ["y"]),
+                    ("queue.tube.jobs1:take", [0]),
+                    ("queue.tube.jobs1:touch", [0, 1]),
+                ):
+                    assert denied(ops.call(name, *args), name, "operator"), name
+                tasks = ops.call("queue.statistics", "jobs1").data[0]["tasks"]
+                assert (tasks["ready"], tasks["total"]) == (3, 3)
+                assert ops.call("queue.tube.jobs1:truncate").error is None
+                assert ops.call("queue.statistics", "jobs1").data[0]["tasks"]["total"] == 0
+        # The writer's settling rights stay on its own tubes.
+        assert admin.call("queue.create_tube", "mail", "fifo").error is None
+        assert admin.call("queue.tube.mail:put", "m").error is None
+    with client(server.port, "app", "apppw") as app:
+        for method in ("bury", "kick", "delete"):
+            name = f"queue.tube.mail:{method}"
+            assert denied(app.call(name, 0), name, "app"), name
+        assert app.call("queue.tube").data == [["jobs1"]]
 
 
 def test_write_on_a_pattern(start_server: StartServer) -> None:

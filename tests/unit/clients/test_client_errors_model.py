@@ -26,7 +26,7 @@ PREFIX = "/usr/share/tarantool/queue/abstract.lua:83: "
         (33, "Procedure 'no_such_fn' is not defined", errors.NoSuchProcedure),
         (47, "Incorrect password supplied for user 'tester'", errors.AuthError),
         (45, "User 'nobody' is not found", errors.AuthError),
-        (42, "Execute access to function 'f' is denied for user 'guest'", errors.ServerError),
+        (42, "Execute access to function 'f' is denied for user 'guest'", errors.AccessDenied),
         (
             216,
             "Quorum collection for a synchronous transaction is timed out",

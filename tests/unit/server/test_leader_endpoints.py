@@ -12,7 +12,16 @@ def test_endpoints_are_read_in_order_with_the_default_port() -> None:
     assert parse_endpoints(text) == [("10.0.0.1", 2379), ("etcd-b", 12379), ("etcd-c", 2379)]
 
 
-@pytest.mark.parametrize("text", ["", " , ", "https://etcd:2379", "http://:2379", "http://e:99999"])
+def test_https_endpoints_are_read_too() -> None:
+    assert parse_endpoints("https://etcd-a:2379,https://etcd-b") == [
+        ("etcd-a", 2379), ("etcd-b", 2379)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " , ", "ftp://etcd:2379", "http://:2379", "http://e:99999", "http://a,https://b"],
+)
 def test_unusable_endpoints_raise_one_line(text: str) -> None:
     with pytest.raises(LeaderError) as raised:
         parse_endpoints(text)

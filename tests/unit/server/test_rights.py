@@ -11,6 +11,7 @@ from queuebox.server.access.rights import MEMO_SIZE, Grant, Rights, legacy_tube
 from queuebox.server.settings.config import (
     ADMIN,
     ALL_RIGHTS,
+    MANAGE,
     NO_RIGHTS,
     READ,
     REPLICATION,
@@ -51,6 +52,7 @@ def test_tube_grants_are_globs_and_write_implies_read(tmp_path: Path) -> None:
     rights = Rights.from_config(load(tmp_path, TOML))
     assert rights.allows("app", WRITE, "jobs1")
     assert rights.allows("app", READ, "jobs1")  # write implies read on the same tubes
+    assert rights.allows("app", MANAGE, "jobs1") and not rights.allows("app", MANAGE, "mail")
     assert not rights.allows("app", WRITE, "mail")
     assert rights.allows("app", READ, "mail")
     assert rights.allows("app", READ, "reports1") and not rights.allows("app", READ, "reports10")
@@ -64,8 +66,12 @@ def test_rights_without_tubes_are_on_every_tube(tmp_path: Path) -> None:
     rights = Rights.from_config(load(tmp_path, TOML))
     assert rights.allows("ops", READ, "anything") and rights.allows("ops", ADMIN)
     assert not rights.allows("ops", WRITE, "jobs1")
+    # An operator (read + admin) settles queued tasks on every tube: kick, delete...
+    assert rights.allows("ops", MANAGE, "jobs1") and rights.grant("ops").describe() == (
+        "admin, read"
+    )
     # A user table without rights, read or write keeps meaning "all", as before.
-    assert rights.grant("old").everywhere == ALL_RIGHTS
+    assert rights.grant("old").everywhere == ALL_RIGHTS | {MANAGE}
     assert rights.grant("replica").everywhere == frozenset({REPLICATION})
     assert not rights.allows("replica", WRITE, "jobs1")
     assert not rights.allows("nobody", READ)

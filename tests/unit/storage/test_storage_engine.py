@@ -10,7 +10,7 @@ from queuebox.storage.engine import Engine
 from queuebox.storage.errors import UnloggableChange
 from queuebox.storage.reader import iter_records, read_header
 from queuebox.storage.space import IndexDef
-from tests.unit.storage.storage_harness import FaultyFileIO, contents, flush, tasks
+from tests.unit.storage.storage_harness import TASKS, FaultyFileIO, contents, flush, tasks
 
 
 def wal_files(d: Path) -> list[str]:
@@ -409,3 +409,39 @@ def test_a_snapshot_of_a_fresh_directory_makes_no_wal_file(make_engine, data_dir
     e.finish_snapshot(job)
     e.close()
     assert wal_files(data_dir) == []
+
+
+def test_relayout_groups_an_older_spaces_index_and_the_snapshot_keeps_it(make_engine) -> None:
+    # A space made before its index had a group (an older release), reopened by code
+    # that reads the index by group: the same tuples, grouped, and nothing logged.
+    e = make_engine()
+    space = tasks(e)
+    for i, status in enumerate("rtrbr"):
+        space.insert((i, status, b"x"))
+    flush(e)
+    e.close()
+    e = make_engine()
+    grouped = [TASKS[0], IndexDef("status", (1, 0), group=1)]
+    assert e.catalog.space("q").index("status").group_keys() == [()]
+    want = contents(e)
+    again = e.catalog.relayout("q", grouped)
+    assert again is e.catalog.space("q") and not e.has_pending()
+    assert sorted(again.index("status").group_keys()) == [("b",), ("r",), ("t",)]
+    assert [t[0] for t in again.index("status").iterate(("r",))] == [0, 2, 4]
+    assert contents(e) == want
+    assert e.catalog.relayout("q", grouped) is again  # laid out already: the same space
+    job = e.begin_snapshot()
+    job.run()
+    e.finish_snapshot(job)
+    e.close()
+    e = make_engine()
+    assert e.catalog.space("q").definition.indexes[1].group == 1
+    assert contents(e) == want
+
+
+def test_relayout_never_changes_what_an_index_holds(make_engine) -> None:
+    e = make_engine()
+    space = tasks(e)
+    other_parts = [TASKS[0], IndexDef("status", (1,), unique=False, group=1)]
+    assert e.catalog.relayout("q", other_parts) is space
+    assert space.definition.indexes[1] == TASKS[1]
