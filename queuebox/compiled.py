@@ -25,6 +25,9 @@ from importlib.util import find_spec
 # The connection's shell (reading, watchdog, shell, connection, legacy15: one
 # chain of single bases over asyncio.BufferedProtocol) and the WAL writer (wal, fileio)
 # are per-turn costs: compiled, a sequential put takes 5% fewer instructions.
+# The shell's classes compile as Python classes (their base is asyncio's), so
+# the request loop (connection._handle) keeps what it reads per request in
+# locals and queues replies on a native class (replies.Replies).
 # The buffer budget (limits) is asked before every read (`read_size`).
 # The session and the app: every call reads its caller's fields and the app's
 # (dispatch.admit, run_handler; durability, refuses_changes); the batch of each
@@ -93,6 +96,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.net.reading",
     "queuebox.server.net.watchdog",
     "queuebox.server.net.shell",
+    "queuebox.server.net.replies",
     "queuebox.server.net.connection",
     "queuebox.server.net.legacy15",
     "queuebox.server.runtime.limits",

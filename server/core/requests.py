@@ -11,17 +11,16 @@ the reply bytes, a `Held` reply, or a coroutine that produces the reply (see
 
 from __future__ import annotations
 
-from asyncio import Future
 from collections.abc import Callable
 from typing import Any
 
 from queuebox import protocol
-from queuebox.protocol import ErrorCode, Request, RequestType
+from queuebox.protocol import ErrorCode, RequestType
 from queuebox.storage.packed import spliced
 
 from ..runtime.errors import CallError
 from ..runtime.logs import RateLimitedLog, get_logger
-from .dispatch import Deferred, Held, Reply, error_reply, handle_call, handle_call16, handle_eval
+from .dispatch import Deferred, Reply, handle_call, handle_call16, handle_eval
 from .session import Session
 
 log = get_logger("queuebox.requests")
@@ -160,41 +159,3 @@ _TABLE: dict[int, RequestHandler] = {
 
 # Plain int keys: the decoder gives ints, and an int finds an int key fastest.
 REQUEST_TABLE: dict[int, RequestHandler] = {int(key): value for key, value in _TABLE.items()}
-
-
-def run_requests(
-    items: list[Any],
-    start: int,
-    session: Session,
-    out: list[bytes],
-    unconfirmed: list[tuple[int, int, Future[Any]]],
-    in_place: bool,
-) -> tuple[int, Reply | None]:
-    """A connection's read, compiled: run items[start:] while each is a request
-    answered with bytes, or (`in_place`: wal_mode=write) with a reply held for
-    this turn's WAL write; queue those as the shell would (`out`, and
-    `unconfirmed`: shell.py). Return the index of the first item the connection
-    must handle itself, with its reply (None: not a request), or (len, None)."""
-    table = REQUEST_TABLE
-    count = len(items)
-    index = start
-    while index < count:
-        item = items[index]
-        if type(item) is not Request:
-            return index, None
-        try:
-            reply = table.get(item.type, handle_unknown)(item, session)
-        except Exception as exc:
-            reply = error_reply(session, item.sync, exc)
-        if type(reply) is bytes:
-            out.append(reply)
-        elif type(reply) is Held and in_place:
-            barrier = reply.barrier
-            if type(barrier) is not Future or barrier.done():
-                return index, reply
-            out.append(reply.reply)
-            unconfirmed.append((len(out) - 1, reply.sync, barrier))
-        else:
-            return index, reply
-        index += 1
-    return count, None

@@ -10,6 +10,7 @@ Bytes in, requests to `core`, replies out: no queue rule lives here.
 - `legacy15.py`: The Tarantool 1.5 port
 - `listener.py`: The listening sockets and the ordered graceful shutdown
 - `reading.py`: Reading one connection under the buffer budget (limits.py)
+- `replies.py`: One connection's replies of this loop turn, in the order they go out
 - `shell.py`: The connection shell both ports share
 - `watchdog.py`: How long a connection may keep its slot without speaking
 """

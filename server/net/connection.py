@@ -1,15 +1,16 @@
 """One IPROTO client connection: the shared shell (`shell.py`) around `protocol.RequestDecoder`.
 
-Owns: the greeting, feeding received bytes to the decoder, running each
-request through the request-type table (`requests.py`) with the connection's
-`Session`, logging in the user a verified TLS client certificate names
-(runtime/tls.py: its CN; an unknown one stays guest), deferring a throttled
-AUTH and what follows it (authguard.py), the
-IPROTO error reply of a bad frame (closing on a fatal one), of a failed
-durability barrier and of a frame the buffer budget dropped. Must not know
-what a request does: handlers get the request and the session, never the
-connection, and return what to send (`calls.Reply`); batching, held
-replies, waiting tasks and back-pressure are the shell's.
+Owns: the greeting, feeding received bytes to the decoder, logging in the
+user a verified TLS client certificate names (runtime/tls.py: its CN; an
+unknown one stays guest), the request loop (each request through the
+request-type table, `requests.py`, with the connection's `Session`; its
+reply queued on the shell's `Replies`), deferring a throttled AUTH and what
+follows it (authguard.py), the IPROTO error reply of a bad frame (closing on
+a fatal one), of a failed durability barrier and of a frame the buffer
+budget dropped. Must not know what a request does: handlers get the request
+and the session, never the connection, and return what to send
+(`dispatch.Reply`); batching, held replies, waiting tasks and back-pressure
+are the shell's.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from queuebox import protocol
 from queuebox.protocol import ErrorCode, ProtocolError, Request
 
 from ..core.app import App
-from ..core.dispatch import Deferred, Reply, barrier_failed, error_reply
-from ..core.requests import REQUEST_TABLE, handle_unknown, run_requests
+from ..core.dispatch import Deferred, Held, barrier_failed, error_reply
+from ..core.requests import REQUEST_TABLE, handle_unknown
 from ..runtime.logs import get_logger
 from ..runtime.tls import certificate_user
 from .connlog import HANDSHAKE_TYPES
@@ -96,23 +97,19 @@ class Connection(ConnectionShell):
         self._handle(items)
 
     def _handle(self, items: list[Request | ProtocolError]) -> None:
-        # The hot path runs compiled (requests.run_requests) once the connection
-        # is past its handshake and metrics are off; what it hands back, and
-        # everything before, runs here, item by item.
+        """The request loop: run each request through the table in order and
+        queue its reply (`Replies`: bytes, and with wal_mode=write a reply held
+        for this turn's WAL write, in place); hand the shell what goes out later
+        (`answer`), defer a throttled AUTH and what follows it, answer a bad frame."""
         session = self.session
+        replies = self.replies
+        table = REQUEST_TABLE
         observe = self.app.observe_request  # metrics: None when off
-        connlog = self.connlog
         in_place = self.app.durability.on_loop
+        connlog = self.connlog
+        quiet = not connlog.loud  # only promote() changes it, here or at its timer
         index, count = 0, len(items)
         while index < count:
-            reply: Reply | None = None
-            ran = observe is None and connlog.loud
-            if ran:
-                index, reply = run_requests(
-                    items, index, session, self._out, self._unconfirmed, in_place
-                )
-                if index == count:
-                    break
             item = items[index]
             if type(item) is not Request:
                 self._protocol_error(cast(ProtocolError, item))
@@ -120,20 +117,25 @@ class Connection(ConnectionShell):
                     break
                 index += 1
                 continue
-            if not ran:
-                if not connlog.loud and item.type not in HANDSHAKE_TYPES:
-                    connlog.promote()  # more than a health check: worth an info line
-                started = perf_counter() if observe is not None else 0.0
-                try:
-                    reply = REQUEST_TABLE.get(item.type, handle_unknown)(item, session)
-                except Exception as exc:
-                    reply = error_reply(session, item.sync, exc)
-                if observe is not None:
-                    observe(item.type, perf_counter() - started)
-            if type(reply) is Deferred:
+            if quiet and item.type not in HANDSHAKE_TYPES:
+                connlog.promote()  # more than a health check: worth an info line
+                quiet = False
+            started = perf_counter() if observe is not None else 0.0
+            try:
+                reply = table.get(item.type, handle_unknown)(item, session)
+            except Exception as exc:
+                reply = error_reply(session, item.sync, exc)
+            if observe is not None:
+                observe(item.type, perf_counter() - started)
+            if type(reply) is bytes:
+                replies.add(reply)
+            elif type(reply) is Held and in_place and replies.add_in_place(reply):
+                pass
+            elif type(reply) is Deferred:
                 self._defer(items[index:], reply.at)
                 break
-            self.answer(cast(Reply, reply))
+            else:
+                self.answer(reply)
             index += 1
         self.done_reading(bool(items))
 
@@ -162,7 +164,7 @@ class Connection(ConnectionShell):
         super().connection_lost(exc)
 
     def _protocol_error(self, error: ProtocolError) -> None:
-        self._out.append(
+        self.replies.add(
             protocol.encode_error(
                 error.sync, self.session.schema_version, error.code, error.message
             )

@@ -2,9 +2,10 @@
 
 Owns: a client's place in `app.connections` (its slot: slots.py; refused
 while shutting down), its `Session`, batching replies into one transport
-write per loop turn, replies held until their durability barrier, the tasks
-of requests that wait (kept in `app.tasks`, so shutdown sees them), the
-in-flight accounting and back-pressure, and stop_reading/close/abort for the
+write per loop turn (queued on `Replies`: replies.py), replies held until
+their durability barrier, the tasks of requests that wait (kept in
+`app.tasks`, so shutdown sees them), the in-flight accounting and
+back-pressure, and stop_reading/close/abort for the
 listener's shutdown.
 Reading under the buffer budget is `reading.py`'s part of the same object,
 the watchdog (time limits, and the connection's side of slots.py)
@@ -36,7 +37,6 @@ without bound:
 from __future__ import annotations
 
 import asyncio
-from asyncio import Future
 from collections.abc import Awaitable, Coroutine
 from time import monotonic
 from typing import Any, cast
@@ -46,6 +46,7 @@ from ..core.dispatch import Held, Reply
 from ..core.session import Session
 from ..runtime.logs import RateLimitedLog, get_logger
 from .connlog import ConnectionLog
+from .replies import Replies
 from .watchdog import WatchedConnection
 
 log = get_logger("queuebox.conn")
@@ -69,10 +70,9 @@ class ConnectionShell(WatchedConnection):
         self.transport: asyncio.Transport | None = None
         self.in_flight = 0
         self._max_in_flight = app.config.max_in_flight_per_conn
-        self._out: list[bytes] = []
-        # wal_mode=write: replies in _out that wait for this turn's WAL write,
-        # as (index in _out, sync, barrier); flush() writes first (_confirm).
-        self._unconfirmed: list[tuple[int, int, asyncio.Future[Any]]] = []
+        # This turn's replies; with wal_mode=write some wait in place for the
+        # turn's WAL write, and flush() writes first (_confirm).
+        self.replies = Replies()
         # Replies waiting for a durability barrier, per barrier future.
         self._held: dict[asyncio.Future[Any], list[Held]] = {}
         self._flush_scheduled = False
@@ -131,8 +131,7 @@ class ConnectionShell(WatchedConnection):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._out.clear()
-        self._unconfirmed.clear()
+        self.replies.clear()
         if not self.closed.done():
             self.closed.set_result(None)
         self._stop_watchdog()
@@ -163,7 +162,7 @@ class ConnectionShell(WatchedConnection):
             if self.session.close_requested:
                 self.close()
                 return
-        if self._unconfirmed and self._schedule_flush():
+        if self.replies.awaiting_write() and self._schedule_flush():
             return
         self.flush()
 
@@ -192,7 +191,7 @@ class ConnectionShell(WatchedConnection):
 
         Queued, not written: a read ends with flush()."""
         if type(reply) is bytes:
-            self._out.append(reply)
+            self.replies.add(reply)
         elif type(reply) is Held:
             self._hold(reply)
         else:
@@ -202,23 +201,23 @@ class ConnectionShell(WatchedConnection):
         """Queue a reply produced outside a read; written at the end of this loop turn."""
         if self._closing:
             return
-        self._out.append(reply)
+        self.replies.add(reply)
         self._flush_soon()
 
     def unsent(self) -> int:
         """Reply bytes queued or buffered by the transport, not yet sent."""
         transport = self.transport
         buffered = transport.get_write_buffer_size() if transport is not None else 0
-        return buffered + sum(map(len, self._out))
+        return buffered + self.replies.size()
 
     def flush(self) -> None:
         self._flush_scheduled = False
-        if self._unconfirmed:
+        replies = self.replies
+        if replies.awaiting_write():
             self._confirm()
-        out = self._out
+        out = replies.take()
         if not out:
             return
-        self._out = []
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -227,21 +226,12 @@ class ConnectionShell(WatchedConnection):
 
     def _confirm(self) -> None:
         """Write the WAL now; a reply whose barrier failed becomes its error."""
-        waiting, self._unconfirmed = self._unconfirmed, []
+        replies = self.replies
+        awaiting = replies.take_awaiting()
         self.app.durability.commit_now()
-        out = self._out
-        written = None  # a barrier seen done without error: the turn's replies share one
-        for index, sync, barrier in waiting:
-            if barrier is written:
-                continue
-            if not barrier.done():  # not written by commit_now after all: wait for it
-                self._hold_until_done(Held(barrier, sync, out[index]))
-                out[index] = b""
-            elif barrier.cancelled() or barrier.exception() is not None:
-                error = None if barrier.cancelled() else barrier.exception()
-                out[index] = self.barrier_failed(sync, error)
-            else:
-                written = barrier
+        # Not written by commit_now after all: wait for it.
+        for held in replies.settle(awaiting, self.barrier_failed):
+            self._hold_until_done(held)
 
     # --- what the listener's shutdown uses ---
 
@@ -264,17 +254,9 @@ class ConnectionShell(WatchedConnection):
 
     def _hold(self, held: Held) -> None:
         """Send `held.reply` once its barrier completes."""
-        barrier = held.barrier
-        # type(): the loop's own futures (asyncio's and uvloop's create_future
-        # both make asyncio.Future); anything else waits the general way.
-        if type(barrier) is Future and self.app.durability.on_loop and not barrier.done():
-            # wal_mode=write: the turn's changes are written by flush() itself,
-            # before the replies go out, so the reply waits in place. The
-            # compiled read loop queues its replies the same way by itself
-            # (requests.run_requests): a change here is a change there.
-            self._out.append(held.reply)
-            self._unconfirmed.append((len(self._out) - 1, held.sync, barrier))
-        else:
+        # wal_mode=write: the turn's changes are written by flush() itself,
+        # before the replies go out, so the reply waits in place.
+        if not (self.app.durability.on_loop and self.replies.add_in_place(held)):
             self._hold_until_done(held)
 
     def _hold_until_done(self, held: Held) -> None:
@@ -319,7 +301,7 @@ class ConnectionShell(WatchedConnection):
         if self._closing:
             return
         self._hold(held)
-        if self._unconfirmed and not self._schedule_flush():
+        if self.replies.awaiting_write() and not self._schedule_flush():
             self._flush_soon()
 
     def _after_barrier(self, fut: asyncio.Future[Any]) -> None:

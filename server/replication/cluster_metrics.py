@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 
+from ..runtime.families import counter, gauge
 from .role import Role
 from .status import ClusterState, cluster_view
 
@@ -42,54 +43,51 @@ COUNTERS = (
 
 def cluster_metrics(role: Role, state: ClusterState) -> Iterator[Metric]:
     view = cluster_view(role, state)
-    current = GaugeMetricFamily(
-        "queuebox_role", "1 for the role this instance plays now", labels=["role"]
+    yield gauge(
+        "queuebox_role",
+        "1 for the role this instance plays now",
+        labels=["role"],
+        samples={name: 1 if view["role"] == name else 0 for name in ROLES},
     )
-    for name in ROLES:
-        current.add_metric([name], 1 if view["role"] == name else 0)
-    yield current
     if view["primary"] is not None:
-        primary = GaugeMetricFamily(
-            "queuebox_primary_info", "The primary as this instance knows it", labels=["primary"]
+        yield gauge(
+            "queuebox_primary_info",
+            "The primary as this instance knows it",
+            labels=["primary"],
+            samples={view["primary"]: 1},
         )
-        primary.add_metric([view["primary"]], 1)
-        yield primary
     if view["term"] is not None:
-        yield GaugeMetricFamily("queuebox_term", "Term of the in-sync record", value=view["term"])
-    yield GaugeMetricFamily(
-        "queuebox_in_sync_replicas", "Members of the in-sync set", value=len(view["in_sync"])
-    )
+        yield gauge("queuebox_term", "Term of the in-sync record", view["term"])
+    yield gauge("queuebox_in_sync_replicas", "Members of the in-sync set", len(view["in_sync"]))
     yield from _replicas(view["replicas"])
     following = view["following"]
     if following is not None:
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_replication_lag_lsn",
             "LSNs the primary announced that this replica has not applied",
-            value=following["lag_lsn"],
+            following["lag_lsn"],
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_replication_connected",
             "1 while this replica follows its primary",
-            value=1 if following["connected"] else 0,
+            1 if following["connected"] else 0,
         )
     if state.etcd:
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_failover_blocked",
             "1 while the leader key is vacant and this instance may not take it (status says why)",
-            value=1 if view["waiting"] else 0,
+            1 if view["waiting"] else 0,
         )
-        yield GaugeMetricFamily(
-            "queuebox_etcd_up", "1 while etcd answers", value=0 if view["etcd_error"] else 1
-        )
+        yield gauge("queuebox_etcd_up", "1 while etcd answers", 0 if view["etcd_error"] else 1)
     for key, name, doc in COUNTERS:
-        yield CounterMetricFamily(name, doc, value=view[key])
+        yield counter(name, doc, view[key])
 
 
 def _replicas(rows: list[dict[str, Any]]) -> Iterator[Metric]:
     for key, name, doc in REPLICA_GAUGES:
-        family = GaugeMetricFamily(name, doc, labels=["replica"])
-        for row in rows:
-            value = row[key]
-            if value is not None:
-                family.add_metric([row["name"]], float(value))
-        yield family
+        yield gauge(
+            name,
+            doc,
+            labels=["replica"],
+            samples={row["name"]: float(row[key]) for row in rows if row[key] is not None},
+        )

@@ -1,6 +1,6 @@
 """The machinery every other room runs on: errors a call raises, logging, the
 event loop's selection, the buffer and connection budgets, who hears of task
-changes, and group commit.
+changes, group commit, and how a metric family is built.
 
 It imports no other room of the server, and never knows a request, a call
 name or a connection.
@@ -10,6 +10,8 @@ name or a connection.
 - `commit.py`: Group commit
 - `errors.py`: Errors a server-side function raises to answer a call with an IPROTO
   error
+- `families.py`: Prometheus metric families, built one way for every room that shows numbers
+  on /metrics
 - `limits.py`: Limits that keep a few hostile sockets from costing everyone else
 - `logs.py`: Logging setup, and the one rate limiter for log lines that can repeat
 - `loop.py`: Event-loop selection, in one place, and ending a task for sure

@@ -18,27 +18,25 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.metrics_core import Metric
 
 from queuebox import __version__
 from queuebox.protocol import RequestType
 
 from ..replication.cluster_metrics import cluster_metrics
+from ..runtime.families import Buckets, Key, counter, gauge, histogram
 from .served import Served
 
 # Seconds. Request handling is in-memory work (tens of µs); WAL writes include
 # an fsync in fsync mode (ms to hundreds of ms on a slow disk).
 REQUEST_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0.1, 1.0)
 ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20)  # takes an acked task needed
+PER_PLACE = ("plugin", "where")  # plugin failures and slow calls
+BY_TUBE = ("tube",)
 WAL_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0)
 
 
@@ -93,7 +91,7 @@ class WalStats:
         self.write_seconds.observe(seconds)
 
 
-def _attempt_buckets(counts: dict[int, int]) -> tuple[list[tuple[str, float]], float]:
+def _attempt_buckets(counts: dict[int, int]) -> Buckets:
     """Cumulative buckets of ATTEMPT_BUCKETS and the sum, from {attempts: tasks}."""
     buckets = [
         (str(float(bound)), float(sum(n for a, n in counts.items() if a <= bound)))
@@ -106,18 +104,13 @@ def _attempt_buckets(counts: dict[int, int]) -> tuple[list[tuple[str, float]], f
 def _histogram(
     name: str, doc: str, label: str, series: dict[str, Histogram], always: bool = False
 ) -> Metric:
-    family = HistogramMetricFamily(name, doc, labels=[label])
-    for value, hist in series.items():
-        if always or any(hist.counts):  # request types never seen stay out of the output
-            family.add_metric([value], hist.cumulative(), hist.sum)
-    return family
-
-
-def _per_place(name: str, doc: str, counts: Mapping[tuple[str, str], int]) -> Metric:
-    family = CounterMetricFamily(name, doc, labels=["plugin", "where"])
-    for (plugin, where), count in counts.items():
-        family.add_metric([plugin, where], count)
-    return family
+    # Request types never seen stay out of the output.
+    samples = {
+        value: (hist.cumulative(), hist.sum)
+        for value, hist in series.items()
+        if always or any(hist.counts)
+    }
+    return histogram(name, doc, [label], samples)
 
 
 class QueueboxCollector:
@@ -130,12 +123,13 @@ class QueueboxCollector:
         self.wal = wal
 
     def collect(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily("queuebox_build_info", "Version of the server", labels=["version"])
-        info.add_metric([__version__], 1)
-        yield info
-        yield GaugeMetricFamily(
-            "queuebox_connections", "Open client connections", value=len(self.app.connections)
+        yield gauge(
+            "queuebox_build_info",
+            "Version of the server",
+            labels=["version"],
+            samples={__version__: 1},
         )
+        yield gauge("queuebox_connections", "Open client connections", len(self.app.connections))
         yield from self._limits()
         yield from self._queue()
         yield from self._auth()
@@ -152,139 +146,148 @@ class QueueboxCollector:
 
     def _limits(self) -> Iterator[Metric]:
         slots = self.app.slots
-        refused = CounterMetricFamily(
+        yield counter(
             "queuebox_connections_refused",
             "Connections refused since start, by reason (slots.py)",
             labels=["reason"],
+            samples={r.removesuffix(" reached"): n for r, n in slots.refused.items()},
         )
-        for reason, count in slots.refused.items():
-            refused.add_metric([reason.removesuffix(" reached")], count)
-        yield refused
-        yield CounterMetricFamily(
+        yield counter(
             "queuebox_connections_reclaimed",
             "Idle connections closed to give their slot to a new one",
-            value=slots.reclaimed,
+            slots.reclaimed,
         )
         budget = self.app.buffer_budget
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_buffer_bytes",
             "Bytes connections hold: reserved frames, unsent replies (limits.py)",
-            value=budget.total,
+            budget.total,
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_buffer_capacity_bytes",
             "What connections may hold: buffer_budget less the room kept for handling",
-            value=budget.capacity,
+            budget.capacity,
         )
-        yield GaugeMetricFamily(
-            "queuebox_buffer_waiting", "Frames waiting for room in the budget", value=budget.waiting
+        yield gauge(
+            "queuebox_buffer_waiting", "Frames waiting for room in the budget", budget.waiting
         )
-        yield CounterMetricFamily(
-            "queuebox_buffer_waits", "Frames that had to wait for room", value=budget.waits
-        )
-        yield CounterMetricFamily(
+        yield counter("queuebox_buffer_waits", "Frames that had to wait for room", budget.waits)
+        yield counter(
             "queuebox_buffer_evictions",
             "Frames dropped, or connections closed, to make room in the budget",
-            value=budget.evictions,
+            budget.evictions,
         )
 
     def _plugins(self) -> Iterator[Metric]:
         host = self.server.plugins
-        loaded = GaugeMetricFamily(
+        yield gauge(
             "queuebox_plugins",
             "Plugins configured, by whether they loaded",
             labels=["plugin", "state"],
+            samples={(p.name, "failed" if p.error else "loaded"): 1 for p in host.plugins},
         )
-        for plugin in host.plugins:
-            loaded.add_metric([plugin.name, "failed" if plugin.error else "loaded"], 1)
-        errors = _per_place(
+        yield counter(
             "queuebox_plugin_errors",
             "Failures of plugin code (at load, in a function, in a callback)",
-            host.guard.errors,
+            labels=PER_PLACE,
+            samples=host.guard.errors,
         )
-        slow = _per_place(
+        yield counter(
             "queuebox_plugin_slow_calls",
             "Plugin calls that held the server longer than plugin_slow_s",
-            host.guard.slow,
+            labels=PER_PLACE,
+            samples=host.guard.slow,
         )
-        yield from (loaded, errors, slow)
-        subscribers = GaugeMetricFamily(
-            "queuebox_event_subscribers", "Open event subscriptions, by tube", labels=["tube"]
+        yield gauge(
+            "queuebox_event_subscribers",
+            "Open event subscriptions, by tube",
+            labels=["tube"],
+            samples=self.server.events.subscribers(),
         )
-        for tube, count in self.server.events.subscribers().items():
-            subscribers.add_metric([tube], count)
-        yield subscribers
 
     def _queue(self) -> Iterator[Metric]:
-        tasks = GaugeMetricFamily(
-            "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"]
-        )
-        done = CounterMetricFamily(
-            "queuebox_tasks_done", "Tasks deleted or acked since start, by tube", labels=["tube"]
-        )
-        calls = CounterMetricFamily(
-            "queuebox_calls", "Queue calls since start, by tube and call", labels=["tube", "call"]
-        )
-        waiting = GaugeMetricFamily(
-            "queuebox_waiting_takes", "Takes waiting for a task, by tube", labels=["tube"]
-        )
-        oldest = GaugeMetricFamily(
-            "queuebox_oldest_ready_task_age_seconds",
-            "Seconds since the ready task put first was put (0: none ready), by tube",
-            labels=["tube"],
-        )
-        attempts = HistogramMetricFamily(
-            "queuebox_task_attempts",
-            "Takes an acked task needed, by tube (tubes with a retry policy)",
-            labels=["tube"],
-        )
-        exhausted = CounterMetricFamily(
-            "queuebox_tasks_exhausted",
-            "Tasks buried because their attempts ran out, by tube",
-            labels=["tube"],
-        )
+        tasks: dict[Key, float] = {}
+        done: dict[Key, float] = {}
+        calls: dict[Key, float] = {}
+        waiting: dict[Key, float] = {}
+        oldest: dict[Key, float] = {}
+        attempts: dict[Key, Buckets] = {}
+        exhausted: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
         for tube in tubes:
             name, report = tube.name, tube.report
             for state in ("ready", "taken", "buried", "delayed"):
-                tasks.add_metric([name, state], report["tasks"][state])
-            done.add_metric([name], report["tasks"]["done"])
+                tasks[name, state] = report["tasks"][state]
+            done[name] = report["tasks"]["done"]
             for call, count in report["calls"].items():
-                calls.add_metric([name, call], count)
-            waiting.add_metric([name], tube.waiting_takes)
+                calls[name, call] = count
+            waiting[name] = tube.waiting_takes
             put = tube.oldest_ready_put
-            oldest.add_metric([name], 0.0 if put is None else max(now - put, 0) / 1e6)
+            oldest[name] = 0.0 if put is None else max(now - put, 0) / 1e6
             if tube.retry_policy or tube.acked_after or tube.exhausted:
-                buckets, total = _attempt_buckets(tube.acked_after)
-                attempts.add_metric([name], buckets, total)
-                exhausted.add_metric([name], tube.exhausted)
-        yield from (tasks, done, calls, waiting, oldest, attempts, exhausted)
+                attempts[name] = _attempt_buckets(tube.acked_after)
+                exhausted[name] = tube.exhausted
+        yield gauge(
+            "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
+        )
+        yield counter(
+            "queuebox_tasks_done",
+            "Tasks deleted or acked since start, by tube",
+            labels=BY_TUBE,
+            samples=done,
+        )
+        yield counter(
+            "queuebox_calls",
+            "Queue calls since start, by tube and call",
+            labels=["tube", "call"],
+            samples=calls,
+        )
+        yield gauge(
+            "queuebox_waiting_takes",
+            "Takes waiting for a task, by tube",
+            labels=BY_TUBE,
+            samples=waiting,
+        )
+        yield gauge(
+            "queuebox_oldest_ready_task_age_seconds",
+            "Seconds since the ready task put first was put (0: none ready), by tube",
+            labels=BY_TUBE,
+            samples=oldest,
+        )
+        yield histogram(
+            "queuebox_task_attempts",
+            "Takes an acked task needed, by tube (tubes with a retry policy)",
+            BY_TUBE,
+            attempts,
+        )
+        yield counter(
+            "queuebox_tasks_exhausted",
+            "Tasks buried because their attempts ran out, by tube",
+            labels=BY_TUBE,
+            samples=exhausted,
+        )
 
     def _auth(self) -> Iterator[Metric]:
         counts = self.app.auth_guard.counts
-        failures = CounterMetricFamily(
+        yield counter(
             "queuebox_auth_failures",
             "Failed AUTHs since start: a wrong password, or a user that does not exist",
             labels=["reason"],
+            samples=counts.failures,
         )
-        for reason, count in counts.failures.items():
-            failures.add_metric([reason], count)
-        yield failures
-        yield CounterMetricFamily(
+        yield counter(
             "queuebox_auth_delayed",
             "AUTHs made to wait after failures from the same address (or for the same user)",
-            value=counts.delayed,
+            counts.delayed,
         )
 
     def _storage(self) -> Iterator[Metric]:
         wal = self.wal
-        yield CounterMetricFamily("queuebox_wal_records", "WAL records written", value=wal.records)
-        yield CounterMetricFamily("queuebox_wal_bytes", "WAL bytes written", value=wal.bytes)
-        yield CounterMetricFamily(
-            "queuebox_wal_batches", "WAL writes (group commit batches)", value=wal.batches
-        )
+        yield counter("queuebox_wal_records", "WAL records written", wal.records)
+        yield counter("queuebox_wal_bytes", "WAL bytes written", wal.bytes)
+        yield counter("queuebox_wal_batches", "WAL writes (group commit batches)", wal.batches)
         yield _histogram(
             "queuebox_wal_write_duration_seconds",
             "Time of one WAL batch write, fsync included in wal_mode fsync",
@@ -294,57 +297,56 @@ class QueueboxCollector:
         )
         store = self.server.store
         if store.last_snapshot_time is not None:
-            yield GaugeMetricFamily(
+            yield gauge(
                 "queuebox_snapshot_age_seconds",
                 "Seconds since the newest snapshot was written",
-                value=max(0.0, time.time() - store.last_snapshot_time),
+                max(0.0, time.time() - store.last_snapshot_time),
             )
         if store.last_snapshot_seconds is not None:
-            yield GaugeMetricFamily(
+            yield gauge(
                 "queuebox_snapshot_duration_seconds",
                 "Time the last snapshot of this run took",
-                value=store.last_snapshot_seconds,
+                store.last_snapshot_seconds,
             )
-        yield CounterMetricFamily(
-            "queuebox_snapshots", "Snapshots written since start", value=store.snapshots
-        )
-        yield CounterMetricFamily(
+        yield counter("queuebox_snapshots", "Snapshots written since start", store.snapshots)
+        yield counter(
             "queuebox_snapshot_failures",
             "Snapshots that failed since start (the WAL keeps growing until one succeeds)",
-            value=store.snapshot_failures,
+            store.snapshot_failures,
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "queuebox_recovery_duration_seconds",
             "Time the start-up recovery took",
-            value=store.recovery_seconds,
+            store.recovery_seconds,
         )
         if store.archive is not None:
-            yield GaugeMetricFamily(
+            yield gauge(
                 "queuebox_wal_archived_lsn",
                 "The last LSN of the WAL copied into wal_archive_dir (closed segments only)",
-                value=store.archive.archived_lsn,
+                store.archive.archived_lsn,
             )
-            yield CounterMetricFamily(
+            yield counter(
                 "queuebox_wal_archive_failures",
                 "Archiving passes that failed since start (the WAL is kept until archived)",
-                value=store.archive.failures,
+                store.archive.failures,
             )
 
     def _rebootstraps(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
+        yield counter(
             "queuebox_rebootstraps",
             "In-process re-bootstraps from the primary (diverged, or behind its WAL)",
-            value=self.server.rebootstraps,
+            self.server.rebootstraps,
         )
-        kept = GaugeMetricFamily(
+        kept: dict[Key, float] = {}
+        for each in self.server.set_aside:
+            for path in each.paths:
+                kept[path.name] = each.records if path.suffix == ".wal" else 0
+        yield gauge(
             "queuebox_set_aside_records",
             "Records a re-bootstrap set aside, by file in the data directory (0: a snapshot)",
             labels=["file"],
+            samples=kept,
         )
-        for each in self.server.set_aside:
-            for path in each.paths:
-                kept.add_metric([path.name], each.records if path.suffix == ".wal" else 0)
-        yield kept
 
 
 def build_registry(server: Served, requests: RequestTimes, wal: WalStats) -> CollectorRegistry:
