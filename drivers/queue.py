@@ -34,9 +34,16 @@ from .args import task_id as task_id_arg
 from .callnames import TUBE_ACCESS, access_of, parse_name
 from .core import CoreCall, EntryPoints
 from .deadlines import Deadlines
-from .driver import TAKEN
+from .driver import BURIED, TAKEN
 from .durable import SavedState, SessionJournal, saved_state
-from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
+from .errors import (
+    QueueError,
+    module_error,
+    not_buried,
+    not_taken,
+    task_not_found,
+    tube_not_found,
+)
 from .events import TaskChange, deferred
 from .listing import list_tasks
 from .queue_cfg import read_cfg
@@ -242,6 +249,19 @@ class Queue(EntryPoints):
             released = tube.driver.peek(tid)
             assert released is not None
             return [tube.driver.normalize(released)]
+
+    def kick_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
+        """An operator's kick of one buried task by its id (`queuebox.kick_task`):
+        ready again with a fresh start, as `kick` would make it."""
+        with self._entry():
+            tube = self._named(tube_name)
+            tid = task_id_arg(raw_id)
+            task = tube.driver.peek(tid)
+            if task is None:
+                raise task_not_found(tid)
+            if task[1] != BURIED:
+                raise not_buried()
+            return [tube.driver.normalize(tube.driver.kick_task(tid, task))]
 
     def _named(self, name: Any) -> Tube:
         tube = self.registry.get(name)
