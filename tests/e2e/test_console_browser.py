@@ -1,120 +1,62 @@
 """The console in a real headless Chromium (Debian's, driven by Playwright):
 tubes and tasks made over IPROTO appear and change in the page without a
 reload; kick, bury, release, delete, put, create and truncate through the
-page are checked over IPROTO; a user without the right sees the refusal; a
-request without its CSRF token is refused.
+page are checked over IPROTO; a read-only user sees no button to press, and
+the server still refuses what the page would not offer; a request without
+its CSRF token is refused. test_console_truth.py has the rest: a stopped
+server, times that never come, the pager, one task, the URLs.
 
-One browser for the module, a fresh context (cookies) per test. Screenshots
-go to a temporary folder, or into docs/console/ with
-QUEUEBOX_SCREENSHOTS=docs (then commit them: docs/console.md shows them).
+One browser for the module, a fresh context (cookies) per test
+(browserpage.py). Screenshots go to a temporary folder, or into docs/console/
+with QUEUEBOX_SCREENSHOTS=docs (then commit them: docs/console.md shows them).
 """
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import tarantool
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.serverproc import REPO, ServerProc, login_tester, unique
+from tests.e2e.browserpage import (
+    confirm,
+    count,
+    launch,
+    log_in,
+    open_page,
+    screenshots,
+    status_of,
+    task_row,
+    tube_row,
+    with_http,
+)
+from tests.e2e.serverproc import ServerProc, login_tester, unique
 from tests.e2e.webclient import http_port
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's package, installed by tests/run.sh
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-VIEWPORT = {"width": 1180, "height": 760}
-expect.set_options(timeout=15_000)  # the page polls every second; CI machines are busy
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: tests/run.sh installs it"
-    with sync_playwright() as playwright:
-        # launch() starts with a fresh, temporary user-data dir of its own.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launch() as chromium:
+        yield chromium
 
 
 @pytest.fixture(scope="module")
 def console(server: ServerProc) -> ServerProc:
-    server.stop()
-    server.args += ["--http-listen", "127.0.0.1:0"]
-    return server.start()
+    return with_http(server)
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if os.environ.get("QUEUEBOX_SCREENSHOTS") == "docs":
-        return REPO / "docs" / "console"
-    return tmp_path_factory.mktemp("screenshots")
+    return screenshots(tmp_path_factory)
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    """A fresh context (no cookies); the page's script errors and CSP
-    violations fail the test (a refused request's status line does not)."""
-    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
-    errors: list[str] = []
-    try:
-        opened = context.new_page()
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
-        opened.on(
-            "console",
-            lambda msg: (
-                errors.append(msg.text)
-                if msg.type == "error" and not msg.text.startswith("Failed to load resource")
-                else None
-            ),
-        )
+    with open_page(browser) as opened:
         yield opened
-    finally:
-        context.close()
-    assert errors == []
-
-
-def log_in(page: Page, console: ServerProc, user: str = "tester", password: str = "secret") -> None:
-    page.goto(f"http://127.0.0.1:{http_port(console)}/")
-    expect(page).to_have_url(f"http://127.0.0.1:{http_port(console)}/login")
-    page.fill("#user", user)
-    page.fill("#password", password)
-    page.click("#login")
-    expect(page.locator("#user")).to_have_text(user)
-
-
-def tube_row(page: Page, tube: str) -> Any:
-    return page.locator(f"#tubes tr[data-tube='{tube}']")
-
-
-def count(page: Page, tube: str, state: str) -> Any:
-    return tube_row(page, tube).locator(f"td[data-state='{state}']")
-
-
-def task_row(page: Page, task_id: int) -> Any:
-    return page.locator(f"#tasks tr[data-task-id='{task_id}']")
-
-
-def confirm(page: Page, button: Any, ok: bool = True) -> None:
-    button.click()
-    expect(page.locator("#confirm")).to_be_visible()
-    page.click("#confirm-ok" if ok else "#confirm-cancel")
-
-
-def status_of(conn: Any, tube: str, task_id: int) -> str:
-    return str(conn.call(f"queue.tube.{tube}:peek", task_id).data[0][1])
 
 
 def test_tubes_and_tasks_made_over_iproto_appear_live(
@@ -165,7 +107,8 @@ def test_operator_actions_through_the_page(page: Page, console: ServerProc, shot
         # Cancel changes nothing.
         confirm(page, task_row(page, 0).locator(".act-delete"), ok=False)
         assert status_of(conn, tube, 0) == "r"
-        page.click("#states button[data-state='buried']")
+        page.click("#states a[data-state='buried']")
+        expect(page).to_have_url(re.compile(rf"/tubes/{tube}\?state=buried$"))
         expect(page.locator("#tasks tbody tr")).to_have_count(3)
         page.screenshot(path=shots / "console-tube.png")
         confirm(page, page.locator("#kick"))  # one
@@ -178,7 +121,7 @@ def test_operator_actions_through_the_page(page: Page, console: ServerProc, shot
         expect(page.locator("#message")).to_have_text(f"Kicked 2 task(s) of {tube}.")
         assert conn.call("queue.statistics", tube).data[0]["tasks"]["buried"] == 0
         # Release a task another connection holds; delete one.
-        page.click("#states button[data-state='']")
+        page.click("#states a[data-state='']")
         (taken,) = worker.call(f"queue.tube.{tube}:take", 0).data
         confirm(page, task_row(page, taken[0]).locator(".act-release"))
         expect(task_row(page, taken[0])).to_have_attribute("data-task-state", "ready")
@@ -220,24 +163,34 @@ def test_create_a_tube_through_the_page(page: Page, console: ServerProc) -> None
         conn.close()
 
 
-def test_a_user_without_the_right_sees_the_refusal(
+def test_a_read_only_user_sees_no_button_and_is_refused_all_the_same(
     page: Page, console: ServerProc, shots: Path
 ) -> None:
     tube = unique("guarded")
     conn = login_tester(console.port)
     try:
         conn.call("queue.create_tube", tube, "fifo", {})
-        conn.call(f"queue.tube.{tube}:put", "keep me")
+        for data in ("keep me", "and me"):
+            conn.call(f"queue.tube.{tube}:put", data)
+        conn.call(f"queue.tube.{tube}:bury", 1)
         log_in(page, console, "reader", "readpw")
         tube_row(page, tube).locator(".tube-link").click()
-        expect(task_row(page, 0)).to_be_visible()
-        confirm(page, page.locator("#truncate"))
+        expect(task_row(page, 1)).to_have_attribute("data-task-state", "buried")
+        for hidden in ("#put-form", "#kick-form", "#truncate", "#create"):
+            expect(page.locator(hidden)).to_be_hidden()
+        expect(page.locator("#tasks .task-actions button")).to_have_count(0)
+        page.screenshot(path=shots / "console-read-only.png")
+        task_row(page, 1).locator(".task-link").click()
+        expect(page.locator("#task-fields")).to_contain_text("buried")
+        expect(page.locator("#task-actions button")).to_have_count(0)
+        # The server refuses what the page no longer offers (a script may still send it).
+        page.evaluate("ask = async () => true; truncate()")
         denied = f"Execute access to function 'queue.tube.{tube}:truncate' is denied"
         expect(page.locator("#message")).to_have_text(
             f"Refused: {denied} for user 'reader' (error 42)"
         )
         page.screenshot(path=shots / "console-refused.png")
-        assert conn.call("queue.statistics", tube).data[0]["tasks"]["ready"] == 1
+        assert conn.call("queue.statistics", tube).data[0]["tasks"]["total"] == 2
         # The same request from the page without its CSRF header: refused too.
         status = page.evaluate(
             f"fetch('/api/tubes/{tube}/truncate', {{method: 'POST', body: '{{}}'}})"
@@ -278,11 +231,22 @@ def test_tasks_page_by_page_with_their_attempts(page: Page, console: ServerProc)
         expect(task_row(page, 0)).to_have_attribute("data-task-state", "buried")
         expect(task_row(page, 0).locator(".reason")).to_contain_text("2 attempts")
         expect(task_row(page, 0).locator("td").nth(8)).to_have_text("2")
+        # The pager says which way it goes, and goes that way: oldest first, so
+        # "next" shows the tasks put after these.
+        expect(page.locator("#order")).to_have_text("oldest first")
+        expect(page.locator("#next")).to_have_text("next ›")
+        expect(page.locator("#prev")).to_be_disabled()
+        expect(page.locator("#tasks tbody tr").last).to_have_attribute("data-task-id", "49")
         page.click("#next")
         expect(page.locator("#page")).to_have_text("51–55 of 55")
         expect(page.locator("#tasks tbody tr")).to_have_count(5)
-        expect(task_row(page, 54)).to_be_visible()
+        ids = page.locator("#tasks tbody tr").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.taskId))"
+        )
+        assert ids == [50, 51, 52, 53, 54]
+        expect(page.locator("#next")).to_be_disabled()
         page.click("#prev")
         expect(page.locator("#page")).to_have_text("1–50 of 55")
+        expect(task_row(page, 0)).to_be_visible()
     finally:
         conn.close()
