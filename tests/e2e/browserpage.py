@@ -1,8 +1,7 @@
-"""The console in a real headless Chromium, for the browser tests
-(test_console_browser.py, test_console_truth.py): Debian's chromium driven by
-Playwright, a fresh context (cookies) per page whose script errors fail the
-test, where screenshots go, and the few steps every test takes (log in, find
-a tube's row or a task's, confirm a dialog)."""
+"""The console in a real headless Chromium, for test_console_browser.py:
+Debian's chromium driven by Playwright, a fresh context (cookies) per page
+whose script errors fail the test, where screenshots go, and the steps every
+test takes (log in, find a tube's row or a task's, confirm a dialog)."""
 
 from __future__ import annotations
 
