@@ -183,7 +183,7 @@ def test_a_read_only_user_sees_no_button_and_is_refused_all_the_same(
         log_in(page, console, "reader", "readpw")
         tube_row(page, tube).locator(".tube-link").click()
         expect(task_row(page, 1)).to_have_attribute("data-task-state", "buried")
-        for hidden in ("#put-form", "#kick-form", "#truncate", "#create"):
+        for hidden in ("#tube-actions", "#put-form", "#kick-form", "#truncate", "#create"):
             expect(page.locator(hidden)).to_be_hidden()
         expect(page.locator("#tasks .task-actions button")).to_have_count(0)
         page.screenshot(path=shots / "console-read-only.png")

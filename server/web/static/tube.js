@@ -105,6 +105,7 @@ function drawActions() {
   $("#kick-form").hidden = !can.kick && !can.truncate;
   $("#kick-buttons").hidden = !can.kick;
   $("#truncate").hidden = !can.truncate;
+  $("#tube-actions").hidden = !can.put && !can.kick && !can.truncate;
 }
 
 async function refreshTube() {
