@@ -110,7 +110,8 @@ function drawActions() {
 
 async function refreshTube() {
   drawActions();
-  await (view.task === null ? refreshTasks() : refreshTask());
+  await refreshTasks();
+  if (view.task !== null) await refreshTask(); // above the list, which stays live
 }
 
 // The order of a page (queuebox.tasks): by id, or the take order within a state.
