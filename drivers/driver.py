@@ -301,9 +301,14 @@ class TaskStore:
             task = self.by_status.first((BURIED,))
             if task is None:
                 return kicked
-            self._update(task[0], {1: READY})
-            self.retries.kicked(task[0])
+            self.kick_task(task[0], task)
         return count
+
+    def kick_task(self, task_id: int, old: Tuple | None = None) -> Tuple:
+        """One buried task back to ready, with a fresh start (the caller checked it is buried)."""
+        task = self._update(task_id, {1: READY}, old)
+        self.retries.kicked(task_id)
+        return task
 
     def truncate(self) -> None:
         gone = list(self.space)  # in key order, as the space deletes (and logs) them

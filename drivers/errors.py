@@ -47,6 +47,11 @@ def not_taken() -> QueueError:
     return module_error("Task was not taken")
 
 
+def not_buried() -> QueueError:
+    """queuebox.kick_task of a task that is not buried (QUEUE.md §14)."""
+    return module_error("Task was not buried")
+
+
 def task_not_found(task_id: object) -> QueueError:
     return module_error(f"Task {task_id} not found")
 

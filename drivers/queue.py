@@ -34,9 +34,16 @@ from .args import task_id as task_id_arg
 from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
-from .driver import TAKEN
+from .driver import BURIED, TAKEN, Tuple
 from .durable import SavedState, SessionJournal, saved_state
-from .errors import QueueError, module_error, not_taken, task_not_found, tube_not_found
+from .errors import (
+    QueueError,
+    module_error,
+    not_buried,
+    not_taken,
+    task_not_found,
+    tube_not_found,
+)
 from .events import TaskChange, deferred
 from .listing import list_tasks
 from .queue_cfg import read_cfg
@@ -234,17 +241,32 @@ class Queue(EntryPoints):
         """An operator's release (`queuebox.release`): a taken task back to
         ready whichever session holds it, as if that session had ended."""
         with self._entry():
-            tube = self._named(tube_name)
-            tid = task_id_arg(raw_id)
-            task = tube.driver.peek(tid)
-            if task is None:
-                raise task_not_found(tid)
-            if task[1] != TAKEN:
-                raise not_taken()
-            tube.release_owned(tid, self._clock())
-            released = tube.driver.peek(tid)
+            tube, task = self._task_in(tube_name, raw_id, TAKEN, not_taken)
+            tube.release_owned(task[0], self._clock())
+            released = tube.driver.peek(task[0])
             assert released is not None
             return [tube.driver.normalize(released)]
+
+    def kick_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
+        """An operator's kick of one buried task by its id (`queuebox.kick_task`):
+        ready again with a fresh start, as `kick` would make it."""
+        with self._entry():
+            tube, task = self._task_in(tube_name, raw_id, BURIED, not_buried)
+            tube.driver.note("kick")  # counted and heard as the module's kick
+            return [tube.driver.normalize(tube.driver.kick_task(task[0], task))]
+
+    def _task_in(
+        self, tube_name: Any, raw_id: Any, status: str, wrong: Callable[[], QueueError]
+    ) -> tuple[Tube, Tuple]:
+        """The task an operator's call names, which must be in `status` (else `wrong()`)."""
+        tube = self._named(tube_name)
+        tid = task_id_arg(raw_id)
+        task = tube.driver.peek(tid)
+        if task is None:
+            raise task_not_found(tid)
+        if task[1] != status:
+            raise wrong()
+        return tube, task
 
     def _named(self, name: Any) -> Tube:
         tube = self.registry.get(name)

@@ -22,7 +22,7 @@ the one place that opens and closes the parts over the data directory:
                    quorum when synchronous, and who hears of each write:  │
                    metrics, the replication feed, the event streams; a    │
                    failed write rebuilds the role's queue                 ┘
-      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release)
+      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):

@@ -29,6 +29,7 @@ import asyncio
 import hmac
 import secrets
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -190,7 +191,7 @@ def guard(logins: Logins) -> Any:
         if login is None:
             if request.path.startswith("/api/"):
                 return refusal(401, "log in first")
-            raise web.HTTPSeeOther("/login")
+            raise web.HTTPSeeOther(login_url(request))
         if request.method not in SAFE_METHODS and not _csrf_ok(request, login):
             return refusal(403, "CSRF token missing or wrong: reload the page")
         request["login"] = login
@@ -200,6 +201,23 @@ def guard(logins: Logins) -> Any:
         return response
 
     return middleware
+
+
+def login_url(request: web.Request) -> str:
+    """The login page, told which page was asked for (a tube's or a task's URL),
+    so a login lands there."""
+    back = request.path_qs
+    if back == "/" or request.method != "GET":
+        return "/login"
+    return "/login?" + urllib.parse.urlencode({"next": back})
+
+
+def local_page(target: str) -> str:
+    """Where a login goes next: one of the console's own pages, never another
+    site (an open redirect): `/` or a path under `/tubes/`."""
+    if target.startswith("/tubes/") and "\\" not in target and target.isprintable():
+        return target
+    return "/"
 
 
 def _csrf_ok(request: web.Request, login: Login) -> bool:

@@ -1,10 +1,12 @@
 """The console's JSON API: what the page shows, and what it lets an operator do.
 
 Owns: the overview (the server, the tubes the user may read with counts and
-rates, connections and sessions), a tube's tasks by state a page at a time,
-and the actions: put, kick (one, N, all), bury, release, delete, truncate,
-create a tube. Every read of the queue that depends on rights and every
-action is a registry function called as the logged-in user (dispatch.py):
+rates, connections and sessions), a tube's tasks by state a page at a time
+(or one task by id), what the user may do on each tube (so the page shows
+only the buttons that user may press), and the actions: put, kick (one, N,
+all), retry (kick) one buried task, bury, release, delete, truncate, create
+a tube. Every read of the queue that depends on rights and every action is a
+registry function called as the logged-in user (dispatch.py):
 `queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
 so the console can never do what that user could not do over IPROTO; a
 refusal comes back with its IPROTO code and text. Must not change queue
@@ -70,9 +72,15 @@ ACTIONS: dict[str, Action] = {
     "bury": lambda ns, t, b: (f"{ns}.tube.{t}:bury", [_task_id(b)]),
     "delete": lambda ns, t, b: (f"{ns}.tube.{t}:delete", [_task_id(b)]),
     "release": lambda ns, t, b: ("queuebox.release", [t, _task_id(b)]),
+    "retry": lambda ns, t, b: ("queuebox.kick_task", [t, _task_id(b)]),
     "truncate": lambda ns, t, b: (f"{ns}.tube.{t}:truncate", []),
 }
-CREATE_OPTS = ("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "storage_mode")
+CREATE_OPTS = (
+    *("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "storage_mode"),
+    *("max_attempts", "backoff", "backoff_max"),  # the retry policy (QUEUE.md §14)
+)
+# A body that names every action's function (for what the page may offer).
+ANY_TASK: dict[str, Any] = {"task_id": 0, "count": 1}
 
 
 class Console:
@@ -92,9 +100,11 @@ class Console:
     async def overview(self, request: web.Request) -> web.Response:
         login: Login = request["login"]
         grant = self.server.app.rights.grant(login.user)
+        can = {right: grant.allows(right) for right in (READ, WRITE, ADMIN)}
+        can["create"] = self._may(login.user, f"{self.namespace}.create_tube")
         view: dict[str, Any] = {
             "user": login.user,
-            "can": {right: grant.allows(right) for right in (READ, WRITE, ADMIN)},
+            "can": can,
             "time": time.time(),
             "tubes": [],
         }
@@ -107,11 +117,35 @@ class Console:
         series = self.rates.all_series()
         for row in rows:
             row["rates"] = series.get(row["name"])
+            row["can"] = self._tube_can(login.user, row["name"])
         view["tubes"] = rows
         view["server"] = server_view(self.server)
         view["cluster"] = await self._cluster(request)
         view.update(connections_view(self.server))
         return web.json_response(view)
+
+    def _tube_can(self, user: str, tube: str) -> dict[str, bool]:
+        """Each action the page offers on `tube`: whether `user` may do it, so
+        the page shows only the buttons that user may press."""
+        can = {}
+        for action, call in ACTIONS.items():
+            name, _ = call(self.namespace, tube, ANY_TASK)
+            can[action] = self._may(user, name, tube)
+        return can
+
+    def _may(self, user: str, name: str, tube: str | None = None) -> bool:
+        """Would `user`'s call of `name` (on `tube`, for a call whose tube comes
+        from its arguments) pass the checks of dispatch.admit and the handler's
+        tube check? Asked of the same registry and grant, without calling."""
+        app = self.server.app
+        found = app.registry.resolve(name)
+        if found is None:
+            return False
+        if not app.rights.grant(user).allows(found.right, found.tube or tube):
+            return False
+        return (
+            found.right == READ or not app.refuses_changes() or app.registry.works_read_only(name)
+        )
 
     async def _cluster(self, request: web.Request) -> dict[str, Any]:
         """queuebox.status() as the user, where the server has it; else what this
@@ -131,6 +165,8 @@ class Console:
             opts["state"] = query["state"]
         if query.get("after"):
             opts["after"] = [_int(part) for part in query["after"].split(",")]
+        if query.get("id"):
+            opts["id"] = _int(query["id"])
         try:
             (page,) = await self._as(request, "queuebox.tasks", [request.match_info["tube"], opts])
         except CallError as exc:

@@ -26,6 +26,7 @@ from .auth import (
     Logins,
     clear_cookies,
     guard,
+    local_page,
     same_origin,
     security_headers,
     set_cookies,
@@ -70,6 +71,7 @@ class HttpListener:
         app.add_routes(
             [
                 web.get("/", self.page),
+                web.get("/tubes/{path:.+}", self.page),  # a tube's or a task's URL
                 web.get("/login", self.login_page),
                 web.post("/login", self.login),
                 web.post("/logout", self.logout),
@@ -115,15 +117,16 @@ class HttpListener:
         return web.FileResponse(STATIC / "console.html", headers=NO_STORE)
 
     async def login_page(self, request: web.Request) -> web.Response:
-        return self._login_form("")
+        return self._login_form("", back=local_page(request.query.get("next", "/")))
 
-    def _login_form(self, message: str, status: int = 200) -> web.Response:
+    def _login_form(self, message: str, status: int = 200, back: str = "/") -> web.Response:
         if self.logins.closed_to_all:
             message = (
                 "No user is configured, and this address is not loopback: the console "
                 "is off here. Configure a user (docs/rights.md) to log in."
             )
         html = (STATIC / "login.html").read_text().replace("<!--message-->", _escape(message))
+        html = html.replace('value="/"', f'value="{_escape(back)}"', 1)  # the page to go back to
         return web.Response(text=html, content_type="text/html", status=status, headers=NO_STORE)
 
     async def login(self, request: web.Request) -> web.Response:
@@ -131,11 +134,12 @@ class HttpListener:
             return self._login_form("Refused: the form came from another site.", 403)
         form = await request.post()
         user, password = str(form.get("user", "")), str(form.get("password", ""))
+        back = local_page(str(form.get("next", "/")))
         if not await self.logins.check(request.remote or "", user, password):
-            return self._login_form("Wrong user or password.", 401)
+            return self._login_form("Wrong user or password.", 401, back)
         login = self.logins.start(user)
         log.info("console login", user=user, peer=request.remote)
-        response = web.HTTPSeeOther("/")
+        response = web.HTTPSeeOther(back)
         set_cookies(response, login, request.secure)
         return response  # type: ignore[return-value]
 
@@ -161,7 +165,9 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 
 def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
 
 
 async def start_http(server: Served, tls: ssl.SSLContext | None = None) -> HttpListener | None:

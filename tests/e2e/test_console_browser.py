@@ -1,120 +1,69 @@
 """The console in a real headless Chromium (Debian's, driven by Playwright):
 tubes and tasks made over IPROTO appear and change in the page without a
 reload; kick, bury, release, delete, put, create and truncate through the
-page are checked over IPROTO; a user without the right sees the refusal; a
-request without its CSRF token is refused.
+page are checked over IPROTO; a read-only user sees no button to press, and
+the server still refuses what the page would not offer; a request without
+its CSRF token is refused. And the page tells the truth: a stopped server
+reads "disconnected", times that never come read "never", the pager goes the
+way it says, one buried task is retried, inspected and deleted on its own,
+and every tube and task has a URL that opens it (after a login too), with
+back and forward.
 
-One browser for the module, a fresh context (cookies) per test. Screenshots
-go to a temporary folder, or into docs/console/ with
-QUEUEBOX_SCREENSHOTS=docs (then commit them: docs/console.md shows them).
+One browser for the module, a fresh context (cookies) per test
+(browserpage.py). Screenshots go to a temporary folder, or into docs/console/
+with QUEUEBOX_SCREENSHOTS=docs (then commit them: docs/console.md shows them).
 """
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import tarantool
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.serverproc import REPO, ServerProc, login_tester, unique
+from tests.e2e.browserpage import (
+    base,
+    confirm,
+    count,
+    launch,
+    log_in,
+    open_page,
+    screenshots,
+    status_of,
+    task_row,
+    tube_row,
+    with_http,
+)
+from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
 from tests.e2e.webclient import http_port
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package, installed by tests/run.sh
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-VIEWPORT = {"width": 1180, "height": 760}
-expect.set_options(timeout=15_000)  # the page polls every second; CI machines are busy
+# Two refreshes (1 s each) and a margin for a busy machine: the page must say it by then.
+TWO_REFRESHES_MS = 5_000
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: tests/run.sh installs it"
-    with sync_playwright() as playwright:
-        # launch() starts with a fresh, temporary user-data dir of its own.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launch() as chromium:
+        yield chromium
 
 
 @pytest.fixture(scope="module")
 def console(server: ServerProc) -> ServerProc:
-    server.stop()
-    server.args += ["--http-listen", "127.0.0.1:0"]
-    return server.start()
+    return with_http(server)
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if os.environ.get("QUEUEBOX_SCREENSHOTS") == "docs":
-        return REPO / "docs" / "console"
-    return tmp_path_factory.mktemp("screenshots")
+    return screenshots(tmp_path_factory)
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    """A fresh context (no cookies); the page's script errors and CSP
-    violations fail the test (a refused request's status line does not)."""
-    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
-    errors: list[str] = []
-    try:
-        opened = context.new_page()
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
-        opened.on(
-            "console",
-            lambda msg: (
-                errors.append(msg.text)
-                if msg.type == "error" and not msg.text.startswith("Failed to load resource")
-                else None
-            ),
-        )
+    with open_page(browser) as opened:
         yield opened
-    finally:
-        context.close()
-    assert errors == []
-
-
-def log_in(page: Page, console: ServerProc, user: str = "tester", password: str = "secret") -> None:
-    page.goto(f"http://127.0.0.1:{http_port(console)}/")
-    expect(page).to_have_url(f"http://127.0.0.1:{http_port(console)}/login")
-    page.fill("#user", user)
-    page.fill("#password", password)
-    page.click("#login")
-    expect(page.locator("#user")).to_have_text(user)
-
-
-def tube_row(page: Page, tube: str) -> Any:
-    return page.locator(f"#tubes tr[data-tube='{tube}']")
-
-
-def count(page: Page, tube: str, state: str) -> Any:
-    return tube_row(page, tube).locator(f"td[data-state='{state}']")
-
-
-def task_row(page: Page, task_id: int) -> Any:
-    return page.locator(f"#tasks tr[data-task-id='{task_id}']")
-
-
-def confirm(page: Page, button: Any, ok: bool = True) -> None:
-    button.click()
-    expect(page.locator("#confirm")).to_be_visible()
-    page.click("#confirm-ok" if ok else "#confirm-cancel")
-
-
-def status_of(conn: Any, tube: str, task_id: int) -> str:
-    return str(conn.call(f"queue.tube.{tube}:peek", task_id).data[0][1])
 
 
 def test_tubes_and_tasks_made_over_iproto_appear_live(
@@ -165,7 +114,8 @@ def test_operator_actions_through_the_page(page: Page, console: ServerProc, shot
         # Cancel changes nothing.
         confirm(page, task_row(page, 0).locator(".act-delete"), ok=False)
         assert status_of(conn, tube, 0) == "r"
-        page.click("#states button[data-state='buried']")
+        page.click("#states a[data-state='buried']")
+        expect(page).to_have_url(re.compile(rf"/tubes/{tube}\?state=buried$"))
         expect(page.locator("#tasks tbody tr")).to_have_count(3)
         page.screenshot(path=shots / "console-tube.png")
         confirm(page, page.locator("#kick"))  # one
@@ -178,7 +128,7 @@ def test_operator_actions_through_the_page(page: Page, console: ServerProc, shot
         expect(page.locator("#message")).to_have_text(f"Kicked 2 task(s) of {tube}.")
         assert conn.call("queue.statistics", tube).data[0]["tasks"]["buried"] == 0
         # Release a task another connection holds; delete one.
-        page.click("#states button[data-state='']")
+        page.click("#states a[data-state='']")
         (taken,) = worker.call(f"queue.tube.{tube}:take", 0).data
         confirm(page, task_row(page, taken[0]).locator(".act-release"))
         expect(task_row(page, taken[0])).to_have_attribute("data-task-state", "ready")
@@ -220,24 +170,34 @@ def test_create_a_tube_through_the_page(page: Page, console: ServerProc) -> None
         conn.close()
 
 
-def test_a_user_without_the_right_sees_the_refusal(
+def test_a_read_only_user_sees_no_button_and_is_refused_all_the_same(
     page: Page, console: ServerProc, shots: Path
 ) -> None:
     tube = unique("guarded")
     conn = login_tester(console.port)
     try:
         conn.call("queue.create_tube", tube, "fifo", {})
-        conn.call(f"queue.tube.{tube}:put", "keep me")
+        for data in ("keep me", "and me"):
+            conn.call(f"queue.tube.{tube}:put", data)
+        conn.call(f"queue.tube.{tube}:bury", 1)
         log_in(page, console, "reader", "readpw")
         tube_row(page, tube).locator(".tube-link").click()
-        expect(task_row(page, 0)).to_be_visible()
-        confirm(page, page.locator("#truncate"))
+        expect(task_row(page, 1)).to_have_attribute("data-task-state", "buried")
+        for hidden in ("#tube-actions", "#put-form", "#kick-form", "#truncate", "#create"):
+            expect(page.locator(hidden)).to_be_hidden()
+        expect(page.locator("#tasks .task-actions button")).to_have_count(0)
+        page.screenshot(path=shots / "console-read-only.png")
+        task_row(page, 1).locator(".task-link").click()
+        expect(page.locator("#task-fields")).to_contain_text("buried")
+        expect(page.locator("#task-actions button")).to_have_count(0)
+        # The server refuses what the page no longer offers (a script may still send it).
+        page.evaluate("ask = async () => true; truncate()")
         denied = f"Execute access to function 'queue.tube.{tube}:truncate' is denied"
         expect(page.locator("#message")).to_have_text(
             f"Refused: {denied} for user 'reader' (error 42)"
         )
         page.screenshot(path=shots / "console-refused.png")
-        assert conn.call("queue.statistics", tube).data[0]["tasks"]["ready"] == 1
+        assert conn.call("queue.statistics", tube).data[0]["tasks"]["total"] == 2
         # The same request from the page without its CSRF header: refused too.
         status = page.evaluate(
             f"fetch('/api/tubes/{tube}/truncate', {{method: 'POST', body: '{{}}'}})"
@@ -278,11 +238,151 @@ def test_tasks_page_by_page_with_their_attempts(page: Page, console: ServerProc)
         expect(task_row(page, 0)).to_have_attribute("data-task-state", "buried")
         expect(task_row(page, 0).locator(".reason")).to_contain_text("2 attempts")
         expect(task_row(page, 0).locator("td").nth(8)).to_have_text("2")
+        # The pager says which way it goes, and goes that way: oldest first, so
+        # "next" shows the tasks put after these.
+        expect(page.locator("#order")).to_have_text("oldest first")
+        expect(page.locator("#next")).to_have_text("next ›")
+        expect(page.locator("#prev")).to_be_disabled()
+        expect(page.locator("#tasks tbody tr").last).to_have_attribute("data-task-id", "49")
         page.click("#next")
         expect(page.locator("#page")).to_have_text("51–55 of 55")
         expect(page.locator("#tasks tbody tr")).to_have_count(5)
-        expect(task_row(page, 54)).to_be_visible()
+        ids = page.locator("#tasks tbody tr").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.taskId))"
+        )
+        assert ids == [50, 51, 52, 53, 54]
+        expect(page.locator("#next")).to_be_disabled()
         page.click("#prev")
         expect(page.locator("#page")).to_have_text("1–50 of 55")
+        expect(task_row(page, 0)).to_be_visible()
     finally:
         conn.close()
+
+
+def test_a_stopped_server_reads_disconnected(
+    page: Page, start_server: StartServer, shots: Path
+) -> None:
+    server = start_server("--http-listen", "127.0.0.1:0")
+    conn = login_tester(server.port)
+    try:
+        conn.call("queue.create_tube", "orders", "fifo", {})
+        conn.call("queue.tube.orders:put", "x")
+    finally:
+        conn.close()
+    log_in(page, server)
+    state = page.locator("#state")
+    expect(state).to_have_text("RUNNING")
+    expect(tube_row(page, "orders")).to_be_visible()
+    server.stop()
+    expect(state).to_have_text("disconnected", timeout=TWO_REFRESHES_MS)
+    expect(state).to_have_class(re.compile(r"\bbad\b"))
+    expect(page.locator("body")).to_have_class(re.compile(r"\bstale\b"))  # the rest is old news
+    page.screenshot(path=shots / "console-disconnected.png")
+
+
+def test_times_that_never_come_read_never(page: Page, console: ServerProc) -> None:
+    tube = unique("forever")
+    conn = login_tester(console.port)
+    try:
+        conn.call("queue.create_tube", tube, "fifottl", {})
+        # 100 tasks put without a ttl: each of their expiries is 100 years away (the
+        # page read some of those as a date, by a float comparison).
+        for n in range(100):
+            conn.call(f"queue.tube.{tube}:put", n)
+        conn.call(f"queue.tube.{tube}:take", 0)  # task 0, its ttr "forever" too
+        conn.call(f"queue.tube.{tube}:put", "soon", {"ttl": 3600})  # task 100 does expire
+    finally:
+        conn.close()
+    log_in(page, console, path=f"/tubes/{tube}")
+    whens = page.locator("#tasks td.when")
+    for first in (0, 50):
+        expect(page.locator("#tasks tbody tr").first).to_have_attribute("data-task-id", str(first))
+        expect(whens).to_have_text(["never"] * 50)
+        page.click("#next")
+    expect(task_row(page, 100).locator("td.when")).to_contain_text("expires ")
+    expect(task_row(page, 100).locator("td.when")).not_to_contain_text("never")
+
+
+def test_one_buried_task_retried_inspected_and_deleted(
+    page: Page, console: ServerProc, shots: Path
+) -> None:
+    tube = unique("dead")
+    conn = login_tester(console.port)
+    try:
+        conn.call("queue.create_tube", tube, "fifottl", {"max_attempts": 1, "backoff": 0})
+        for n in range(3):
+            conn.call(f"queue.tube.{tube}:put", {"job": n})
+        conn.call(f"queue.tube.{tube}:take", 0)
+        conn.call(f"queue.tube.{tube}:release", 0)  # its only attempt: buried, with a reason
+        conn.call(f"queue.tube.{tube}:bury", 1)
+        conn.call(f"queue.tube.{tube}:bury", 2, {"reason": "bad input"})
+        (listed,) = conn.call("queuebox.tasks", tube, {"id": 0}).data[0]["tasks"]
+        log_in(page, console)
+        tube_row(page, tube).locator(".tube-link").click()
+        expect(page).to_have_url(re.compile(rf"/tubes/{tube}$"))
+        # Retry one of three buried tasks: that one only.
+        confirm(page, task_row(page, 1).locator(".act-retry"))
+        expect(task_row(page, 1)).to_have_attribute("data-task-state", "ready")
+        assert [status_of(conn, tube, n) for n in range(3)] == ["!", "r", "!"]
+        expect(task_row(page, 1).locator(".act-retry")).to_have_count(0)
+        # Inspect one: its data, attempts and last error.
+        task_row(page, 0).locator(".task-link").click()
+        expect(page).to_have_url(re.compile(rf"/tubes/{tube}/tasks/0$"))
+        fields = page.locator("#task-fields")
+        expect(fields).to_contain_text("attempts1")
+        expect(fields).to_contain_text(f"last error{listed['reason']}")
+        expect(page.locator("#task-data")).to_have_text('{"job": 0}')
+        page.screenshot(path=shots / "console-task.png")
+        confirm(page, page.locator("#task-actions .act-retry"))
+        expect(page.locator("#task")).to_have_attribute("data-task-state", "ready")
+        expect(fields).to_contain_text("attempts0")  # a fresh start, as kick gives
+        assert status_of(conn, tube, 0) == "r"
+        # Delete one, from its row.
+        page.go_back()
+        expect(page.locator("#task")).to_be_hidden()
+        confirm(page, task_row(page, 2).locator(".act-delete"))
+        expect(task_row(page, 2)).to_have_count(0)
+        with pytest.raises(tarantool.DatabaseError, match="Task 2 not found"):
+            conn.call(f"queue.tube.{tube}:peek", 2)
+        assert conn.call("queue.statistics", tube).data[0]["calls"]["kick"] == 2
+    finally:
+        conn.close()
+
+
+def test_tubes_and_tasks_have_urls(page: Page, console: ServerProc) -> None:
+    tube = unique("linked")
+    conn = login_tester(console.port)
+    try:
+        conn.call("queue.create_tube", tube, "fifo", {})
+        for n in range(3):
+            conn.call(f"queue.tube.{tube}:put", f"job {n}")
+        conn.call(f"queue.tube.{tube}:bury", 1)
+    finally:
+        conn.close()
+    # A shared link to a task, opened before logging in: the login lands on it.
+    task_url = f"/tubes/{tube}/tasks/1"
+    log_in(page, console, path=task_url)
+    expect(page.locator("#task-id")).to_have_text("1")
+    expect(page.locator("#task")).to_have_attribute("data-task-state", "buried")
+    expect(page.locator("#task-data")).to_have_text('"job 1"')
+    # A tube's URL with the state it lists.
+    page.goto(base(console) + f"/tubes/{tube}?state=buried")
+    expect(page.locator("#tube-name")).to_have_text(tube)
+    expect(page.locator("#states a.active")).to_have_text("buried")
+    expect(page.locator("#tasks tbody tr")).to_have_count(1)
+    page.click("#states a[data-state='']")
+    expect(page).to_have_url(base(console) + f"/tubes/{tube}")
+    expect(page.locator("#tasks tbody tr")).to_have_count(3)
+    # Back and forward walk them.
+    page.go_back()
+    expect(page).to_have_url(base(console) + f"/tubes/{tube}?state=buried")
+    expect(page.locator("#tasks tbody tr")).to_have_count(1)
+    page.go_back()
+    expect(page).to_have_url(base(console) + task_url)
+    expect(page.locator("#task")).to_be_visible()
+    page.go_forward()
+    expect(page.locator("#task")).to_be_hidden()
+    expect(page.locator("#tasks tbody tr")).to_have_count(1)
+    page.click("#close-tube")
+    expect(page).to_have_url(base(console) + "/")
+    expect(page.locator("#tube")).to_be_hidden()

@@ -4,6 +4,7 @@ the same API through the page; these check what a browser would not show."""
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -114,7 +115,7 @@ def test_a_user_without_the_right_sees_the_refusal(web: Web, console: ServerProc
     tube = tube_with_tasks(console)
     logged_in(web, "reader", "readpw")
     overview = web.get("/api/overview").json()
-    assert overview["can"] == {"read": True, "write": False, "admin": False}
+    assert overview["can"] == {"read": True, "write": False, "admin": False, "create": False}
     assert tube in [t["name"] for t in overview["tubes"]]
     for action, body in (("put", {"data": 1}), ("truncate", {}), ("delete", {"task_id": 0})):
         refused = web.post(f"/api/tubes/{tube}/{action}", body)
@@ -125,6 +126,8 @@ def test_a_user_without_the_right_sees_the_refusal(web: Web, console: ServerProc
             "message": f"Execute access to function '{name}' is denied for user 'reader'",
         }
     assert ready_count(console, tube) == 2
+    (row,) = [t for t in overview["tubes"] if t["name"] == tube]
+    assert not any(row["can"].values())
     # Reading is allowed: the tasks page.
     page = web.get(f"/api/tubes/{tube}/tasks?state=ready").json()
     assert [t["id"] for t in page["tasks"]] == [0, 1] and page["next"] is None
@@ -218,7 +221,14 @@ def test_per_tube_grants_hold_in_the_console(start_server: StartServer) -> None:
     finally:
         conn.close()
     web = logged_in(Web(http_port(server)), "jobber", "jobpw")
-    assert [t["name"] for t in web.get("/api/overview").json()["tubes"]] == ["jobs_a"]
+    overview = web.get("/api/overview").json()
+    assert [t["name"] for t in overview["tubes"]] == ["jobs_a"]
+    # What the page may offer on the tube: the user's rights there, as the calls check them.
+    can = overview["tubes"][0]["can"]
+    assert {action for action, allowed in can.items() if allowed} == {
+        *("put", "kick", "bury", "delete", "release", "retry"),
+    }
+    assert can["truncate"] is False and overview["can"]["create"] is False
     assert web.post("/api/tubes/jobs_a/put", {"data": 1}).status == 200
     refused = web.post("/api/tubes/mail_a/put", {"data": 1})
     assert refused.status == 403 and refused.json()["error"]["code"] == 42
@@ -270,3 +280,47 @@ def test_connections_show_their_port_and_the_tasks_their_session_holds(
         assert mine["holds"] == [["held", 0]] and len(mine["session"]) == 36
         (tube,) = web.get("/api/overview").json()["tubes"]
         assert (tube["name"], tube["type"], tube["waiting_takes"]) == ("held", "fifo", 0)
+
+
+def test_a_tester_may_do_everything_and_retries_one_task(web: Web, console: ServerProc) -> None:
+    logged_in(web)
+    tube = unique("again")
+    create = {"name": tube, "type": "fifo", "opts": {"max_attempts": 3, "backoff": 2}}
+    assert web.post("/api/tubes", create).status == 200
+    overview = web.get("/api/overview").json()
+    (row,) = [t for t in overview["tubes"] if t["name"] == tube]
+    assert all(row["can"].values()) and overview["can"]["create"] is True
+    assert row["opts"]["max_attempts"] == 3 and row["opts"]["backoff"] == 2
+    for n in range(2):
+        web.post(f"/api/tubes/{tube}/put", {"data": n})
+        web.post(f"/api/tubes/{tube}/bury", {"task_id": n})
+    done = web.post(f"/api/tubes/{tube}/retry", {"task_id": 1})
+    assert done.status == 200 and done.json()["result"][0][:2] == [1, "r"]
+    again = web.post(f"/api/tubes/{tube}/retry", {"task_id": 1})
+    assert again.status == 400 and again.json()["error"]["message"] == "Task was not buried"
+    one = web.get(f"/api/tubes/{tube}/tasks?id=0").json()["tasks"]
+    assert [(t["id"], t["state"], t["attempts"]) for t in one] == [(0, "buried", 0)]
+
+
+def test_a_tube_url_needs_a_login_and_the_login_lands_on_it(web: Web) -> None:
+    page = web.get("/tubes/jobs/tasks/3")
+    asked = urllib.parse.urlsplit(page.headers["Location"])
+    assert page.status == 303 and asked.path == "/login"
+    assert urllib.parse.parse_qs(asked.query) == {"next": ["/tubes/jobs/tasks/3"]}
+    form = web.get(page.headers["Location"])
+    assert 'name="next" value="/tubes/jobs/tasks/3"' in form.text
+    landed = web.request(
+        "POST",
+        "/login",
+        b"user=tester&password=secret&next=%2Ftubes%2Fjobs%2Ftasks%2F3",
+        {"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert landed.status == 303 and landed.headers["Location"] == "/tubes/jobs/tasks/3"
+    assert web.get("/tubes/jobs?state=buried").status == 200  # the page; its script reads the URL
+    # Never another site (an open redirect), nor a page that is not the console's.
+    for elsewhere in ("//evil.example/", "https://evil.example/", "/tubes/\\evil", "/metrics"):
+        body = urllib.parse.urlencode({"user": "tester", "password": "secret", "next": elsewhere})
+        sent = web.request(
+            "POST", "/login", body.encode(), {"Content-Type": "application/x-www-form-urlencoded"}
+        )
+        assert sent.status == 303 and sent.headers["Location"] == "/", elsewhere

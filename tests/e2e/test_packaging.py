@@ -52,6 +52,7 @@ def test_the_wheel_holds_one_package_typed_with_its_notes(wheel: Path) -> None:
         # The console's assets: the wheel serves it with no network at all.
         "queuebox/server/web/static/console.html",
         "queuebox/server/web/static/console.js",
+        "queuebox/server/web/static/tube.js",
         "queuebox/server/web/static/console.css",
         "queuebox/server/web/static/login.html",
     ):

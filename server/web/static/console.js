@@ -1,14 +1,20 @@
-// The queuebox console: reads /api/overview every second, draws it, and sends
-// the operator's actions. No library: the DOM is built with textContent only,
-// so a task's data can never become markup.
+// The queuebox console: reads /api/overview every second and draws it; says
+// "disconnected" as soon as the server stops answering. tube.js has one tube's
+// tasks, one task, the operator's actions and the URLs. No library: the DOM is
+// built with textContent only, so a task's data can never become markup.
 "use strict";
 
 const POLL_MS = 1000;
+const ANSWER_MS = 2 * POLL_MS + 500; // no answer for two refreshes: disconnected
+const FETCH_TIMEOUT_MS = 10_000; // a hung server must not stop the polling
+const FOREVER_S = 3153600000; // ttl/ttr "forever": 100 years, as the module stores it
 const CHART = { w: 160, h: 36 };
 const $ = (sel) => document.querySelector(sel);
-// The open tube's listing: cursors of the pages before this one (queuebox.tasks' `next`).
-const view = { tube: null, state: "", pages: [], after: null, next: null, counts: {}, can: {} };
-const PAGE = 50;
+// What the URL names (tube.js) and the open tube's listing: cursors of the pages
+// before this one (queuebox.tasks' `next`); `tubeCan`: what the user may do on it.
+const view = { tube: null, task: null, state: "", pages: [], after: null, next: null,
+  counts: {}, can: {}, tubeCan: {}, type: "" };
+const link = { answered: Date.now(), lost: false };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -30,13 +36,15 @@ function csrf() {
 
 async function api(method, path, body) {
   const options = { method, headers: { "X-CSRF-Token": csrf() }, credentials: "same-origin" };
+  if (method === "GET") options.signal = AbortSignal.timeout(FETCH_TIMEOUT_MS);
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
   const reply = await fetch(path, options);
   if (reply.status === 401) {
-    location.href = "/login";
+    const back = location.pathname + location.search;
+    location.href = back === "/" ? "/login" : "/login?next=" + encodeURIComponent(back);
     throw new Error("log in first");
   }
   const text = await reply.text();
@@ -126,7 +134,7 @@ function drawTubes(tubes) {
     const t = tube.tasks;
     const cell = (state) => el("td", { class: "num", "data-state": state }, fmt.count(t[state]));
     return el("tr", { "data-tube": tube.name, class: tube.name === view.tube ? "selected" : "" },
-      el("td", {}, el("button", { class: "link tube-link", onclick: () => openTube(tube.name) }, tube.name)),
+      el("td", {}, el("a", { class: "tube-link", href: tubeUrl(tube.name), onclick: follow }, tube.name)),
       el("td", {}, tube.type),
       cell("ready"), cell("taken"), cell("delayed"), cell("buried"), cell("done"),
       el("td", { class: "num" }, fmt.count(tube.waiting_takes)),
@@ -136,8 +144,10 @@ function drawTubes(tubes) {
   }));
   $("#no-tubes").hidden = tubes.length > 0;
   const open = tubes.find((tube) => tube.name === view.tube);
+  view.tubeCan = open?.can ?? {}; // a tube the user may not read, or gone: nothing to press
   if (open) {
     $("#tube-type").textContent = open.type;
+    view.type = open.type;
     view.counts = open.tasks;
   }
 }
@@ -147,8 +157,10 @@ function pairs(target, rows) {
 }
 
 function drawServer(server) {
-  $("#state").textContent = server.state;
-  $("#state").className = "badge " + (server.state === "RUNNING" ? "good" : "warn");
+  if (!link.lost) {
+    $("#state").textContent = server.state;
+    $("#state").className = "badge " + (server.state === "RUNNING" ? "good" : "warn");
+  }
   $("#version").textContent = `${server.version} (${server.build})`;
   const wal = server.wal, snap = server.snapshot, mem = server.memory;
   pairs($("#server"), [
@@ -205,187 +217,48 @@ function drawConnections(data) {
     el("tr", {}, el("td", { class: "mono" }, s.session), el("td", { class: "holds" }, holds(s.holds)))));
 }
 
+// The server stopped answering: the badge says so, and what the page shows is
+// marked as old (it is what the server said last).
+function lost(why) {
+  link.lost = true;
+  $("#state").textContent = "disconnected";
+  $("#state").className = "badge bad";
+  $("#state").title = why;
+  $("#live").className = "warn";
+  $("#live").title = `the last update failed: ${why}`;
+  document.body.classList.add("stale");
+}
+
+function answered() {
+  link.answered = Date.now();
+  link.lost = false;
+  $("#state").title = "";
+  $("#live").className = "good";
+  $("#live").title = "the page asks the server every second";
+  document.body.classList.remove("stale");
+}
+
 async function refresh() {
-  try {
-    const data = await api("GET", "/api/overview");
-    view.can = data.can;
-    $("#user").textContent = data.user;
-    document.body.classList.toggle("no-write", !data.can.write);
-    document.body.classList.toggle("no-admin", !data.can.admin);
-    if (data.refused) refused(data.refused);
-    drawTubes(data.tubes);
-    if (data.server) drawServer(data.server);
-    if (data.cluster) drawCluster(data.cluster);
-    if (data.connections) drawConnections(data);
-    if (view.tube) await refreshTasks();
-    $("#live").className = "good";
-  } catch (error) {
-    $("#live").className = "warn";
-    $("#live").title = `the last update failed: ${error.message}`;
-  }
-}
-
-// -- one tube --
-function firstPage() {
-  view.pages = [];
-  view.after = null;
-}
-
-function openTube(name) {
-  view.tube = name;
-  firstPage();
-  $("#tube").hidden = false;
-  $("#tube-name").textContent = name;
-  refresh();
-}
-
-const FOREVER_S = 3153600000; // ttl/ttr "forever": 100 years, as the module stores it
-
-function when(task) {
-  if (task.deadline !== undefined) return `ttr ends ${fmt.time(task.deadline)}`;
-  if (task.ready_at !== undefined) return `ready ${fmt.time(task.ready_at)}`;
-  if (task.expires_at !== undefined && task.expires_at < task.created + FOREVER_S) {
-    return `expires ${fmt.time(task.expires_at)}`;
-  }
-  return "–";
-}
-
-function span(s) {
-  return s === undefined ? "–" : s >= FOREVER_S ? "forever" : fmt.seconds(s);
-}
-
-function taskRow(task) {
-  const act = (label, action, question) =>
-    el("button", { class: "link act-" + action, onclick: () => taskAction(action, task.id, question) }, label);
-  const buttons = [];
-  if (task.state !== "buried") buttons.push(act("bury", "bury", `Bury task ${task.id} of ${view.tube}?`));
-  if (task.state === "taken") buttons.push(act("release", "release", `Release task ${task.id} of ${view.tube} (taken from whoever holds it)?`));
-  buttons.push(act("delete", "delete", `Delete task ${task.id} of ${view.tube}? This cannot be undone.`));
-  const data = task.data;
-  const shown = data.kind === "json" ? data.text : `${data.kind}: ${data.text}`;
-  const state = task.reason ? [task.state, el("div", { class: "reason muted" }, task.reason)] : [task.state];
-  return el("tr", { "data-task-id": task.id, "data-task-state": task.state },
-    el("td", { class: "num" }, task.id), el("td", {}, state),
-    el("td", {}, el("pre", { class: "data", title: data.size === null ? "" : `${data.size} bytes of msgpack` }, shown + (data.truncated ? " …" : ""))),
-    el("td", {}, task.created === undefined ? "–" : fmt.time(task.created)),
-    el("td", {}, when(task)), el("td", {}, span(task.ttl)), el("td", {}, span(task.ttr)),
-    el("td", {}, [task.pri, task.utube].filter((v) => v !== undefined).join(" / ") || "–"),
-    el("td", { class: "num" }, task.attempts ?? "–"),
-    el("td", { class: "task-actions" }, buttons));
-}
-
-async function refreshTasks() {
-  const query = new URLSearchParams();
-  if (view.state) query.set("state", view.state);
-  if (view.after) query.set("after", view.after.join(","));
-  try {
-    const page = await api("GET", `/api/tubes/${encodeURIComponent(view.tube)}/tasks?${query}`);
-    view.next = page.next;
-    $("#tasks tbody").replaceChildren(...page.tasks.map(taskRow));
-    const first = view.pages.length * PAGE;
-    const total = view.state ? view.counts[view.state] : view.counts.total;
-    $("#page").textContent = page.tasks.length
-      ? `${first + 1}–${first + page.tasks.length} of ${fmt.count(total)}` : "no tasks";
-    $("#prev").disabled = view.pages.length === 0;
-    $("#next").disabled = !page.next;
-  } catch (error) {
-    $("#tasks tbody").replaceChildren();
-    $("#page").textContent = error.message;
-  }
-  for (const tab of document.querySelectorAll("#states button")) {
-    tab.classList.toggle("active", tab.dataset.state === view.state);
-  }
-}
-
-async function act(path, body, done) {
-  try {
-    const reply = await api("POST", path, body);
-    say(done(reply.result));
-  } catch (error) {
-    refused(error);
-  }
-  await refresh();
-}
-
-const tubePath = (action) => `/api/tubes/${encodeURIComponent(view.tube)}/${action}`;
-
-async function taskAction(action, id, question) {
-  if (!(await ask(question))) return;
-  await act(tubePath(action), { task_id: id }, () => `Task ${id}: ${action} done.`);
-}
-
-function numbers(form, names) {
-  const opts = {};
-  for (const name of names) {
-    const value = form.elements[name].value;
-    if (value !== "") opts[name] = Number(value);
-  }
-  return opts;
-}
-
-async function put(event) {
-  event.preventDefault();
-  const form = event.target;
   let data;
-  try { data = JSON.parse(form.elements.data.value); } catch (error) {
-    say(`The data is not JSON: ${error.message}`, "error");
+  try {
+    data = await api("GET", "/api/overview");
+  } catch (error) {
+    lost(error.name === "TimeoutError" ? "the server did not answer" : error.message);
     return;
   }
-  const opts = numbers(form, ["delay", "ttl", "ttr", "pri"]);
-  if (form.elements.utube.value) opts.utube = form.elements.utube.value;
-  await act(tubePath("put"), { data, opts }, (result) => `Put task ${result[0][0]} into ${view.tube}.`);
+  answered();
+  view.can = data.can;
+  $("#user").textContent = data.user;
+  $("#create").hidden = !data.can.create;
+  if (data.refused) refused(data.refused);
+  drawTubes(data.tubes);
+  if (data.server) drawServer(data.server);
+  if (data.cluster) drawCluster(data.cluster);
+  if (data.connections) drawConnections(data);
+  if (view.tube) await refreshTube();
 }
 
-async function kick(count) {
-  const what = count === "all" ? "all buried tasks" : `${count} buried task(s)`;
-  if (!(await ask(`Kick ${what} of ${view.tube} back to ready?`))) return;
-  await act(tubePath("kick"), { count }, (result) => `Kicked ${result[0]} task(s) of ${view.tube}.`);
+function watch() {
+  if (Date.now() - link.answered > ANSWER_MS && !link.lost) lost("no answer for two refreshes");
 }
 
-async function truncate() {
-  if (!(await ask(`Truncate ${view.tube}: delete every task in it? This cannot be undone.`))) return;
-  await act(tubePath("truncate"), {}, () => `Truncated ${view.tube}.`);
-}
-
-async function createTube(event) {
-  event.preventDefault();
-  const form = event.target;
-  const opts = numbers(form, ["ttl", "ttr", "capacity"]);
-  if (form.elements.temporary.checked) opts.temporary = true;
-  const name = form.elements.name.value;
-  await act("/api/tubes", { name, type: form.elements.type.value, opts }, () => `Created tube ${name}.`);
-}
-
-function wire() {
-  $("#put-form").addEventListener("submit", put);
-  $("#kick-form").addEventListener("submit", (event) => {
-    event.preventDefault();
-    kick(Number(event.target.elements.count.value));
-  });
-  $("#kick-all").addEventListener("click", () => kick("all"));
-  $("#truncate").addEventListener("click", truncate);
-  $("#create-form").addEventListener("submit", createTube);
-  $("#close-tube").addEventListener("click", () => { view.tube = null; $("#tube").hidden = true; refresh(); });
-  $("#prev").addEventListener("click", () => { view.after = view.pages.pop() ?? null; refreshTasks(); });
-  $("#next").addEventListener("click", () => {
-    if (!view.next) return;
-    view.pages.push(view.after);
-    view.after = view.next;
-    refreshTasks();
-  });
-  for (const tab of document.querySelectorAll("#states button")) {
-    tab.addEventListener("click", () => { view.state = tab.dataset.state; firstPage(); refreshTasks(); });
-  }
-  $("#logout").addEventListener("click", async () => {
-    await api("POST", "/logout").catch(() => null);
-    location.href = "/login";
-  });
-}
-
-async function poll() {
-  await refresh();
-  setTimeout(poll, POLL_MS);
-}
-
-wire();
-poll();
