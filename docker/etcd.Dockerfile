@@ -1,19 +1,38 @@
 # etcd for the `ha` profile of docker/compose.yaml (the primary and the replica
-# keep their leader lease in it). Debian's own etcd-server package on the same
+# keep their leader lease in it): Debian's own etcd-server package on the same
 # Debian base as the queuebox image (the PYTHON_IMAGE build argument of the
-# top-level Dockerfile), so an offline build needs that base and a Debian
-# mirror, nothing else. Plain Dockerfile syntax, like the main one.
+# top-level Dockerfile). Plain Dockerfile syntax, like the main one.
 #
-#   docker build -f docker/etcd.Dockerfile -t queuebox-etcd docker
+#   docker build -f docker/etcd.Dockerfile -t queuebox-etcd .    # from the repository root
+#
+# Online (no WHEELHOUSE), apt fetches the package from the base's Debian index.
+# Offline, WHEELHOUSE names the folder of the offline build (docker/README.md,
+# "Offline build") that holds etcd-server's .deb beside the wheels: it is
+# installed from there and nothing is fetched (`docker build --network none`).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
+# Only the .deb files cross over from the build context (which .dockerignore
+# limits to the sources and wheelhouse/): a missing one fails the build here.
+FROM ${PYTHON_IMAGE} AS debs
+ARG WHEELHOUSE=
+COPY . /context
+RUN set -e; mkdir /debs; \
+    if [ -n "$WHEELHOUSE" ]; then cp /context/"$WHEELHOUSE"/etcd-server_*.deb /debs/; fi
+
 FROM ${PYTHON_IMAGE}
+ARG WHEELHOUSE=
+COPY --from=debs /debs /tmp/debs
 # The package's postinst makes the `etcd` system user; `id` fails the build if not.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends etcd-server \
-    && rm -rf /var/lib/apt/lists/* \
-    && id etcd \
-    && install -d -o etcd -g etcd -m 700 /var/lib/etcd/data
+RUN set -e; \
+    if [ -n "$WHEELHOUSE" ]; then \
+        apt-get install -y --no-install-recommends /tmp/debs/*.deb; \
+    else \
+        apt-get update; \
+        apt-get install -y --no-install-recommends etcd-server; \
+    fi; \
+    rm -rf /tmp/debs /var/lib/apt/lists/*; \
+    id etcd; \
+    install -d -o etcd -g etcd -m 700 /var/lib/etcd/data
 USER etcd
 EXPOSE 2379
 VOLUME ["/var/lib/etcd"]
