@@ -6,7 +6,7 @@ building it; `scalar_at`, a nil, bool, int, float, str or bin value;
 options of msgpack's own decoder that every reader shares (`unpackb`), and writing
 the heads msgpack's packer writes, byte for byte (`uint_form` and
 `uint_packs`, the shortest form of a uint inside a caller's own struct call;
-`task_head`; `array_head`, `map_head`, `ext_head`). Used where a compiled
+`task_form` and `task_head`; `array_head`, `map_head`, `ext_head`). Used where a compiled
 loop over bytes costs less than a call into msgpack's decoder or packer: the
 request decoder's fast path (plainframe.py), a request's raw argument
 (rawargs.py), the task reply (response.py), and storage's rows, records and
@@ -112,7 +112,7 @@ def container_at(buf: bytes, pos: i64) -> tuple[i64, i64]:
 
 
 # One-character strings by their byte: a queue's statuses, read without a slice.
-_CHARS: Final = [chr(c) for c in range(128)]
+CHARS: Final = [chr(c) for c in range(128)]
 _FLOAT32: Final = struct.Struct(">f").unpack_from
 _FLOAT64: Final = struct.Struct(">d").unpack_from
 
@@ -131,7 +131,7 @@ def scalar_at(buf: bytes, pos: i64, end: i64) -> tuple[Any, i64]:
         return b - 0x100, pos + 1
     if 0xA0 <= b <= 0xBF:  # fixstr
         if b == 0xA1 and pos + 1 < end and buf[pos + 1] < 0x80:
-            return _CHARS[buf[pos + 1]], pos + 2
+            return CHARS[buf[pos + 1]], pos + 2
         return _text(buf, pos + 1, b - 0xA0, end)
     if 0xCC <= b <= 0xD3:  # uint, int 8 to 64
         stop = pos + 2 + ((1 << ((b - 0xCC) & 3)) - 1)
@@ -295,13 +295,23 @@ def uint_packs(
 def char_str(value: Any) -> i64:
     """msgpack's two bytes of a one-character ASCII str (fixstr 0xA1, the
     character), as a big-endian int; -1 for anything else."""
-    if type(value) is not str:
-        return -1
-    text: str = value
+    return task_form(0, value)[1]
+
+
+def task_form(task_id: Any, status: Any) -> tuple[i64, i64]:
+    """(uint_form(task_id), char_str(status)), or (-1, -1) if either is -1:
+    the checks of a task's head in one call, where there were three (a row's
+    head and a reply's, per put, take and ack)."""
+    if type(task_id) is not int or type(status) is not str:
+        return -1, -1
+    text: str = status
     if len(text) != 1:
-        return -1
+        return -1, -1
     char: i64 = ord(text)
-    return 0xA100 | char if char < 0x80 else -1
+    form = int_form(task_id)
+    if form < 0 or char >= 0x80:
+        return -1, -1
+    return form, 0xA100 | char
 
 
 # A task's head: an array of three, the id (a uint), the status (one character).
@@ -317,9 +327,8 @@ def task_head(task_id: Any, status: Any) -> bytes | None:
     from 0 to 2**64 - 1 and a one-character ASCII status; None for anything
     else (the packer's case). One struct call, where the packer's call on a
     list cost four times the instructions."""
-    form = uint_form(task_id)
-    char = char_str(status)
-    if form < 0 or char < 0:
+    form, char = task_form(task_id, status)
+    if form < 0:
         return None
     return _TASK_PACKS[form](_TASK_LITERALS[form], task_id, char)
 

@@ -33,7 +33,7 @@ from .constants import (
     KEY_FEATURES,
     KEY_VERSION,
 )
-from .rawmsgpack import UINT_SIZES, char_str, uint_form, uint_packs
+from .rawmsgpack import UINT_SIZES, task_form, uint_packs
 
 HEADER_SIZE: Final = 23  # the header map, without the length prefix
 PREFIX_SIZE: Final = 5  # ce + u32
@@ -135,9 +135,8 @@ def encode_task_reply(
     """encode_one_packed of the task (task_id, status, data), `data` its last
     field's msgpack: None unless task_id is an int from 0 to 2**64 - 1 and
     status one ASCII character (a queue's task: the caller packs any other)."""
-    form = uint_form(task_id)
-    char = char_str(status)
-    if form < 0 or char < 0:
+    form, char = task_form(task_id, status)
+    if form < 0:
         return None
     # 3: the array's byte, the status (fixstr 0xA1, the character); then the id.
     size = HEADER_SIZE + _DATA_BODY_SIZE + 3 + UINT_SIZES[form] + len(data)
