@@ -68,7 +68,7 @@ function slow_takes_started() return slow_takes end
 queue.tube.slow = {
     take = function(self, timeout)
         slow_takes = slow_takes + 1
-        fiber.sleep(0.3)  -- a reply later than the client's call timeout
+        hold('slow-take')  -- answers once the test lets it: after the client gave up
         return {7, 't', 'late task'}
     end,
     release = function(self, id) table.insert(released, id) return {id, 'r', 'late task'} end,
@@ -374,11 +374,23 @@ async def released(conn: aio.Connection, count: int) -> list[int]:
     return await wait_for_async(rows, f"{count} releases")  # type: ignore[no-any-return]
 
 
+async def let_the_slow_take_answer(conn: aio.Connection) -> None:
+    """The held take's late reply, sent once the client has given up on it."""
+
+    async def held() -> bool:
+        (waiting,) = await conn.call("is_held", "slow-take")
+        return bool(waiting)
+
+    await wait_for_async(held, "the slow take held on the server")
+    await conn.call("let_go", "slow-take")
+
+
 async def test_a_take_that_timed_out_releases_its_late_task(tarantool: TarantoolProc) -> None:
     async with aconnect(tarantool.port, call_timeout=0.1) as conn:
         (before,) = await conn.call("released_list")
         with pytest.raises(CallTimeout):
             await conn.tube("slow").take(0)
+        await let_the_slow_take_answer(conn)
         assert await released(conn, len(before) + 1) == [*before, 7]
 
 
@@ -396,6 +408,7 @@ async def test_a_cancelled_take_releases_its_late_task(tarantool: TarantoolProc)
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
+        await let_the_slow_take_answer(conn)
         assert await released(conn, len(before) + 1) == [*before, 7]
 
 
@@ -404,5 +417,7 @@ def test_blocking_take_that_timed_out_releases_its_late_task(tarantool: Tarantoo
         (before,) = conn.call("released_list")
         with pytest.raises(CallTimeout):
             conn.tube("slow").take(0)
+        wait_for(lambda: conn.call("is_held", "slow-take") == [True], "the slow take held")
+        conn.call("let_go", "slow-take")
         # The next calls read the late reply when it comes, then release its task.
         wait_for(lambda: conn.call("released_list") == [[*before, 7]], "the late task released")
