@@ -21,12 +21,21 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import key_part_type, module_error, no_such_engine
+from .ratelimit import check_option as check_rate_limit
+from .retention import check_options as check_retention
 from .retries import check_options as check_retry_options
 from .tube import Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
+
+
+def check_options(opts: Mapping[Any, Any]) -> None:
+    """Refuse a bad option of queuebox's own (retries, rate limit, retention)."""
+    check_retry_options(opts)
+    check_rate_limit(opts)
+    check_retention(opts)
 
 
 class TubeRegistry:
@@ -76,7 +85,7 @@ class TubeRegistry:
             return existing
         callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
-        check_retry_options(opts)
+        check_options(opts)
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
@@ -130,6 +139,10 @@ class TubeRegistry:
         if self._space.get((tube.name,)) is None:
             raise module_error("Tube not found")
         tube.retries.clear()
+        tube.rate.clear()
+        if tube.retention is not None:
+            tube.retention.clear()
+            tube.retention.drop_counts()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
@@ -166,6 +179,7 @@ class TubeRegistry:
             tube = self._attach(name, tube_id, type_, opts, cls, space)
             space.note = "restart"
             tube.driver.rebuild(now, held.get(name, ()))
+            tube.settle(now)
             tube.sync_deadline()
 
     def stats(self, name: Any) -> dict[str, Any]:
