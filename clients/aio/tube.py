@@ -14,9 +14,10 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from queuebox.clients import put_options
 from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern
-from queuebox.clients.errors import QueueboxError
+from queuebox.clients.errors import AccessDenied, NoSuchProcedure, QueueboxError, TubeNotFound
 from queuebox.clients.model import OnError, Task, task_id
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class Tube:
         self.name = name
         # Tasks held by a `Taking` block -> settled inside the block already?
         self._held: dict[int, bool] = {}
+        self._kind: str | None = None  # its driver type, asked once (put_options.py)
+        self._kind_asked = False
 
     def __repr__(self) -> str:
         return f"<Tube {self.name!r}>"
@@ -57,11 +60,30 @@ class Tube:
     ) -> Task:
         """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
 
-        Options a driver does not know are ignored by the server (fifo ignores all).
+        An option the tube's driver would ignore (delay, pri, ttl or ttr on fifo and
+        utube, utube on the others) raises `OptionRefused` and puts nothing; the
+        driver type is asked once, the first time such an option is given.
         For limfifottl, `timeout=` waits for room; `QueueFull` if none came.
         """
         options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        await self._check(options)
         return await self.connection.run(modern.put(self.name, data, options))
+
+    async def _check(self, options: dict[str, Any]) -> None:
+        """Refuse a put option the tube's driver ignores (put_options.py)."""
+        if not put_options.asks_checked(options):
+            return
+        if not self._kind_asked:
+            try:
+                page = await self.connection.run(modern.tasks(self.name, {"limit": 1}))
+            except TubeNotFound:
+                return  # the put says so
+            except (NoSuchProcedure, AccessDenied):
+                page = {}  # a Tarantool, or no right to read: the server decides
+            self._kind, self._kind_asked = put_options.tube_type(page), True
+        refused = put_options.refusal(self.name, self._kind, options)
+        if refused is not None:
+            raise refused
 
     async def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items` (each one task's data), keeping at most `window`
@@ -70,6 +92,7 @@ class Tube:
         `opts` are `put`'s options, applied to every task. The first error stops the
         batch (no new puts are sent) and is raised; puts already sent still happen.
         """
+        await self._check(opts)
         results: list[Any] = []
         errors: list[Exception] = []
         gate = asyncio.Semaphore(window)
@@ -149,6 +172,11 @@ class Tube:
     async def kick(self, count: int = 1) -> int:
         """Make up to `count` buried tasks ready again; returns how many."""
         return await self.connection.run(modern.kick(self.name, count))
+
+    async def kick_task(self, task: Task | int) -> Task:
+        """Make one buried task ready again, by id, with its tries reset (queuebox's
+        `queuebox.kick_task`); `TaskNotFound`, or `QueueError` when it is not buried."""
+        return await self.connection.run(modern.kick_task(self.name, task_id(task)))
 
     async def delete(self, task: Task | int) -> Task:
         """Delete a task in any state; returns it with status DONE."""

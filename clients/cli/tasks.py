@@ -241,17 +241,32 @@ def _delete_every(tube: Tube, state: str | None) -> int:
 
 
 def kick(argv: list[str], prog: str = "queuebox kick") -> int:
-    """Make buried tasks ready again."""
-    parser = _parser(prog, "Make up to COUNT buried tasks of TUBE ready again, oldest first.")
+    """Make buried tasks ready again: the oldest COUNT, all, or one by id."""
+    parser = _parser(
+        prog,
+        "Make up to COUNT buried tasks of TUBE ready again, oldest first; or every one "
+        "(--all); or the one with --id N, its tries reset.",
+    )
     parser.add_argument("tube", help="tube name")
     parser.add_argument(
-        "count", nargs="?", type=cliargs.positive_int, default=1, help="how many at most"
+        "count", nargs="?", type=cliargs.positive_int, help="how many at most (default 1)"
     )
     parser.add_argument("--all", action="store_true", help="every buried task")
+    parser.add_argument(
+        "--id",
+        type=int,
+        metavar="N",
+        help="only task N, which must be buried (default: the oldest)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         tube = conn.tube(args.tube)
-        count = args.count
+        if args.id is not None:
+            if args.all or args.count is not None:
+                raise UsageError("give --id N, or a COUNT, or --all")
+            print_task(_kick_one(tube, args.id), args.json)
+            return
+        count = args.count or 1
         _require_tube(conn, args.tube)
         if args.all:
             count = max(int(tube.statistics()["tasks"]["buried"]), 1)
@@ -259,6 +274,18 @@ def kick(argv: list[str], prog: str = "queuebox kick") -> int:
         print(to_json({"kicked": kicked}) if args.json else f"kicked {kicked}")
 
     return _run(prog, parser, argv, body)
+
+
+def _kick_one(tube: Tube, task_id: int) -> Any:
+    """`queuebox.kick_task`, with the CLI's words for what can go wrong."""
+    try:
+        return tube.kick_task(task_id)
+    except NoSuchProcedure as exc:
+        if isinstance(exc, TubeNotFound):
+            raise
+        raise UsageError(
+            "this server kicks no task by id (queuebox.kick_task is queuebox's own call)"
+        ) from None
 
 
 def truncate(argv: list[str], prog: str = "queuebox truncate") -> int:
@@ -279,13 +306,48 @@ def truncate(argv: list[str], prog: str = "queuebox truncate") -> int:
     return _run(prog, parser, argv, body)
 
 
+def _rate_limit(text: str) -> dict[str, Any] | bool:
+    """`--rate-limit MAX/SECONDS` (e.g. 100/60), or `off`."""
+    if text == "off":
+        return False
+    most, sep, interval = text.partition("/")
+    try:
+        limit = {"max": cliargs.positive_int(most), "interval": cliargs.seconds(interval)}
+    except argparse.ArgumentTypeError:
+        limit = {}
+    if not sep or not limit or not limit["interval"]:
+        raise argparse.ArgumentTypeError(f"expected MAX/SECONDS (e.g. 100/60) or off, got {text!r}")
+    return limit
+
+
+def _off_or(kind: Any) -> Any:
+    """An option's value, or `off` (False: the option goes)."""
+
+    def parse(text: str) -> Any:
+        return False if text == "off" else kind(text)
+
+    return parse
+
+
+def _options_text(found: dict[str, Any]) -> str:
+    words = []
+    for key, value in found.items():
+        if key == "rate_limit":
+            words.append(f"rate_limit {value['max']} per {value['interval']:g} s")
+        else:
+            words.append(f"{key} {value:g}")
+    return ", ".join(words)
+
+
 def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
-    """Show or change a tube's retry options."""
+    """Show or change a tube's retry options, rate limit and buried retention."""
     parser = _parser(
         prog,
-        "Show the retry options of TUBE, or change them (admin): the server then counts "
-        "every take, waits backoff·2^(attempts-1) s (at most --backoff-max) before a task "
-        "that came back is ready again, and buries it with a reason after --max-attempts.",
+        "Show the retry options, rate limit and buried retention of TUBE, or change them "
+        "(admin). Retries: the server counts every take, waits backoff·2^(attempts-1) s (at "
+        "most --backoff-max) before a task that came back is ready again, and buries it "
+        "with a reason after --max-attempts. A rate limit holds takes (from every consumer) "
+        "to MAX per SECONDS; buried tasks are kept at most --buried-max and --buried-ttl s.",
     )
     parser.add_argument("tube", help="tube name")
     parser.add_argument(
@@ -297,6 +359,25 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
     parser.add_argument(
         "--backoff-max", type=cliargs.seconds, help="the longest wait (default: keep)"
     )
+    parser.add_argument(
+        "--rate-limit",
+        type=_rate_limit,
+        metavar="MAX/SECONDS",
+        help="at most MAX takes in any SECONDS, e.g. 100/60; off: none (default: keep)",
+    )
+    parser.add_argument(
+        "--buried-max",
+        type=_off_or(int),
+        metavar="N",
+        help="keep at most N buried tasks, the longest buried dropped first; off: no "
+        "limit (default: keep)",
+    )
+    parser.add_argument(
+        "--buried-ttl",
+        type=_off_or(cliargs.seconds),
+        metavar="SECONDS",
+        help="drop a buried task after SECONDS; off: keep it (default: keep)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {
@@ -305,18 +386,25 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
                 ("max_attempts", args.max_attempts),
                 ("backoff", args.backoff),
                 ("backoff_max", args.backoff_max),
+                ("rate_limit", args.rate_limit),
+                ("buried_max", args.buried_max),
+                ("buried_ttl", args.buried_ttl),
             )
             if value is not None
         }
         if changes:
-            policy = conn.tube_options(args.tube, **changes)
+            found = conn.tube_options(args.tube, **changes)
         else:
-            policy = _page(conn.tube(args.tube), limit=1)["retries"]
+            page = _page(conn.tube(args.tube), limit=1)
+            found = {**page["retries"], **page.get("limits", {})}
         if args.json:
-            print(to_json(policy))
-        elif policy:
-            print(", ".join(f"{key} {value:g}" for key, value in policy.items()))
+            print(to_json(found))
+        elif found:
+            print(_options_text(found))
         else:
-            print("no retry options: a task that comes back is ready at once, as in the module")
+            print(
+                "no retry options, rate limit or retention: a task that comes back is "
+                "ready at once, and a buried one is kept, as in the module"
+            )
 
     return _run(prog, parser, argv, body)
