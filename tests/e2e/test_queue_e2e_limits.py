@@ -13,7 +13,8 @@ from typing import Any
 import tarantool
 
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
-from tests.e2e.test_cli_tasks import as_json
+from tests.e2e.test_cli_client import queuebox
+from tests.e2e.test_cli_tasks import as_json, ok
 from tests.e2e.test_metrics import samples, scrape, value
 from tests.e2e.webclient import http_port
 from tests.waiting import wait_for
@@ -112,3 +113,16 @@ def test_a_tube_without_the_options_answers_as_the_module(conn: tarantool.Connec
     tube = unique("plain")
     conn.call("queue.create_tube", tube, "fifo")
     assert set(stats(conn, tube)) == {"tasks", "calls"}
+
+
+def test_the_cli_sets_shows_and_removes_the_options(env: dict[str, str]) -> None:
+    tube = unique("cli")
+    limit = 'rate_limit={"max": 100, "interval": 60}'
+    ok("create-tube", tube, "fifo", "--opt", limit, "--opt", "buried_max=5", env=env)
+    shown = as_json("tube-options", tube, env=env)
+    assert shown == {"rate_limit": {"max": 100, "interval": 60.0}, "buried_max": 5}
+    text = ok("tube-options", tube, "--rate-limit", "10/1", "--buried-ttl", "60", env=env)
+    assert text.strip() == "rate_limit 10 per 1 s, buried_max 5, buried_ttl 60"
+    off = ("--rate-limit", "off", "--buried-max", "off", "--buried-ttl", "off")
+    assert as_json("tube-options", tube, *off, env=env) == {}
+    assert queuebox("tube-options", tube, "--rate-limit", "10", env=env).returncode == 2
