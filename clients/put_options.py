@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queuebox.clients.errors import OptionRefused
+from queuebox.clients.errors import AccessDenied, NoSuchProcedure, OptionRefused, TubeNotFound
 
-__all__ = ["CHECKED", "HONOURED", "refusal", "tube_type"]
+__all__ = ["CHECKED", "HONOURED", "TubeKind", "refusal"]
 
 _TTL = frozenset({"ttl", "ttr", "pri", "delay"})
 HONOURED: dict[str, frozenset[str]] = {
@@ -54,7 +54,33 @@ def refusal(tube: str, kind: str | None, options: Mapping[str, Any]) -> OptionRe
     )
 
 
-def tube_type(page: Mapping[str, Any]) -> str | None:
-    """The driver type a `queuebox.tasks` page names."""
-    kind = page.get("type")
-    return kind if isinstance(kind, str) else None
+# What asking `queuebox.tasks` for the type may raise, besides a lost connection.
+LOOKUP_ERRORS = (NoSuchProcedure, AccessDenied)
+
+
+class TubeKind:
+    """A client tube's driver type, asked of the server once (both clients' tubes)."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        self.asked = False
+
+    def wanted(self, options: Mapping[str, Any]) -> bool:
+        """Must the type be asked before this put?"""
+        return not self.asked and asks_checked(options)
+
+    def learn(self, page: dict[str, Any]) -> None:
+        """The `queuebox.tasks` page that names the type."""
+        kind = page.get("type")
+        self.kind, self.asked = (kind if isinstance(kind, str) else None), True
+
+    def unknown(self, error: Exception) -> None:
+        """The server would not say (a Tarantool, no right to read): it decides. A
+        tube that does not exist is asked again (the put itself says so now)."""
+        if not isinstance(error, TubeNotFound):
+            self.asked = True
+
+    def check(self, tube: str, options: Mapping[str, Any]) -> None:
+        refused = refusal(tube, self.kind, options)
+        if refused is not None:
+            raise refused

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from queuebox.clients import put_options
 from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern
-from queuebox.clients.errors import AccessDenied, NoSuchProcedure, QueueboxError, TubeNotFound
+from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, task_id
 
 if TYPE_CHECKING:
@@ -41,8 +41,7 @@ class Tube:
         self.name = name
         # Tasks held by a `Taking` block -> settled inside the block already?
         self._held: dict[int, bool] = {}
-        self._kind: str | None = None  # its driver type, asked once (put_options.py)
-        self._kind_asked = False
+        self._kind = put_options.TubeKind()  # its driver type, asked once
 
     def __repr__(self) -> str:
         return f"<Tube {self.name!r}>"
@@ -71,19 +70,13 @@ class Tube:
 
     async def _check(self, options: dict[str, Any]) -> None:
         """Refuse a put option the tube's driver ignores (put_options.py)."""
-        if not put_options.asks_checked(options):
-            return
-        if not self._kind_asked:
+        kind = self._kind
+        if kind.wanted(options):
             try:
-                page = await self.connection.run(modern.tasks(self.name, {"limit": 1}))
-            except TubeNotFound:
-                return  # the put says so
-            except (NoSuchProcedure, AccessDenied):
-                page = {}  # a Tarantool, or no right to read: the server decides
-            self._kind, self._kind_asked = put_options.tube_type(page), True
-        refused = put_options.refusal(self.name, self._kind, options)
-        if refused is not None:
-            raise refused
+                kind.learn(await self.connection.run(modern.tasks(self.name, {"limit": 1})))
+            except put_options.LOOKUP_ERRORS as exc:
+                kind.unknown(exc)
+        kind.check(self.name, options)
 
     async def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items` (each one task's data), keeping at most `window`
