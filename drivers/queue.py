@@ -49,7 +49,6 @@ from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
 from .ratelimit import OPTION as RATE_LIMIT
-from .ratelimit import limit_options
 from .retention import OPTIONS as RETENTION_OPTIONS
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
@@ -227,7 +226,7 @@ class Queue(EntryPoints):
             page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
             retries = policy_options(tube.retries.policy)
             found = {"tube": tube.name, "type": tube.type, "retries": retries, **page}
-            limits = _limits(tube)
+            limits = tube.limits.options()
             return {**found, "limits": limits} if limits else found
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
@@ -239,11 +238,12 @@ class Queue(EntryPoints):
             for key in changes:
                 if key not in TUBE_OPTIONS:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
-            check_options({**tube.opts, **changes})
+            check_options({**tube.opts, **changes}, type(tube.driver))
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
-            tube.set_limits(self._clock())
-            return {**policy_options(tube.retries.policy), **_limits(tube)}
+            tube.limits.set_options(tube.opts, self._clock())
+            tube.sync_deadline()
+            return {**policy_options(tube.retries.policy), **tube.limits.options()}
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
@@ -416,11 +416,3 @@ class Queue(EntryPoints):
 
     def _tubes(self) -> list[Tube]:
         return list(self.registry.tubes.values())
-
-
-def _limits(tube: Tube) -> dict[str, Any]:
-    """A tube's rate limit and buried retention as an operator reads them."""
-    found = limit_options(tube.rate.limit)
-    if tube.retention is not None:
-        found.update(tube.retention.options())
-    return found

@@ -45,8 +45,7 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
-from .ratelimit import RateLimit
-from .retention import Retention
+from .limits import TubeLimits
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -169,13 +168,9 @@ class Tube(TaskEvents):
         self.driver.retries = self.retries
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
-        self.rate = RateLimit(shared.journal.catalog, name, opts)
-        # None for a tube without buried_max/buried_ttl: every change pays one check.
-        self.retention = Retention.of(shared.journal.catalog, name, opts)
-        if self.retention is not None:
-            self.retention.load(self.driver)
-        # Set once a rate limit or a retention was ever set: a deadline to keep.
-        self._limits_timed = self.rate.timed or self.retention is not None
+        # Rate limit and buried retention (limits.py); read as `limits.rate` and
+        # `limits.retention`, which is None for a tube without its options.
+        self.limits = TubeLimits(shared.journal.catalog, name, opts, self.driver, shared.waiters)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -207,9 +202,8 @@ class Tube(TaskEvents):
         inc = self.stats.inc
         for name in names:
             inc(name)
-        retention = self.retention
-        if retention is not None:
-            retention.changed(old, new)
+        if self.limits.retention is not None:
+            self.limits.changed(old, new)
         emit = self.shared.on_change
         if emit is not None:
             change = live_change(self.name, note, old, new, driver.normalize)
@@ -239,83 +233,33 @@ class Tube(TaskEvents):
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self._limits_timed:
-            self.shared.deadlines.set(self._deadline_owner, self._earliest())
+        limits = self.limits
+        if limits.timed:
+            found = (self.driver.next_deadline(), limits.next_deadline())
+            earliest = min((at for at in found if at is not None), default=None)
+            self.shared.deadlines.set(self._deadline_owner, earliest)
         elif self._timed or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
-    def _earliest(self) -> int | None:
-        """The driver's next event, the rate limit's wake, the next buried task to drop."""
-        retention = self.retention
-        found = [
-            self.driver.next_deadline(),
-            self.rate.wake_at,
-            None if retention is None else retention.next_deadline(),
-        ]
-        return min((at for at in found if at is not None), default=None)
-
     def fire(self, now: int) -> None:
         driver = self.driver
-        due = driver.next_deadline()
+        due = driver.next_deadline() if self.limits.timed else now
         if due is not None and due <= now:
             driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
             driver.fire(now)
-        if self.rate.due(now):
-            self._wake_takes(now)
-        self.settle(now)
+        if self.limits.timed:
+            self.limits.fire(now)
         self.sync_deadline()
-
-    def _wake_takes(self, now: int) -> None:
-        """The rate limit's window has room: as many waiting takes as it allows."""
-        waiters, rate = self.shared.waiters, self.rate
-        room = rate.room(now) if rate.limit is not None else waiters.count(self.name, "take")
-        for _ in range(room):
-            if not waiters.wake_one(self.name, "take"):
-                break
-
-    def settle(self, now: int) -> None:
-        """After a step: the buried tasks it made are stamped, the excess dropped."""
-        retention = self.retention
-        if retention is not None:
-            retention.settle(now, self.driver)
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
         self.driver.space.note = "session"
         self.driver.release(task_id, {}, now, SESSION_ENDED)
-        self.settle(now)
-        self.sync_deadline()
-
-    def set_limits(self, now: int) -> None:
-        """queuebox.tube_options changed this tube's options: rate limit, retention."""
-        rate, opts = self.rate, self.opts
-        rate.set_limit(opts)
-        free = rate.free_at()
-        if free is None or free <= now:
-            rate.wake_at = now  # takes refused by the old limit look again, below
-        old = self.retention
-        self.retention = Retention.of(self.shared.journal.catalog, self.name, opts)
-        if old is not None:
-            if self.retention is None:
-                old.clear()
-            else:
-                self.retention.dropped = old.dropped
-        if self.retention is not None:
-            self.retention.load(self.driver)
-        self._limits_timed = self._limits_timed or rate.timed or self.retention is not None
-        if rate.due(now):
-            self._wake_takes(now)
-        self.settle(now)
+        self.limits.settle(now)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
-        found = self.stats.report(self.driver.counts)
-        # Additions, only for a tube with the options: the module's answer stays as it was.
-        if self.rate.limit is not None:
-            found["rate_limit"] = self.rate.report()
-        if self.retention is not None:
-            found["retention"] = self.retention.report()
-        return found
+        return self.limits.report(self.stats.report(self.driver.counts))
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
@@ -327,8 +271,8 @@ class Tube(TaskEvents):
         try:
             return METHODS[name](self, call)
         finally:
-            if self.retention is not None:
-                self.retention.settle(call.now, self.driver)
+            if self.limits.retention is not None:
+                self.limits.settle(call.now)
             self.sync_deadline()
 
     # -- helpers --
@@ -372,16 +316,13 @@ class Tube(TaskEvents):
         timeout = call.arg(0)
         if timeout is not None:
             number(timeout)  # a timeout Lua cannot compare is refused, a task ready or not
-        rate = self.rate
-        limited = rate.limit is not None
-        if limited and not rate.allows(call.now):
-            rate.refused()  # waits like a take on an empty tube, woken as the window frees
-            task = None
-        else:
-            task = self.driver.take(call.now)
+        limits = self.limits
+        limited = limits.rate.limit is not None
+        # Over the rate limit: no task, so it waits as on an empty tube (limits.py).
+        task = self.driver.take(call.now) if not limited or limits.allows(call.now) else None
         if task is not None:
             if limited:
-                rate.took(call.now, self.shared.waiters.has(self.name, "take"))
+                limits.took(task, call.now)
             if self.retries.policy is not None:
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)

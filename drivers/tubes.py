@@ -31,10 +31,10 @@ RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
 
 
-def check_options(opts: Mapping[Any, Any]) -> None:
+def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
     """Refuse a bad option of queuebox's own (retries, rate limit, retention)."""
     check_retry_options(opts)
-    check_rate_limit(opts)
+    check_rate_limit(opts, utubes=getattr(cls, "UTUBE_INDEX", None) is not None)
     check_retention(opts)
 
 
@@ -85,7 +85,7 @@ class TubeRegistry:
             return existing
         callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
-        check_options(opts)
+        check_options(opts, cls)
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
@@ -139,10 +139,7 @@ class TubeRegistry:
         if self._space.get((tube.name,)) is None:
             raise module_error("Tube not found")
         tube.retries.clear()
-        tube.rate.clear()
-        if tube.retention is not None:
-            tube.retention.clear()
-            tube.retention.drop_counts()
+        tube.limits.drop()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
@@ -179,7 +176,7 @@ class TubeRegistry:
             tube = self._attach(name, tube_id, type_, opts, cls, space)
             space.note = "restart"
             tube.driver.rebuild(now, held.get(name, ()))
-            tube.settle(now)
+            tube.limits.settle(now)
             tube.sync_deadline()
 
     def stats(self, name: Any) -> dict[str, Any]:

@@ -121,3 +121,50 @@ def test_bad_limits_are_refused(value: Any, text: str) -> None:
     assert h.call("queue.tube", "t") == [False]
     make_tube(h, "t", "fifo")
     assert error_of(h.q.tube_options, "t", {"rate_limit": value})[1] == text
+
+
+@pytest.mark.parametrize(("type_", "mode"), [("utube", None), ("utubettl", "ready_buffer")])
+def test_per_utube_holds_a_busy_utube_and_the_others_go_on(type_: str, mode: str | None) -> None:
+    h = Q()
+    make_tube(h, "t", type_, mode, rate_limit={"max": 1, "interval": 1, "per_utube": True})
+    for data, utube in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        h.put("t", data, utube=utube)
+    assert h.take("t")[2] == "a1"
+    h.one("t", "ack", 0)
+    assert h.take("t")[2] == "b1"  # a2 is ready, but a is held for a second
+    h.one("t", "ack", 2)
+    assert h.take("t") is None
+    h.wait("t", 2, 5)
+    assert h.stats("t")["rate_limit"] == {
+        "max": 1, "interval": 1.0, "per_utube": True, "delayed": 2
+    }  # fmt: skip
+    h2 = h.restart(via_msgpack=True)  # the held utube stays held
+    assert h2.take("t") is None
+    h2.wait("t", 2, 5)
+    h2.advance(1)
+    assert h2.woken == ["take:2"]
+    assert h2.take("t")[2] == "a2"
+
+
+def test_per_utube_is_refused_where_there_are_no_utubes() -> None:
+    h = Q()
+    limit = {"max": 1, "interval": 1, "per_utube": True}
+    text = error_of(h.create, "t", "fifottl", rate_limit=limit)[1]
+    assert text.startswith("Invalid value of rate_limit.per_utube: true")
+
+
+def test_per_utube_forgets_utubes_idle_for_an_interval() -> None:
+    h = Q()
+    make_tube(h, "t", "utube", rate_limit={"max": 2, "interval": 1, "per_utube": True})
+    for n, utube in enumerate(("a", "b", "c", "a")):
+        h.put("t", n, utube=utube)
+    for task_id in range(3):
+        assert h.take("t")[0] == task_id
+        h.one("t", "ack", task_id)
+    assert len(list(h.catalog.get(TAKES_SPACE))) == 3
+    h.advance(1)
+    assert h.take("t")[0] == 3
+    assert [row[3] for row in h.catalog.get(TAKES_SPACE)] == ["a", "a"]  # b and c went
+    # Off again: every row goes, and the tube answers as the module's.
+    assert h.q.tube_options("t", {"rate_limit": False}) == {}
+    assert list(h.catalog.get(TAKES_SPACE)) == []
