@@ -126,3 +126,28 @@ def test_the_cli_sets_shows_and_removes_the_options(env: dict[str, str]) -> None
     off = ("--rate-limit", "off", "--buried-max", "off", "--buried-ttl", "off")
     assert as_json("tube-options", tube, *off, env=env) == {}
     assert queuebox("tube-options", tube, "--rate-limit", "10", env=env).returncode == 2
+
+
+def test_per_utube_limits_each_utube_and_the_cli_sets_it(
+    server: ServerProc, conn: tarantool.Connection, env: dict[str, str]
+) -> None:
+    tube = unique("users")
+    ok("create-tube", tube, "utube", env=env)
+    shown = as_json("tube-options", tube, "--rate-limit", "2/0.5/utube", env=env)
+    assert shown == {"rate_limit": {"max": 2, "interval": 0.5, "per_utube": True}}
+    for n in range(6):
+        conn.call(f"queue.tube.{tube}:put", n, {"utube": "busy"})
+    conn.call(f"queue.tube.{tube}:put", "other", {"utube": "calm"})
+    seen: dict[str, list[float]] = {"busy": [], "calm": []}
+    with closing(login_tester(server.port)) as worker:
+        while len(seen["busy"]) < 4 or not seen["calm"]:
+            (task,) = worker.call(f"queue.tube.{tube}:take", 5).data
+            seen["calm" if task[2] == "other" else "busy"].append(time.monotonic())
+            worker.call(f"queue.tube.{tube}:ack", task[0])
+    busy = seen["busy"]
+    assert busy[2] - busy[0] >= 0.5 - 0.1 and busy[3] - busy[1] >= 0.5 - 0.1
+    assert seen["calm"][0] < busy[2]  # the other utube was not held up by the busy one
+    fifo = unique("plain")
+    ok("create-tube", fifo, "fifo", env=env)
+    refused = queuebox("tube-options", fifo, "--rate-limit", "2/1/utube", env=env)
+    assert refused.returncode == 1 and "per_utube" in refused.stderr
