@@ -12,6 +12,7 @@ from typing import Any
 
 import tarantool
 
+from tests.e2e.cluster import start_primary, start_replica, wait_equal
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
 from tests.e2e.test_cli_client import queuebox
 from tests.e2e.test_cli_tasks import as_json, ok
@@ -151,3 +152,27 @@ def test_per_utube_limits_each_utube_and_the_cli_sets_it(
     ok("create-tube", fifo, "fifo", env=env)
     refused = queuebox("tube-options", fifo, "--rate-limit", "2/1/utube", env=env)
     assert refused.returncode == 1 and "per_utube" in refused.stderr
+
+
+def test_a_promoted_replica_keeps_the_window_and_the_drop_count(
+    start_server: StartServer,
+) -> None:
+    primary = start_primary(start_server)
+    with closing(login_tester(primary.port)) as p:
+        p.call("queue.create_tube", "held", "fifo", {"rate_limit": {"max": 1, "interval": 60}})
+        p.call("queue.create_tube", "dead", "fifo", {"buried_max": 1})
+        for n in range(3):
+            p.call("queue.tube.held:put", n)
+            p.call("queue.tube.dead:put", n)
+            p.call("queue.tube.dead:bury", n)
+        assert p.call("queue.tube.held:take", 0).data[0][0] == 0
+        replica = start_replica(start_server, primary)
+        with closing(login_tester(replica.port)) as r:
+            wait_equal(p, r, "held")
+            wait_equal(p, r, "dead")
+    primary.stop()
+    with closing(login_tester(replica.port)) as r:
+        assert r.call("queuebox.promote").data[0]["promoted"] is True
+        assert r.call("queue.tube.held:take", 0).data == []  # the primary's window holds
+        assert stats(r, "held")["rate_limit"]["max"] == 1
+        assert stats(r, "dead")["retention"]["dropped"] == 2
