@@ -17,11 +17,24 @@ from typing import Any
 
 from queuebox.storage.catalog import Catalog
 
+from .args import US
 from .driver import TaskStore, Tuple
 from .heads import UtubeHeads
-from .ratelimit import RateLimit
-from .retention import Retention
+from .ratelimit import RateLimit, limit_of, limit_options
+from .retention import Retention, limits_of
 from .waiters import Waiters
+
+
+def options_of(opts: Mapping[Any, Any]) -> dict[str, Any]:
+    """A tube's rate limit and buried retention as an operator reads them (the
+    listing, queuebox.tube_options' answer), {} without them."""
+    found = limit_options(limit_of(opts))
+    kept, ttl_us = limits_of(opts)
+    if kept is not None:
+        found["buried_max"] = kept
+    if ttl_us is not None:
+        found["buried_ttl"] = ttl_us / US
+    return found
 
 
 class TubeLimits:
@@ -123,13 +136,6 @@ class TubeLimits:
             self.retention.load(self.driver)
         self.timed = self.timed or rate.timed or self.retention is not None
         self.fire(now)
-
-    def options(self) -> dict[str, Any]:
-        """The rate limit and retention as an operator reads them."""
-        found = self.rate.options()
-        if self.retention is not None:
-            found.update(self.retention.options())
-        return found
 
     def report(self, found: dict[str, Any]) -> dict[str, Any]:
         """Statistics with the additions, only for a tube with the options: the

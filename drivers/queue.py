@@ -45,6 +45,7 @@ from .errors import (
     tube_not_found,
 )
 from .events import TaskChange, deferred
+from .limits import options_of
 from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
@@ -226,7 +227,7 @@ class Queue(EntryPoints):
             page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
             retries = policy_options(tube.retries.policy)
             found = {"tube": tube.name, "type": tube.type, "retries": retries, **page}
-            limits = tube.limits.options()
+            limits = options_of(tube.opts)
             return {**found, "limits": limits} if limits else found
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
@@ -243,7 +244,7 @@ class Queue(EntryPoints):
             tube.retries.set_policy(tube.opts)
             tube.limits.set_options(tube.opts, self._clock())
             tube.sync_deadline()
-            return {**policy_options(tube.retries.policy), **tube.limits.options()}
+            return {**policy_options(tube.retries.policy), **options_of(tube.opts)}
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to

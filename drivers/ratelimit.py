@@ -149,7 +149,7 @@ class RateLimit:
         self._trim()
         if self.per_utube:
             for key in self.windows:
-                self._hold_if_full(key, count=False)
+                self._hold_if_full(key)
 
     # -- reading --
     def free_at(self, key: str = TUBE) -> int | None:
@@ -183,9 +183,6 @@ class RateLimit:
     def held_utubes(self) -> list[str]:
         return [utube for _, utube in self.held]
 
-    def options(self) -> dict[str, Any]:
-        return limit_options(self.limit)
-
     def report(self) -> dict[str, Any]:
         """The statistics addition (only for a tube with a limit)."""
         found = limit_options(self.limit)[OPTION]
@@ -209,7 +206,7 @@ class RateLimit:
         self._trim(key)
         self._forget_idle(now)
         if key != TUBE:
-            return self._hold_if_full(key)
+            return self._hold_if_full(key, now)
         free = self.free_at()
         if waiting and free is not None and free > now:
             # Full again: takes still waiting look again when it frees. (While it has
@@ -241,7 +238,7 @@ class RateLimit:
         self.held.clear()
         if self.per_utube:
             for key in list(self.windows):
-                self._hold_if_full(key, count=False)
+                self._hold_if_full(key)
         return was
 
     def clear(self) -> None:
@@ -249,12 +246,14 @@ class RateLimit:
         self.limit = None
         self._trim()
 
-    def _hold_if_full(self, key: str, count: bool = True) -> bool:
+    def _hold_if_full(self, key: str, now: int | None = None) -> bool:
+        """Hold utube `key` while its window is full; `now` None: without counting it
+        (a restart or new options: the timer lets go at once of what has room)."""
         free = self.free_at(key)
-        if free is None:
+        if free is None or (now is not None and free <= now):
             return False
         self.held.add((free, key))
-        self.delayed += count
+        self.delayed += now is not None
         return True
 
     def _trim(self, only: str | None = None) -> None:

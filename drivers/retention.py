@@ -168,12 +168,6 @@ class Retention:
             "dropped": self.dropped,
         }
 
-    def options(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"buried_max": self.kept}
-        if self.ttl_us is not None:
-            found["buried_ttl"] = self.ttl_us / US
-        return {k: v for k, v in found.items() if v is not None}
-
     def clear(self) -> None:
         """The options went, or the tube is dropped: every row of it goes."""
         for task_id in list(self.since):
