@@ -105,7 +105,8 @@ class TubeLimits:
     def _wake_takes(self, now: int) -> None:
         """The window has room: as many waiting takes as it allows (all, without one)."""
         waiters, rate = self.waiters, self.rate
-        room = rate.room(now) if rate.limit is not None else waiters.count(self.tube, "take")
+        waiting = waiters.count(self.tube, "take")
+        room = rate.room(now, waiting) if rate.limit is not None else waiting
         for _ in range(room):
             if not waiters.wake_one(self.tube, "take"):
                 break

@@ -166,13 +166,19 @@ class RateLimit:
         free = self.free_at()
         return free is None or free <= now
 
-    def room(self, now: int) -> int:
-        """How many takes the tube-wide window allows at `now`."""
+    def room(self, now: int, most: int) -> int:
+        """How many takes the tube-wide window allows at `now`, counted up to `most`
+        (the takes waiting): the oldest takes first, which leave the window first."""
         limit = self.limit
         if limit is None:
             return 0
-        recent = sum(1 for _, at in self.windows.get(TUBE, ()) if at > now - limit[1])
-        return max(limit[0] - recent, 0)
+        window = self.windows.get(TUBE, ())
+        room = limit[0] - len(window)
+        for _, at in window:
+            if room >= most or at > now - limit[1]:
+                break
+            room += 1
+        return min(max(room, 0), most)
 
     def next_deadline(self) -> int | None:
         if self.held:

@@ -41,6 +41,9 @@ COUNTS_SPACE = "_queuebox_counts"
 OPTIONS = ("buried_max", "buried_ttl")
 DROPPED = "buried_dropped"
 MAX_KEPT = 1 << 32
+# Drops made in one step at most: the rest in the next turns of the server's loop
+# (a buried_max set on a tube with a million buried tasks holds nobody up).
+DROP_BATCH = 1000
 
 
 def check_options(opts: Mapping[Any, Any]) -> None:
@@ -87,6 +90,7 @@ class Retention:
         self.order: SortedList = SortedList()  # (buried at, task id)
         self.pending: list[int] = []  # buried in this step, not stamped yet
         self.dropped = stored_dropped(catalog, tube)
+        self.more_at: int | None = None  # more to drop than one step drops: when
 
     @classmethod
     def of(cls, catalog: Catalog, tube: str, opts: Mapping[Any, Any]) -> Retention | None:
@@ -136,12 +140,17 @@ class Retention:
                 self.order.add((now, task_id))
                 space.replace((self.tube, task_id, now))
             self.pending.clear()
-        order = self.order
+        order, budget = self.order, DROP_BATCH
+        self.more_at = None
         while order and (
             (self.kept is not None and len(order) > self.kept)
             or (self.ttl_us is not None and order[0][0] + self.ttl_us <= now)
         ):
+            if not budget:
+                self.more_at = now + 1  # the timer's next turn goes on
+                return
             self._drop(order[0][1], driver)
+            budget -= 1
 
     def _drop(self, task_id: int, driver: TaskStore) -> None:
         note = driver.space.note
@@ -156,6 +165,8 @@ class Retention:
         counts.replace((self.tube, DROPPED, self.dropped))
 
     def next_deadline(self) -> int | None:
+        if self.more_at is not None:
+            return self.more_at
         if self.ttl_us is None or not self.order:
             return None
         return int(self.order[0][0]) + self.ttl_us

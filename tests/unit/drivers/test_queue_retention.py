@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from queuebox.drivers.retention import BURIED_SPACE
+from queuebox.drivers.retention import BURIED_SPACE, DROP_BATCH
 from tests.unit.drivers.queue_harness import VARIANT_IDS, VARIANTS, Q, error_of, make_tube
 
 
@@ -101,3 +101,19 @@ def test_options_set_later_apply_to_tasks_already_buried() -> None:
 def test_bad_options_are_refused(opts: dict[str, Any], text: str) -> None:
     h = Q()
     assert error_of(h.create, "t", "fifo", **opts)[1] == text
+
+
+def test_a_large_backlog_is_dropped_a_batch_per_turn() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo")
+    for n in range(2500):
+        h.put("t", n)
+        h.one("t", "bury", n)
+    h.q.tube_options("t", {"buried_max": 0})
+    assert h.stats("t")["retention"]["dropped"] == DROP_BATCH
+    assert h.q.next_deadline() == h.clock.now + 1  # the rest in the timer's next turns
+    h.advance(1e-6)
+    assert h.stats("t")["retention"]["dropped"] == 2 * DROP_BATCH
+    h.advance(1e-6)
+    assert h.stats("t")["tasks"]["buried"] == 0
+    assert h.stats("t")["retention"]["dropped"] == 2500
