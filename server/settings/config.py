@@ -116,6 +116,11 @@ class Config:
     etcd_cert: str = ""  # and the client certificate shown to etcd
     etcd_key: str = ""
     maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
+    # A shard of a sharded cluster (docs/cluster.md): its name; "": not one.
+    shard: str = ""
+    # The number task ids end in (id = seq * 1024 + k). Set from the cluster map at
+    # start with `shard`; settable for tests and a shard run without etcd. None: 0, 1, 2...
+    shard_number: int | None = None
     # plugins and task-change events (server/plugins/, server/queue/events.py)
     plugins: tuple[str, ...] = ()  # modules or entry-point names, loaded in this order
     plugin_entry_points: bool = False  # also load every installed queuebox.plugins entry point
