@@ -223,6 +223,15 @@ def check_tls(config: Config) -> None:
         )
 
 
+def check_shard(config: Config) -> None:
+    """A shard learns its number from the cluster map in etcd."""
+    if config.shard and not config.etcd_endpoints:
+        raise ConfigError(
+            f"shard = {config.shard!r} needs etcd_endpoints: a shard's number and election "
+            "live in etcd (shard_number alone runs a shard's ids without etcd)"
+        )
+
+
 def check_exposure(config: Config) -> None:
     """Refuse settings that would let anyone on the network use the server unawares."""
     check_legacy_exposure(config)

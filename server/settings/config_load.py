@@ -29,6 +29,7 @@ from .config import (
     UserSpec,
     check_budget,
     check_exposure,
+    check_shard,
     check_tls,
     parse_rights,
 )
@@ -302,6 +303,7 @@ def load_config(
     check_budget(config)
     check_archive(config)
     check_tls(config)
+    check_shard(config)
     return config
 
 
