@@ -4,7 +4,8 @@ Owns: `join` (`queuebox serve --shard NAME`: the number from the cluster map,
 claimed by the shard's first node, checked against the data directory's
 `shard.json`, written there, set into the config before the queue is built, so
 ids are right from the first put), `ShardState` (what this node knows of its
-shard, the map's `state` kept current by shard_sync.py), and the
+shard, the map's `state` kept current by shard_sync.py) and `SyncReport` (what
+shard_sync.py did with the cluster's tubes) with their /metrics, and the
 `queuebox.shard()` call (read right). Must not touch the election (failover.py
 runs it under `cluster_map.shard_prefix`), the queue, or the map's other keys.
 """
@@ -15,11 +16,15 @@ import asyncio
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.metrics_core import Metric
+
 from ..core.registry import CallContext
+from ..runtime.families import counter, gauge
 from ..runtime.logs import RateLimitedLog, get_logger
 from ..settings.config import READ, Config
 from .role import Role
@@ -43,6 +48,49 @@ class ShardState:
     name: str
     number: int
     state: str = "active"  # the map's, as last read (shard_sync.py)
+
+
+@dataclass
+class SyncReport:
+    """What shard_sync.py's last look at the map left, and counts since start."""
+
+    created: int = 0
+    dropped: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # tube -> why it could not be made
+    kept: dict[str, str] = field(default_factory=dict)  # gone from P/tubes, not dropped: why
+    differs: dict[str, str] = field(default_factory=dict)  # here of another type
+    syncs: int = 0
+
+
+def shard_metrics(state: ShardState, report: SyncReport) -> Iterator[Metric]:
+    """The shard on /metrics (server/web/metrics.py yields them with its own)."""
+    yield gauge(
+        "queuebox_shard_info",
+        "This node's shard of the sharded cluster, its number and its state in the map",
+        labels=["shard", "number", "state"],
+        samples={(state.name, str(state.number), state.state): 1},
+    )
+    yield gauge(
+        "queuebox_shard_tubes_kept",
+        "Tubes gone from the cluster map kept here: they still have tasks",
+        len(report.kept),
+    )
+    yield gauge(
+        "queuebox_shard_tubes_failed",
+        "Tubes of the cluster map that could not be made here (the log says why)",
+        len(report.failed),
+    )
+    yield gauge(
+        "queuebox_shard_tubes_differ",
+        "Tubes here of another type than the cluster map says",
+        len(report.differs),
+    )
+    yield counter(
+        "queuebox_shard_tubes_created", "Tubes of the cluster map made here", report.created
+    )
+    yield counter(
+        "queuebox_shard_tubes_dropped", "Tubes dropped here: gone from the map", report.dropped
+    )
 
 
 def stored(data_dir: str) -> tuple[str, int] | None:

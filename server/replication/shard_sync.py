@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from queuebox.drivers import reads
@@ -33,25 +32,13 @@ from .cluster_map import ClusterMap, TubeSpec, connect
 from .etcd_tls import EtcdTls
 from .leader import LeaderError, etcd_errors
 from .role import Role
-from .shard import ShardState
+from .shard import ShardState, SyncReport
 
 log = get_logger("queuebox.shard")
 
 RESYNC_S = 5.0  # looked at again this often even without a watch event (a lost watch)
 LOOK_S = 0.25  # a promotion (a new queue) is noticed within this
 RETRY_S = 1.0
-
-
-@dataclass
-class SyncReport:
-    """What the last `apply` did and what it left; counts since start."""
-
-    created: int = 0
-    dropped: int = 0
-    failed: dict[str, str] = field(default_factory=dict)  # tube -> why it could not be made
-    kept: dict[str, str] = field(default_factory=dict)  # gone from P/tubes, not dropped: why
-    differs: dict[str, str] = field(default_factory=dict)  # here of another type
-    syncs: int = 0
 
 
 class TubeApplier:

@@ -70,7 +70,7 @@ from ..replication.applier import bootstrap
 from ..replication.history import AGREE, DIVERGED, Verdict, compare_with
 from ..replication.link import LinkError
 from ..replication.role import Role
-from ..replication.shard import ShardState
+from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState, instance_name
 from ..runtime.commit import Durability, WalObserver
 from ..runtime.logs import get_logger
@@ -153,6 +153,10 @@ class Server:
         self.app.spaces = None
         await self.role.detach()
         await self.role.store.close(snapshot)
+
+    def shard_status(self) -> tuple[ShardState, SyncReport] | None:
+        sync = self.shard_sync
+        return None if sync is None else (sync.state, sync.report)
 
     def observe_wal(self, written: WalObserver) -> None:
         """written(records, bytes, seconds) after each WAL write, of every store."""

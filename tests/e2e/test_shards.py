@@ -16,18 +16,22 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from queuebox.server.replication.cluster_map import ClusterMap, connect
 from tests.e2e.cluster import EtcdCluster, password_file, wait_state
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env
-from tests.waiting import wait_for
+from tests.waiting import metric, wait_for
 
 
-def shard_nodes(start_server: StartServer, etcd: EtcdProc) -> tuple[str, dict[str, EtcdCluster]]:
+def shard_nodes(
+    start_server: StartServer, etcd: EtcdProc, metrics: bool = False
+) -> tuple[str, dict[str, EtcdCluster]]:
     """Shard a and shard b: two election groups under one cluster prefix."""
-    a = EtcdCluster(start_server, etcd, "--shard", "a")
-    b = EtcdCluster(start_server, etcd, "--shard", "b")
+    a = EtcdCluster(start_server, etcd, "--shard", "a", metrics=metrics)
+    b = EtcdCluster(start_server, etcd, "--shard", "b", metrics=metrics)
     b.prefix = a.prefix
     return a.prefix, {"a": a, "b": b}
 
@@ -91,15 +95,19 @@ def test_each_shard_has_its_number_ids_end_in_it_and_a_replica_joins_under_it(
     assert (replica["number"], replica["primary"]) == (a["number"], False)
     with node_conn(a2) as c:
         wait_for(lambda: c.call("queue.statistics", "t").data[0]["tasks"]["total"] == 4)
-    assert json.loads((a2.data_dir / "shard.json").read_text()) == {
-        "name": "a", "number": a["number"]
-    }  # fmt: skip
+    record = a2.data_dir / "shard.json"
+    assert json.loads(record.read_text()) == {"name": "a", "number": a["number"]}
+    # A data directory that says another number for the shard refuses the start.
+    a2.stop()
+    record.write_text(json.dumps({"name": "a", "number": 77}))
+    with pytest.raises(RuntimeError, match=f"the cluster map says shard a is number {a['number']}"):
+        a2.start()
 
 
 def test_a_cluster_tube_reaches_every_shard_and_one_that_was_down_when_it_returns(
     start_server: StartServer, etcd: EtcdProc
 ) -> None:
-    prefix, shards = shard_nodes(start_server, etcd)
+    prefix, shards = shard_nodes(start_server, etcd, metrics=True)
     (a1,) = shards["a"].start(1)
     (b1,) = shards["b"].start(1)
     on_map(etcd, prefix, lambda m: m.put_tube("jobs", "fifottl", {"ttl": 60}))
@@ -119,6 +127,11 @@ def test_a_cluster_tube_reaches_every_shard_and_one_that_was_down_when_it_return
     wait_for(lambda: "jobs" not in tubes_of(b1), what="jobs dropped on the empty shard")
     wait_for(lambda: "not empty" in a1.log(), what="a1 saying it keeps jobs")
     assert "jobs" in tubes_of(a1)
+    port = shards["a"].metrics_port[a1]
+    assert metric(port, "queuebox_shard_tubes_kept") == 1
+    assert metric(port, "queuebox_shard_tubes_created_total") == 2  # jobs, mail
+    number = str(shard_of(a1)["number"])
+    assert metric(port, "queuebox_shard_info", shard="a", number=number, state="active") == 1
 
 
 PASSWORD = password_file("secret")
