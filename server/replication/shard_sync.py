@@ -5,8 +5,8 @@ number): it watches the cluster's keys (cluster_map.py) and, on a change, at
 each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
 for `queuebox.shard()`) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
-options; a tube gone from P/tubes that this node saw there is dropped when it
-has no task, else kept and reported (log, `report.kept`, /metrics); P/cfg is
+options; a tube gone from P/tubes that this node saw there (as a primary or a
+replica) is dropped when it has no task, else kept and reported (log, `report.kept`, /metrics); P/cfg is
 given to queue.cfg when it differs from what this queue was last given. All
 of it is idempotent, so a shard that was down when a tube was created gets it
 when it is back. Must not touch the election, the map's writes (the CLI and the
@@ -196,9 +196,13 @@ class ShardSync:
     async def sync(self, cluster: ClusterMap) -> None:
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
+        tubes = await cluster.tubes()
+        # A replica learns the cluster's tubes too: promoted, it drops one the map
+        # lost meanwhile (it saw it there).
+        self.applier.known.update(tubes)
         if self._primary() is None:
             return
-        tubes, cfg = await cluster.tubes(), await cluster.cfg()
+        cfg = await cluster.cfg()
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return

@@ -267,3 +267,10 @@ def test_a_shard_number_out_of_range_is_refused(bad: str) -> None:
 def test_a_shard_name_is_one_etcd_key_segment(bad: str) -> None:
     with pytest.raises(ConfigError, match="--shard: expected a shard name"):
         load_config({"shard": bad}, {})
+
+
+def test_a_shard_needs_etcd() -> None:
+    with pytest.raises(ConfigError, match="shard = 'a' needs etcd_endpoints"):
+        load_config({"shard": "a"}, {})
+    config = load_config({"shard": "a", "etcd_endpoints": "http://127.0.0.1:2379"}, {})
+    assert config.shard == "a"
