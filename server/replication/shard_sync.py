@@ -6,11 +6,12 @@ each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
 for `queuebox.shard()`) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
 options; a tube gone from P/tubes that this node saw there (as a primary or a
-replica) is dropped when it has no task, else kept and reported (log, `report.kept`, /metrics); P/cfg is
-given to queue.cfg when it differs from what this queue was last given. All
-of it is idempotent, so a shard that was down when a tube was created gets it
-when it is back. Must not touch the election, the map's writes (the CLI and the
-router make them), queue semantics (the queue's own calls do the work).
+replica) is dropped when it has no task, else kept and reported (log,
+`report.kept`, /metrics); P/cfg is given to queue.cfg when it differs from
+what this queue was last given. All of it is idempotent, so a shard that was
+down when a tube was created gets it when it is back. Must not touch the
+election, the map's writes (the CLI and the router make them), queue
+semantics (the queue's own calls do the work).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class TubeApplier:
             log.error("cannot apply the cluster's queue.cfg", cfg=cfg, error=e.message)
             return
         self._cfg_given = given
+        log.info("applied the cluster's queue.cfg", cfg=cfg)
 
 
 class ShardSync:
