@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from queuebox.drivers import reads
@@ -52,7 +52,14 @@ class TubeApplier:
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
 
-    def apply(self, queue: QueueCalls, tubes: Mapping[str, TubeSpec], cfg: dict[str, Any]) -> None:
+    def apply(
+        self,
+        queue: QueueCalls,
+        tubes: Mapping[str, TubeSpec],
+        cfg: dict[str, Any],
+        unreadable: Collection[str] = (),
+    ) -> None:
+        """`unreadable`: P/tubes keys that are no tube spec: said, left alone."""
         report = self.report
         report.failed, report.kept, report.differs = {}, {}, {}
         conn_id = self.app.next_conn_id()  # its own, never a client's
@@ -65,8 +72,10 @@ class TubeApplier:
                 self._create(queue, conn_id, spec)
             elif info.type != spec.type:
                 report.differs[name] = f"{info.type} here, {spec.type} in the cluster map"
+        for name in unreadable:
+            report.failed[name] = "its P/tubes value is not a tube: {type, opts}"
         for name, info in here.items():
-            if name not in tubes and name in self.known:
+            if name not in tubes and name not in unreadable and name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
         report.syncs += 1
@@ -208,7 +217,7 @@ class ShardSync:
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return
-        self.applier.apply(queue, tubes, cfg)
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable)
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)
