@@ -81,6 +81,9 @@ class Consumer:
     def stop(self) -> None:
         """Ask the workers to stop: no new takes; running handlers finish first."""
         self._stopping.set()
+        self._cancel_takes()
+
+    def _cancel_takes(self) -> None:
         for take in list(self._waiting):
             take.cancel()
 
