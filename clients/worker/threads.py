@@ -1,8 +1,9 @@
 """The threads a worker runs its plain functions in.
 
 Owns: `Threads`, a fixed number of daemon threads taking calls from one queue and
-handing each result to the event loop (one `call_soon_threadsafe` per call: cheaper
-than `ThreadPoolExecutor` + `wrap_future`, which chain two futures through the loop).
+handing their results to the event loop: results that come while the loop has not yet
+picked up the previous ones go with them, in one wake-up (`ThreadPoolExecutor` +
+`wrap_future` chain two futures and wake the loop once per call).
 A call the worker stops waiting for (its time limit passed, or the worker aborts)
 cannot be stopped, as no Python thread can: `abandon` leaves it to run alone and starts
 a thread in its place, so the worker keeps its concurrency; the thread left alone ends
@@ -52,6 +53,8 @@ class Threads:
         self._made = 0
         self._size = size
         self.alone = 0  # abandoned calls still running
+        self._results: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        self._results_lock = threading.Lock()
         for _ in range(size):
             self._start()
 
@@ -85,19 +88,37 @@ class Threads:
         while (job := self._jobs.get()) is not None:
             if not job.abandoned:
                 job.started = True
+                error: BaseException | None = None
                 try:
-                    outcome: tuple[Any, BaseException | None] = (
-                        job.context.run(job.function, job.arg),
-                        None,
-                    )
+                    result = job.context.run(job.function, job.arg)
                 except BaseException as exc:  # noqa: BLE001 - handed to the loop as is
-                    outcome = (None, exc)
+                    result, error = None, exc
+                self._hand_over(job, result, error)
                 if not job.abandoned:
-                    self._call_loop(_deliver, job.future, outcome)
                     continue
             # abandoned: a thread was started in this one's place
             self._call_loop(self._left_alone_ended)
             return
+
+    def _hand_over(self, job: Job, result: Any, error: BaseException | None) -> None:
+        if job.abandoned:
+            return
+        with self._results_lock:
+            self._results.append((job.future, result, error))
+            if len(self._results) > 1:
+                return  # the loop is woken already and takes this one too
+        self._call_loop(self._deliver)
+
+    def _deliver(self) -> None:
+        with self._results_lock:
+            results, self._results = self._results, []
+        for future, result, error in results:
+            if future.done():  # its waiter gave up (time limit, abort)
+                continue
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
 
     def _left_alone_ended(self) -> None:
         self.alone -= 1
@@ -105,13 +126,3 @@ class Threads:
     def _call_loop(self, callback: Callable[..., None], *args: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             self._loop.call_soon_threadsafe(callback, *args)
-
-
-def _deliver(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
-    if future.done():
-        return
-    result, error = outcome
-    if error is None:
-        future.set_result(result)
-    else:
-        future.set_exception(error)
