@@ -54,7 +54,14 @@ def run_workers(target: Target, part: WorkerPart) -> dict[str, Any]:
         ("threads", "noop", part.thread_concurrency),
     ]
     rows = [asyncio.run(_one_mode(target, part, *mode)) for mode in modes]
-    return {"part": "worker", "target": target.address, "tasks": part.tasks, "modes": rows}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "part": "worker",
+        "target": target.address,
+        "tasks": part.tasks,
+        "modes": rows,
+        "load_average_1m": load,  # a busy machine shares its cores: read CPU us/task then
+    }
 
 
 async def _one_mode(
@@ -142,6 +149,13 @@ def render_workers(doc: dict[str, Any]) -> str:
         f"{'mode':<8} {'concurrency':>11} {'tasks/s':>9} {'wall s':>7} "
         f"{'worker CPU':>10} {'CPU us/task':>11}",
     ]
+    load = doc.get("load_average_1m")
+    if load is not None:
+        lines.insert(
+            1,
+            f"(load average {load:.1f} on {os.cpu_count()} cores: where other "
+            "processes share them, compare CPU us/task)",
+        )
     for row in doc["modes"]:
         cpu = row["worker_cpu_pct"]
         us = row["worker_us_per_task"]

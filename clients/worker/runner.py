@@ -113,6 +113,7 @@ class Worker(Consumer):
         self._acks: set[asyncio.Future[Any]] = set()  # acks whose reply has not come
         self._keep_alive = KeepAlive(tube, self._lookup) if keep_alive else None
         self._counts = AttemptCounts()
+        self._take_call = modern.take(tube.name, take_timeout)  # the same every time
         self._server_lists_tasks = True
         self._abort_timer: asyncio.TimerHandle | None = None
 
@@ -170,8 +171,11 @@ class Worker(Consumer):
         slot = asyncio.current_task()
         assert slot is not None, "a slot is an asyncio task"
         self._taking.add(slot)
+        connection = self.tube.connection
         try:
-            return await self.tube._take(self.take_timeout)
+            if connection.session is None:
+                await connection.ensure_session()  # re-joined after a reconnect
+            return await connection.run(self._take_call)
         except asyncio.CancelledError:
             if slot not in self._take_cancelled:
                 raise
