@@ -355,7 +355,7 @@ def _workers(args: argparse.Namespace, prog: str) -> int:
         args.max_time,
         args.tube or "bench_worker",
     )
-    target = Target(args.host, args.port, args.user, args.password)
+    target = Target(args.host, args.port, args.user, args.password, args.server_pid)
     try:
         doc = run_workers(target, part)
     except BenchError as exc:

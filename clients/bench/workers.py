@@ -75,7 +75,7 @@ async def _one_mode(
             await tube.put_many(range(part.tasks), window=512)
             proc = _start_worker(target, part.tube, function, concurrency)
             try:
-                row = await _time_it(tube, proc, part)
+                row = await _time_it(tube, proc, part, target.server_pid)
             finally:
                 _stop(proc)
             stats = (await tube.statistics())["tasks"]
@@ -100,7 +100,9 @@ def _start_worker(target: Target, tube: str, function: str, concurrency: int) ->
     return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
 
 
-async def _time_it(tube: aio.Tube, proc: Any, part: WorkerPart) -> dict[str, Any]:
+async def _time_it(
+    tube: aio.Tube, proc: Any, part: WorkerPart, server_pid: int | None
+) -> dict[str, Any]:
     """From the first task done to the last, with the worker process's CPU between."""
     deadline = time.monotonic() + START_LIMIT_S
     done = 0
@@ -110,6 +112,7 @@ async def _time_it(tube: aio.Tube, proc: Any, part: WorkerPart) -> dict[str, Any
         await asyncio.sleep(POLL_S)
         done = (await tube.statistics())["tasks"]["done"]
     started, cpu0, done0 = time.monotonic(), process_cpu_seconds(proc.pid), done
+    server0 = process_cpu_seconds(server_pid) if server_pid else None
     deadline = started + part.max_time
     while done < part.tasks:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -117,16 +120,25 @@ async def _time_it(tube: aio.Tube, proc: Any, part: WorkerPart) -> dict[str, Any
         await asyncio.sleep(POLL_S)
         done = (await tube.statistics())["tasks"]["done"]
     wall = time.monotonic() - started
-    cpu1 = process_cpu_seconds(proc.pid)
-    cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    cpu = _spent(cpu0, process_cpu_seconds(proc.pid))
+    server = _spent(server0, process_cpu_seconds(server_pid) if server_pid else None)
     counted = done - done0
     return {
         "tasks_timed": counted,
         "wall_s": round(wall, 3),
         "tasks_per_s": round(counted / wall) if wall > 0 else None,
         "worker_cpu_pct": percent(cpu, wall),
-        "worker_us_per_task": round(cpu * 1e6 / counted, 1) if cpu and counted else None,
+        "worker_us_per_task": _per_task(cpu, counted),
+        "server_us_per_task": _per_task(server, counted),  # its statistics polls included
     }
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def _per_task(cpu: float | None, tasks: int) -> float | None:
+    return round(cpu * 1e6 / tasks, 1) if cpu is not None and tasks else None
 
 
 def _stop(proc: Any) -> None:
@@ -147,7 +159,7 @@ def render_workers(doc: dict[str, Any]) -> str:
         f"queuebox bench worker -> {doc['target']}  (one `queuebox worker` process, "
         f"{doc['tasks']:,} no-op tasks, fifo; timed from its first task done to its last)",
         f"{'mode':<8} {'concurrency':>11} {'tasks/s':>9} {'wall s':>7} "
-        f"{'worker CPU':>10} {'CPU us/task':>11}",
+        f"{'worker CPU':>10} {'CPU us/task':>11} {'server us/task':>14}",
     ]
     load = doc.get("load_average_1m")
     if load is not None:
@@ -159,9 +171,11 @@ def render_workers(doc: dict[str, Any]) -> str:
     for row in doc["modes"]:
         cpu = row["worker_cpu_pct"]
         us = row["worker_us_per_task"]
+        server = row["server_us_per_task"]
         lines.append(
             f"{row['mode']:<8} {row['concurrency']:>11} {row['tasks_per_s'] or 0:>9,} "
             f"{row['wall_s']:>7.2f} {'-' if cpu is None else f'{cpu:.0f}%':>10} "
-            f"{'-' if us is None else f'{us:.0f}':>11}"
+            f"{'-' if us is None else f'{us:.0f}':>11} "
+            f"{'-' if server is None else f'{server:.0f}':>14}"
         )
     return "\n".join(lines)
