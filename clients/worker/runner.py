@@ -183,10 +183,7 @@ class Worker(Consumer):
             slot.uncancel()
             return None
         except (NetworkError, CallTimeout) as exc:
-            if self.tube.connection.closed:
-                raise
-            log.warning("take from %s failed, retrying: %s", self.tube.name, exc)
-            await self._pause()
+            await self._after_take_error(exc)
             return None
         finally:
             self._taking.discard(slot)

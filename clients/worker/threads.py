@@ -17,30 +17,23 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from queue import SimpleQueue
 from typing import Any
 
 __all__ = ["Job", "Threads"]
 
 
+@dataclass(slots=True, eq=False)
 class Job:
     """One call for a thread: `future` gets its result or its exception."""
 
-    __slots__ = ("abandoned", "arg", "context", "function", "future", "started")
-
-    def __init__(
-        self,
-        function: Callable[[Any], Any],
-        arg: Any,
-        context: contextvars.Context,
-        future: asyncio.Future[Any],
-    ) -> None:
-        self.function = function
-        self.arg = arg
-        self.context = context
-        self.future = future
-        self.started = False
-        self.abandoned = False
+    function: Callable[[Any], Any]
+    arg: Any
+    context: contextvars.Context
+    future: asyncio.Future[Any]
+    started: bool = False  # a thread began the call
+    abandoned: bool = False  # the worker stopped waiting for it
 
 
 class Threads:
