@@ -51,6 +51,7 @@ from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
+from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -96,9 +97,11 @@ class Queue(EntryPoints):
             "stats": self._statistics,
             "state": self._state,
         }
+        self.schedules = Schedules(catalog, self.deadlines, self._scheduled_put)
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "schedule": self.schedules.fire,
         }
         saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
@@ -106,6 +109,7 @@ class Queue(EntryPoints):
             self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
             if saved is not None:
                 self._resume(saved, now)
+            self.schedules.load(now)
 
     # -- the server's entry points --
     def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
@@ -236,6 +240,23 @@ class Queue(EntryPoints):
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
             return policy_options(tube.retries.policy)
+
+    def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
+        """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
+        with self._entry():
+            return run(self.schedules, self._clock())
+
+    def _scheduled_put(self, name: str, data: Any, opts: dict[Any, Any], now: int) -> str | None:
+        """A schedule's tick puts its task as a client's put would; why not, if not."""
+        tube = self.registry.tubes.get(name)
+        if tube is None:
+            return tube_not_found(name).message
+        call = Call(0, f"{self._namespaces[0]}.tube.{name}:put", [data, opts], now)
+        try:
+            answer = tube.run_method(self.registry.tubes, "put", call)
+        except QueueError as exc:
+            return exc.message
+        return None if isinstance(answer, list) and answer[0] is not None else "the tube is full"
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
