@@ -201,10 +201,14 @@ def parse_cron(text: str, tz: str = "UTC") -> Cron:
     fields = MACROS.get(text.strip().lower(), text).split()
     if len(fields) != 5:
         raise CronError(f"'{text}' has {len(fields)} fields, a cron expression has 5")
-    parsed = [_field(part, n) for n, part in enumerate(fields)]
+    minutes, hours, days, months, weekdays = (_field(part, n) for n, part in enumerate(fields))
     cron = Cron(
         text,
-        *parsed,
+        minutes,
+        hours,
+        days,
+        months,
+        weekdays,
         either_day=not fields[2].startswith("*") and not fields[4].startswith("*"),
         every_hour=fields[1] == "*",
         tz=zone(tz),
