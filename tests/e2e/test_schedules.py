@@ -158,4 +158,3 @@ def test_ticks_missed_while_down(start_server: StartServer, missed: str) -> None
         late = [t for t in found if t["ticks"] > 1]
         assert len(late) == 1 and late[0]["ticks"] >= 5
         assert covered == span and shown["missed_ticks"] == 0
-
