@@ -71,7 +71,7 @@ def install(
         run = CHANGES[call]
 
         def handler(ctx: CallContext, args: list[Any]) -> list[Any]:
-            name = args[0] if args else None
+            name: Any = args[0] if args else None
             schedules = running().modern.schedules
             schedules.row(name)  # "Schedule 'x' not found" before any right is asked
             check_tube(ctx.grant, MANAGE, schedules.tube_of(name), call, ctx.user)

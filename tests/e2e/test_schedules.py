@@ -6,17 +6,27 @@ wall clock passing a tick, never a fixed sleep."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 import tarantool
 
+from queuebox.clients import ScheduleNotFound, blocking
 from tests.e2e.cluster import connect
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
+from tests.e2e.test_cli_client import queuebox
 from tests.waiting import wait_for
 
 ER_ACCESS_DENIED, ER_PROC_LUA = 42, 32
+EXIT_USAGE, EXIT_NOT_FOUND = 2, 4
+
+
+def as_json(*args: str, env: dict[str, str]) -> Any:
+    done = queuebox(*args, "--json", env=env)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return json.loads(done.stdout)
 
 
 def count(conn: Any, tube: str) -> int:
@@ -158,3 +168,50 @@ def test_ticks_missed_while_down(start_server: StartServer, missed: str) -> None
         late = [t for t in found if t["ticks"] > 1]
         assert len(late) == 1 and late[0]["ticks"] >= 5
         assert covered == span and shown["missed_ticks"] == 0
+
+
+def test_the_cli_adds_lists_pauses_resumes_and_deletes(
+    server: ServerProc, conn: Any, env: dict[str, str]
+) -> None:
+    tube, name = unique("cli"), unique("nightly")
+    conn.call("queue.create_tube", tube, "fifottl", {})
+    made = as_json(
+        "schedule", "add", name, tube, "--cron", "30 2 * * mon-fri", "--tz", "Europe/Berlin",
+        "--data", '{"job": "report"}', "--missed", "catch_up", "--pri", "2", env=env,
+    )  # fmt: skip
+    assert (made["cron"], made["tz"], made["missed"]) == (
+        "30 2 * * mon-fri",
+        "Europe/Berlin",
+        "catch_up",
+    )
+    assert made["data"] == {"job": "report"} and made["opts"] == {"pri": 2}
+    listed_ = as_json("schedule", "list", name, env=env)
+    assert [s["name"] for s in listed_] == [name] and listed_[0]["next_tick"] > time.time()
+    text = queuebox("schedule", "list", env={**env, "COLUMNS": "200"}).stdout
+    assert text.splitlines()[0].split()[:4] == ["name", "tube", "when", "state"]
+    assert name in text and "cron 30 2 * * mon-fri Europe/Berlin" in text
+    assert as_json("schedule", "pause", name, env=env)["state"] == "paused"
+    assert as_json("schedule", "resume", name, env=env)["state"] == "active"
+    assert as_json("schedule", "delete", name, env=env)["name"] == name
+    gone = queuebox("schedule", "pause", name, "--json", env=env)
+    assert gone.returncode == EXIT_NOT_FOUND
+    assert json.loads(gone.stdout or gone.stderr)["error"] == f"Schedule '{name}' not found"
+    assert queuebox("schedule", "list", name, env=env).returncode == EXIT_NOT_FOUND
+    bad = queuebox("schedule", "add", name, tube, env=env)
+    assert bad.returncode == EXIT_USAGE and "one of --cron and --every" in bad.stderr
+
+
+def test_the_bundled_client_manages_schedules(server: ServerProc) -> None:
+    tube, name = unique("client"), unique("beat")
+    with blocking.connect(port=server.port, user="tester", password="secret") as client:
+        client.create_tube(tube, "fifo")
+        made = client.schedule(name, tube, every=0.2, data=[1, 2])
+        assert made["every"] == 0.2 and made["data"] == [1, 2]
+        task = client.tube(tube).take(timeout=5)
+        assert task is not None and task.data["schedule"] == name
+        assert client.schedule_pause(name)["state"] == "paused"
+        assert [s["name"] for s in client.schedules(name)] == [name]
+        assert client.schedule_resume(name)["state"] == "active"
+        client.schedule_delete(name)
+        with pytest.raises(ScheduleNotFound):
+            client.schedule_delete(name)
