@@ -7,6 +7,9 @@ wall clock passing a tick, never a fixed sleep."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -16,7 +19,15 @@ import tarantool
 from queuebox.clients import ScheduleNotFound, blocking
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import connect
-from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester, unique
+from tests.e2e.serverproc import (
+    REPO,
+    USERS_TOML,
+    ServerProc,
+    StartServer,
+    clean_env,
+    login_tester,
+    unique,
+)
 from tests.e2e.test_cli_client import queuebox
 from tests.waiting import metric, wait_for
 
@@ -223,3 +234,28 @@ def test_the_bundled_client_manages_schedules(server: ServerProc) -> None:
         client.schedule_delete(name)
         with pytest.raises(ScheduleNotFound):
             client.schedule_delete(name)
+
+
+def test_the_example_of_docs_workers_runs(server: ServerProc) -> None:
+    """docs/workers.md's schedule example, on this server, every=0.2 for speed: its
+    worker prints the ticks it handles; SIGTERM stops it (exit 0)."""
+    doc = (REPO / "docs" / "workers.md").read_text()
+    section = doc[doc.index("## Schedules (periodic tasks)") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    text = code.group(1).replace("port=3301", f"port={server.port}")
+    text = text.replace("every=10", "every=0.2")
+    env = {**clean_env(), "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-c", text]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO) as proc:
+        try:
+            assert proc.stdout is not None
+            lines = iter(proc.stdout.readline, "")
+            first = next(line for line in lines if " for the tick at " in line)
+            assert first.startswith("ping for the tick at ") and first.endswith(" covering 1\n")
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=30) == 0
+    with connect(server) as conn:
+        for name in ("nightly", "heartbeat"):
+            conn.call("queuebox.schedule_delete", name)
