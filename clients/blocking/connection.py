@@ -239,23 +239,12 @@ class Connection:
         queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
         return self.run(modern.tube_options(name, opts))
 
-    def schedule(
-        self,
-        name: str,
-        tube: str,
-        *,
-        cron: str | None = None,
-        every: float | None = None,
-        tz: str | None = None,
-        data: Any = None,
-        opts: dict[str, Any] | None = None,
-        missed: str | None = None,
-    ) -> dict[str, Any]:
+    def schedule(self, name: str, tube: str, **spec: Any) -> dict[str, Any]:
         """Create or replace schedule `name`: a task into `tube` at every tick of
-        `cron` (5 fields) or `every` seconds, in time zone `tz` (UTC); `missed`:
-        "skip" (default) or "catch_up" (docs/workers.md); returns it as listed."""
-        spec = {"cron": cron, "every": every, "tz": tz, "data": data, "opts": opts}
-        return self.run(modern.schedule(name, tube, {**spec, "missed": missed}))
+        `cron="EXPR"` (5 fields) or `every=SECONDS`, in time zone `tz="UTC"`, with
+        `data=`, put `opts={}` and `missed="skip"|"catch_up"` (docs/workers.md);
+        returns it as listed."""
+        return self.run(modern.schedule(name, tube, spec))
 
     def schedules(self, name: str | None = None) -> list[dict[str, Any]]:
         """Every schedule (of the tubes this user may read), or the one called `name`."""
