@@ -33,6 +33,7 @@ Queue), the clock (`now` comes in), users and grants (the server checks them).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
@@ -90,9 +91,17 @@ def timing_of(spec: Mapping[str, Any]) -> Timing:
         if "every" in spec:
             zone(spec["tz"])
             return parse_every(spec["every"])
-        return parse_cron(spec["cron"], spec["tz"])
+        if not isinstance(spec["cron"], str):
+            raise CronError("a cron expression is a string")
+        return _parsed(spec["cron"], spec["tz"])
     except CronError as exc:
         raise module_error(f"Invalid schedule: {exc}") from None
+
+
+@lru_cache(maxsize=1024)
+def _parsed(cron: str, tz: str) -> Cron:
+    """Parsed once per expression and zone: listings and /metrics parse every row."""
+    return parse_cron(cron, tz)
 
 
 def due(timing: Timing, since: int, now: int) -> tuple[int, int]:

@@ -146,6 +146,16 @@ def test_a_put_that_fails_counts_the_tick_missed_and_keeps_why(h: Q) -> None:
     assert (shown["fired"], shown["missed_ticks"], shown["error"]) == (1, 1, None)
 
 
+def test_a_full_tube_misses_the_tick_and_says_so(h: Q) -> None:
+    make_tube(h, "small", "limfifottl", capacity=1)
+    define(h, "beat", "small", every=1, opts={"ttl": 60})
+    h.advance(0.5)  # the first tick fills the tube
+    h.advance(1)  # the second finds no room
+    shown = listed(h, "beat")
+    assert (shown["fired"], shown["missed_ticks"], shown["error"]) == (1, 1, "the tube is full")
+    assert h.stats("small")["tasks"]["total"] == 1
+
+
 def test_a_cron_schedule_in_a_zone(h: Q) -> None:
     h.clock.now = 1_767_225_600 * SEC  # 2026-01-01T00:00:00Z
     define(h, "nine", "jobs", cron="0 9 * * *", tz="Europe/Berlin")
