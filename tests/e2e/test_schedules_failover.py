@@ -2,8 +2,9 @@
 a 3-node etcd cluster (synchronous replication) killed in the middle. The new
 primary picks the schedule up from the replicated space; every tick of the
 minute is in exactly one task (catch_up: the ticks of the failover come as
-one task saying how many it stands for), and no tick is fired twice. The one
-long test of schedules (about 70 s)."""
+one task saying how many it stands for), and no tick is fired twice; the
+other replica lists the schedule as the new primary does. The one long test
+of schedules (about 70 s)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,13 @@ def test_one_tick_a_second_for_a_minute_across_a_failover(
         wait_for(spans_a_minute, timeout=TICKS, what="a minute of ticks")
         w.call("queuebox.schedule_pause", name)
         found = ticks()
+        shown = w.call("queuebox.schedules", name).data[0]
+    # The other replica follows the new primary: its copy of the schedule says the same.
+    with connect(c if winner is b else b) as other:
+        wait_for(
+            lambda: other.call("queuebox.schedules", name).data[0] == shown,
+            what="the schedule on the other replica",
+        )
     seconds = [round(t["tick"]) for t in found]
     assert all(t["tick"] == s for t, s in zip(found, seconds, strict=True)), "whole seconds"
     assert len(set(seconds)) == len(seconds), f"a tick fired twice: {seconds}"
