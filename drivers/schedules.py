@@ -39,7 +39,7 @@ from typing import Any
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef, Space
 
-from .args import lua_tostring
+from .args import is_number, lua_tostring
 from .cron import US, Cron, CronError, Every, parse_cron, parse_every, zone
 from .deadlines import Deadlines
 from .errors import QueueError, module_error
@@ -50,6 +50,7 @@ F_NAME, F_TUBE, F_SPEC, F_STATE, F_SINCE, F_LAST, F_FIRED, F_MISSED, F_ERROR = r
 ACTIVE, PAUSED = "active", "paused"
 SKIP, CATCH_UP = "skip", "catch_up"
 SPEC_KEYS = ("cron", "every", "tz", "data", "opts", "missed")
+PUT_OPTIONS = ("ttl", "ttr", "pri", "delay", "utube")
 # Cron ticks counted one by one when many fell due at once (a long downtime):
 # past this many the count stops growing (Every counts them exactly).
 MAX_COUNTED = 10_000
@@ -77,11 +78,22 @@ def check_spec(raw: Any) -> dict[str, Any]:
     spec.setdefault("missed", SKIP)
     if spec["missed"] not in (SKIP, CATCH_UP):
         raise module_error(f"missed must be '{SKIP}' or '{CATCH_UP}'")
-    opts = spec.get("opts", {})
-    if not isinstance(opts, Mapping) or "timeout" in opts:
-        raise module_error("opts are a put's options (ttl, ttr, pri, delay, utube), no timeout")
+    check_put_options(spec.get("opts", {}))
     timing_of(spec)  # refused now, not at the first tick
     return spec
+
+
+def check_put_options(opts: Any) -> None:
+    """A put's options, refused now rather than at every tick."""
+    if not isinstance(opts, Mapping):
+        raise module_error("opts are a put's options: ttl, ttr, pri, delay, utube")
+    for key, value in opts.items():
+        if key not in PUT_OPTIONS:
+            raise module_error(
+                f"Unknown put option {lua_tostring(key)} (ttl, ttr, pri, delay, utube)"
+            )
+        if not (isinstance(value, str) if key == "utube" else is_number(value) and value >= 0):
+            raise module_error(f"Invalid value of {key}: {lua_tostring(value)}")
 
 
 def timing_of(spec: Mapping[str, Any]) -> Timing:

@@ -172,7 +172,10 @@ def test_a_cron_schedule_in_a_zone(h: Q) -> None:
         ({"every": 1, "tz": "Nowhere"}, "Invalid schedule: unknown time zone 'Nowhere'"),
         ({"every": 1, "missed": "all"}, "missed must be 'skip' or 'catch_up'"),
         ({"every": 1, "color": 1}, "Unknown schedule option color"),
-        ({"every": 1, "opts": {"timeout": 1}}, "opts are a put's options"),
+        ({"every": 1, "opts": {"timeout": 1}}, "Unknown put option timeout"),
+        ({"every": 1, "opts": {"pri": "high"}}, "Invalid value of pri: high"),
+        ({"every": 1, "opts": {"utube": 1}}, "Invalid value of utube: 1"),
+        ({"every": 1, "opts": [1]}, "opts are a put's options"),
     ],
 )
 def test_bad_specs_are_refused(h: Q, spec: dict[str, Any], why: str) -> None:
