@@ -137,9 +137,9 @@ def due(timing: Timing, since: int, now: int) -> tuple[int, int]:
 
 def describe(row: Row) -> dict[str, Any]:
     """A row as `queuebox.schedules()` shows it (times in epoch seconds, None: none)."""
-    timing = timing_of(row[F_SPEC])
-    since = row[F_SINCE]
-    upcoming = timing.after(since) if row[F_STATE] == ACTIVE else None
+    timing = _loaded_timing(row)
+    active = row[F_STATE] == ACTIVE and timing is not None
+    upcoming = timing.after(row[F_SINCE]) if active and timing is not None else None
     return {
         "name": row[F_NAME],
         "tube": row[F_TUBE],
@@ -151,6 +151,15 @@ def describe(row: Row) -> dict[str, Any]:
         "missed_ticks": row[F_MISSED],
         "error": row[F_ERROR],
     }
+
+
+def _loaded_timing(row: Row) -> Timing | None:
+    """A stored row's timing; None when it no longer parses (a time zone this
+    machine's tz database lacks): the schedule waits, its error says why."""
+    try:
+        return timing_of(row[F_SPEC])
+    except QueueError:
+        return None
 
 
 def rows(catalog: Catalog) -> Iterator[Row]:
@@ -193,7 +202,7 @@ class Schedules:
         else:
             same = _timing_key(old[F_SPEC]) == _timing_key(spec)
             since = old[F_SINCE] if same else now
-            row = (name, tube, spec, old[F_STATE], since, *old[F_LAST:])
+            row = (name, tube, spec, old[F_STATE], since, *old[F_LAST:F_ERROR], None)
         self.timings[name] = timing_of(spec)
         self._write(row)
         return describe(self.rows[name])
@@ -212,7 +221,8 @@ class Schedules:
 
     def delete(self, name: Any) -> dict[str, Any]:
         row = self.row(name)
-        del self.rows[name], self.timings[name]
+        del self.rows[name]
+        self.timings.pop(name, None)
         self.deadlines.discard(("schedule", name))
         _open(self.catalog).delete((name,))
         return describe(row)
@@ -238,7 +248,12 @@ class Schedules:
         for row in rows(self.catalog):
             name = row[F_NAME]
             self.rows[name] = row
-            self.timings[name] = timing_of(row[F_SPEC])
+            timing = _loaded_timing(row)
+            if timing is None:  # never a reason not to start: it waits, and says why
+                why = "its timing no longer parses here; replace it"
+                self._write((*row[:F_ERROR], why))
+                continue
+            self.timings[name] = timing
             if row[F_STATE] == ACTIVE and row[F_SPEC]["missed"] == SKIP:
                 count, last = due(self.timings[name], row[F_SINCE], now)
                 if count:
@@ -249,11 +264,11 @@ class Schedules:
     # -- the timer --
     def fire(self, name: Any, now: int) -> None:
         """The deadline of schedule `name` came: put its task (Queue._advance)."""
-        row = self.rows.get(name)
-        if row is None or row[F_STATE] != ACTIVE:
+        row, timing = self.rows.get(name), self.timings.get(name)
+        if row is None or timing is None or row[F_STATE] != ACTIVE:
             self.deadlines.discard(("schedule", name))
             return
-        count, last = due(self.timings[name], row[F_SINCE], now)
+        count, last = due(timing, row[F_SINCE], now)
         if not count:  # a deadline early by a rounding: wait for the tick itself
             self._arm(name)
             return
@@ -273,8 +288,9 @@ class Schedules:
         self._arm(row[F_NAME])
 
     def _arm(self, name: str) -> None:
-        row = self.rows[name]
-        when = self.timings[name].after(row[F_SINCE]) if row[F_STATE] == ACTIVE else None
+        row, timing = self.rows[name], self.timings.get(name)
+        active = row[F_STATE] == ACTIVE and timing is not None
+        when = timing.after(row[F_SINCE]) if active and timing is not None else None
         self.deadlines.set(("schedule", name), when)
 
 

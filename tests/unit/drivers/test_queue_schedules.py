@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from queuebox.drivers.schedules import Schedules
+from queuebox.drivers.schedules import SCHEDULES_SPACE
 from tests.unit.drivers.queue_harness import SEC, T0, Q, error_of, make_tube
 
 ER_PROC_LUA = 32
@@ -184,5 +184,17 @@ def test_bad_specs_are_refused(h: Q, spec: dict[str, Any], why: str) -> None:
     assert sched(h, lambda s, now: [r for r in s.rows]) == []
 
 
-def test_schedules_is_the_queues_own() -> None:
-    assert Schedules.__module__ == "queuebox.drivers.schedules"
+def test_a_row_that_no_longer_parses_waits_and_says_why(h: Q) -> None:
+    """A time zone the next machine's tz database lacks must not stop the start."""
+    define(h, "beat", "jobs", every=1)
+    space = h.catalog.space(SCHEDULES_SPACE)
+    row = space.get(("beat",))
+    space.replace((*row[:2], {**row[2], "tz": "Gone/Zone"}, *row[3:]))
+    h2 = h.restart(via_msgpack=True)
+    shown = listed(h2, "beat")
+    assert shown["next_tick"] is None and "no longer parses" in shown["error"]
+    h2.advance(5)
+    assert ticks_put(h2, "jobs") == []
+    assert define(h2, "beat", "jobs", every=1)["error"] is None  # replaced: it fires again
+    h2.advance(1)
+    assert len(ticks_put(h2, "jobs")) == 1
