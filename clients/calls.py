@@ -172,9 +172,10 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def schedule(name: str, tube: str, spec: Mapping[str, Any]) -> Call[dict[str, Any]]:
-        """queuebox.schedule: create or replace a schedule; answers it as listed."""
+        """queuebox.schedule: create or replace a schedule; answers it as listed. Sent
+        twice it is the same schedule: a replace with the same timing keeps it as is."""
         given = {key: value for key, value in spec.items() if value is not None}
-        return Call("queuebox.schedule", (name, tube, given), _map_or_empty)
+        return Call("queuebox.schedule", (name, tube, given), _map_or_empty, repeatable=True)
 
     @staticmethod
     def schedules(name: str | None = None) -> Call[list[dict[str, Any]]]:
@@ -186,8 +187,10 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def schedule_change(change: str, name: str) -> Call[dict[str, Any]]:
-        """queuebox.schedule_pause, _resume or _delete: answers the schedule."""
-        return Call(f"queuebox.schedule_{change}", (name,), _map_or_empty)
+        """queuebox.schedule_pause, _resume or _delete: answers the schedule. A pause
+        or a resume may be sent again; a delete sent again would find none."""
+        again = change != "delete"
+        return Call(f"queuebox.schedule_{change}", (name,), _map_or_empty, repeatable=again)
 
     @staticmethod
     def by_id(tube: str, name: str, task_id: int) -> Call[Task]:
