@@ -108,7 +108,8 @@ class Queue(EntryPoints):
             "stats": self._statistics,
             "state": self._state,
         }
-        self.schedules = Schedules(catalog, self.deadlines, self._scheduled_put)
+        put = f"{namespaces[0]}.tube.{{}}:put"  # the name a schedule's put is made as
+        self.schedules = Schedules(catalog, self.deadlines, self.registry.put_for(put))
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
@@ -256,18 +257,6 @@ class Queue(EntryPoints):
         """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
         with self._entry():
             return run(self.schedules, self._clock())
-
-    def _scheduled_put(self, name: str, data: Any, opts: dict[Any, Any], now: int) -> str | None:
-        """A schedule's tick puts its task as a client's put would; why not, if not."""
-        tube = self.registry.tubes.get(name)
-        if tube is None:
-            return tube_not_found(name).message
-        call = Call(0, f"{self._namespaces[0]}.tube.{name}:put", [data, opts], now)
-        try:
-            answer = tube.run_method(self.registry.tubes, "put", call)
-        except QueueError as exc:
-            return exc.message
-        return None if isinstance(answer, list) and answer[0] is not None else "the tube is full"
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
