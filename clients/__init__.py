@@ -39,7 +39,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
     UnknownSession,
 )
-from queuebox.clients.model import Event, LegacyTask, Status, Task
+from queuebox.clients.model import Event, LegacyTask, Status, Task, TaskResult
 
 __all__ = [
     "AccessDenied",
@@ -61,6 +61,7 @@ __all__ = [
     "Task",
     "TaskNotFound",
     "TaskNotTaken",
+    "TaskResult",
     "TubeBusy",
     "TubeExists",
     "TubeNotFound",

@@ -201,6 +201,9 @@ class TaskStore:
         self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         # F_DATA read once: compiled, a class attribute is a lookup by name each use.
         self.f_data = self.F_DATA
+        # Ids below it are not given again (results.py: an id whose result is kept
+        # names that task until the result expires); 0: the module's numbering.
+        self.id_floor = 0
 
     # -- creation (class level, like upstream's tube.create_space) --
     @classmethod
@@ -281,6 +284,8 @@ class TaskStore:
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()
+        if self.id_floor and (last is None or last[0] < self.id_floor):
+            last = (self.id_floor - 1,)
         return 0 if last is None else last[0] + 1
 
     @abstractmethod

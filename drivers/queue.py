@@ -31,7 +31,7 @@ from queuebox.storage.catalog import Catalog
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import lua_tostring, lua_truthy, options
 from .args import task_id as task_id_arg
-from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
+from .callnames import READ, TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
 from .driver import BURIED, TAKEN, Tuple
@@ -48,6 +48,9 @@ from .events import TaskChange, deferred
 from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
+from .result_call import RESULT_CALL, result_call
+from .results import OPTIONS as RESULT_OPTIONS
+from .results import check_options as check_result_options
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
@@ -56,6 +59,15 @@ from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
+
+
+def tube_options_answer(tube: Tube) -> dict[str, Any]:
+    """The options `queuebox.tube_options` answers: the retry policy, result_ttl if set."""
+    found = policy_options(tube.retries.policy)
+    if tube.results.ttl_us:
+        found["result_ttl"] = tube.results.ttl_us / 1_000_000
+    return found
+
 
 VERSION = "1.5.0"
 Handler = Callable[[Call], Answer]
@@ -115,6 +127,8 @@ class Queue(EntryPoints):
         The server keeps the binding for the name: a dropped tube's calls
         answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
         after a drop."""
+        if name == RESULT_CALL:
+            return Binding(self._entry_call(name, self._result), READ)
         if path is None:
             path = split_name(name)
         parsed = None if path is None else queue_name(path, self._namespaces, self._module)
@@ -230,12 +244,14 @@ class Queue(EntryPoints):
             tube = self._named(name)
             changes = options(raw)
             for key in changes:
-                if key not in RETRY_OPTIONS:
+                if key not in RETRY_OPTIONS and key not in RESULT_OPTIONS:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
             check_retry_options({**tube.opts, **changes})
+            check_result_options(changes)
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
-            return policy_options(tube.retries.policy)
+            tube.results.set_options(tube.opts)
+            return tube_options_answer(tube)
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
@@ -267,6 +283,19 @@ class Queue(EntryPoints):
         if task[1] != status:
             raise wrong()
         return tube, task
+
+    def _result(self, call: Call) -> Answer:
+        """`queuebox.result(tube, id [, timeout])` (result_call.py)."""
+        return result_call(self._named(call.arg(0)), call.arg(1), call.arg(2))
+
+    def _entry_call(self, name: str, handler: Handler) -> Callable[[int, list[Any]], Answer]:
+        """A queuebox call that is no tube method, run as an entry point."""
+
+        def run(conn_id: int, args: list[Any]) -> Answer:
+            with self._entry():
+                return handler(Call(conn_id, name, list(args or ()), self._clock()))
+
+        return run
 
     def _named(self, name: Any) -> Tube:
         tube = self.registry.get(name)

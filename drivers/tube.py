@@ -45,7 +45,8 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
-from .retries import Journal, Retries
+from .results import Results, answer, result_of
+from .retries import F_REASON, Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .task_events import TaskEvents
@@ -134,6 +135,13 @@ class Call:
 
 
 Answer = list[Any] | Blocked
+
+
+def result_wait(task_id: int) -> str:
+    """The waiters' kind of the `queuebox.result` calls waiting for one task."""
+    return f"result:{task_id}"
+
+
 MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
 
 
@@ -167,6 +175,11 @@ class Tube(TaskEvents):
         self.driver.retries = self.retries
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
+        self.results = Results(shared.journal.catalog, name, opts)
+        self.results.load()
+        self.driver.id_floor = self.results.floor
+        self.retries.listener = self
+        self.now = 0  # epoch µs of the call, timer or session end running on the tube
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -227,22 +240,53 @@ class Tube(TaskEvents):
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self._timed or self.retries.timed:
-            self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
+        if self._timed or self.retries.timed or self.results.timed:
+            deadline = self.driver.next_deadline()
+            expiry = self.results.next_expiry()
+            if expiry is not None and (deadline is None or expiry < deadline):
+                deadline = expiry
+            self.shared.deadlines.set(self._deadline_owner, deadline)
 
     def fire(self, now: int) -> None:
+        self.now = now
         self.driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
         self.driver.fire(now)
+        if self.results.timed:
+            self.results.prune(now)
         self.sync_deadline()
+
+    # -- retries.BurialListener: results and dependencies hear of burials, kicks --
+    def task_buried(self, task_id: int, reason: str | None) -> None:
+        self.results.failed(task_id, reason, self.now)
+        self.driver.id_floor = self.results.floor
+        self._result_settled(task_id)
+
+    def task_kicked(self, task_id: int) -> None:
+        self.results.kicked(task_id)
+
+    def _result_settled(self, task_id: int) -> None:
+        """Wake every `queuebox.result` waiting for this task (waiting.py)."""
+        self.shared.waiters.wake_all(self.name, result_wait(task_id))
+
+    def result(self, task_id: int) -> dict[str, Any]:
+        """`queuebox.result(tube, id)`'s answer (results.py)."""
+        task = self.driver.peek(task_id)
+        journal = self.retries.row(task_id)
+        reason = None if journal is None else journal[F_REASON]
+        return answer(self.results.get(task_id), None if task is None else task[1], reason)
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
+        self.now = now
         self.driver.space.note = "session"
         self.driver.release(task_id, {}, now, SESSION_ENDED)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
-        return self.stats.report(self.driver.counts)
+        report = self.stats.report(self.driver.counts)
+        if self.results.ttl_us or self.results.held:  # a tube without results: the module's
+            report["results"] = {"held": self.results.held, "stored": self.results.stored}
+        return report
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
@@ -251,6 +295,7 @@ class Tube(TaskEvents):
         if live.get(self.name) is not self:
             raise no_such_proc(call.name)
         self.driver.space.note = name  # the event of the changes it makes (events.py)
+        self.now = call.now
         try:
             return METHODS[name](self, call)
         finally:
@@ -324,12 +369,19 @@ class Tube(TaskEvents):
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
+        # ack(id, {result = V}): queuebox's extension, refused over the cap before
+        # any change; the module's clients send no second argument.
+        value = result_of(call.args[1]) if len(call.args) > 1 else None
         if self.retries.policy is not None:
             self.retries.acked(tid)
         task = self.driver.delete(tid)
         assert task is not None, "a task with an owner exists"
         self.stats.inc("ack")
         self.stats.dec("delete")
+        if self.results.ttl_us:
+            self.results.done(tid, value, call.now)
+            self.driver.id_floor = self.results.floor
+        self._result_settled(tid)
         return self._answer(done(task))
 
     def release(self, call: Call) -> Answer:
@@ -352,8 +404,7 @@ class Tube(TaskEvents):
             raise module_error(f"Invalid value of reason: {lua_tostring(reason)}")
         if task[1] != BURIED:
             task = self.driver.bury(task[0])
-        if reason is not None:
-            self.retries.buried(task[0], reason[:MAX_REASON])
+        self.retries.buried(task[0], None if reason is None else reason[:MAX_REASON])
         return self._answer(task)
 
     def kick(self, call: Call) -> Answer:
@@ -371,6 +422,7 @@ class Tube(TaskEvents):
     def delete(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
         self.driver.delete(task[0])
+        self._result_settled(task[0])
         return self._answer(done(task))
 
     def truncate(self, call: Call) -> Answer:

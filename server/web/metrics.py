@@ -213,6 +213,8 @@ class QueueboxCollector:
         oldest: dict[Key, float] = {}
         attempts: dict[Key, Buckets] = {}
         exhausted: dict[Key, float] = {}
+        results: dict[Key, float] = {}
+        stored: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
@@ -229,6 +231,9 @@ class QueueboxCollector:
             if tube.retry_policy or tube.acked_after or tube.exhausted:
                 attempts[name] = _attempt_buckets(tube.acked_after)
                 exhausted[name] = tube.exhausted
+            kept = report.get("results")  # tubes with a result_ttl (drivers/results.py)
+            if kept is not None:
+                results[name], stored[name] = kept["held"], kept["stored"]
         yield gauge(
             "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
         )
@@ -267,6 +272,18 @@ class QueueboxCollector:
             "Tasks buried because their attempts ran out, by tube",
             labels=BY_TUBE,
             samples=exhausted,
+        )
+        yield gauge(
+            "queuebox_results_held",
+            "Task results kept for their result_ttl, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=results,
+        )
+        yield counter(
+            "queuebox_results_stored",
+            "Task results stored since start, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=stored,
         )
 
     def _auth(self) -> Iterator[Metric]:
