@@ -38,6 +38,7 @@ from .driver import (
     BURIED,
     DELAYED,
     MISSING,
+    RELEASED,
     RELEASED_ALL,
     SESSION_ENDED,
     TaskStore,
@@ -387,6 +388,12 @@ class Tube(TaskEvents):
     def release(self, call: Call) -> Answer:
         opts = self._options("release", call.arg(1))
         tid = self._owned(call, call.arg(0))
+        # release(id, {reason = TEXT}): queuebox's; when it was the last attempt, the
+        # burial reason (and the failed result) ends with why the worker gave it back.
+        reason = opts.get("reason")
+        if isinstance(reason, str):
+            why = f"{RELEASED}: {reason[:MAX_REASON]}"
+            return self._answer(self.driver.release(tid, opts, call.now, why))
         return self._answer(self.driver.release(tid, opts, call.now))
 
     def peek(self, call: Call) -> Answer:

@@ -131,3 +131,17 @@ def test_an_id_with_a_kept_result_is_not_given_again(restart: bool) -> None:
     # The module numbers from the last id + 1: an emptied tube would give 0 again.
     assert h.put("t")[0] == tid + 1
     assert result(h, "t", tid) == {"status": "done", "result": "old"}
+
+
+def test_a_release_with_a_reason_names_it_when_it_was_the_last_attempt() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", result_ttl=60, max_attempts=2, backoff=0)
+    tid = h.put("t")[0]
+    h.take("t")
+    assert h.tcall("t", "release", tid, {"reason": "timeout"})[0][1] == "r"
+    h.take("t")
+    assert h.tcall("t", "release", tid, {"reason": "KeyError: 'x'"})[0][1] == "!"
+    assert result(h, "t", tid) == {
+        "status": "failed",
+        "error": "2 attempts, the last one was released: KeyError: 'x'",
+    }
