@@ -34,6 +34,7 @@ from .args import task_id as task_id_arg
 from .callnames import READ, TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
+from .dependencies import Dependencies
 from .driver import BURIED, TAKEN, Tuple
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import (
@@ -55,6 +56,7 @@ from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
 from .sessions import Ownership, SessionId, Sessions
+from .settle import TubeSettler
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
 
@@ -97,8 +99,17 @@ class Queue(EntryPoints):
         self.journal: SessionJournal | None = None
         self.registry = TubeRegistry(
             catalog,
-            Shared(self.waiters, self.owners, self.sessions, self.deadlines, Journal(catalog)),
+            Shared(
+                self.waiters,
+                self.owners,
+                self.sessions,
+                self.deadlines,
+                Journal(catalog),
+                Dependencies(catalog),
+            ),
         )
+        self.deps = self.registry.shared.deps
+        self.settler = self.registry.shared.settler = TubeSettler(self.registry.tubes)
         self._module: dict[str, Handler] = {
             "create_tube": self._create_tube,
             "tube": self._tube,
@@ -118,6 +129,7 @@ class Queue(EntryPoints):
             self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
             if saved is not None:
                 self._resume(saved, now)
+            self.deps.load(self.settler)  # settled as this entry point ends
 
     # -- the server's entry points --
     def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
@@ -389,7 +401,18 @@ class Queue(EntryPoints):
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)
+        self.deps.tube_dropped(tube.name)
         return [True]
+
+    def _leave(self, now: int) -> None:
+        """The outermost entry point settles what dependencies' parents finished
+        in it (dependencies.py) before the wakes run."""
+        deps = self.deps
+        try:
+            if self._depth == 1 and (deps.finished or deps.gone):
+                deps.settle(self.settler, now)
+        finally:
+            super()._leave(now)
 
     # -- module-level calls --
     def _create_tube(self, call: Call) -> Answer:

@@ -25,13 +25,14 @@ from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Space
 
 from .args import task_id
+from .dependencies import DEPS_SPACE
 from .driver import DRIVERS, STATUSES, TaskStore
 from .errors import task_not_found
 from .events import Normalize, normalizer
 from .listing import list_tasks
 from .queue import Queue
+from .results import PENDING, result_row
 from .results import answer as result_answer
-from .results import result_row
 from .retries import F_REASON, journal_row, policy_of, policy_options
 from .sessions import session_text
 from .stats import TubeStats
@@ -147,6 +148,9 @@ def result(catalog: Catalog, info: TubeInfo, raw_id: Any) -> dict[str, Any] | No
     journal = journal_row(catalog, info.name, tid)
     reason = None if journal is None else journal[F_REASON]
     status = None if task is None else task[1]
+    deps = catalog.get(DEPS_SPACE)
+    if deps is not None and next(deps.primary.iterate((info.name, tid)), None) is not None:
+        return {"status": PENDING}  # waiting for its parents (dependencies.py)
     return result_answer(result_row(catalog, info.name, tid), status, reason)
 
 

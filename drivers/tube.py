@@ -34,6 +34,8 @@ from .args import (
     to_us,
 )
 from .deadlines import Deadlines
+from .dependencies import CANCEL, Dependencies, Settler, on_failure_of, parse_after
+from .dependencies import name as task_name
 from .driver import (
     BURIED,
     DELAYED,
@@ -46,7 +48,7 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
-from .results import Results, answer, result_of
+from .results import PENDING, Results, answer, result_of
 from .retries import F_REASON, Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -95,11 +97,14 @@ class Shared:
     sessions: Sessions
     deadlines: Deadlines
     journal: Journal
+    deps: Dependencies
     # Set while anyone listens to task changes (plugin callbacks, subscribers of
     # a temporary tube): called with each change, right after it (Queue.listen).
     on_change: Callable[[TaskChange], None] | None = None
     # The callbacks plugins named: what on_task_change binds a tube to over the wire.
     callbacks: Container[str] = frozenset()
+    # What dependencies read of every tube (settle.py); set by the Queue.
+    settler: Settler | None = None
 
 
 def callback_name(value: Any, known: Container[str]) -> str | None:
@@ -212,6 +217,9 @@ class Tube(TaskEvents):
         inc = self.stats.inc
         for name in names:
             inc(name)
+        deps = self.shared.deps
+        if deps.waiting or deps.children:
+            self._dependency_changed(note, old, new)
         emit = self.shared.on_change
         if emit is not None:
             change = live_change(self.name, note, old, new, driver.normalize)
@@ -258,14 +266,31 @@ class Tube(TaskEvents):
 
     # -- retries.BurialListener: results and dependencies hear of burials, kicks --
     def task_buried(self, task_id: int, reason: str | None) -> None:
+        deps, key = self.shared.deps, (self.name, task_id)
+        if key in deps.waiting:
+            return  # buried to wait for its parents (dependencies.py): no failure
         self.results.failed(task_id, reason, self.now)
         self.driver.id_floor = self.results.floor
-        self._result_settled(task_id)
+        self.result_settled(task_id)
+        if deps.children:
+            deps.parent_finished(key, reason or "buried")
+
+    def _dependency_changed(self, note: str | None, old: Any, new: Any) -> None:
+        """A parent deleted (not acked) failed; a waiting child kicked or deleted by
+        someone else waits no more (dependencies.py settles both later)."""
+        deps = self.shared.deps
+        if new is None:
+            key = (self.name, old[0])
+            if note != "ack":
+                deps.parent_finished(key, "expired (ttl)" if note == "timer" else "deleted")
+            deps.child_gone(key)
+        elif old is not None and old[1] == BURIED and new[1] != BURIED:
+            deps.child_gone((self.name, new[0]))
 
     def task_kicked(self, task_id: int) -> None:
         self.results.kicked(task_id)
 
-    def _result_settled(self, task_id: int) -> None:
+    def result_settled(self, task_id: int) -> None:
         """Wake every `queuebox.result` waiting for this task (waiting.py)."""
         self.shared.waiters.wake_all(self.name, result_wait(task_id))
 
@@ -274,6 +299,8 @@ class Tube(TaskEvents):
         task = self.driver.peek(task_id)
         journal = self.retries.row(task_id)
         reason = None if journal is None else journal[F_REASON]
+        if (self.name, task_id) in self.shared.deps.waiting:
+            return {"status": PENDING}  # waiting for its parents
         return answer(self.results.get(task_id), None if task is None else task[1], reason)
 
     def release_owned(self, task_id: int, now: int) -> None:
@@ -330,14 +357,44 @@ class Tube(TaskEvents):
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
         opts = self._options("put", call.arg(1))
+        after = opts.get("after") if opts else None
+        waits = self._parents(after, opts) if after is not None else None
         task = self.driver.put(data, opts, call.now)
         if task is not None:
+            if waits is not None:
+                task = self._wait(task, *waits)
             return self._answer(task)
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
         timeout = number(lua_or(opts.get("timeout"), 0))
         if timeout <= 0:
             return [None]
         return Blocked(self.name, "put", _wait_seconds(timeout), call.name, tuple(call.args))
+
+    def _parents(self, after: Any, opts: dict[Any, Any]) -> tuple[list[Any], str | None, str]:
+        """put's `after` (dependencies.py), read and checked before the put changes
+        anything: (parents still to come, why one failed or None, on_parent_failure)."""
+        parents = parse_after(self.name, after)
+        on_failure = on_failure_of(opts)
+        assert self.shared.settler is not None
+        pending, failure = self.shared.deps.resolve(self.shared.settler, parents)
+        if failure is not None and on_failure == CANCEL:
+            raise module_error(f"{failure}: the task is not put (on_parent_failure = cancel)")
+        return pending, failure, on_failure
+
+    def _wait(self, task: Any, pending: list[Any], failure: str | None, on_failure: str) -> Any:
+        """A task just put with `after`: buried to wait for its parents, buried as
+        failed when one failed already, left ready when every one is done."""
+        tid = task[0]
+        if failure is None and not pending:
+            return task
+        if failure is None:
+            self.shared.deps.wait((self.name, tid), pending, on_failure)
+            shown = ", ".join(task_name(parent) for parent in pending[:10])
+            failure = f"waiting for {len(pending)} parents: {shown}"
+        self.driver.note("bury")
+        task = self.driver.bury(tid)
+        self.retries.buried(tid, failure[:MAX_REASON])
+        return task
 
     def take(self, call: Call) -> Answer:
         timeout = call.arg(0)
@@ -382,7 +439,9 @@ class Tube(TaskEvents):
         if self.results.ttl_us:
             self.results.done(tid, value, call.now)
             self.driver.id_floor = self.results.floor
-        self._result_settled(tid)
+        self.result_settled(tid)
+        if self.shared.deps.children:
+            self.shared.deps.parent_finished((self.name, tid), None)
         return self._answer(done(task))
 
     def release(self, call: Call) -> Answer:
@@ -429,7 +488,7 @@ class Tube(TaskEvents):
     def delete(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
         self.driver.delete(task[0])
-        self._result_settled(task[0])
+        self.result_settled(task[0])
         return self._answer(done(task))
 
     def truncate(self, call: Call) -> Answer:
