@@ -73,6 +73,10 @@ DELAYED: Final = "~"
 DONE: Final = "-"
 STATUSES = (READY, TAKEN, BURIED, DELAYED)
 
+# A sharded cluster's task ids: id = seq * ID_SHARDS + k, k the shard number
+# (docs/cluster.md), so an id names the shard that owns it: id % ID_SHARDS.
+ID_SHARDS: Final = 1024
+
 # How a taken task came back, the end of a burial reason ("3 attempts, the last one ...").
 RELEASED = "was released"
 TTR_PASSED = "ran out of its ttr"
@@ -204,6 +208,9 @@ class TaskStore:
         # Ids below it are not given again (results.py: an id whose result is kept
         # names that task until the result expires); 0: the module's numbering.
         self.id_floor = 0
+        # The shard number new ids end in (set by the tube, from Queue(id_shard=k));
+        # None: a single node's ids, 0, 1, 2, ... as the module's.
+        self.id_shard: int | None = None
 
     # -- creation (class level, like upstream's tube.create_space) --
     @classmethod
@@ -286,7 +293,10 @@ class TaskStore:
         last = self.space.primary.last_key()
         if self.id_floor and (last is None or last[0] < self.id_floor):
             last = (self.id_floor - 1,)
-        return 0 if last is None else last[0] + 1
+        shard = self.id_shard
+        if shard is None:
+            return 0 if last is None else last[0] + 1
+        return shard if last is None else next_in_shard(last[0], shard)
 
     @abstractmethod
     def next_deadline(self) -> int | None:
@@ -428,6 +438,13 @@ class TaskStore:
 
 
 DECLARED[TaskStore] = ("next_deadline", "fire", "put", "take", "touch", "release", "bury")
+
+
+def next_in_shard(last: int, shard: int) -> int:
+    """The smallest id above `last` that ends in `shard` (≡ shard mod ID_SHARDS):
+    after ids of any shape (a node that was single before keeps its 0, 1, 2, ...)."""
+    after = last + 1
+    return after + (shard - after) % ID_SHARDS
 
 
 def done(task: Tuple) -> Tuple:

@@ -105,6 +105,8 @@ class Shared:
     callbacks: Container[str] = frozenset()
     # What dependencies read of every tube (settle.py); set by the Queue.
     settler: Settler | None = None
+    # The shard number every new task id ends in (driver.py `next_id`); None: unsharded.
+    id_shard: int | None = None
 
 
 def callback_name(value: Any, known: Container[str]) -> str | None:
@@ -179,6 +181,7 @@ class Tube(TaskEvents):
         self.retries = Retries(shared.journal, name, opts)
         self.driver = driver_cls(space, self, opts)
         self.driver.retries = self.retries
+        self.driver.id_shard = shared.id_shard
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
         self.results = Results(shared.journal.catalog, name, opts)
