@@ -297,6 +297,11 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
     parser.add_argument(
         "--backoff-max", type=cliargs.seconds, help="the longest wait (default: keep)"
     )
+    parser.add_argument(
+        "--result-ttl",
+        type=cliargs.seconds,
+        help="seconds a task's result is kept (queuebox result); 0: none (default: keep)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {
@@ -305,6 +310,7 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
                 ("max_attempts", args.max_attempts),
                 ("backoff", args.backoff),
                 ("backoff_max", args.backoff_max),
+                ("result_ttl", args.result_ttl),
             )
             if value is not None
         }

@@ -88,6 +88,10 @@ def test_a_buried_task_failed_with_its_reason_and_the_cli_exits_by_status(
     assert queuebox("result", tube, "12345", env=env).returncode == 4
     run = queuebox("result", tube, str(pending), "--wait", "0.1", env=env)
     assert run.returncode == 5 and "still pending" in run.stderr
+    run = queuebox("tube-options", tube, "--result-ttl", "0", "--json", env=env)
+    assert (run.returncode, json.loads(run.stdout)) == (0, {})
+    run = queuebox("tube-options", tube, "--result-ttl", "90", "--json", env=env)
+    assert json.loads(run.stdout) == {"result_ttl": 90.0}
 
 
 @pytest.mark.parametrize("kill", [True])
