@@ -56,6 +56,7 @@ from .results import check_options as check_result_options
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
+from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .settle import TubeSettler
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
@@ -124,9 +125,12 @@ class Queue(EntryPoints):
             "stats": self._statistics,
             "state": self._state,
         }
+        put = f"{namespaces[0]}.tube.{{}}:put"  # the name a schedule's put is made as
+        self.schedules = Schedules(catalog, self.deadlines, self.registry.put_for(put))
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "schedule": self.schedules.fire,
         }
         saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
@@ -134,6 +138,7 @@ class Queue(EntryPoints):
             self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
             if saved is not None:
                 self._resume(saved, now)
+            self.schedules.load(now)
             self.deps.load(self.settler)  # settled as this entry point ends
 
     # -- the server's entry points --
@@ -269,6 +274,11 @@ class Queue(EntryPoints):
             tube.retries.set_policy(tube.opts)
             tube.results.set_options(tube.opts)
             return tube_options_answer(tube)
+
+    def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
+        """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
+        with self._entry():
+            return run(self.schedules, self._clock())
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
