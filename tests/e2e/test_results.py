@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 from contextlib import closing
 from typing import Any
 
@@ -15,7 +18,7 @@ from tarantool.error import DatabaseError
 
 from queuebox.clients import aio, blocking
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_equal
-from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
+from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, login_tester, unique
 from tests.e2e.test_cli_client import queuebox
 from tests.waiting import wait_for
 
@@ -124,3 +127,20 @@ def test_a_replica_reads_results_and_keeps_them_when_promoted(start_server: Star
         r.call(f"queue.tube.{tube}:take", [0])
         r.call(f"queue.tube.{tube}:ack", [waiting, {"result": "after"}])
         assert result(r, tube, waiting, 1) == {"status": "done", "result": "after"}
+
+
+@pytest.mark.parametrize(
+    ("section", "printed"), [("## Results", "done 6\n"), ("## Dependencies", "3\n")]
+)
+def test_the_examples_of_docs_workers_run(server: ServerProc, section: str, printed: str) -> None:
+    """docs/workers.md's results and dependencies examples, on this server."""
+    doc = (REPO / "docs" / "workers.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc[doc.index(section) :], re.S)
+    assert code is not None
+    login = f"blocking.connect(port={server.port}, user='tester', password='secret')"
+    text = code.group(1).replace("blocking.connect()", login)
+    env = {**clean_env(), "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-c", text], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (0, printed, "")
