@@ -16,7 +16,7 @@ import pytest
 import tarantool
 from tarantool.error import DatabaseError
 
-from queuebox.clients import aio, blocking
+from queuebox.clients import aio, blocking, worker
 from tests.e2e.cluster import connect, start_primary, start_replica, wait_equal
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, login_tester, unique
 from tests.e2e.test_cli_client import queuebox
@@ -144,3 +144,29 @@ def test_the_examples_of_docs_workers_run(server: ServerProc, section: str, prin
         [sys.executable, "-c", text], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
     )
     assert (run.returncode, run.stdout, run.stderr) == (0, printed, "")
+
+
+def test_a_workers_return_value_and_its_last_error_are_the_results(server: ServerProc) -> None:
+    tube = unique("worked")
+
+    def double(data: int) -> dict[str, int]:
+        if data < 0:
+            raise ValueError(f"negative: {data}")
+        return {"double": data * 2}
+
+    async def scenario() -> None:
+        async with aio.connect(port=server.port, user="tester", password="secret") as c:
+            t = await c.create_tube(tube, "fifo", result_ttl=60, max_attempts=1)
+            good, bad = await t.put(21), await t.put(-1)
+            waiting = asyncio.ensure_future(t.result(good, timeout=30))
+            running = worker.Worker(t, double, take_timeout=0.2)
+            runner = asyncio.ensure_future(running.run())
+            try:
+                assert (await asyncio.wait_for(waiting, 20)).value == {"double": 42}
+                failed = await t.result(bad, timeout=20)
+            finally:
+                running.stop()
+                await asyncio.wait_for(runner, 10)
+            assert failed.status == "failed" and "ValueError: negative: -1" in str(failed.error)
+
+    asyncio.run(scenario())
