@@ -41,7 +41,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
     UnknownSession,
 )
-from queuebox.clients.model import Event, LegacyTask, Status, Task
+from queuebox.clients.model import Event, LegacyTask, Status, Task, TaskResult
 
 __all__ = [
     "AccessDenied",
@@ -65,6 +65,7 @@ __all__ = [
     "ScheduleNotFound",
     "TaskNotFound",
     "TaskNotTaken",
+    "TaskResult",
     "TubeBusy",
     "TubeExists",
     "TubeNotFound",

@@ -218,6 +218,9 @@ class TaskStore:
         self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         # F_DATA read once: compiled, a class attribute is a lookup by name each use.
         self.f_data = self.F_DATA
+        # Ids below it are not given again (results.py: an id whose result is kept
+        # names that task until the result expires); 0: the module's numbering.
+        self.id_floor = 0
         # The shard number new ids end in (set by the tube, from Queue(id_shard=k));
         # None: a single node's ids, 0, 1, 2, ... as the module's.
         self.id_shard: int | None = None
@@ -301,6 +304,8 @@ class TaskStore:
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()
+        if self.id_floor and (last is None or last[0] < self.id_floor):
+            last = (self.id_floor - 1,)
         shard = self.id_shard
         if shard is None:
             return 0 if last is None else last[0] + 1

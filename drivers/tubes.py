@@ -23,6 +23,7 @@ from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
 from .ratelimit import check_option as check_rate_limit
+from .results import check_options as check_result_options
 from .retention import check_options as check_retention
 from .retries import check_options as check_retry_options
 from .tube import Call, Shared, Tube, callback_name
@@ -33,10 +34,11 @@ ENGINES = ("memtx", "vinyl")
 
 
 def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
-    """Refuse a bad option of queuebox's own (retries, rate limit, retention)."""
+    """Refuse a bad option of queuebox's own (retries, rate limit, retention, results)."""
     check_retry_options(opts)
     check_rate_limit(opts, utubes=getattr(cls, "UTUBE_INDEX", None) is not None)
     check_retention(opts)
+    check_result_options(opts)
 
 
 class TubeRegistry:
@@ -141,6 +143,7 @@ class TubeRegistry:
             raise module_error("Tube not found")
         tube.retries.clear()
         tube.limits.drop()
+        tube.results.clear()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
@@ -176,6 +179,7 @@ class TubeRegistry:
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
             space.note = "restart"
+            tube.now = now
             tube.driver.rebuild(now, held.get(name, ()))
             tube.limits.settle(now)
             tube.sync_deadline()

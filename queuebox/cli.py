@@ -90,6 +90,12 @@ def _options() -> Command:
     return tube_options
 
 
+def _result() -> Command:
+    from queuebox.clients.cli.results import result
+
+    return result
+
+
 def _tasks(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients.cli import tasks as clitasks
@@ -121,6 +127,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "take": (_client("take"), "take a task from a tube, print it and ack it"),
     "peek": (_client("peek"), "show a task"),
     "tasks": (_tasks("tasks"), "list a tube's tasks by state"),
+    "result": (_result, "show (or wait for) a task's result"),
     "ack": (_tasks("ack"), "ack a taken task, for whoever holds it"),
     "release": (_tasks("release"), "give a taken task back, for whoever holds it"),
     "bury": (_tasks("bury"), "bury a task, with a reason"),

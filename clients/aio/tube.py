@@ -18,7 +18,7 @@ from queuebox.clients import put_options
 from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
-from queuebox.clients.model import OnError, Task, task_id
+from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
 if TYPE_CHECKING:
     from queuebox.clients.aio.connection import Connection
@@ -217,6 +217,14 @@ class Tube:
         page = await self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
         found = page.get("tasks") or [None]
         return found[0]  # type: ignore[no-any-return]
+
+    async def result(self, task: Task | int, *, timeout: float | None = None) -> TaskResult:
+        """A task's result (queuebox, on a tube with `result_ttl`): its `status` is
+        "done" (`value`: what the ack carried), "failed" (`error`: the burial
+        reason), "pending" or "unknown" (no such task, or its result expired).
+        With `timeout`, a pending task is awaited that many seconds (the server
+        answers when the ack comes, no polling)."""
+        return await self.connection.run(modern.result(self.name, task_id(task), timeout))
 
     async def _by_id(self, method: str, task: Task | int) -> Task:
         return await self.connection.run(modern.by_id(self.name, method, task_id(task)))

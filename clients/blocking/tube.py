@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from queuebox.clients import put_options
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
-from queuebox.clients.model import OnError, Task, task_id
+from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
 if TYPE_CHECKING:
     from queuebox.clients.blocking.connection import Connection
@@ -187,3 +187,8 @@ class Tube:
         page = self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
         found = page.get("tasks") or [None]
         return found[0]  # type: ignore[no-any-return]
+
+    def result(self, task: Task | int, *, timeout: float | None = None) -> TaskResult:
+        """A task's result, awaited `timeout` seconds while it is pending; see
+        `clients.aio.tube.Tube.result`."""
+        return self.connection.run(modern.result(self.name, task_id(task), timeout))

@@ -100,6 +100,11 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
         metavar="SECONDS",
         help="drop a buried task after SECONDS; off: keep it (default: keep)",
     )
+    parser.add_argument(
+        "--result-ttl",
+        type=cliargs.seconds,
+        help="seconds a task's result is kept (queuebox result); 0: none (default: keep)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {
@@ -111,6 +116,7 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
                 ("rate_limit", args.rate_limit),
                 ("buried_max", args.buried_max),
                 ("buried_ttl", args.buried_ttl),
+                ("result_ttl", args.result_ttl),
             )
             if value is not None
         }

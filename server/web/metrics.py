@@ -222,6 +222,8 @@ class QueueboxCollector:
         exhausted: dict[Key, float] = {}
         limited: dict[Key, float] = {}  # tube options rate_limit, buried_max/buried_ttl
         dropped: dict[Key, float] = {}
+        results: dict[Key, float] = {}
+        stored: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
@@ -242,6 +244,9 @@ class QueueboxCollector:
                 limited[name] = report["rate_limit"]["delayed"]
             if "retention" in report:
                 dropped[name] = report["retention"]["dropped"]
+            kept = report.get("results")  # tubes with a result_ttl (drivers/results.py)
+            if kept is not None:
+                results[name], stored[name] = kept["held"], kept["stored"]
         yield gauge(
             "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
         )
@@ -294,6 +299,18 @@ class QueueboxCollector:
             "across restarts)",
             labels=BY_TUBE,
             samples=dropped,
+        )
+        yield gauge(
+            "queuebox_results_held",
+            "Task results kept for their result_ttl, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=results,
+        )
+        yield counter(
+            "queuebox_results_stored",
+            "Task results stored since start, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=stored,
         )
 
     def _schedules(self) -> Iterator[Metric]:

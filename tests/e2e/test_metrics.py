@@ -139,9 +139,9 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     server = start_server("--metrics-listen", f"127.0.0.1:{port}", "--plugin", flaky)
     conn = login_tester(server.port)
     stream = RawClient(server.port)
-    try:  # a tube with retries, tasks, a snapshot, plugin reports, a subscriber
+    try:  # a tube with retries, results, tasks, a snapshot, plugin reports, a subscriber
         tube = unique("names")
-        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3})
+        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3, "result_ttl": 60})
         stream.auth("tester", "secret")
         stream.send(frame(CALL, 1, {0x22: f"queue.tube.{tube}:events", 0x21: []}))
         assert stream.recv().code == 0x80  # subscribed
