@@ -45,6 +45,8 @@ from .errors import (
     tube_not_found,
 )
 from .events import TaskChange, deferred
+from .keys import WINDOW_OPTION
+from .keys import check_options as check_key_options
 from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
@@ -99,6 +101,7 @@ class Queue(EntryPoints):
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "keys": self._prune_keys,
         }
         saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
@@ -224,18 +227,24 @@ class Queue(EntryPoints):
             return {"tube": tube.name, "type": tube.type, "retries": retries, **page}
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
-        """`queuebox.tube_options(tube, opts)`: change a tube's retry options; the
-        answer is the policy now in force ({} for none)."""
+        """`queuebox.tube_options(tube, opts)`: change a tube's retry options or
+        its key_window; the answer is the retry policy now in force ({} for none),
+        with the key_window when the tube has one set."""
         with self._entry():
             tube = self._named(name)
             changes = options(raw)
             for key in changes:
-                if key not in RETRY_OPTIONS:
+                if key not in RETRY_OPTIONS and key != WINDOW_OPTION:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
             check_retry_options({**tube.opts, **changes})
+            check_key_options(changes)
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
-            return policy_options(tube.retries.policy)
+            tube.keys.set_window(tube.opts)
+            answer = policy_options(tube.retries.policy)
+            if WINDOW_OPTION in tube.opts:
+                answer[WINDOW_OPTION] = tube.opts[WINDOW_OPTION]
+            return answer
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to
@@ -289,6 +298,13 @@ class Queue(EntryPoints):
             self.deadlines.discard(("tube", name))
         else:
             tube.fire(now)
+
+    def _prune_keys(self, name: str, now: int) -> None:
+        tube = self.registry.tubes.get(name)
+        if tube is None:
+            self.deadlines.discard(("keys", name))
+        else:
+            tube.keys.prune(now)
 
     def _end_session(self, session: SessionId, now: int) -> None:
         """Release every task the session holds, in (tube id, task id) order."""

@@ -37,6 +37,7 @@ from .deadlines import Deadlines
 from .driver import (
     BURIED,
     DELAYED,
+    DONE,
     MISSING,
     RELEASED_ALL,
     SESSION_ENDED,
@@ -45,6 +46,7 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
+from .keys import F_DONE, F_TASK, Keys, key_text
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -167,6 +169,8 @@ class Tube(TaskEvents):
         self.driver.retries = self.retries
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
+        self.keys = Keys(shared.journal.catalog, name, opts, shared.deadlines)
+        self.keys.load(self.driver.peek)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -188,6 +192,8 @@ class Tube(TaskEvents):
     def changed(self, old: Any, new: Any) -> None:
         """Count the change as the module counts what its driver reports (the
         names its callbacks hear), and hand it to the listeners, if any."""
+        if new is None and self.keys.live:
+            self.keys.gone(old[0])  # its key answers it as done (keys.py)
         driver = self.driver
         note = driver.space.note
         names = self._counted.get(note)
@@ -242,7 +248,11 @@ class Tube(TaskEvents):
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
-        return self.stats.report(self.driver.counts)
+        report = self.stats.report(self.driver.counts)
+        keys = self.keys
+        if keys.used:  # queuebox's addition, absent until a put carried a key
+            report["keys"] = {"held": keys.held, "matched": keys.matched}
+        return report
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
@@ -284,9 +294,29 @@ class Tube(TaskEvents):
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
         opts = self._options("put", call.arg(1))
+        if "key" in opts:
+            return self._put_keyed(call, data, opts, key_text(opts["key"]))
         task = self.driver.put(data, opts, call.now)
         if task is not None:
             return self._answer(task)
+        return self._no_room(call, opts)
+
+    def _put_keyed(self, call: Call, data: Any, opts: dict[Any, Any], key: str) -> Answer:
+        """queuebox's exactly-once put (keys.py): the task of a key seen within
+        the window, as it is now (`-` once it is done), or a new task."""
+        keys = self.keys
+        row = keys.find(key, call.now)
+        if row is not None:
+            task = None if row[F_DONE] else self.driver.peek(row[F_TASK])
+            # A done task's data is gone with it: the answer carries this put's.
+            return [[row[F_TASK], DONE, data]] if task is None else self._answer(task)
+        task = self.driver.put(data, opts, call.now)
+        if task is None:
+            return self._no_room(call, opts)
+        keys.add(key, task[0], call.now)
+        return self._answer(task)
+
+    def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
         timeout = number(lua_or(opts.get("timeout"), 0))
         if timeout <= 0:

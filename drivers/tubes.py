@@ -21,6 +21,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import key_part_type, module_error, no_such_engine
+from .keys import check_options as check_key_options
 from .retries import check_options as check_retry_options
 from .tube import Shared, Tube, callback_name
 
@@ -77,6 +78,7 @@ class TubeRegistry:
         callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
         check_retry_options(opts)
+        check_key_options(opts)
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
@@ -130,6 +132,7 @@ class TubeRegistry:
         if self._space.get((tube.name,)) is None:
             raise module_error("Tube not found")
         tube.retries.clear()
+        tube.keys.clear()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
