@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from queuebox.clients.calls import modern
+from queuebox.clients.calls import modern, put_key
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, task_id
 
@@ -44,16 +44,23 @@ class Tube:
         ttr: float | None = None,
         delay: float | None = None,
         utube: str | None = None,
+        key: str | None = None,
         **opts: Any,
     ) -> Task:
-        """Put a task; returns it with status READY, or DELAYED when `delay` > 0."""
-        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
+        `key`: as in `clients.aio.tube.Tube.put` (every put is keyed by default)."""
+        key = put_key(key, self.connection.put_keys)
+        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, key=key, **opts)
         return self.connection.run(modern.put(self.name, data, options))
 
     def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items`, pipelined with at most `window` puts in flight;
-        returns the tasks in order. The first error stops the batch and is raised."""
-        calls = (modern.put(self.name, data, opts) for data in items)
+        returns the tasks in order (each put keyed as `put` keys it). The first error
+        stops the batch and is raised."""
+        auto = self.connection.put_keys
+        calls = (
+            modern.put(self.name, data, {**opts, "key": put_key(None, auto)}) for data in items
+        )
         return self.connection.run_many(calls, window)
 
     def take(self, timeout: float | None = None) -> Task | None:

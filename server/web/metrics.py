@@ -213,6 +213,8 @@ class QueueboxCollector:
         oldest: dict[Key, float] = {}
         attempts: dict[Key, Buckets] = {}
         exhausted: dict[Key, float] = {}
+        keys_held: dict[Key, float] = {}
+        keys_matched: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
@@ -229,6 +231,9 @@ class QueueboxCollector:
             if tube.retry_policy or tube.acked_after or tube.exhausted:
                 attempts[name] = _attempt_buckets(tube.acked_after)
                 exhausted[name] = tube.exhausted
+            if tube.keys_used:
+                keys_held[name] = tube.keys_held
+                keys_matched[name] = tube.keys_matched
         yield gauge(
             "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
         )
@@ -267,6 +272,18 @@ class QueueboxCollector:
             "Tasks buried because their attempts ran out, by tube",
             labels=BY_TUBE,
             samples=exhausted,
+        )
+        yield gauge(
+            "queuebox_put_keys",
+            "Put keys kept for exactly-once puts, by tube (tubes whose puts carried one)",
+            labels=BY_TUBE,
+            samples=keys_held,
+        )
+        yield counter(
+            "queuebox_puts_matched_by_key",
+            "Puts answered with the task of an existing key instead of a new task, by tube",
+            labels=BY_TUBE,
+            samples=keys_matched,
         )
 
     def _auth(self) -> Iterator[Metric]:
