@@ -355,10 +355,11 @@ def _option(text: str) -> tuple[str, Any]:
     return key, _value(value)
 
 
-# Tube options each driver reads (QUEUE.md §2-§5, §14); the server, like upstream,
+# Tube options each driver reads (QUEUE.md §2-§5, §14, §16); the server, like upstream,
 # ignores others.
 _COMMON_OPTIONS = frozenset(
     {"temporary", "if_not_exists", "engine", "max_attempts", "backoff", "backoff_max"}
+    | {"key_window"}
 )
 _TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
 TUBE_OPTIONS: dict[str, frozenset[str]] = {

@@ -297,6 +297,12 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
     parser.add_argument(
         "--backoff-max", type=cliargs.seconds, help="the longest wait (default: keep)"
     )
+    parser.add_argument(
+        "--key-window",
+        type=cliargs.seconds,
+        help="seconds a put key answers its first task (exactly-once puts); 0: keys "
+        "off (default: keep; a new tube: a day)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {
@@ -305,6 +311,7 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
                 ("max_attempts", args.max_attempts),
                 ("backoff", args.backoff),
                 ("backoff_max", args.backoff_max),
+                ("key_window", args.key_window),
             )
             if value is not None
         }

@@ -126,13 +126,19 @@ def test_metrics_and_cli(start_server: StartServer) -> None:
     env = {**clean_env(), "QUEUEBOX_PORT": str(server.port), "QUEUEBOX_USER": "tester",
            "QUEUEBOX_PASSWORD": "secret"}  # fmt: skip
 
-    def queuebox(*args: str) -> Any:
-        done = subprocess.run([sys.executable, "-m", "queuebox", *args], cwd=REPO, env=env,
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "queuebox", *args], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    def queuebox(*args: str) -> Any:
+        done = run(*args)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    queuebox("create-tube", tube, "fifo", "--json")
+    queuebox("create-tube", tube, "fifo", "--opt", "key_window=600", "--json")
+    assert queuebox("tube-options", tube, "--key-window", "3600", "--json") == {"key_window": 3600}
+    refused = run("put", tube, "-", "--key", "k")
+    assert refused.returncode != 0 and "--key puts one task" in refused.stderr
     first = queuebox("put", tube, '"job"', "--key", "order-7", "--json")
     assert queuebox("put", tube, '"job"', "--key", "order-7", "--json") == first
     queuebox("put", tube, '"other"', "--json")  # a fresh key of its own
