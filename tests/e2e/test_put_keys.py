@@ -16,6 +16,7 @@ import pytest
 
 from queuebox.clients import aio, blocking
 from tests.e2e.client_targets import free_port
+from tests.e2e.cluster import start_primary, start_replica, wait_equal
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, login_tester, unique
 from tests.e2e.test_metrics import samples, scrape, value
 from tests.waiting import wait_for
@@ -154,3 +155,26 @@ def test_a_bad_key_is_an_error_reply(conn: Any) -> None:
     with pytest.raises(Exception, match="Invalid value of key"):
         put(conn, tube, "a", key=7)  # type: ignore[arg-type]
     assert put(conn, tube, "a", key="fine")[1] == "r"  # the server goes on
+
+
+def test_a_promoted_replica_answers_the_keys_of_its_old_primary(
+    start_server: StartServer,
+) -> None:
+    primary = start_primary(start_server)
+    replica = start_replica(start_server, primary)
+    tube = unique("replica")
+    with closing(login_tester(primary.port)) as p:
+        p.call("queue.create_tube", tube, "fifottl", {})
+        first = put(p, tube, "a", key="k")
+        done = put(p, tube, "d", key="gone")
+        p.call(f"queue.tube.{tube}:delete", done[0])
+        with closing(login_tester(replica.port)) as r:
+            # A key row is in the WAL batch of its task's change: with the tasks
+            # the replica has the keys.
+            wait_equal(p, r, tube)
+    primary.stop()
+    with closing(login_tester(replica.port)) as r:
+        assert r.call("queuebox.promote").data[0]["promoted"] is True
+        assert put(r, tube, "a", key="k") == first
+        assert put(r, tube, "d", key="gone") == [done[0], "-", "d"]
+        assert r.call("queue.statistics", tube).data[0]["tasks"]["total"] == 1
