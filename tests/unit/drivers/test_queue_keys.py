@@ -16,15 +16,13 @@ from tests.unit.drivers.queue_harness import (
     Q,
     error_of,
     make_tube,
+    variant,
 )
 
 
 @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
 def h(request: pytest.FixtureRequest) -> Q:
-    harness = Q()
-    type_, mode = request.param
-    make_tube(harness, "t", type_, mode, key_window=10)
-    return harness
+    return variant(request, key_window=10)
 
 
 def rows(h: Q) -> list[tuple[Any, ...]]:
