@@ -16,6 +16,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
     from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
+    q = Queue(catalog, clock, id_shard=k)  # a cluster's shard k: ids seq * 1024 + k
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
     put = q.bind("queue.tube.t:put"); put.call(conn_id, ["data"])   (what the server keeps)
 """
@@ -34,7 +35,7 @@ from .args import task_id as task_id_arg
 from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
-from .driver import BURIED, TAKEN, Tuple
+from .driver import BURIED, ID_SHARDS, TAKEN, Tuple
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import (
     QueueError,
@@ -75,8 +76,11 @@ class Queue(EntryPoints):
         new_session_id: Callable[[], bytes] | None = None,
         keep_temporary: bool = False,
         on_deadline: Callable[[int | None], None] | None = None,
+        id_shard: int | None = None,
     ) -> None:
         super().__init__(clock)
+        if id_shard is not None and not 0 <= id_shard < ID_SHARDS:
+            raise ValueError(f"a shard number is 0..{ID_SHARDS - 1}, not {id_shard}")
         self._namespaces = namespaces
         # on_deadline(earliest): the earliest timed event moved (the server's timer).
         self.deadlines = Deadlines(on_deadline)
@@ -87,7 +91,14 @@ class Queue(EntryPoints):
         self.journal: SessionJournal | None = None
         self.registry = TubeRegistry(
             catalog,
-            Shared(self.waiters, self.owners, self.sessions, self.deadlines, Journal(catalog)),
+            Shared(
+                self.waiters,
+                self.owners,
+                self.sessions,
+                self.deadlines,
+                Journal(catalog),
+                id_shard=id_shard,
+            ),
         )
         self._module: dict[str, Handler] = {
             "create_tube": self._create_tube,

@@ -34,6 +34,12 @@ def _wal() -> Command:
     return main
 
 
+def _shard() -> Command:
+    from queuebox.shardcli import main
+
+    return main
+
+
 def _backup(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox import backupcli
@@ -114,6 +120,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),
     "status": (_status, "the cluster as each instance sees it: roles, lag, in-sync set"),
+    "shard": (_shard, "shard list|drain|resume|remove NAME: the shards of a sharded cluster"),
 }
 
 

@@ -28,6 +28,7 @@ from queuebox import __version__
 from queuebox.protocol import RequestType
 
 from ..replication.cluster_metrics import cluster_metrics
+from ..replication.shard import shard_metrics
 from ..runtime.families import Buckets, Key, counter, gauge, histogram
 from .served import Served
 
@@ -142,6 +143,9 @@ class QueueboxCollector:
         yield from self._storage()
         yield from self._rebootstraps()
         yield from cluster_metrics(self.server.role, self.server.cluster)
+        shard = self.server.shard_status()
+        if shard is not None:
+            yield from shard_metrics(*shard)
         yield from self._plugins()
 
     def _limits(self) -> Iterator[Metric]:
