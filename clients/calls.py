@@ -117,11 +117,18 @@ def _uuid(data: list[Any]) -> bytes:
     return protocol.as_bytes(value) if isinstance(value, str) else bytes(value)
 
 
-def put_key(key: str | None, auto: bool) -> str | None:
-    """The key a put sends: the caller's, else (with `auto`) a fresh uuid4, else none."""
+# The window of a key the client made up: its own re-sends of the put need it for
+# minutes (MAX_ATTEMPTS sends within failover timeouts), not the tube's day; the
+# server keeps it (and its ~400 bytes) that long only.
+AUTO_KEY_WINDOW_S = 300
+
+
+def put_key(key: str | None, auto: bool) -> dict[str, Any]:
+    """The key options a put sends: the caller's key (for the tube's whole window),
+    else with `auto` a fresh uuid4 kept AUTO_KEY_WINDOW_S, else none."""
     if key is not None:
-        return key
-    return uuid.uuid4().hex if auto else None
+        return {"key": key}
+    return {"key": uuid.uuid4().hex, "key_window": AUTO_KEY_WINDOW_S} if auto else {}
 
 
 class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`

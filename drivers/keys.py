@@ -52,7 +52,8 @@ PRUNE_SLACK_US = US
 
 
 def check_options(opts: Mapping[Any, Any]) -> None:
-    """Refuse a bad key_window (create_tube, queuebox.tube_options) before any change."""
+    """Refuse a bad key_window (create_tube, queuebox.tube_options, a put) before any
+    change."""
     value = opts.get(WINDOW_OPTION)
     if value is not None and not (is_number(value) and 0 <= value <= MAX_WINDOW_S):
         raise module_error(f"Invalid value of {WINDOW_OPTION}: {lua_tostring(value)}")
@@ -123,12 +124,18 @@ class Keys:
         self.matched += 1
         return row
 
-    def add(self, key: str, task_id: int, now: int) -> None:
-        """A keyed put made task `task_id` (an expired row of the key is replaced)."""
-        if self.window_us <= 0:
+    def add(self, key: str, task_id: int, now: int, opts: Mapping[Any, Any]) -> None:
+        """A keyed put made task `task_id` (an expired row of the key is replaced);
+        the put's own `key_window` may shorten the tube's (a client's own retries
+        need minutes, not the tube's day)."""
+        window = self.window_us
+        asked = opts.get(WINDOW_OPTION)
+        if asked is not None:
+            window = min(window, int(float(asked) * US))
+        if window <= 0:
             return
         space = keys_space(self.catalog)
-        expires = now + self.window_us
+        expires = now + window
         if space.get((self.tube, key)) is None:
             self.held += 1
         # An expired row replaced keeps its expiry entry: prune passes over it.

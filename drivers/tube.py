@@ -47,6 +47,7 @@ from .driver import (
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
 from .keys import F_DONE, F_TASK, Keys, key_text
+from .keys import check_options as check_key_options
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -308,6 +309,7 @@ class Tube(TaskEvents):
         """queuebox's exactly-once put (keys.py): the task of a key seen within
         the window, as it is now (`-` once it is done), or a new task."""
         keys = self.keys
+        check_key_options(opts)
         row = keys.find(key, call.now)
         if row is not None:
             task = None if row[F_DONE] else self.driver.peek(row[F_TASK])
@@ -316,7 +318,7 @@ class Tube(TaskEvents):
         task = self.driver.put(data, opts, call.now)
         if task is None:
             return self._no_room(call, opts)
-        keys.add(key, task[0], call.now)
+        keys.add(key, task[0], call.now, opts)
         return self._answer(task)
 
     def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:

@@ -65,8 +65,8 @@ class Tube:
         Unless the connection was made with ``put_keys=False``, a put without one gets
         a fresh key, and is sent again if its outcome is unknown.
         """
-        key = put_key(key, self.connection.put_keys)
-        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, key=key, **opts)
+        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        options.update(put_key(key, self.connection.put_keys))
         return await self.connection.run(modern.put(self.name, data, options))
 
     async def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
@@ -84,7 +84,7 @@ class Tube:
 
         async def put(index: int, data: Any) -> None:
             try:
-                keyed = {**opts, "key": put_key(None, auto)}
+                keyed = {**opts, **put_key(None, auto)}
                 results[index] = await self.connection.run(modern.put(self.name, data, keyed))
             except Exception as exc:
                 errors.append(exc)

@@ -49,8 +49,8 @@ class Tube:
     ) -> Task:
         """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
         `key`: as in `clients.aio.tube.Tube.put` (every put is keyed by default)."""
-        key = put_key(key, self.connection.put_keys)
-        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, key=key, **opts)
+        options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        options.update(put_key(key, self.connection.put_keys))
         return self.connection.run(modern.put(self.name, data, options))
 
     def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
@@ -58,9 +58,7 @@ class Tube:
         returns the tasks in order (each put keyed as `put` keys it). The first error
         stops the batch and is raised."""
         auto = self.connection.put_keys
-        calls = (
-            modern.put(self.name, data, {**opts, "key": put_key(None, auto)}) for data in items
-        )
+        calls = (modern.put(self.name, data, {**opts, **put_key(None, auto)}) for data in items)
         return self.connection.run_many(calls, window)
 
     def take(self, timeout: float | None = None) -> Task | None:

@@ -169,3 +169,16 @@ def test_pruning_waits_for_the_slack_second() -> None:
     make_tube(h, "t", "fifo", key_window=1)
     h.put("t", "a", key="k")
     assert h.q.deadlines.get(("keys", "t")) == h.clock.now + 2 * SEC
+
+
+def test_a_put_may_shorten_its_key_window_never_lengthen_it() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    short = h.put("t", "a", key="short", key_window=1)
+    long = h.put("t", "b", key="long", key_window=100)
+    h.advance(1)
+    assert h.put("t", "a", key="short", key_window=1)[0] != short[0]
+    h.advance(9)
+    assert h.put("t", "b", key="long")[0] != long[0]
+    message = error_of(h.put, "t", "c", key="k", key_window=-1)[1]
+    assert message.startswith("Invalid value of key_window")
