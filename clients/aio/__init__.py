@@ -60,6 +60,7 @@ def connect(
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
+    put_keys: bool = True,
 ) -> _Connecting:
     """Connect to a queuebox (or Tarantool + queue) server.
 
@@ -81,6 +82,12 @@ def connect(
     `tls`: an `ssl.SSLContext` (`queuebox.clients.tls.tls_context(ca, cert, key)`) for
     a server with `tls_cert`; its client certificate, if any, logs in as the user its
     CN names where the server trusts its CA (then `user` may stay None).
+
+    `put_keys`: every put carries a key (a uuid4 unless `put(key=...)` names one), so
+    a put whose outcome is unknown (its connection broke, or the server answered
+    216/222 after a failover) is sent again and the server answers the task it made,
+    never a second one (docs/client.md "Exactly-once puts"). False for a Tarantool +
+    queue server, which ignores keys.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -92,6 +99,7 @@ def connect(
         failover_timeout=failover_timeout,
         wait_for_server=wait_for_server,
         tls=tls,
+        put_keys=put_keys,
     )
     several = () if addresses is None else failover.parse_addresses(addresses)
     return _Connecting(Connection(host, port, user, password, options, several))
