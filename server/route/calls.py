@@ -25,7 +25,7 @@ from queuebox.protocol.client import decode_response
 
 from ..replication.cluster_map import ID_SHARDS, ClusterMap
 from ..runtime.logs import get_logger
-from .frames import SCHEMA, failed, no_primary, resynced, task_not_found
+from .frames import SCHEMA, failed, no_primary, resynced
 from .shardmap import Shard
 from .spread import Client, forward, to_first
 from .takes import take
@@ -78,11 +78,14 @@ def route_call(client: Client, req: Request) -> None:
 
 
 def by_id(client: Client, req: Request, task_id: Any) -> None:
+    if isinstance(task_id, float) and task_id.is_integer():
+        task_id = int(task_id)  # a Lua number: the module reads 0.0 as 0
     if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
         shard = client.map.shard(task_id % ID_SHARDS)
         if shard is None:
-            client.send(task_not_found(req.sync, task_id))
-            return
+            # No shard has it: any shard answers what the module answers for a
+            # missing task ("Task N not found", or "Task was not taken").
+            return to_first(client, req)
         forward(client, req, shard)
     else:  # not an id: the shard says what a single node says
         to_first(client, req)
@@ -101,10 +104,11 @@ def put(client: Client, req: Request, args: list[Any]) -> None:
 
 # -- every shard --
 def calls_to_all(
-    client: Client, req: Request, name: str, args: list[Any]
+    client: Client, req: Request, name: str, args: list[Any], shaped: bool = True
 ) -> list[tuple[Shard, asyncio.Future[bytes]]]:
-    """The router's own call of `name` on every shard, sent now (in the client's order)."""
-    call16 = req.type == RequestType.CALL_16
+    """The router's own call of `name` on every shard, sent now (in the client's
+    order); `shaped`: as the client asked (CALL_16 or CALL), else CALL."""
+    call16 = shaped and req.type == RequestType.CALL_16
     return [
         (s, client.upstream(s).call(name, args, call16)) for s in client.map.serving() if s.leader
     ]
@@ -160,7 +164,7 @@ async def _cluster_wide(cluster: ClusterMap | None, name: str, args: list[Any]) 
 
 async def summed(client: Client, req: Request, name: str, args: list[Any]) -> None:
     answers = []
-    for _, future in calls_to_all(client, req, name, args):
+    for _, future in calls_to_all(client, req, name, args, shaped=False):
         try:
             reply = decode_response(await future)
         except ShardLost as e:

@@ -3,8 +3,7 @@
 Owns: a reply's code and sync read from its header without decoding its body
 (`head_of`), a reply handed on under another sync (`resynced`: a take the
 router made for a client), the length prefix (`framed`), and the errors the
-router answers with: a shard without a primary (may be retried) and a task
-whose id names no shard (the module's "Task N not found"). Must not touch
+router answers with: a shard without a primary (may be retried). Must not touch
 sockets or decide where a call goes.
 """
 
@@ -61,10 +60,6 @@ def no_primary(sync: int, shard: str, why: str = "has no primary right now") -> 
         sync, SCHEMA, ErrorCode.ER_LOADING,
         f"shard {shard} {why}: the call may be retried",
     )  # fmt: skip
-
-
-def task_not_found(sync: int, task_id: Any) -> bytes:
-    return encode_error(sync, SCHEMA, ErrorCode.ER_PROC_LUA, f"Task {task_id} not found")
 
 
 def failed(sync: int, code: int, message: str) -> bytes:

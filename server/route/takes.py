@@ -53,6 +53,7 @@ async def _take(client: Client, req: Request, tube: str, name: str, deadline: fl
             client.send(no_primary(req.sync, "(every shard)"))
             return
         lost: list[ShardLost] = []
+        missing: list[bytes] = []  # the tube is on no shard: a node's answer
         for shard in _order(shards, client.next_turn(), first):
             try:
                 payload = await client.upstream(shard).call(name, [0], call16)
@@ -61,6 +62,7 @@ async def _take(client: Client, req: Request, tube: str, name: str, deadline: fl
                 continue
             reply = decode_response(payload)
             if reply.error_code == ErrorCode.ER_NO_SUCH_PROC:
+                missing.append(payload)
                 continue  # the tube is not on this shard (yet)
             if reply.error_code:
                 client.send(resynced(payload, req.sync))
@@ -72,6 +74,9 @@ async def _take(client: Client, req: Request, tube: str, name: str, deadline: fl
                 fresh.add(shard.number)
         if len(lost) == len(shards):
             client.send(no_primary(req.sync, lost[0].shard, lost[0].why))
+            return
+        if missing and len(missing) + len(lost) == len(shards):
+            client.send(resynced(missing[0], req.sync))
             return
         left = None if deadline is None else deadline - loop.time()
         if left is not None and left <= 0:

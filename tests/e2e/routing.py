@@ -11,13 +11,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import EtcdCluster, wait_state
-from tests.e2e.etcdproc import EtcdProc
-from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, StartServer, clean_env
+from tests.e2e.etcdproc import EtcdProc, need_etcd
+from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, StartServer, clean_env, start_proc
 
 ROUTER_PASSWORD = "routepw"
 CLUSTER_TOML = (
@@ -113,3 +115,35 @@ class Sharded:
     def stop_routers(self) -> None:
         for proc in self.routers:
             proc.stop()
+
+
+class Routed:
+    """What a conformance test reads of its `server` when it runs behind a
+    router: the port it connects to (the router's), and the shards behind."""
+
+    def __init__(self, router: RouterProc, shards: list[ServerProc]) -> None:
+        self.port = router.port
+        self.router = router
+        self.shards = shards
+
+
+@contextmanager
+def routed_cluster(workdir: Path) -> Iterator[Routed]:
+    """etcd, shards a and b (one node each) and one router, for a module's tests."""
+    need_etcd()
+    started: list[ServerProc] = []
+
+    def start(*args: str, **kwargs: Any) -> ServerProc:
+        proc = start_proc(workdir / f"server{len(started)}", list(args), None, CLUSTER_TOML)
+        started.append(proc)
+        return proc
+
+    with EtcdProc(workdir / "etcd") as etcd:
+        cluster = Sharded(start, etcd, workdir)
+        try:
+            nodes = cluster.start()
+            yield Routed(cluster.router(), [found[0] for found in nodes.values()])
+        finally:
+            cluster.stop_routers()
+            for proc in started:
+                proc.stop()

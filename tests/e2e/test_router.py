@@ -8,22 +8,17 @@ kills something starts its own.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asynctnt
 import pytest
 import tarantool
 
 from tests.e2e.cluster import connect as node_conn
-from tests.e2e.cluster import wait_state
-from tests.e2e.etcdproc import EtcdProc, need_etcd
+from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import RouterProc, Sharded
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
-from tests.waiting import metric, wait_for
+from tests.waiting import wait_for
 
 
 def via(router: RouterProc) -> Any:
