@@ -39,6 +39,8 @@ EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_cha
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+PARSED_CACHE_SIZE = 10_000  # names come from clients: bounded
+_parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
 
 
 def by_hash(key: Any, shards: list[Shard]) -> Shard:
@@ -53,7 +55,12 @@ def route_call(client: Client, req: Request) -> None:
         return to_first(client, req)  # the shard answers what a single node answers
     if req.type == RequestType.EVAL and name == EVAL_CREATE:
         return every_shard(client, req, "queue.create_tube", args)
-    parsed = parse_name(name, NAMESPACES, FUNCTIONS)
+    parsed = _parsed.get(name, False)
+    if parsed is False:
+        parsed = parse_name(name, NAMESPACES, FUNCTIONS)
+        if len(_parsed) >= PARSED_CACHE_SIZE:
+            _parsed.clear()
+        _parsed[name] = parsed
     if parsed is not None and parsed[1] is not None:
         tube, method = parsed[1], parsed[2]
         if method in BY_ID:

@@ -46,6 +46,7 @@ class RouterClient(asyncio.Protocol):
         self._ups: dict[int, Upstream] = {}
         self._work: set[asyncio.Future[None]] = set()
         self._transport: asyncio.Transport | None = None
+        self._out: list[bytes] = []
         self.closed = False
 
     # -- what calls.py and takes.py use (spread.Client) --
@@ -59,8 +60,19 @@ class RouterClient(asyncio.Protocol):
         return up
 
     def send(self, data: bytes) -> None:
-        if not self.closed and self._transport is not None:
-            self._transport.write(data)
+        """Replies go out together at the end of this loop turn: one write, not one each."""
+        if self.closed:
+            return
+        out = self._out
+        out.append(data)
+        if len(out) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        out = self._out
+        if out and not self.closed and self._transport is not None:
+            self._transport.write(b"".join(out))
+        out.clear()
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

@@ -124,7 +124,10 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=32)
     args = parser.parse_args()
     n = args.tasks
-    with tempfile.TemporaryDirectory(prefix="router-bench-") as tmp, EtcdProc(Path(tmp) / "etcd") as etcd:
+    with (
+        tempfile.TemporaryDirectory(prefix="router-bench-") as tmp,
+        EtcdProc(Path(tmp) / "etcd") as etcd,
+    ):
         work = Path(tmp)
         procs: list[ServerProc] = []
 
@@ -135,13 +138,11 @@ def main() -> None:
 
         # A long lease: a loaded 2-core machine must not starve a primary's keepalive.
         cluster = Sharded(start, etcd, work, "--etcd-lease-ttl", "15")
-        routers: list[RouterProc] = []
         try:
             nodes = cluster.start()
             shards = {f"shard {name}": found[0].proc.pid for name, found in nodes.items()}
             rr = cluster.router("--spread", "round-robin")
             two = cluster.router("--spread", "two")
-            routers = [rr, two]
             lone = start()
             assert rr.proc is not None and two.proc is not None and lone.proc is not None
             asyncio.run(_create(rr.port, "bench"))
@@ -152,7 +153,9 @@ def main() -> None:
             report("put, one node", n, wall, cpu)
             for name, router in (("round-robin", rr), ("two choices", two)):
                 pids = {"router": router.proc.pid, **shards}  # type: ignore[union-attr]
-                wall, cpu = measure(pids, lambda r=router: puts(r.port, "bench", n, args.conns, args.window))  # type: ignore[misc]
+                wall, cpu = measure(
+                    pids, lambda r=router: puts(r.port, "bench", n, args.conns, args.window)
+                )  # type: ignore[misc]
                 report(f"put via router, {name}", n, wall, cpu)
                 print(f"{'':<28} tasks per shard: {asyncio.run(_per_shard(nodes, 'bench'))}")
             total = 2 * n

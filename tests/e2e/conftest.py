@@ -36,6 +36,7 @@ NOT_BEHIND_A_ROUTER = {
         "test_explicit_nil_opts_mean_no_options",  # ids
         "test_call16_shapes",  # ids
         "test_fifo_put_ignores_delay_and_release_honours_it",  # ids
+        "test_task_errors",  # ids (peek(0.0) of the first task)
     ),
     "test_queue_e2e_asynctnt.py": (
         "test_the_whole_task_api",  # ids

@@ -95,7 +95,9 @@ class Sharded:
 
         self.etcd = etcd
         self.workdir = workdir
-        self.groups = {name: EtcdCluster(start, etcd, "--shard", name, *extra) for name in ("a", "b")}
+        self.groups = {
+            name: EtcdCluster(start, etcd, "--shard", name, *extra) for name in ("a", "b")
+        }
         self.prefix = self.groups["a"].prefix
         for group in self.groups.values():
             group.prefix = self.prefix
