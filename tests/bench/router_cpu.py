@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from queuebox.protocol import ResponseDecoder, encode_auth, encode_call, scramble  # noqa: E402
 from queuebox.protocol.greeting import parse_greeting  # noqa: E402
 from tests.e2e.etcdproc import EtcdProc  # noqa: E402
-from tests.e2e.routing import CLUSTER_TOML, RouterProc, Sharded  # noqa: E402
+from tests.e2e.routing import CLUSTER_TOML, Sharded  # noqa: E402
 from tests.e2e.serverproc import ServerProc, start_proc  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
