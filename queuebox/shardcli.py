@@ -216,7 +216,8 @@ def _text(action: str, result: dict[str, Any]) -> str:
             [s["name"], str(s["number"]), s["state"], s["primary"] or "none", _when(s["added"])]
             for s in result["shards"]
         ]
-        out = table(["SHARD", "NUMBER", "STATE", "PRIMARY", "ADDED"], rows, terminal_width())
+        header = ["SHARD", "NUMBER", "STATE", "PRIMARY", "ADDED"]
+        out = table(header, rows, terminal_width(), text=frozenset({2, 3, 4}))
         if not rows:
             out = "no shards"
         removed = result["removed"]

@@ -132,6 +132,9 @@ class ClusterMap:
         self.numbers_dir = f"{self.prefix}/numbers/".encode()
         self.tubes_dir = f"{self.prefix}/tubes/".encode()
         self.cfg_key = f"{self.prefix}/cfg".encode()
+        # P/tubes/ keys the last `tubes()` could not read as a tube: not applied,
+        # and never taken for a tube that left the map.
+        self.unreadable: frozenset[str] = frozenset()
 
     def map_key(self, name: str) -> bytes:
         return self.map_dir + name.encode()
@@ -241,12 +244,15 @@ class ClusterMap:
     async def tubes(self) -> dict[str, TubeSpec]:
         with etcd_errors("read the cluster's tubes"):
             found = await self.client.get_prefix(self.tubes_dir)
-        specs = {}
+        specs, unreadable = {}, set()
         for kv in found:
             name = bytes(kv.key)[len(self.tubes_dir) :].decode()
             spec = TubeSpec.decode(name, bytes(kv.value))
             if spec is not None:
                 specs[name] = spec
+            else:
+                unreadable.add(name)
+        self.unreadable = frozenset(unreadable)
         return specs
 
     async def put_tube(self, name: str, type_: str, opts: Mapping[str, Any] | None = None) -> None:

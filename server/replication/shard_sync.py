@@ -6,18 +6,19 @@ each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
 for `queuebox.shard()`) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
 options; a tube gone from P/tubes that this node saw there (as a primary or a
-replica) is dropped when it has no task, else kept and reported (log, `report.kept`, /metrics); P/cfg is
-given to queue.cfg when it differs from what this queue was last given. All
-of it is idempotent, so a shard that was down when a tube was created gets it
-when it is back. Must not touch the election, the map's writes (the CLI and the
-router make them), queue semantics (the queue's own calls do the work).
+replica) is dropped when it has no task, else kept and reported (log,
+`report.kept`, /metrics); P/cfg is given to queue.cfg when it differs from
+what this queue was last given. All of it is idempotent, so a shard that was
+down when a tube was created gets it when it is back. Must not touch the
+election, the map's writes (the CLI and the router make them), queue
+semantics (the queue's own calls do the work).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from queuebox.drivers import reads
@@ -51,7 +52,14 @@ class TubeApplier:
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
 
-    def apply(self, queue: QueueCalls, tubes: Mapping[str, TubeSpec], cfg: dict[str, Any]) -> None:
+    def apply(
+        self,
+        queue: QueueCalls,
+        tubes: Mapping[str, TubeSpec],
+        cfg: dict[str, Any],
+        unreadable: Collection[str] = (),
+    ) -> None:
+        """`unreadable`: P/tubes keys that are no tube spec: said, left alone."""
         report = self.report
         report.failed, report.kept, report.differs = {}, {}, {}
         conn_id = self.app.next_conn_id()  # its own, never a client's
@@ -64,8 +72,10 @@ class TubeApplier:
                 self._create(queue, conn_id, spec)
             elif info.type != spec.type:
                 report.differs[name] = f"{info.type} here, {spec.type} in the cluster map"
+        for name in unreadable:
+            report.failed[name] = "its P/tubes value is not a tube: {type, opts}"
         for name, info in here.items():
-            if name not in tubes and name in self.known:
+            if name not in tubes and name not in unreadable and name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
         report.syncs += 1
@@ -110,6 +120,7 @@ class TubeApplier:
             log.error("cannot apply the cluster's queue.cfg", cfg=cfg, error=e.message)
             return
         self._cfg_given = given
+        log.info("applied the cluster's queue.cfg", cfg=cfg)
 
 
 class ShardSync:
@@ -206,7 +217,7 @@ class ShardSync:
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return
-        self.applier.apply(queue, tubes, cfg)
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable)
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)

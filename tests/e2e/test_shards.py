@@ -122,6 +122,8 @@ def test_a_cluster_tube_reaches_every_shard_and_one_that_was_down_when_it_return
     b1.start()
     wait_state(b1, "RUNNING")
     wait_for(lambda: "mail" in tubes_of(b1), what="mail on shard b once it is back")
+    for node in (a1, b1):
+        wait_for(lambda n=node: "applied the cluster's queue.cfg" in n.log(), what="P/cfg")
     # Gone from P/tubes: dropped where empty, kept (and said) where tasks are left.
     on_map(etcd, prefix, lambda m: m.drop_tube("jobs"))
     wait_for(lambda: "jobs" not in tubes_of(b1), what="jobs dropped on the empty shard")
