@@ -13,29 +13,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request, RequestType
 
-from ..access.users import GUEST
+from ..access.users import GUEST, Users
 from ..runtime.errors import CallError
 from ..runtime.logs import get_logger
 from .calls import route_call
 from .frames import SCHEMA, failed
-from .shardmap import Shard
-from .spread import forward, to_first
-from .upstream import Upstream
+from .shardmap import RouterMap, Shard
+from .spread import Spread, forward, to_first
+from .upstream import Login, Traffic, Upstream
 
-if TYPE_CHECKING:
-    from .router import Router
+
+class Shared(Protocol):
+    """What every client connection of one router shares (router.py's Router)."""
+
+    map: RouterMap
+    traffic: Traffic
+    spread: Spread
+    users: Users
+    login: Login
+    instance_uuid: uuid.UUID
+    max_frame: int
+    clients: set[RouterClient]
+    turn: int
+
 
 log = get_logger("queuebox.router")
 
 
 class RouterClient(asyncio.Protocol):
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Shared) -> None:
         self.router = router
         self.map = router.map
         self.traffic = router.traffic

@@ -148,8 +148,8 @@ def main() -> None:
             asyncio.run(_create(rr.port, "bench"))
             asyncio.run(_create(lone.port, "bench"))
             print(f"{n} calls, {args.conns} connections, {args.window} puts in flight each")
-            wall, cpu = measure({"node": lone.proc.pid},
-                                lambda: puts(lone.port, "bench", n, args.conns, args.window))  # fmt: skip
+            load = puts(lone.port, "bench", n, args.conns, args.window)
+            wall, cpu = measure({"node": lone.proc.pid}, lambda: load)
             report("put, one node", n, wall, cpu)
             for name, router in (("round-robin", rr), ("two choices", two)):
                 pids = {"router": router.proc.pid, **shards}  # type: ignore[union-attr]
@@ -159,8 +159,8 @@ def main() -> None:
                 report(f"put via router, {name}", n, wall, cpu)
                 print(f"{'':<28} tasks per shard: {asyncio.run(_per_shard(nodes, 'bench'))}")
             total = 2 * n
-            wall, cpu = measure({"node": lone.proc.pid},
-                                lambda: take_acks(lone.port, "bench", n, args.conns))  # fmt: skip
+            pairs = take_acks(lone.port, "bench", n, args.conns)
+            wall, cpu = measure({"node": lone.proc.pid}, lambda: pairs)
             report("take+ack, one node", n, wall, cpu)
             pids = {"router": rr.proc.pid, **shards}
             wall, cpu = measure(pids, lambda: take_acks(rr.port, "bench", total, args.conns))
