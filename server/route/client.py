@@ -54,6 +54,7 @@ class RouterClient(asyncio.Protocol):
         self.traffic = router.traffic
         self.spread = router.spread
         self.user = GUEST
+        self.session: bytes | None = None  # queue.identify's UUID, the same on every shard
         self.salt = protocol.new_salt()
         self._decoder = protocol.RequestDecoder(router.max_frame)
         self._ups: dict[int, Upstream] = {}
@@ -68,7 +69,8 @@ class RouterClient(asyncio.Protocol):
         if up is None or up.lost is not None or up.address != shard.leader:
             if up is not None:
                 up.close()  # its primary moved: what it held there goes back
-            up = Upstream(shard, self.router.login, self.user, self.send, self.traffic)
+            login, traffic = self.router.login, self.traffic
+            up = Upstream(shard, login, self.user, self.send, traffic, self.session)
             self._ups[shard.number] = up
         return up
 

@@ -73,11 +73,13 @@ class Upstream(asyncio.Protocol):
         user: str,
         deliver: Callable[[bytes], None],
         traffic: Traffic,
+        session: bytes | None = None,
     ) -> None:
         self.shard = shard
         self.address = shard.leader or ""
         self._login = login
         self.user = user
+        self.session = session  # the client's queue session UUID, once it identified
         self._deliver = deliver  # the client's transport.write
         self._traffic = traffic
         self._transport: asyncio.Transport | None = None
@@ -190,6 +192,8 @@ class Upstream(asyncio.Protocol):
         assert self._transport is not None
         self._transport.write(protocol.encode_auth(sync, login.service_user, scramble))
         self._send_login_call("queuebox.act_as", [self.user])
+        if self.session is not None:
+            self._send_login_call("queuebox.identify_as", [self.session])
 
     def _send_login_call(self, name: str, args: list[Any]) -> None:
         sync = next(_syncs)

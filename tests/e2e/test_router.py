@@ -177,3 +177,36 @@ def test_a_shard_without_its_primary_is_a_retryable_error_until_its_failover(
     finally:
         conn.close()
         cluster.stop_routers()
+
+
+def test_the_bundled_client_carries_on_through_another_router_with_its_session(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    from queuebox.clients.blocking import connect
+
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    r1, r2 = cluster.router(), cluster.router()
+    tube = unique("s")
+    client = connect(
+        user="tester", password="secret", addresses=f"127.0.0.1:{r1.port},127.0.0.1:{r2.port}"
+    )
+    try:
+        client.call("queue.cfg", {"ttr": 60})  # a session outlives its connection for 60 s
+        client.call("queue.create_tube", tube, "fifottl", {})
+        jobs = client.tube(tube)
+        for i in range(2):
+            jobs.put(f"job{i}")
+        taken = [jobs.take(5) for _ in range(2)]
+        assert all(t is not None for t in taken)
+        assert {t.id % 1024 for t in taken if t is not None} == {
+            shard_number(n[0]) for n in nodes.values()
+        }
+        r1.stop(kill=True)  # the router dies: the client goes on through r2, same session
+        for task in taken:
+            assert task is not None
+            assert jobs.ack(task).status == "-"
+        assert client.call("queue.statistics", tube)[0]["tasks"]["total"] == 0
+    finally:
+        client.close()
+        cluster.stop_routers()
