@@ -156,6 +156,13 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         return Call(modern.method(tube, "bury"), args, _task)
 
     @staticmethod
+    def ack(tube: str, task_id: int, result: Any = None) -> Call[Task]:
+        """ack(id), or ack(id, {result=VALUE}) that hands the server the task's result
+        (a server that keeps no results ignores the second argument, as the module does)."""
+        args = (task_id,) if result is None else (task_id, {"result": result})
+        return Call(modern.method(tube, "ack"), args, _task)
+
+    @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
         """queuebox.tasks: a page of a tube's tasks (queuebox only, QUEUE.md §14)."""
         options = {key: value for key, value in opts.items() if value is not None}
