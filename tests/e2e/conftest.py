@@ -37,6 +37,7 @@ NOT_BEHIND_A_ROUTER = {
         "test_call16_shapes",  # ids
         "test_fifo_put_ignores_delay_and_release_honours_it",  # ids
         "test_task_errors",  # ids (peek(0.0) of the first task)
+        "test_on_task_change_over_the_wire_is_never_a_silent_no_op",  # ids
     ),
     "test_queue_e2e_sessions.py": (
         "test_two_consumers_and_a_disconnect_that_releases_both_of_its_tasks",  # ids
