@@ -73,6 +73,10 @@ DELAYED: Final = "~"
 DONE: Final = "-"
 STATUSES = (READY, TAKEN, BURIED, DELAYED)
 
+# A sharded cluster's task ids: id = seq * ID_SHARDS + k, k the shard number
+# (docs/cluster.md), so an id names the shard that owns it: id % ID_SHARDS.
+ID_SHARDS: Final = 1024
+
 # How a taken task came back, the end of a burial reason ("3 attempts, the last one ...").
 RELEASED = "was released"
 TTR_PASSED = "ran out of its ttr"
@@ -201,6 +205,9 @@ class TaskStore:
         self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         # F_DATA read once: compiled, a class attribute is a lookup by name each use.
         self.f_data = self.F_DATA
+        # The shard number new ids end in (set by the tube, from Queue(id_shard=k));
+        # None: a single node's ids, 0, 1, 2, ... as the module's.
+        self.id_shard: int | None = None
 
     # -- creation (class level, like upstream's tube.create_space) --
     @classmethod
@@ -281,7 +288,10 @@ class TaskStore:
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()
-        return 0 if last is None else last[0] + 1
+        shard = self.id_shard
+        if shard is None:
+            return 0 if last is None else last[0] + 1
+        return shard if last is None else next_in_shard(last[0], shard)
 
     @abstractmethod
     def next_deadline(self) -> int | None:
@@ -423,6 +433,13 @@ class TaskStore:
 
 
 DECLARED[TaskStore] = ("next_deadline", "fire", "put", "take", "touch", "release", "bury")
+
+
+def next_in_shard(last: int, shard: int) -> int:
+    """The smallest id above `last` that ends in `shard` (≡ shard mod ID_SHARDS):
+    after ids of any shape (a node that was single before keeps its 0, 1, 2, ...)."""
+    after = last + 1
+    return after + (shard - after) % ID_SHARDS
 
 
 def done(task: Tuple) -> Tuple:

@@ -16,6 +16,7 @@ EVAL texts to `eval_create`, `tube_exists` and `VERSION`).
 
     from queuebox.drivers.queue import Queue, QueueError, Blocked
     q = Queue(catalog, clock)              # clock() -> epoch µs; rebuilds from the catalog
+    q = Queue(catalog, clock, id_shard=k)  # a cluster's shard k: ids seq * 1024 + k
     q.call(conn_id, "queue.tube.t:take", [5])  -> list | Blocked   (raises QueueError)
     put = q.bind("queue.tube.t:put"); put.call(conn_id, ["data"])   (what the server keeps)
 """
@@ -34,7 +35,7 @@ from .args import task_id as task_id_arg
 from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
-from .driver import BURIED, TAKEN, Tuple
+from .driver import BURIED, ID_SHARDS, TAKEN, Tuple
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import (
     QueueError,
@@ -51,6 +52,7 @@ from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
+from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -73,8 +75,11 @@ class Queue(EntryPoints):
         new_session_id: Callable[[], bytes] | None = None,
         keep_temporary: bool = False,
         on_deadline: Callable[[int | None], None] | None = None,
+        id_shard: int | None = None,
     ) -> None:
         super().__init__(clock)
+        if id_shard is not None and not 0 <= id_shard < ID_SHARDS:
+            raise ValueError(f"a shard number is 0..{ID_SHARDS - 1}, not {id_shard}")
         self._namespaces = namespaces
         # on_deadline(earliest): the earliest timed event moved (the server's timer).
         self.deadlines = Deadlines(on_deadline)
@@ -85,7 +90,14 @@ class Queue(EntryPoints):
         self.journal: SessionJournal | None = None
         self.registry = TubeRegistry(
             catalog,
-            Shared(self.waiters, self.owners, self.sessions, self.deadlines, Journal(catalog)),
+            Shared(
+                self.waiters,
+                self.owners,
+                self.sessions,
+                self.deadlines,
+                Journal(catalog),
+                id_shard=id_shard,
+            ),
         )
         self._module: dict[str, Handler] = {
             "create_tube": self._create_tube,
@@ -96,9 +108,12 @@ class Queue(EntryPoints):
             "stats": self._statistics,
             "state": self._state,
         }
+        put = f"{namespaces[0]}.tube.{{}}:put"  # the name a schedule's put is made as
+        self.schedules = Schedules(catalog, self.deadlines, self.registry.put_for(put))
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "schedule": self.schedules.fire,
         }
         saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
@@ -106,6 +121,7 @@ class Queue(EntryPoints):
             self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
             if saved is not None:
                 self._resume(saved, now)
+            self.schedules.load(now)
 
     # -- the server's entry points --
     def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
@@ -236,6 +252,11 @@ class Queue(EntryPoints):
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
             return policy_options(tube.retries.policy)
+
+    def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
+        """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
+        with self._entry():
+            return run(self.schedules, self._clock())
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to

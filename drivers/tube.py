@@ -98,6 +98,8 @@ class Shared:
     on_change: Callable[[TaskChange], None] | None = None
     # The callbacks plugins named: what on_task_change binds a tube to over the wire.
     callbacks: Container[str] = frozenset()
+    # The shard number every new task id ends in (driver.py `next_id`); None: unsharded.
+    id_shard: int | None = None
 
 
 def callback_name(value: Any, known: Container[str]) -> str | None:
@@ -165,6 +167,7 @@ class Tube(TaskEvents):
         self.retries = Retries(shared.journal, name, opts)
         self.driver = driver_cls(space, self, opts)
         self.driver.retries = self.retries
+        self.driver.id_shard = shared.id_shard
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
         self._deadline_owner = ("tube", name)

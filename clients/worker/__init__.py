@@ -143,7 +143,18 @@ def run(
             tls=tls,
         )
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(main())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (it is a dependency): a worker spends much of
+    its time in the loop; asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 class Handler:

@@ -68,6 +68,7 @@ class QueueCalls:
             clock_us,
             namespaces=app.config.queue_namespaces,
             on_deadline=self._deadline_moved,
+            id_shard=app.config.shard_number,
         )
         app.changes.attach(self.modern)
         self.legacy = LegacyQueue(catalog, clock_us, self._deadline_moved)
@@ -121,6 +122,7 @@ class QueueCalls:
             namespaces=self.app.config.queue_namespaces,
             keep_temporary=True,
             on_deadline=self._deadline_moved,
+            id_shard=self.app.config.shard_number,
         )
         for name, callback in bound.items():  # on_task_change bindings live in memory
             tube = self.modern.registry.tubes.get(name)

@@ -20,6 +20,10 @@
 - `link.py`: a replica's connection to its primary (over TLS when this
   instance has `tls_cert`).
 - `etcd_tls.py`: the etcd client over TLS (https:// endpoints).
+- `cluster_map.py`: a sharded cluster's map in etcd (shards, their numbers,
+  the tubes and queue.cfg of every shard); `shard.py`: a node's shard (its
+  number, learnt at start and kept in the data directory, `queuebox.shard()`);
+  `shard_sync.py`: a shard's primary applies the cluster's tubes and cfg.
 
 Must not touch: queue semantics (the drivers), the WAL format (storage).
 """

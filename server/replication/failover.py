@@ -3,7 +3,8 @@
 Owns the loop every instance with `etcd_endpoints` runs, from its start to
 its stop, through any number of terms. All instances start read-only. The
 one holding PREFIX/leader (its value: the `advertise` address, under a
-lease) is the primary; the others follow that address. Who may take the
+lease; PREFIX/shards/NAME/leader on shard NAME of a sharded cluster,
+docs/cluster.md) is the primary; the others follow that address. Who may take the
 vacant key is election.py's rule, checked against the in-sync record in the
 same etcd transaction that takes it (keys.py); the lease is the fence (a
 primary checks it before every change: `app.lease_ok`).
@@ -43,6 +44,7 @@ from ..runtime.logs import RateLimitedLog, get_logger
 from ..runtime.loop import cancel_and_wait
 from ..settings.config import Config
 from ..settings.config_values import parse_listen
+from .cluster_map import shard_prefix
 from .election import (
     Candidate,
     Position,
@@ -72,15 +74,18 @@ class Failover:
         self.state = state
         self.me = advertised(config)
         ttl = config.etcd_lease_ttl
+        # A shard's election runs under PREFIX/shards/NAME; a node without --shard
+        # under PREFIX itself, as a single-shard cluster always has.
+        prefix = shard_prefix(config.etcd_prefix, config.shard)
         self.lease = Leadership(
             ",".join(config.etcd_endpoints),
-            f"{config.etcd_prefix.rstrip('/')}/leader",
+            f"{prefix}/leader",
             self.me.encode(),
             ttl,
             on_lost=self._on_lost,
             tls=EtcdTls(config.etcd_ca, config.etcd_cert, config.etcd_key),
         )
-        self.keys = ClusterKeys(self.lease, config.etcd_prefix, ttl)
+        self.keys = ClusterKeys(self.lease, prefix, ttl)
         # Candidates notice a vacancy within a few etcd round trips of each other:
         # the window lets every offer arrive before the best one takes the key.
         self.window = min(1.0, max(0.2, ttl / 4))

@@ -92,6 +92,14 @@ def uses_tls(text: str) -> bool:
     return "https://" in text
 
 
+def new_client(host: str, port: int, tls: EtcdTls | None, timeout_s: float) -> Any:
+    """An aetcd client (not yet connected); over TLS with `tls`. OSError: a TLS
+    file cannot be read."""
+    if tls is None:
+        return aetcd.Client(host, port, timeout=timeout_s)
+    return TlsClient(host, port, tls, timeout=timeout_s)
+
+
 @dataclass(eq=False)
 class Tenure:
     """One won acquisition: its lease, its deadline, and what keeps it alive."""
@@ -166,9 +174,7 @@ class Leadership:
         raise LeaderError(f"no etcd endpoint reachable: {'; '.join(failures)}")
 
     def _new_client(self, host: str, port: int) -> Any:
-        if self._tls is None:
-            return aetcd.Client(host, port, timeout=self._rpc_timeout)
-        return TlsClient(host, port, self._tls, timeout=self._rpc_timeout)
+        return new_client(host, port, self._tls, self._rpc_timeout)
 
     async def leader(self) -> bytes | None:
         with etcd_errors("read"):

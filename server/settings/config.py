@@ -116,6 +116,11 @@ class Config:
     etcd_cert: str = ""  # and the client certificate shown to etcd
     etcd_key: str = ""
     maximum_lag_on_failover: int = 10_000  # async: LSNs a candidate may miss and still take over
+    # A shard of a sharded cluster (docs/cluster.md): its name; "": not one.
+    shard: str = ""
+    # The number task ids end in (id = seq * 1024 + k). Set from the cluster map at
+    # start with `shard`; settable for tests and a shard run without etcd. None: 0, 1, 2...
+    shard_number: int | None = None
     # plugins and task-change events (server/plugins/, server/queue/events.py)
     plugins: tuple[str, ...] = ()  # modules or entry-point names, loaded in this order
     plugin_entry_points: bool = False  # also load every installed queuebox.plugins entry point
@@ -215,6 +220,15 @@ def check_tls(config: Config) -> None:
     if plain and (config.etcd_ca or config.etcd_cert):
         raise ConfigError(
             f"etcd_ca, etcd_cert and etcd_key are for https:// endpoints, not {plain[0]}"
+        )
+
+
+def check_shard(config: Config) -> None:
+    """A shard learns its number from the cluster map in etcd."""
+    if config.shard and not config.etcd_endpoints:
+        raise ConfigError(
+            f"shard = {config.shard!r} needs etcd_endpoints: a shard's number and election "
+            "live in etcd (shard_number alone runs a shard's ids without etcd)"
         )
 
 

@@ -29,6 +29,7 @@ from .config import (
     UserSpec,
     check_budget,
     check_exposure,
+    check_shard,
     check_tls,
     parse_rights,
 )
@@ -43,6 +44,8 @@ from .config_values import (
     parse_names,
     parse_optional_listen,
     parse_record_size,
+    parse_shard_name,
+    parse_shard_number,
     parse_size,
     parse_str,
     parse_tube_patterns,
@@ -115,6 +118,8 @@ SCALAR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "etcd_cert": parse_str,
     "etcd_key": parse_str,
     "maximum_lag_on_failover": parse_size,
+    "shard": parse_shard_name,
+    "shard_number": parse_shard_number,
     "plugins": parse_names,
     "plugin_entry_points": parse_bool,
     "plugin_slow_s": parse_float,
@@ -298,6 +303,7 @@ def load_config(
     check_budget(config)
     check_archive(config)
     check_tls(config)
+    check_shard(config)
     return config
 
 

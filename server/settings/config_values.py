@@ -2,7 +2,8 @@
 give strings, the TOML file typed values.
 
 Owns: the parsers of single values (booleans, sizes like 16M, seconds, counts,
-choices, name lists, HOST:PORT addresses, URLs, UUIDs, tube name patterns),
+choices, name lists, HOST:PORT addresses, URLs, UUIDs, tube name patterns,
+shard names and numbers),
 each raising ValueError with what it expected. Must not touch: which setting
 takes which parser (config_load.py), the settings themselves (config.py),
 files, sockets.
@@ -11,6 +12,7 @@ files, sockets.
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -155,3 +157,26 @@ def parse_tube_patterns(value: Any) -> tuple[str, ...]:
     if not patterns and value not in ([], ""):
         raise ValueError(f"expected tube name patterns, got {value!r}")
     return patterns
+
+
+# A shard's name is one etcd key segment (P/shards/NAME/...): no slash, short.
+_SHARD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+SHARD_NUMBERS = 1024  # drivers/driver.py ID_SHARDS: the settings do not import drivers
+
+
+def parse_shard_name(value: Any) -> str:
+    """ "" (not a shard of a cluster) or a name of letters, digits, `_`, `.`, `-`."""
+    text = parse_str(value).strip()
+    if text and (not _SHARD_NAME.fullmatch(text) or text in (".", "..")):
+        raise ValueError(f"expected a shard name of letters, digits, _ . - (1-64), got {value!r}")
+    return text
+
+
+def parse_shard_number(value: Any) -> int | None:
+    """ "" or "none" (None: unsharded ids), else 0..1023."""
+    if isinstance(value, str) and value.strip().lower() in ("", "none"):
+        return None
+    number = parse_size(value) if not isinstance(value, str) or value.strip().isdigit() else -1
+    if not 0 <= number < SHARD_NUMBERS:
+        raise ValueError(f"expected a shard number 0..{SHARD_NUMBERS - 1} or none, got {value!r}")
+    return number

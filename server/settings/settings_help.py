@@ -93,6 +93,11 @@ SETTING_HELP: dict[str, str] = {
     "etcd_key": "the PEM private key of --etcd-cert",
     "maximum_lag_on_failover": "asynchronous replication: LSNs a replica may be behind the "
     "newest known position and still take over",
+    "shard": "with --etcd-endpoints: join shard NAME of the cluster under --etcd-prefix "
+    "(its election under PREFIX/shards/NAME; task ids end in the shard's number)",
+    "shard_number": "the number task ids end in (id = seq * 1024 + N, 0..1023); internal: "
+    "--shard sets it from the cluster map; set it by hand only to run a shard without etcd "
+    "(tests)",
     "plugins": "plugins to load at start, comma-separated: modules (pkg.mod or "
     "pkg.mod:function) or entry-point names of group queuebox.plugins; --plugin adds one",
     "plugin_entry_points": "also load every installed plugin of entry-point group queuebox.plugins",
@@ -117,6 +122,8 @@ SHOWN_DEFAULTS = {
     "advertise": "the listen address",
     "etcd_endpoints": "none: no automatic failover",
     "wal_archive_dir": "none: no archiving",
+    "shard": "none: a single-shard cluster",
+    "shard_number": "none: ids 0, 1, 2, ... (with --shard: from the cluster map)",
 }
 
 _SIZES = ((1024**3, "G"), (1024**2, "M"), (1024, "k"))
@@ -167,6 +174,8 @@ METAVARS = {
     "etcd_ca": "FILE",
     "etcd_cert": "FILE",
     "etcd_key": "FILE",
+    "shard": "NAME",
+    "shard_number": "N",
 }
 
 

@@ -22,7 +22,8 @@ the one place that opens and closes the parts over the data directory:
                    quorum when synchronous, and who hears of each write:  │
                    metrics, the replication feed, the event streams; a    │
                    failed write rebuilds the role's queue                 ┘
-      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task)
+      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task),
+         schedule_calls (queuebox.schedule and co.)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):
@@ -49,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from queuebox.drivers.queue_state import INIT
 from queuebox.storage.errors import EngineError
@@ -61,18 +63,22 @@ from ..core.app import App
 from ..core.spaces import Spaces
 from ..core.store import Store, build_store, install_fault_hooks
 from ..plugins import PluginHost
-from ..queue import operator_calls
+from ..queue import operator_calls, schedule_calls
 from ..queue.events import EventService
 from ..queue.queue_calls import QueueCalls
-from ..replication import status
+from ..replication import shard, status
 from ..replication.applier import bootstrap
 from ..replication.history import AGREE, DIVERGED, Verdict, compare_with
 from ..replication.link import LinkError
 from ..replication.role import Role
+from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState, instance_name
 from ..runtime.commit import Durability, WalObserver
 from ..runtime.logs import get_logger
 from ..runtime.loop import cancel_and_wait
+
+if TYPE_CHECKING:  # brings the etcd client: imported only by a shard
+    from ..replication.shard_sync import ShardSync
 
 log = get_logger("queuebox.replication")
 
@@ -93,6 +99,7 @@ class Server:
         # written(records, bytes, seconds) after each WAL write, of every store (metrics).
         self.wal_observers: list[WalObserver] = []
         self.rebootstraps = 0
+        self.shard_sync: ShardSync | None = None  # a shard's: applies the cluster's tubes
         self.set_aside: list[SetAside] = []  # what each re-bootstrap kept (for /metrics)
         self._open = False
         self._closing = False
@@ -147,6 +154,10 @@ class Server:
         self.app.spaces = None
         await self.role.detach()
         await self.role.store.close(snapshot)
+
+    def shard_status(self) -> tuple[ShardState, SyncReport] | None:
+        sync = self.shard_sync
+        return None if sync is None else (sync.state, sync.report)
 
     def observe_wal(self, written: WalObserver) -> None:
         """written(records, bytes, seconds) after each WAL write, of every store."""
@@ -253,9 +264,12 @@ def _stamp() -> str:
     return f"{second}.{int(now % 1 * 1e6):06d}Z-{os.getpid()}"
 
 
-async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> Server:
+async def build_server(
+    app: App, stopping: Callable[[], bool] | None = None, shard_state: ShardState | None = None
+) -> Server:
     """Everything on top of `app`, made before the listener starts accepting;
-    `stopping()` True (a signal) stops a long recovery (RecoveryStopped)."""
+    `stopping()` True (a signal) stops a long recovery (RecoveryStopped);
+    `shard_state`: this node's shard of a sharded cluster (serve.py joined it)."""
     server = Server(app)
     server.plugins.load_all()  # before the queue rebuilds the tubes of their drivers
     await server.open_data(stopping)
@@ -273,8 +287,16 @@ async def build_server(app: App, stopping: Callable[[], bool] | None = None) -> 
         failover = Failover(server.role, app.config, server.cluster)
         failover.start()
         app.add_shutdown_hook(failover.stop, first=True)
+    if shard_state is not None:
+        from ..replication.shard_sync import ShardSync  # noqa: PLC0415
+
+        server.shard_sync = ShardSync(app, server.role, app.config, shard_state)
+        server.shard_sync.start()
+        app.add_shutdown_hook(server.shard_sync.stop, first=True)
+    shard.install(server.role, shard_state)
     builtins.install(app)
     operator_calls.install(app, lambda: server.role.queue)
+    schedule_calls.install(app, lambda: server.role.queue, lambda: server.role.engine.catalog)
     return server
 
 

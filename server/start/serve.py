@@ -32,6 +32,7 @@ from ..core.store import RecoveryStopped
 from ..net import legacy15
 from ..net.listener import Listener
 from ..replication.applier import bootstrap
+from ..replication.shard import ShardMismatch, ShardState, join
 from ..runtime import logs
 from ..runtime.limits import (
     SERVER_MMAP_THRESHOLD,
@@ -276,13 +277,22 @@ async def _start_up(
     config = app.config
     try:
         os.makedirs(config.data_dir, exist_ok=True)
+        shard = None
+        if config.shard:
+            joined: list[tuple[Config, ShardState]] = []
+            if not await _unless_stopped(_join_shard(config, joined), stopping):
+                log.info("stopped before the shard's number was known")
+                return 0
+            # Before the queue is built: its ids end in the shard's number from the first put.
+            config, shard = joined[0]
+            app.config = config
         if config.replication_source:
             # An empty data directory starts from the primary's newest snapshot.
             filled = bootstrap(config, str(app.instance_uuid), lambda: config.replication_source)
             if not await _unless_stopped(filled, stopping):
                 log.info("stopped before the data directory was filled from the primary")
                 return 0
-        server = await build_server(app, stopping.is_set)
+        server = await build_server(app, stopping.is_set, shard)
         built.append(server)
         if config.http_listen is not None:
             # Imported only here: aiohttp takes a while to load.
@@ -295,6 +305,9 @@ async def _start_up(
     except RecoveryStopped as exc:
         log.info("stopped", why=str(exc))
         return 0
+    except ShardMismatch as exc:
+        log.error("cannot start", error=str(exc), data_dir=config.data_dir)
+        return 1
     except OSError as exc:
         log.error("cannot start", error=str(exc), data_dir=config.data_dir)
         return 1
@@ -306,6 +319,10 @@ async def _start_up(
         log.exception("cannot start", data_dir=config.data_dir)
         return 1
     return None
+
+
+async def _join_shard(config: Config, into: list[tuple[Config, ShardState]]) -> None:
+    into.append(await join(config))
 
 
 async def _unless_stopped(work: Coroutine[Any, Any, None], stopping: asyncio.Event) -> bool:

@@ -18,6 +18,7 @@ from ..plugins import PluginHost
 from ..queue.events import EventService
 from ..queue.queue_calls import QueueCalls
 from ..replication.role import Role
+from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState
 from ..runtime.commit import WalObserver
 
@@ -40,3 +41,7 @@ class Served(Protocol):
     def queue(self) -> QueueCalls | None: ...
 
     def observe_wal(self, written: WalObserver) -> None: ...
+
+    def shard_status(self) -> tuple[ShardState, SyncReport] | None:
+        """A shard's (--shard) state and what it made of the cluster's tubes; else None."""
+        ...

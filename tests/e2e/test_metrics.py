@@ -166,6 +166,8 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     # Served with replicas, on a replica, or under etcd (tests/e2e/test_cluster_status.py).
     in_readme -= {name for name in in_readme if name.startswith("queuebox_replica")}
     in_readme -= {"queuebox_term", "queuebox_failover_blocked", "queuebox_etcd_up"}
+    # Served by a shard of a sharded cluster (tests/e2e/test_shards.py).
+    in_readme -= {name for name in in_readme if name.startswith("queuebox_shard")}
     # Served with wal_archive_dir (tests/e2e/test_backup.py).
     in_readme -= {"queuebox_wal_archived_lsn", "queuebox_wal_archive_failures_total"}
     assert len(in_readme) >= 15 and in_readme <= served, in_readme - served

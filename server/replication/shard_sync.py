@@ -1,0 +1,229 @@
+"""A shard's primary makes its tubes and queue.cfg what the cluster map says.
+
+Owns: the loop every node started with `--shard` runs (shard.py learnt its
+number): it watches the cluster's keys (cluster_map.py) and, on a change, at
+each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
+for `queuebox.shard()`) and, while this node is the running primary, applies
+P/tubes and P/cfg (`apply`): a missing tube is created with its type and
+options; a tube gone from P/tubes that this node saw there (as a primary or a
+replica) is dropped when it has no task, else kept and reported (log,
+`report.kept`, /metrics); P/cfg is given to queue.cfg when it differs from
+what this queue was last given. All of it is idempotent, so a shard that was
+down when a tube was created gets it when it is back. Must not touch the
+election, the map's writes (the CLI and the router make them), queue
+semantics (the queue's own calls do the work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from queuebox.drivers import reads
+from queuebox.drivers.errors import QueueError
+
+from ..core.app import App
+from ..queue.queue_calls import QueueCalls
+from ..runtime.logs import RateLimitedLog, get_logger
+from ..runtime.loop import cancel_and_wait
+from ..settings.config import Config
+from .cluster_map import ClusterMap, TubeSpec, connect
+from .etcd_tls import EtcdTls
+from .leader import LeaderError, etcd_errors
+from .role import Role
+from .shard import ShardState, SyncReport
+
+log = get_logger("queuebox.shard")
+
+RESYNC_S = 5.0  # looked at again this often even without a watch event (a lost watch)
+LOOK_S = 0.25  # a promotion (a new queue) is noticed within this
+RETRY_S = 1.0
+
+
+class TubeApplier:
+    """The synchronous part: one queue made to match one reading of the map."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.namespace = app.config.queue_namespaces[0]
+        self.known: set[str] = set()  # tubes seen in P/tubes during this run
+        self.report = SyncReport()
+        self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
+
+    def apply(
+        self,
+        queue: QueueCalls,
+        tubes: Mapping[str, TubeSpec],
+        cfg: dict[str, Any],
+        unreadable: Collection[str] = (),
+    ) -> None:
+        """`unreadable`: P/tubes keys that are no tube spec: said, left alone."""
+        report = self.report
+        report.failed, report.kept, report.differs = {}, {}, {}
+        conn_id = self.app.next_conn_id()  # its own, never a client's
+        catalog = queue.catalog
+        here = reads.tubes(catalog)
+        for name, spec in tubes.items():
+            self.known.add(name)
+            info = here.get(name)
+            if info is None:
+                self._create(queue, conn_id, spec)
+            elif info.type != spec.type:
+                report.differs[name] = f"{info.type} here, {spec.type} in the cluster map"
+        for name in unreadable:
+            report.failed[name] = "its P/tubes value is not a tube: {type, opts}"
+        for name, info in here.items():
+            if name not in tubes and name not in unreadable and name in self.known:
+                self._drop_if_empty(queue, conn_id, name, info)
+        self._cfg(queue, conn_id, cfg)
+        report.syncs += 1
+
+    def _create(self, queue: QueueCalls, conn_id: int, spec: TubeSpec) -> None:
+        args = [spec.name, spec.type, {**spec.opts, "if_not_exists": True}]
+        try:
+            queue.modern.call(conn_id, f"{self.namespace}.create_tube", args)
+        except QueueError as e:
+            self.report.failed[spec.name] = e.message
+            log.error("cannot create the cluster's tube", tube=spec.name, error=e.message)
+            return
+        self.report.created += 1
+        log.info("created the cluster's tube", tube=spec.name, type=spec.type)
+
+    def _drop_if_empty(
+        self, queue: QueueCalls, conn_id: int, name: str, info: reads.TubeInfo
+    ) -> None:
+        total = reads.counts_report(queue.catalog, info)["tasks"]["total"]
+        if total:
+            self.report.kept[name] = f"{total} tasks"
+            return
+        try:
+            queue.modern.call(conn_id, f"{self.namespace}.tube.{name}:drop", [])
+        except QueueError as e:  # consumers wait in it: kept, said, tried again later
+            self.report.kept[name] = e.message
+            return
+        finally:
+            self.app.registry.forget()  # names bound to the dropped tube
+        self.known.discard(name)
+        self.report.dropped += 1
+        log.info("dropped a tube the cluster no longer has", tube=name)
+
+    def _cfg(self, queue: QueueCalls, conn_id: int, cfg: dict[str, Any]) -> None:
+        given = (id(queue.modern), cfg)
+        if not cfg or self._cfg_given == given:
+            return
+        try:
+            queue.modern.call(conn_id, f"{self.namespace}.cfg", [cfg])
+        except QueueError as e:
+            self.report.failed["cfg"] = e.message
+            log.error("cannot apply the cluster's queue.cfg", cfg=cfg, error=e.message)
+            return
+        self._cfg_given = given
+        log.info("applied the cluster's queue.cfg", cfg=cfg)
+
+
+class ShardSync:
+    def __init__(self, app: App, role: Role, config: Config, state: ShardState) -> None:
+        self.app = app
+        self.role = role
+        self.config = config
+        self.state = state
+        self.applier = TubeApplier(app)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._say = RateLimitedLog(log, burst=1, every_s=10.0)
+
+    @property
+    def report(self) -> SyncReport:
+        return self.applier.report
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+
+    async def _run(self) -> None:
+        tls = EtcdTls(self.config.etcd_ca, self.config.etcd_cert, self.config.etcd_key)
+        while True:
+            try:
+                client = await connect(",".join(self.config.etcd_endpoints), tls)
+            except LeaderError as e:
+                self._say.warning("shard sync: etcd unreachable", error=str(e))
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                await self._follow(ClusterMap(client, self.config.etcd_prefix))
+            except LeaderError as e:
+                self._say.warning("shard sync: etcd trouble; retrying", error=str(e))
+                await asyncio.sleep(RETRY_S)
+            finally:
+                await client.close()
+
+    async def _follow(self, cluster: ClusterMap) -> None:
+        """Sync now, then on each watch event, at a promotion (a new queue, looked
+        for every LOOK_S) and every RESYNC_S; a broken watch reconnects (LeaderError)."""
+        watcher = asyncio.get_running_loop().create_task(self._watch(cluster))
+        synced_queue: QueueCalls | None = None
+        next_sync = 0.0
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                if watcher.done():
+                    watcher.result()
+                    raise LeaderError("etcd watch of the cluster map ended")
+                queue = self._primary()
+                if self._wake.is_set() or queue is not synced_queue or loop.time() >= next_sync:
+                    self._wake.clear()
+                    await self.sync(cluster)
+                    synced_queue, next_sync = queue, loop.time() + RESYNC_S
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), LOOK_S)
+        finally:
+            await cancel_and_wait(watcher)
+
+    async def _watch(self, cluster: ClusterMap) -> None:
+        relevant = (cluster.map_key(self.state.name), cluster.tubes_dir, cluster.cfg_key)
+        try:
+            with etcd_errors("watch the cluster map"):
+                events = await cluster.client.watch_prefix(f"{cluster.prefix}/".encode())
+                try:
+                    async for event in events:
+                        if bytes(event.kv.key).startswith(relevant):
+                            self._wake.set()
+                finally:
+                    await events.cancel()
+        finally:
+            self._wake.set()  # the loop looks at the watch at once
+
+    def _primary(self) -> QueueCalls | None:
+        queue = self.role.queue
+        if queue is None or self.app.read_only or self.app.refuses_changes():
+            return None
+        return queue
+
+    async def sync(self, cluster: ClusterMap) -> None:
+        entry = await cluster.shard(self.state.name)
+        self.state.state = entry.state if entry is not None else "removed"
+        tubes = await cluster.tubes()
+        # A replica learns the cluster's tubes too: promoted, it drops one the map
+        # lost meanwhile (it saw it there).
+        self.applier.known.update(tubes)
+        if self._primary() is None:
+            return
+        cfg = await cluster.cfg()
+        queue = self._primary()  # looked at again: the awaits let a step-down in
+        if queue is None:
+            return
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable)
+        kept = self.report.kept
+        if kept:
+            self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)
+        written = self.app.durability.barrier()
+        if written is not None:
+            try:
+                await written
+            except Exception as e:  # noqa: BLE001 -- rolled back: the next sync does it again
+                self._say.warning("shard sync: its changes were not written", error=str(e))
