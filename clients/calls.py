@@ -174,7 +174,8 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def tube_options(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
-        """queuebox.tube_options: a tube's retry options; answers the policy in force."""
+        """queuebox.tube_options: a tube's retry options, rate limit and buried
+        retention; answers what is in force."""
         return Call("queuebox.tube_options", (tube, dict(opts)), _map_or_empty)
 
     @staticmethod
@@ -207,6 +208,11 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     @staticmethod
     def kick(tube: str, count: int) -> Call[int]:
         return Call(modern.method(tube, "kick"), (count,), _int)
+
+    @staticmethod
+    def kick_task(tube: str, task_id: int) -> Call[Task]:
+        """queuebox.kick_task: one buried task ready again, by id (queuebox only)."""
+        return Call("queuebox.kick_task", (tube, task_id), _task)
 
     @staticmethod
     def drop(tube: str) -> Call[bool]:

@@ -106,6 +106,15 @@ REQUIRED_METHODS = (
 
 
 DRIVERS: dict[str, type[TaskStore]] = {}
+PUT_CHECKED = ("delay", "pri", "ttl", "ttr", "utube")  # options a driver may ignore
+
+
+def ignored_put_options(cls: type[TaskStore] | None, opts: Container[str]) -> list[str]:
+    """The options of PUT_CHECKED in `opts` that a put to a `cls` tube would ignore."""
+    honoured = None if cls is None else cls.PUT_OPTIONS
+    if honoured is None:
+        return []
+    return [key for key in PUT_CHECKED if key in opts and key not in honoured]
 
 
 def check_driver(name: object, cls: object) -> None:
@@ -196,6 +205,10 @@ class TaskStore:
     # The module's name of a delay ending (utubettl's says "delayed"): what
     # callbacks hear and statistics count (events.py `module_names`).
     DELAY_STAT: ClassVar[str] = "delay"
+    # The put options of PUT_CHECKED this driver's put honours; None: not said (a
+    # plugin's driver). The console refuses the others (the wire ignores them, as
+    # the module does); the bundled client keeps its own copy (clients/put_options.py).
+    PUT_OPTIONS: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
         self.space = space

@@ -46,16 +46,21 @@ from .errors import (
     tube_not_found,
 )
 from .events import TaskChange, deferred
+from .limits import options_of
 from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
+from .ratelimit import OPTION as RATE_LIMIT
+from .retention import OPTIONS as RETENTION_OPTIONS
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
-from .retries import check_options as check_retry_options
 from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
-from .tubes import TubeRegistry
+from .tubes import TubeRegistry, check_options
+
+# What queuebox.tube_options may change on an existing tube.
+TUBE_OPTIONS = frozenset((*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS))
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
@@ -237,21 +242,25 @@ class Queue(EntryPoints):
 
             page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
             retries = policy_options(tube.retries.policy)
-            return {"tube": tube.name, "type": tube.type, "retries": retries, **page}
+            found = {"tube": tube.name, "type": tube.type, "retries": retries, **page}
+            limits = options_of(tube.opts)
+            return {**found, "limits": limits} if limits else found
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
-        """`queuebox.tube_options(tube, opts)`: change a tube's retry options; the
-        answer is the policy now in force ({} for none)."""
+        """`queuebox.tube_options(tube, opts)`: change a tube's retry options, rate
+        limit and buried retention; the answer is what is now in force ({} for none)."""
         with self._entry():
             tube = self._named(name)
             changes = options(raw)
             for key in changes:
-                if key not in RETRY_OPTIONS:
+                if key not in TUBE_OPTIONS:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
-            check_retry_options({**tube.opts, **changes})
+            check_options({**tube.opts, **changes}, type(tube.driver))
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
-            return policy_options(tube.retries.policy)
+            tube.limits.set_options(tube.opts, self._clock())
+            tube.sync_deadline()
+            return {**policy_options(tube.retries.policy), **options_of(tube.opts)}
 
     def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
         """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""

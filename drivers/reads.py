@@ -28,6 +28,7 @@ from .args import task_id
 from .driver import DRIVERS, STATUSES, TaskStore
 from .errors import task_not_found
 from .events import Normalize, normalizer
+from .limits import options_of
 from .listing import list_tasks
 from .queue import Queue
 from .retries import journal_row, policy_of, policy_options
@@ -131,7 +132,9 @@ def tasks_page(catalog: Catalog, info: TubeInfo, raw: Any) -> dict[str, Any] | N
         return journal_row(catalog, info.name, tid)
 
     page = list_tasks(space, cls, row_of, policy is not None, raw)
-    return {"tube": info.name, "type": info.type, "retries": policy_options(policy), **page}
+    found = {"tube": info.name, "type": info.type, "retries": policy_options(policy), **page}
+    limits = options_of(info.opts)
+    return {**found, "limits": limits} if limits else found
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
+from .limits import TubeLimits
 from .retries import Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
@@ -170,6 +171,9 @@ class Tube(TaskEvents):
         self.driver.id_shard = shared.id_shard
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
+        # Rate limit and buried retention (limits.py); read as `limits.rate` and
+        # `limits.retention`, which is None for a tube without its options.
+        self.limits = TubeLimits(shared.journal.catalog, name, opts, self.driver, shared.waiters)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -201,6 +205,8 @@ class Tube(TaskEvents):
         inc = self.stats.inc
         for name in names:
             inc(name)
+        if self.limits.retention is not None:
+            self.limits.changed(old, new)
         emit = self.shared.on_change
         if emit is not None:
             change = live_change(self.name, note, old, new, driver.normalize)
@@ -230,22 +236,33 @@ class Tube(TaskEvents):
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self._timed or self.retries.timed:
+        limits = self.limits
+        if limits.timed:
+            found = (self.driver.next_deadline(), limits.next_deadline())
+            earliest = min((at for at in found if at is not None), default=None)
+            self.shared.deadlines.set(self._deadline_owner, earliest)
+        elif self._timed or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
-        self.driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
-        self.driver.fire(now)
+        driver = self.driver
+        due = driver.next_deadline() if self.limits.timed else now
+        if due is not None and due <= now:
+            driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
+            driver.fire(now)
+        if self.limits.timed:
+            self.limits.fire(now)
         self.sync_deadline()
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
         self.driver.space.note = "session"
         self.driver.release(task_id, {}, now, SESSION_ENDED)
+        self.limits.settle(now)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
-        return self.stats.report(self.driver.counts)
+        return self.limits.report(self.stats.report(self.driver.counts))
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
@@ -257,6 +274,8 @@ class Tube(TaskEvents):
         try:
             return METHODS[name](self, call)
         finally:
+            if self.limits.retention is not None:
+                self.limits.settle(call.now)
             self.sync_deadline()
 
     # -- helpers --
@@ -300,8 +319,13 @@ class Tube(TaskEvents):
         timeout = call.arg(0)
         if timeout is not None:
             number(timeout)  # a timeout Lua cannot compare is refused, a task ready or not
-        task = self.driver.take(call.now)
+        limits = self.limits
+        limited = limits.rate.limit is not None
+        # Over the rate limit: no task, so it waits as on an empty tube (limits.py).
+        task = self.driver.take(call.now) if not limited or limits.allows(call.now) else None
         if task is not None:
+            if limited:
+                limits.took(task, call.now)
             if self.retries.policy is not None:
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)

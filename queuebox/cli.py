@@ -84,6 +84,12 @@ def _client(name: str) -> Callable[[], Command]:
     return load
 
 
+def _options() -> Command:
+    from queuebox.clients.cli.options import tube_options
+
+    return tube_options
+
+
 def _tasks(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients.cli import tasks as clitasks
@@ -122,7 +128,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "delete": (_tasks("delete"), "delete a task"),
     "truncate": (_tasks("truncate"), "delete every task of a tube"),
     "create-tube": (_client("create_tube"), "create a tube"),
-    "tube-options": (_tasks("tube_options"), "show or change a tube's retry options"),
+    "tube-options": (_options, "show or change a tube's retries, rate limit, retention"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "schedule": (_schedules, "add, list, pause, resume or delete a periodic task"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),

@@ -170,6 +170,8 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     in_readme -= {name for name in in_readme if name.startswith("queuebox_shard")}
     # Served with wal_archive_dir (tests/e2e/test_backup.py).
     in_readme -= {"queuebox_wal_archived_lsn", "queuebox_wal_archive_failures_total"}
+    # Served for tubes with a rate_limit or a buried retention (test_queue_e2e_limits.py).
+    in_readme -= {"queuebox_takes_rate_limited_total", "queuebox_buried_dropped_total"}
     assert len(in_readme) >= 15 and in_readme <= served, in_readme - served
 
 
