@@ -6,7 +6,9 @@ it (`bind`), the module-level calls (create_tube, tube, cfg with its options
 read in queue_cfg.py, identify, statistics/stats, state), the connection
 lifecycle and the queue-wide timer (`next_deadline`/`tick` over one
 Deadlines set), and the in_replicaset journal (durable.py): switched on and
-off by cfg, resumed from after a rebuild. Entry points follow
+off by cfg, resumed from after a rebuild. queuebox's own calls (tube_options,
+tasks, schedules, identify_as, result, the operator's release and kick_task)
+are its base's, own_calls.py. Entry points follow
 `core.EntryPoints`: the due timers run before every call, so a call always
 sees the queue as of `clock()`, and wake callbacks run after it, so the
 server never re-enters a half-done call.
@@ -30,64 +32,34 @@ from queuebox.storage.catalog import Catalog
 
 # Importing the drivers registers them.
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
-from .args import lua_tostring, lua_truthy, options
-from .args import task_id as task_id_arg
+from .args import lua_truthy
 from .callnames import READ, TUBE_ACCESS, CallPath, access_of, queue_name, split_name
-from .core import Binding, EntryPoints
+from .core import Binding
 from .deadlines import Deadlines
 from .dependencies import Dependencies
-from .driver import BURIED, ID_SHARDS, TAKEN, Tuple
+from .driver import ID_SHARDS, TAKEN
 from .durable import SavedState, SessionJournal, saved_state
-from .errors import (
-    QueueError,
-    module_error,
-    not_buried,
-    not_taken,
-    task_not_found,
-    tube_not_found,
-)
+from .errors import QueueError, module_error
 from .events import TaskChange, deferred
-from .keys import WINDOW_OPTION
-from .limits import options_of
-from .listing import list_tasks
+from .own_calls import Handler, OwnCalls
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
-from .ratelimit import OPTION as RATE_LIMIT
-from .result_call import RESULT_CALL, result_call
-from .results import OPTIONS as RESULT_OPTIONS
-from .retention import OPTIONS as RETENTION_OPTIONS
-from .retries import OPTIONS as RETRY_OPTIONS
-from .retries import Journal, policy_options
+from .result_call import RESULT_CALL
+from .retries import Journal
 from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .settle import TubeSettler
-from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
-from .tubes import TubeRegistry, check_options
-
-# What queuebox.tube_options may change on an existing tube.
-TUBE_OPTIONS = frozenset(
-    (*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS, WINDOW_OPTION)
-)
+from .tube import METHODS, Answer, Blocked, Call, Tube
+from .tube_hooks import Shared
+from .tubes import TubeRegistry
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
 
-def tube_options_answer(tube: Tube) -> dict[str, Any]:
-    """The options `queuebox.tube_options` answers: the retry policy, the rate limit
-    and buried retention, result_ttl and key_window if set."""
-    found = {**policy_options(tube.retries.policy), **options_of(tube.opts)}
-    if tube.results.ttl_us:
-        found["result_ttl"] = tube.results.ttl_us / 1_000_000
-    if WINDOW_OPTION in tube.opts:
-        found[WINDOW_OPTION] = tube.opts[WINDOW_OPTION]
-    return found
-
-
 VERSION = "1.5.0"
-Handler = Callable[[Call], Answer]
 
 
-class Queue(EntryPoints):
+class Queue(OwnCalls):
     VERSION: ClassVar[str] = VERSION  # a class attribute in the compiled build too
 
     def __init__(
@@ -111,7 +83,7 @@ class Queue(EntryPoints):
         extra = {"new_id": new_session_id} if new_session_id else {}
         self.sessions = Sessions(self.deadlines, self._end_session, **extra)
         self.in_replicaset = False
-        self.journal: SessionJournal | None = None
+        self.journal = None
         self.registry = TubeRegistry(
             catalog,
             Shared(
@@ -218,13 +190,6 @@ class Queue(EntryPoints):
         """EVAL `local name, type, cfg = ... ; queue.create_tube(name, type, cfg)`."""
         return self.call(0, f"{self._namespaces[0]}.create_tube", [name, type_, opts])  # type: ignore[return-value]
 
-    def identify_as(self, conn_id: int, value: Any) -> list[Any]:
-        """queuebox.identify_as(uuid): identify, the session made if unknown (a router's)."""
-        session = self.sessions.adopt(conn_id, value, self._clock())
-        if self.journal is not None:
-            self.journal.identified(session, self.owners.held_by(session))
-        return [session.decode("utf-8", "surrogateescape")]
-
     def tube_exists(self, name: Any) -> bool:
         """EVAL `local name = ... ; return queue.tube[name] ~= nil`."""
         return self.registry.get(name) is not None
@@ -261,97 +226,6 @@ class Queue(EntryPoints):
         """The named callback a tube is bound to (on_task_change), if any."""
         found = self.registry.tubes.get(tube)
         return None if found is None else found.callback
-
-    # -- queuebox's own calls on a tube (QUEUE.md §14) --
-    def list_tasks(self, name: Any, raw: Any) -> dict[str, Any]:
-        """`queuebox.tasks(tube, opts)`: a page of the tube's tasks (listing.py)."""
-        with self._entry():
-            tube = self._named(name)
-            counting = tube.retries.policy is not None
-            driver, owners = tube.driver, self.owners
-
-            def owner_of(task_id: int) -> bytes | None:
-                return owners.owner(tube.name, task_id)
-
-            page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
-            retries = policy_options(tube.retries.policy)
-            found = {"tube": tube.name, "type": tube.type, "retries": retries, **page}
-            limits = options_of(tube.opts)
-            return {**found, "limits": limits} if limits else found
-
-    def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
-        """`queuebox.tube_options(tube, opts)`: change a tube's retry options, rate
-        limit, buried retention, result_ttl or key_window; the answer is what is now
-        in force ({} for none)."""
-        with self._entry():
-            tube = self._named(name)
-            changes = options(raw)
-            for key in changes:
-                if key not in TUBE_OPTIONS:
-                    raise module_error(f"Unknown option {lua_tostring(key)}")
-            check_options({**tube.opts, **changes}, type(tube.driver))
-            self.registry.update_options(tube, changes)
-            tube.retries.set_policy(tube.opts)
-            tube.limits.set_options(tube.opts, self._clock())
-            tube.results.set_options(tube.opts)
-            tube.keys.set_window(tube.opts)
-            tube.sync_deadline()
-            return tube_options_answer(tube)
-
-    def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
-        """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
-        with self._entry():
-            return run(self.schedules, self._clock())
-
-    def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
-        """An operator's release (`queuebox.release`): a taken task back to
-        ready whichever session holds it, as if that session had ended."""
-        with self._entry():
-            tube, task = self._task_in(tube_name, raw_id, TAKEN, not_taken)
-            tube.release_owned(task[0], self._clock())
-            released = tube.driver.peek(task[0])
-            assert released is not None
-            return [tube.driver.normalize(released)]
-
-    def kick_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
-        """An operator's kick of one buried task by its id (`queuebox.kick_task`):
-        ready again with a fresh start, as `kick` would make it."""
-        with self._entry():
-            tube, task = self._task_in(tube_name, raw_id, BURIED, not_buried)
-            tube.driver.note("kick")  # counted and heard as the module's kick
-            return [tube.driver.normalize(tube.driver.kick_task(task[0], task))]
-
-    def _task_in(
-        self, tube_name: Any, raw_id: Any, status: str, wrong: Callable[[], QueueError]
-    ) -> tuple[Tube, Tuple]:
-        """The task an operator's call names, which must be in `status` (else `wrong()`)."""
-        tube = self._named(tube_name)
-        tid = task_id_arg(raw_id)
-        task = tube.driver.peek(tid)
-        if task is None:
-            raise task_not_found(tid)
-        if task[1] != status:
-            raise wrong()
-        return tube, task
-
-    def _result(self, call: Call) -> Answer:
-        """`queuebox.result(tube, id [, timeout])` (result_call.py)."""
-        return result_call(self._named(call.arg(0)), call.arg(1), call.arg(2))
-
-    def _entry_call(self, name: str, handler: Handler) -> Callable[[int, list[Any]], Answer]:
-        """A queuebox call that is no tube method, run as an entry point."""
-
-        def run(conn_id: int, args: list[Any]) -> Answer:
-            with self._entry():
-                return handler(Call(conn_id, name, list(args or ()), self._clock()))
-
-        return run
-
-    def _named(self, name: Any) -> Tube:
-        tube = self.registry.get(name)
-        if tube is None:
-            raise tube_not_found(name)
-        return tube
 
     # -- plumbing --
     def _advance(self, now: int) -> None:

@@ -3,7 +3,7 @@
 Owns: the call's arguments, its answer (`[{status, result, error}]`, results.py)
 and `ResultBlocked`, the answer of a call that waits: it waits on the
 waiters' line (tube, "result:<id>") that the tube wakes when the task is
-acked, buried or deleted (tube.py), never by polling; when woken or when the
+acked, buried or deleted (tube_hooks.py), never by polling; when woken or when the
 time is up it is called again with the time left. The tube comes first and
 the id second, so a router forwards it by the task id, like a tube method.
 Must not touch: results or tasks (the tube reads them), the clock, sockets.
@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .args import MAX_TIMEOUT_S, lua_or, number, task_id
+from .args import lua_or, number, task_id
 from .results import PENDING
-from .tube import Answer, Blocked, Tube, result_wait
+from .tube import Answer, Blocked, Tube, wait_seconds
+from .tube_hooks import result_wait
 
 RESULT_CALL = "queuebox.result"
 
@@ -37,7 +38,7 @@ def result_call(tube: Tube, raw_id: Any, raw_timeout: Any) -> Answer:
     found = tube.result(tid)
     if found["status"] != PENDING or timeout <= 0:
         return [found]
-    wait_s = None if timeout > MAX_TIMEOUT_S else float(timeout)
+    wait_s = wait_seconds(timeout)
     return ResultBlocked(
         tube.name, result_wait(tid), wait_s, RESULT_CALL, (tube.name, tid, timeout)
     )

@@ -1,7 +1,7 @@
 """What a driver tells its tube about its tasks: the framework's side of the
 driver contract.
 
-Owns: `TaskEvents`, the calls a driver makes on its tube (`tube.Tube` defines
+Owns: `TaskEvents`, the calls a driver makes on its tube (`tube_hooks.TubeHooks` defines
 every one) when a task is counted, becomes takeable, leaves `t`, goes, or
 changes. Must not touch: tasks, spaces, the clock (driver.py's `TaskStore`
 makes the calls; drivers import `TaskEvents` from there, with the contract).
@@ -16,7 +16,8 @@ Tuple = tuple[Any, ...]  # a task tuple (drivers import it from driver.py)
 
 class TaskEvents:
     """What a driver tells its tube (the framework) about its tasks: the base
-    of `tube.Tube`, which defines every method. A class, not a Protocol:
+    of `tube_hooks.TubeHooks` (and so of `tube.Tube`), which defines every
+    method. A class, not a Protocol:
     compiled, a driver's call on its events (two to four a put, a take or an
     ack) is then a native call, not a method looked up by name."""
 

@@ -4,10 +4,12 @@ Owns: argument reading for each method, the ownership check (a task is
 acked, released or touched only by the session that took it), the counting
 rules that are not the driver's (touch +1 before the driver's +1, ack = +ack
 −delete), the answer shapes, and `Blocked`, the answer of a take (or a
-limfifottl put) that found nothing and may wait. It also is the driver's
-TaskEvents: wakeups, ownership release, statistics and the changes
-listeners hear of land here; and the note on the tube's space that names the
-event of each change (events.py): the method it runs, or "timer".
+limfifottl put) that found nothing and may wait; the tube's deadline and
+timers, and the note on the tube's space that names the event
+of each change (events.py): the method it runs, or "timer". What the tube
+hears (the driver's TaskEvents, burials and kicks) and what follows from it
+(statistics, wakeups, listeners, results, dependencies, keys) is its base's,
+tube_hooks.py.
 Must not touch: other tubes, the registry (create/drop live in tubes.py),
 the clock (`now` comes in with each call).
 """
@@ -33,13 +35,9 @@ from .args import (
     task_id,
     to_us,
 )
-from .deadlines import Deadlines
-from .dependencies import CANCEL, Dependencies, Settler, on_failure_of, parse_after
-from .dependencies import name as task_name
 from .driver import (
     BURIED,
     DELAYED,
-    DONE,
     MISSING,
     RELEASED,
     RELEASED_ALL,
@@ -48,16 +46,12 @@ from .driver import (
     done,
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
-from .events import TaskChange, event_name, live_change, module_names
-from .keys import F_DONE, F_TASK, Keys, key_text
-from .keys import check_options as check_key_options
+from .keys import Keys, key_text
 from .limits import TubeLimits
-from .results import PENDING, Results, answer, result_of
-from .retries import F_REASON, Journal, Retries
-from .sessions import Ownership, Sessions
+from .results import Results, result_of
+from .retries import Retries
 from .stats import TubeStats
-from .task_events import TaskEvents
-from .waiters import Waiters
+from .tube_hooks import MAX_REASON, Shared, TubeHooks
 
 
 # Compiled (setup.py), still a base for Python classes: the legacy API's LegacyBlocked.
@@ -90,27 +84,6 @@ class Blocked:
         opts = dict(args[1]) if len(args) > 1 and isinstance(args[1], dict) else {}
         opts["timeout"] = remaining_s
         return self.name, [args[0] if args else None, opts]
-
-
-@dataclass
-class Shared:
-    """Queue-wide state a tube works with."""
-
-    waiters: Waiters
-    owners: Ownership
-    sessions: Sessions
-    deadlines: Deadlines
-    journal: Journal
-    deps: Dependencies
-    # Set while anyone listens to task changes (plugin callbacks, subscribers of
-    # a temporary tube): called with each change, right after it (Queue.listen).
-    on_change: Callable[[TaskChange], None] | None = None
-    # The callbacks plugins named: what on_task_change binds a tube to over the wire.
-    callbacks: Container[str] = frozenset()
-    # What dependencies read of every tube (settle.py); set by the Queue.
-    settler: Settler | None = None
-    # The shard number every new task id ends in (driver.py `next_id`); None: unsharded.
-    id_shard: int | None = None
 
 
 def callback_name(value: Any, known: Container[str]) -> str | None:
@@ -149,23 +122,12 @@ class Call:
 Answer = list[Any] | Blocked
 
 
-def result_wait(task_id: int) -> str:
-    """The waiters' kind of the `queuebox.result` calls waiting for one task."""
-    return f"result:{task_id}"
-
-
-MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
-
-
-def _op(old: Any, new: Any) -> str:
-    return "insert" if old is None else "delete" if new is None else "replace"
-
-
-def _wait_seconds(timeout: float | int) -> float | None:
+def wait_seconds(timeout: float | int) -> float | None:
+    """How long a call with `timeout` (seconds) waits: None is forever."""
     return None if timeout > MAX_TIMEOUT_S else float(timeout)
 
 
-class Tube(TaskEvents):
+class Tube(TubeHooks):
     def __init__(
         self,
         name: str,
@@ -195,73 +157,12 @@ class Tube(TaskEvents):
         self.results.load()
         self.driver.id_floor = self.results.floor
         self.retries.listener = self
-        self.now = 0  # epoch µs of the call, timer or session end running on the tube
+        self.now = 0
         self.keys = Keys(shared.journal.catalog, name, opts, shared.deadlines)
         self.keys.load(self.driver.peek)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
-        # A note (events.py) -> the module's names of its changes: what they count.
-        self._counted: dict[str | None, tuple[str, ...]] = {}
-
-    # -- TaskEvents: what the driver reports --
-    def stat(self, name: str) -> None:
-        self.stats.inc(name)
-
-    def ready(self) -> None:
-        self.shared.waiters.wake_one(self.name, "take")
-
-    def untaken(self, task_id: int) -> None:
-        self.shared.owners.clear(self.name, task_id)
-
-    def removed(self) -> None:
-        self.shared.waiters.wake_one(self.name, "put")
-
-    def changed(self, old: Any, new: Any) -> None:
-        """Count the change as the module counts what its driver reports (the
-        names its callbacks hear), and hand it to the listeners, if any."""
-        if new is None and self.keys.live:
-            self.keys.gone(old[0])  # its key answers it as done (keys.py)
-        driver = self.driver
-        note = driver.space.note
-        names = self._counted.get(note)
-        if names is None:
-            names = module_names(event_name(note, _op(old, new)), driver.DELAY_STAT)
-            if note is not None:  # a change nobody named is named by its op: not cached
-                self._counted[note] = names
-        inc = self.stats.inc
-        for name in names:
-            inc(name)
-        if self.limits.retention is not None:
-            self.limits.changed(old, new)
-        deps = self.shared.deps
-        if deps.waiting or deps.children:
-            self._dependency_changed(note, old, new)
-        emit = self.shared.on_change
-        if emit is not None:
-            change = live_change(self.name, note, old, new, driver.normalize)
-            change.module = self._module_events(names, change, old, new)
-            emit(change)
-
-    def _module_events(
-        self, names: tuple[str, ...], change: TaskChange, old: Any, new: Any
-    ) -> list[tuple[str | None, Any, list[Any]]]:
-        """What the module's callbacks hear of a change: each name with the task
-        (a ttl expiry's second, `ttl`, with status nil, as the module's driver
-        hands it over), then the utube neighbour it made takeable, unnamed."""
-        driver, fields = self.driver, change.fields
-        heard: list[tuple[str | None, Any, list[Any]]] = []
-        if not names:
-            return heard  # truncate: the module's callbacks hear nothing of it
-        for name in names:
-            if name == "ttl" and new is None:
-                nil = (fields[0], None, *fields[2:])
-                heard.append((name, nil, driver.normalize(nil)))
-            else:
-                heard.append((name, fields, change.task))
-        neighbour = driver.neighbour(old, new, change.event)
-        if neighbour is not None:
-            heard.append((None, neighbour, driver.normalize(neighbour)))
-        return heard
+        self._counted = {}
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
@@ -285,45 +186,6 @@ class Tube(TaskEvents):
         if self.results.timed:
             self.results.prune(now)
         self.sync_deadline()
-
-    # -- retries.BurialListener: results and dependencies hear of burials, kicks --
-    def task_buried(self, task_id: int, reason: str | None) -> None:
-        deps, key = self.shared.deps, (self.name, task_id)
-        if key in deps.waiting:
-            return  # buried to wait for its parents (dependencies.py): no failure
-        self.results.failed(task_id, reason, self.now)
-        self.driver.id_floor = self.results.floor
-        self.result_settled(task_id)
-        if deps.children:
-            deps.parent_finished(key, reason or "buried")
-
-    def _dependency_changed(self, note: str | None, old: Any, new: Any) -> None:
-        """A parent deleted (not acked) failed; a waiting child kicked or deleted by
-        someone else waits no more (dependencies.py settles both later)."""
-        deps = self.shared.deps
-        if new is None:
-            key = (self.name, old[0])
-            if note != "ack":
-                deps.parent_finished(key, "expired (ttl)" if note == "timer" else "deleted")
-            deps.child_gone(key)
-        elif old is not None and old[1] == BURIED and new[1] != BURIED:
-            deps.child_gone((self.name, new[0]))
-
-    def task_kicked(self, task_id: int) -> None:
-        self.results.kicked(task_id)
-
-    def result_settled(self, task_id: int) -> None:
-        """Wake every `queuebox.result` waiting for this task (waiting.py)."""
-        self.shared.waiters.wake_all(self.name, result_wait(task_id))
-
-    def result(self, task_id: int) -> dict[str, Any]:
-        """`queuebox.result(tube, id)`'s answer (results.py)."""
-        task = self.driver.peek(task_id)
-        journal = self.retries.row(task_id)
-        reason = None if journal is None else journal[F_REASON]
-        if (self.name, task_id) in self.shared.deps.waiting:
-            return {"status": PENDING}  # waiting for its parents
-        return answer(self.results.get(task_id), None if task is None else task[1], reason)
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
@@ -402,49 +264,12 @@ class Tube(TaskEvents):
             task = self._wait(task, *waits)
         return self._answer(task)
 
-    def _keyed(self, key: str, data: Any, opts: dict[Any, Any], now: int) -> Answer | None:
-        """queuebox's exactly-once put (keys.py): the task of a key seen within the
-        window, as it is now (`-` once it is done); None: the put goes on."""
-        check_key_options(opts)
-        row = self.keys.find(key, now)
-        if row is None:
-            return None
-        task = None if row[F_DONE] else self.driver.peek(row[F_TASK])
-        # A done task's data is gone with it: the answer carries this put's.
-        return [[row[F_TASK], DONE, data]] if task is None else self._answer(task)
-
     def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
         timeout = number(lua_or(opts.get("timeout"), 0))
         if timeout <= 0:
             return [None]
-        return Blocked(self.name, "put", _wait_seconds(timeout), call.name, tuple(call.args))
-
-    def _parents(self, after: Any, opts: dict[Any, Any]) -> tuple[list[Any], str | None, str]:
-        """put's `after` (dependencies.py), read and checked before the put changes
-        anything: (parents still to come, why one failed or None, on_parent_failure)."""
-        parents = parse_after(self.name, after)
-        on_failure = on_failure_of(opts)
-        assert self.shared.settler is not None
-        pending, failure = self.shared.deps.resolve(self.shared.settler, parents)
-        if failure is not None and on_failure == CANCEL:
-            raise module_error(f"{failure}: the task is not put (on_parent_failure = cancel)")
-        return pending, failure, on_failure
-
-    def _wait(self, task: Any, pending: list[Any], failure: str | None, on_failure: str) -> Any:
-        """A task just put with `after`: buried to wait for its parents, buried as
-        failed when one failed already, left ready when every one is done."""
-        tid = task[0]
-        if failure is None and not pending:
-            return task
-        if failure is None:
-            self.shared.deps.wait((self.name, tid), pending, on_failure)
-            shown = ", ".join(task_name(parent) for parent in pending[:10])
-            failure = f"waiting for {len(pending)} parents: {shown}"
-        self.driver.note("bury")
-        task = self.driver.bury(tid)
-        self.retries.buried(tid, failure[:MAX_REASON])
-        return task
+        return Blocked(self.name, "put", wait_seconds(timeout), call.name, tuple(call.args))
 
     def take(self, call: Call) -> Answer:
         timeout = call.arg(0)
@@ -465,7 +290,7 @@ class Tube(TaskEvents):
         wait_us = U64_MAX if timeout is None else to_us(timeout)
         if wait_us <= 0:
             return []
-        wait_s = None if timeout is None else _wait_seconds(wait_us / US)
+        wait_s = None if timeout is None else wait_seconds(wait_us / US)
         return Blocked(self.name, "take", wait_s, call.name, tuple(call.args))
 
     def touch(self, call: Call) -> Answer:

@@ -27,7 +27,8 @@ from .ratelimit import check_option as check_rate_limit
 from .results import check_options as check_result_options
 from .retention import check_options as check_retention
 from .retries import check_options as check_retry_options
-from .tube import Call, Shared, Tube, callback_name
+from .tube import Call, Tube, callback_name
+from .tube_hooks import Shared
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
