@@ -68,11 +68,19 @@ def data_count(payload: bytes) -> int:
 
 
 def resynced(payload: bytes, sync: int) -> bytes:
-    """The reply `payload` (header and body) as a framed reply to `sync`."""
-    end = value_end(payload, 0, len(payload))
-    header: dict[int, Any] = msgpack.unpackb(payload[:end], strict_map_key=False)
-    header[KEY_SYNC] = sync
-    return framed(msgpack.packb(header) + payload[end:])
+    """The reply `payload` (header and body) as a framed reply to `sync`: the
+    header's sync value replaced in its bytes, the rest as the shard sent it."""
+    n, pos = container_at(payload, 0)
+    end = len(payload)
+    for _ in range(n):
+        key = payload[pos]
+        start = pos + 1
+        pos = value_end(payload, start, end)
+        if key == KEY_SYNC:
+            return framed(payload[:start] + msgpack.packb(sync) + payload[pos:])
+    header: dict[int, Any] = msgpack.unpackb(payload[:pos], strict_map_key=False)
+    header[KEY_SYNC] = sync  # a header without a sync (no shard sends one)
+    return framed(msgpack.packb(header) + payload[pos:])
 
 
 def no_primary(sync: int, shard: str, why: str = "has no primary right now") -> bytes:
