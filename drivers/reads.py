@@ -25,7 +25,7 @@ from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Space
 
 from .args import task_id
-from .driver import DRIVERS, STATUSES, TaskStore
+from .driver import DRIVERS, READY, STATUSES, TaskStore
 from .errors import task_not_found
 from .events import Normalize, normalizer
 from .listing import list_tasks
@@ -182,6 +182,11 @@ class LiveReads:
                 )
             )
         return found
+
+    def ready(self, name: Any) -> int | None:
+        """How many tasks of tube `name` are ready now; None for no such tube."""
+        t = self._queue.registry.tubes.get(name) if isinstance(name, str) else None
+        return None if t is None else t.driver.counts[READY]
 
     def calls(self) -> dict[str, dict[str, int]]:
         """Calls counted per tube since start, by call (cheaper than `tubes()`)."""

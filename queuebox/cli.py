@@ -28,6 +28,12 @@ def _serve() -> Command:
     return main
 
 
+def _router() -> Command:
+    from queuebox.server.route.router import main
+
+    return main
+
+
 def _wal() -> Command:
     from queuebox.server.start.walcli import main
 
@@ -96,6 +102,7 @@ def _tasks(name: str) -> Callable[[], Command]:
 
 COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "serve": (_serve, "run the queue server"),
+    "router": (_router, "route a sharded cluster's clients to its shards (docs/cluster.md)"),
     "wal": (_wal, "wal cat PATH...: print WAL/snapshot records as JSON lines"),
     "backup": (_backup("backup_main"), "copy a running server's snapshot and WAL, verified"),
     "restore": (_backup("restore_main"), "rebuild a data directory from a backup, to a point"),

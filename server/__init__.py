@@ -3,6 +3,7 @@ wall time. Its rooms, each importing only the rooms below it (checked by
 tests/unit/server/test_server_imports.py):
 
     start        queuebox serve, and the parts built in order   (imports all below)
+    route        queuebox router: a sharded cluster's front (a process of its own)
     web          the HTTP console, /metrics, /healthz
     net          the IPROTO ports and connections
     replication  feed, applier, role, failover, etcd leadership

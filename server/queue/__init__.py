@@ -10,6 +10,7 @@ never reads a driver's insides.
 - `operator_calls.py`: Server functions an operator needs beyond the queue module's API
   and queuebox.tasks (queue_calls.py)
 - `queue_calls.py`: The queue, plugged into the server
+- `route_calls.py`: What a shard offers a router (act_as, await_ready)
 - `timers.py`: The one timer of the server
 - `waiting.py`: The asyncio side of a queue call that must wait
 """

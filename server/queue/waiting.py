@@ -152,7 +152,7 @@ class WaitingCalls:
                 core.waiters.remove(waiter)
             if closed.done():
                 if wait.woken:
-                    self._pass_wake_on(core, blocked)
+                    self._pass_wake_on(core, blocked.tube, blocked.kind)
                 return []  # the client left: take nothing
             if self.refusal is not None:
                 raise self.refusal()
@@ -172,6 +172,45 @@ class WaitingCalls:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())
             registered = self._register(core, ctx, blocked, remaining)
 
+    def until_ready(
+        self, core: QueueCore, ctx: CallContext, tube: str, timeout_s: float
+    ) -> Awaitable[bool]:
+        """Wait as a take of `tube` would, taking nothing (queuebox.await_ready):
+        True once a task became takeable, False at the timeout or when the
+        client left. Registered now, in the caller's step (as `start`). A wake
+        is passed on to the next waiter at once, so a take waiting behind this
+        one is woken too: a readiness signal never eats a task's one wake-up."""
+        wait = Wait(self._loop)
+        waiter = core.waiters.add(tube, "take", ctx.conn_id, timeout_s, self.clock_us(), wait.wake)
+        self.waiting.add(wait)
+        return self._until_ready(core, ctx, tube, timeout_s, (waiter, wait))
+
+    async def _until_ready(
+        self,
+        core: QueueCore,
+        ctx: CallContext,
+        tube: str,
+        timeout_s: float,
+        registered: tuple[Waiter, Wait],
+    ) -> bool:
+        waiter, wait = registered
+        end = wait.end
+        timer = self._loop.call_later(timeout_s, end)
+        closed = ctx.closed
+        closed.add_done_callback(end)
+        try:
+            await wait.future
+        finally:
+            timer.cancel()
+            closed.remove_done_callback(end)
+            self.waiting.discard(wait)
+            core.waiters.remove(waiter)
+        if wait.woken:
+            if self.refusal is not None:
+                raise self.refusal()
+            self._pass_wake_on(core, tube)
+        return wait.woken and not closed.done()
+
     def _bind_again(self, name: str) -> Retry:
         generation = self._registry.generation
         for core in self._cores():
@@ -181,11 +220,11 @@ class WaitingCalls:
         # The tube was dropped while the call waited.
         raise CallError(ErrorCode.ER_NO_SUCH_PROC, f"Procedure '{name}' is not defined")
 
-    def _pass_wake_on(self, core: QueueCore, blocked: Blocked) -> None:
+    def _pass_wake_on(self, core: QueueCore, tube: Any, kind: str = "take") -> None:
         """A woken waiter whose client left will not take its task: wake the next one.
 
         The cores run wake callbacks at the end of an entry point; a tick at the
         current time is one, and runs nothing that is not already due.
         """
-        if core.waiters.wake_one(blocked.tube, blocked.kind):
+        if core.waiters.wake_one(tube, kind):
             core.tick(self.clock_us())

@@ -23,7 +23,9 @@ READ = "read"
 WRITE = "write"
 ADMIN = "admin"
 REPLICATION = "replication"
-ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN, REPLICATION})
+# A router's service user: may act as another user on its connection (queuebox.act_as).
+ROUTE = "route"
+ALL_RIGHTS: frozenset[str] = frozenset({READ, WRITE, ADMIN, REPLICATION, ROUTE})
 # Not granted by name: what settles tasks already queued (ack, release, bury, kick,
 # delete). `write` gives it on the same tubes (a consumer settles what it took),
 # `admin` on every tube (an operator, who may truncate, may delete one task).
@@ -145,7 +147,7 @@ def parse_rights(value: Any) -> frozenset[str]:
     unknown = rights - ALL_RIGHTS
     if unknown:
         raise ValueError(
-            f"unknown rights {sorted(unknown)}; use read, write, admin, replication or all"
+            f"unknown rights {sorted(unknown)}; use read, write, admin, replication, route or all"
         )
     return rights
 

@@ -22,7 +22,8 @@ the one place that opens and closes the parts over the data directory:
                    quorum when synchronous, and who hears of each write:  │
                    metrics, the replication feed, the event streams; a    │
                    failed write rebuilds the role's queue                 ┘
-      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task)
+      └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task),
+        route_calls (queuebox.act_as, await_ready: what a router calls)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):
@@ -62,7 +63,7 @@ from ..core.app import App
 from ..core.spaces import Spaces
 from ..core.store import Store, build_store, install_fault_hooks
 from ..plugins import PluginHost
-from ..queue import operator_calls
+from ..queue import operator_calls, route_calls
 from ..queue.events import EventService
 from ..queue.queue_calls import QueueCalls
 from ..replication import shard, status
@@ -295,6 +296,7 @@ async def build_server(
     shard.install(server.role, shard_state)
     builtins.install(app)
     operator_calls.install(app, lambda: server.role.queue)
+    route_calls.install(app, lambda: server.role.queue)
     return server
 
 

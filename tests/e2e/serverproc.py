@@ -140,6 +140,15 @@ password = "readpw"
 rights = ["read"]
 """
 
+
+def start_proc(workdir: Path, args: list[str], env: dict[str, str] | None, toml: str) -> ServerProc:
+    """A server with test hooks and the users of `toml`, started in `workdir`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "queuebox.toml"
+    config.write_text(toml)
+    return ServerProc(workdir, ["--config", str(config), "--test-hooks", *args], env).start()
+
+
 # start_server(*flags, env=None, toml=...) -> a running ServerProc (conftest fixture)
 StartServer = Callable[..., ServerProc]
 

@@ -21,6 +21,8 @@ from asynctnt_queue.task import Status
 from tests.e2e.serverproc import ServerProc, unique
 from tests.waiting import wait_for_waiting_takes_async
 
+ALSO_BEHIND_A_ROUTER = True  # but for conftest.NOT_BEHIND_A_ROUTER
+
 
 async def connect(port: int) -> asynctnt.Connection:
     conn = asynctnt.Connection(

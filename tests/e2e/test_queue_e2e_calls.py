@@ -27,6 +27,7 @@ from tests.e2e.serverproc import (
     unique,
 )
 
+ALSO_BEHIND_A_ROUTER = True  # but for conftest.NOT_BEHIND_A_ROUTER
 DRIVERS = ["fifo", "fifottl", "limfifottl", "utube", "utubettl"]
 TTL_DRIVERS = ["fifottl", "limfifottl", "utubettl"]
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"

@@ -17,6 +17,7 @@ SERVER = Path(__file__).resolve().parents[3] / "server"
 # (server/__init__.py draws the same order).
 ROOMS = (
     "start",
+    "route",
     "web",
     "net",
     "replication",

@@ -1,0 +1,252 @@
+"""Where a call goes in a sharded cluster, and how the shards' answers combine.
+
+Owns the routing table of docs/cluster.md "Router": a call on one task goes
+to the shard its id names (`id % 1024`; no such shard: the module's "Task N
+not found"); a put to the shard its utube or `key` hashes to, else spread
+(spread.py); a take over every shard (takes.py); create_tube, drop, cfg,
+truncate, release_all, on_task_change, queuebox.tube_options to every shard
+(and P/tubes, P/cfg); statistics summed; kick(n) shard by shard; a page of
+queuebox.tasks shard by shard; anything else to the first shard. Frames
+sent to one shard go as the client sent them. Must not touch sockets (the
+client's connection and its upstreams do), nor judge a call's arguments:
+the shard answers what a single node would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
+from queuebox.protocol import Request, RequestType, call16_shape, encode_data
+from queuebox.protocol.client import decode_response
+
+from ..replication.cluster_map import ID_SHARDS, ClusterMap
+from ..runtime.logs import get_logger
+from .frames import SCHEMA, failed, no_primary, resynced
+from .shardmap import Shard
+from .spread import Client, forward, to_first
+from .takes import take
+from .upstream import ShardLost
+
+log = get_logger("queuebox.router")
+NAMESPACES = ("queue",)
+FUNCTIONS = frozenset(MODULE_ACCESS)
+BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
+EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_change"})
+EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
+EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
+ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+
+
+def by_hash(key: Any, shards: list[Shard]) -> Shard:
+    return shards[zlib.crc32(repr(key).encode()) % len(shards)]
+
+
+def route_call(client: Client, req: Request) -> None:
+    """One CALL, CALL_16 or EVAL: answered through `client.send`, now or later."""
+    name = req.function_name if req.type != RequestType.EVAL else req.expr
+    args = req.args if isinstance(req.args, list) else []
+    if not isinstance(name, str):
+        return to_first(client, req)  # the shard answers what a single node answers
+    if req.type == RequestType.EVAL and name == EVAL_CREATE:
+        return every_shard(client, req, "queue.create_tube", args)
+    parsed = parse_name(name, NAMESPACES, FUNCTIONS)
+    if parsed is not None and parsed[1] is not None:
+        tube, method = parsed[1], parsed[2]
+        if method in BY_ID:
+            return by_id(client, req, args[0] if args else None)
+        if method == "put":
+            return put(client, req, args)
+        if method == "take":
+            return take(client, req, str(tube), name, args[0] if args else None)
+        if method == "kick":
+            return client.spawn(kick(client, req, name, args))
+        if method in EVERY_SHARD_METHODS:
+            return every_shard(client, req, name, args)
+    elif parsed is not None and parsed[0] in ("statistics", "stats"):
+        return client.spawn(summed(client, req, name, args))
+    if name in EVERY_SHARD_CALLS:
+        return every_shard(client, req, name, args)
+    if name in ONE_TASK_CALLS:
+        return by_id(client, req, args[1] if len(args) > 1 else None)
+    if name == "queuebox.tasks":
+        return client.spawn(tasks_page(client, req, args))
+    to_first(client, req)
+
+
+def by_id(client: Client, req: Request, task_id: Any) -> None:
+    if isinstance(task_id, float) and task_id.is_integer():
+        task_id = int(task_id)  # a Lua number: the module reads 0.0 as 0
+    if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
+        shard = client.map.shard(task_id % ID_SHARDS)
+        if shard is None:
+            # No shard has it: any shard answers what the module answers for a
+            # missing task ("Task N not found", or "Task was not taken").
+            return to_first(client, req)
+        forward(client, req, shard)
+    else:  # not an id: the shard says what a single node says
+        to_first(client, req)
+
+
+def put(client: Client, req: Request, args: list[Any]) -> None:
+    active = client.map.active()
+    opts = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+    keyed = opts.get("utube", opts.get("key"))
+    if keyed is not None and active:
+        # Its utube (or key) always on one shard: its order, one at a time.
+        return forward(client, req, by_hash(keyed, active))
+    led = [s for s in active if s.leader] or active
+    forward(client, req, client.spread.pick(led) if led else None)
+
+
+# -- every shard --
+def calls_to_all(
+    client: Client, req: Request, name: str, args: list[Any], shaped: bool = True
+) -> list[tuple[Shard, asyncio.Future[bytes]]]:
+    """The router's own call of `name` on every shard, sent now (in the client's
+    order); `shaped`: as the client asked (CALL_16 or CALL), else CALL."""
+    call16 = shaped and req.type == RequestType.CALL_16
+    return [
+        (s, client.upstream(s).call(name, args, call16)) for s in client.map.serving() if s.leader
+    ]
+
+
+def every_shard(client: Client, req: Request, name: str, args: list[Any]) -> None:
+    shards = client.map.serving()
+    missing = [s.name for s in shards if s.leader is None]
+    if missing or not shards:
+        client.send(no_primary(req.sync, ", ".join(missing) or "(none)"))
+        return
+    client.spawn(_every_shard(client, req, name, args, calls_to_all(client, req, name, args)))
+
+
+async def _every_shard(
+    client: Client,
+    req: Request,
+    name: str,
+    args: list[Any],
+    sent: list[tuple[Shard, asyncio.Future[bytes]]],
+) -> None:
+    first: bytes | None = None
+    for _shard, future in sent:
+        try:
+            payload = await future
+        except ShardLost as e:
+            client.send(no_primary(req.sync, e.shard, e.why))
+            return
+        if decode_response(payload).error_code:
+            client.send(resynced(payload, req.sync))  # as the shard refused it
+            return
+        first = first or payload
+    assert first is not None
+    await _cluster_wide(client.map.cluster, name, args)
+    client.send(resynced(first, req.sync))
+
+
+async def _cluster_wide(cluster: ClusterMap | None, name: str, args: list[Any]) -> None:
+    """What every shard now has, written where a shard that was down finds it."""
+    if cluster is None:
+        return
+    try:
+        if name == "queue.create_tube" and len(args) >= 2 and isinstance(args[0], str):
+            opts = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
+            await cluster.put_tube(args[0], str(args[1]), opts)
+        elif name.endswith(":drop"):
+            await cluster.drop_tube(name.rsplit(":", 1)[0].split(".", 2)[2])
+        elif name == "queue.cfg" and args and isinstance(args[0], dict):
+            await cluster.put_cfg(args[0])
+    except Exception as e:  # the shards have it: a shard down now misses it, said
+        log.warning("could not write the cluster-wide change to etcd", call=name, error=str(e))
+
+
+async def summed(client: Client, req: Request, name: str, args: list[Any]) -> None:
+    answers = []
+    for _, future in calls_to_all(client, req, name, args, shaped=False):
+        try:
+            reply = decode_response(await future)
+        except ShardLost as e:
+            client.send(no_primary(req.sync, e.shard, e.why))
+            return
+        if reply.error_code:
+            client.send(failed(req.sync, reply.error_code, reply.error_message))
+            return
+        answers.append(reply.data or [])
+    total = _sum([a[0] if a else {} for a in answers])
+    data = [total] if answers and any(answers) else []
+    client.send(_data(req, data))
+
+
+def _sum(values: list[Any]) -> Any:
+    """Numbers added, maps merged key by key (statistics' shape)."""
+    if all(isinstance(v, Mapping) for v in values):
+        keys = dict.fromkeys(k for v in values for k in v)
+        return {k: _sum([v[k] for v in values if k in v]) for k in keys}
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    return sum(numbers) if len(numbers) == len(values) else values[0]
+
+
+async def kick(client: Client, req: Request, name: str, args: list[Any]) -> None:
+    """kick(n): up to n buried tasks, shard after shard."""
+    left = args[0] if args and isinstance(args[0], int) else None
+    if left is None:
+        return to_first(client, req)
+    kicked = 0
+    for shard in client.map.serving():
+        if left - kicked <= 0 or shard.leader is None:
+            continue
+        try:
+            reply = decode_response(await client.upstream(shard).call(name, [left - kicked]))
+        except ShardLost:
+            continue
+        if reply.error_code:
+            client.send(failed(req.sync, reply.error_code, reply.error_message))
+            return
+        kicked += int((reply.data or [0])[0])
+    client.send(_data(req, [kicked]))
+
+
+async def tasks_page(client: Client, req: Request, args: list[Any]) -> None:
+    """queuebox.tasks: a page of one shard at a time; `next` names the shard
+    (["shard", k, the shard's own cursor]) until the last page of the last one."""
+    tube, opts = ([*args, None, None])[:2]
+    opts = dict(opts) if isinstance(opts, dict) else {}
+    if isinstance(opts.get("id"), int):
+        return by_id(client, req, opts["id"])
+    after = opts.get("after")
+    shards = [s for s in client.map.serving() if s.leader]
+    start = 0
+    if isinstance(after, list) and len(after) == 3 and after[0] == "shard":
+        start = next((i for i, s in enumerate(shards) if s.number == after[1]), len(shards))
+        opts["after"] = after[2]
+        if opts["after"] is None:
+            del opts["after"]
+    for i in range(start, len(shards)):
+        try:
+            reply = decode_response(
+                await client.upstream(shards[i]).call(req.function_name or "", [tube, opts])
+            )
+        except ShardLost as e:
+            client.send(no_primary(req.sync, e.shard, e.why))
+            return
+        if reply.error_code:
+            client.send(failed(req.sync, reply.error_code, reply.error_message))
+            return
+        page = dict(reply.data[0])
+        inner = page.get("next")
+        if inner is not None:
+            page["next"] = ["shard", shards[i].number, inner]
+        elif i + 1 < len(shards):
+            page["next"] = ["shard", shards[i + 1].number, None]
+        if page.get("tasks") or page.get("next") is None:
+            client.send(_data(req, [page]))
+            return
+        opts.pop("after", None)
+    client.send(_data(req, [{"tasks": []}]))
+
+
+def _data(req: Request, data: list[Any]) -> bytes:
+    shaped = call16_shape(data) if req.type == RequestType.CALL_16 else data
+    return encode_data(req.sync, SCHEMA, shaped)

@@ -1,0 +1,204 @@
+"""`queuebox router`: the command line, the listener, /metrics.
+
+Owns `Router` (what every client connection shares: the shard map, the users,
+the service user's login, the put spread, the counts) and `main`. The router
+keeps no task state: a client's calls live on the shards, under the client's
+own user (queuebox.act_as), and its connections to them close with it.
+Must not route calls (calls.py) nor read frames (client.py).
+
+    queuebox router --listen 127.0.0.1:3311 --etcd-endpoints http://127.0.0.1:2379 \\
+        --config users.toml --shard-user router    # QUEUEBOX_ROUTER_PASSWORD=...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import Iterator
+
+from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
+
+from ..access.users import Users
+from ..runtime import logs
+from ..runtime.loop import run
+from ..settings.config_load import load_config
+from ..web.metrics import exposition
+from .client import RouterClient, close_all
+from .shardmap import RouterMap
+from .spread import SPREADS, Spread
+from .upstream import Login, Traffic
+
+log = logs.get_logger("queuebox.router")
+PASSWORD_ENV = "QUEUEBOX_ROUTER_PASSWORD"
+
+
+class Router:
+    def __init__(self, args: argparse.Namespace, users: Users, password: str) -> None:
+        self.map = RouterMap(args.etcd_endpoints, args.etcd_prefix)
+        self.users = users
+        self.login = Login(args.shard_user, password)
+        self.traffic = Traffic()
+        self.spread = Spread(args.spread, self.traffic)
+        self.instance_uuid = uuid.uuid4()
+        self.max_frame = 16 * 1024 * 1024
+        self.clients: set[RouterClient] = set()
+        self.turn = 0  # takes start one shard further each time (takes.py)
+
+
+class RouterCollector:
+    """The router's /metrics: calls per shard, upstream connections, etcd."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def collect(self) -> Iterator[Metric]:
+        r, t = self.router, self.router.traffic
+        forwarded = GaugeMetricFamily(
+            "queuebox_router_forwarded_total", "client calls sent on to a shard", labels=["shard"]
+        )
+        own = GaugeMetricFamily(
+            "queuebox_router_own_calls_total",
+            "the router's own calls to a shard (takes, waits, sums)",
+            labels=["shard"],
+        )
+        for shard, n in sorted(t.forwarded.items()):
+            forwarded.add_metric([shard], n)
+        for shard, n in sorted(t.own_calls.items()):
+            own.add_metric([shard], n)
+        yield forwarded
+        yield own
+        yield GaugeMetricFamily("queuebox_router_upstreams", "connections to shards", t.open)
+        yield GaugeMetricFamily("queuebox_router_clients", "client connections", len(r.clients))
+        yield GaugeMetricFamily(
+            "queuebox_router_etcd_ok",
+            "1: the shard map is etcd's; 0: etcd unreachable, the last map read is served",
+            int(r.map.etcd_ok),
+        )
+        shards = GaugeMetricFamily(
+            "queuebox_router_shard_primary",
+            "1 when the shard has a primary",
+            labels=["shard", "number"],
+        )
+        for s in r.map.serving():
+            shards.add_metric([s.name, str(s.number)], int(s.leader is not None))
+        yield shards
+
+
+async def _metrics(router: Router, host: str, port: int) -> asyncio.Server:
+    registry = CollectorRegistry()
+    registry.register(RouterCollector(router))  # type: ignore[arg-type]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+            ok = head.split(b" ", 2)[1:2] == [b"/metrics"]
+            body, kind = exposition(registry, "") if ok else (b"not found\n", "text/plain")
+            status = b"200 OK" if ok else b"404 Not Found"
+            writer.write(
+                b"HTTP/1.1 "
+                + status
+                + b"\r\nContent-Type: "
+                + kind.encode()
+                + b"\r\nContent-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, host, port)
+
+
+async def serve(args: argparse.Namespace, users: Users, password: str) -> None:
+    router = Router(args, users, password)
+    await router.map.start()
+    loop = asyncio.get_running_loop()
+    host, _, port = args.listen.rpartition(":")
+    server = await loop.create_server(lambda: RouterClient(router), host or "127.0.0.1", int(port))
+    metrics = None
+    if args.metrics_listen:
+        m_host, _, m_port = args.metrics_listen.rpartition(":")
+        metrics = await _metrics(router, m_host or "127.0.0.1", int(m_port))
+    log.info(
+        "router listening", listen=args.listen, shards=len(router.map.serving()), spread=args.spread
+    )
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    if metrics is not None:
+        metrics.close()
+    await close_all(router.clients)
+    await router.map.stop()
+    log.info("router stopped")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    env = os.environ
+    p = argparse.ArgumentParser(prog=prog, description="A router in front of a sharded cluster.")
+    p.add_argument(
+        "--listen",
+        default=env.get("QUEUEBOX_ROUTER_LISTEN", "127.0.0.1:3311"),
+        help="HOST:PORT to serve IPROTO on (default 127.0.0.1:3311)",
+    )
+    p.add_argument(
+        "--etcd-endpoints",
+        default=env.get("QUEUEBOX_ETCD_ENDPOINTS"),
+        required=not env.get("QUEUEBOX_ETCD_ENDPOINTS"),
+        help="etcd URLs",
+    )
+    p.add_argument(
+        "--etcd-prefix",
+        default=env.get("QUEUEBOX_ETCD_PREFIX", "/queuebox"),
+        help="the cluster's prefix (default /queuebox)",
+    )
+    p.add_argument(
+        "--config",
+        default=env.get("QUEUEBOX_CONFIG"),
+        help="TOML file with the shards' [users.*] (the same file)",
+    )
+    p.add_argument(
+        "--shard-user",
+        default=env.get("QUEUEBOX_ROUTER_USER", "router"),
+        help="the service user, holding the route right, the router logs in as "
+        f"(its password: ${PASSWORD_ENV})",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        default=env.get("QUEUEBOX_ROUTER_METRICS_LISTEN"),
+        help="HOST:PORT to serve /metrics on (default: none)",
+    )
+    p.add_argument(
+        "--spread",
+        choices=SPREADS,
+        default="round-robin",
+        help="where a put without utube or key goes (default round-robin)",
+    )
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
+    p.add_argument("--log-format", choices=("console", "json"), default="console")
+    return p
+
+
+def main(argv: list[str], prog: str = "queuebox router") -> int:
+    args = build_parser(prog).parse_args(argv)
+    logs.configure(args.log_format)
+    config = load_config(env=dict(os.environ), config_file=args.config)
+    password = os.environ.get(PASSWORD_ENV, "")
+    if not password:
+        log.error(f"no password for the service user: set {PASSWORD_ENV}")
+        return 2
+    users = Users(config.users)
+    try:
+        run(serve(args, users, password), args.loop)
+    except Exception as e:
+        log.error("router failed", error=str(e))
+        return 1
+    return 0

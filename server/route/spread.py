@@ -1,0 +1,68 @@
+"""What a routed call needs of its client's connection, and where a put goes
+when nothing names its shard.
+
+Owns `Client` (the connection as calls.py and takes.py see it), `forward`
+(a client's frame to one shard, as it came) and `to_first` (to the first
+shard: a call that names no shard), and `Spread`:
+round robin, or the less busy of two shards picked at random ("two
+choices", busy = forwarded calls not answered yet); `queuebox router
+--spread` picks, and `queuebox bench` through a router measures both
+(docs/cluster.md "Measured"). Must not touch sockets.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable
+from typing import Protocol
+
+from queuebox.protocol import Request
+
+from .frames import framed, no_primary
+from .shardmap import RouterMap, Shard
+from .upstream import Traffic, Upstream
+
+SPREADS = ("round-robin", "two")
+
+
+class Client(Protocol):
+    """What a routed call needs of the client's connection (client.py)."""
+
+    map: RouterMap
+    traffic: Traffic
+    spread: Spread
+
+    def upstream(self, shard: Shard) -> Upstream: ...
+    def send(self, data: bytes) -> None: ...
+    def spawn(self, work: Awaitable[None]) -> None: ...
+    def next_turn(self) -> int: ...
+
+
+class Spread:
+    """Where a put without a utube or key goes: round robin, or the less busy
+    of two shards picked at random (forwarded calls not answered yet)."""
+
+    def __init__(self, how: str, traffic: Traffic) -> None:
+        self.two = how == "two"
+        self._traffic = traffic
+        self._next = 0
+
+    def pick(self, shards: list[Shard]) -> Shard:
+        if self.two and len(shards) >= 2:
+            a, b = random.sample(shards, 2)
+            busy = self._traffic.inflight
+            return a if busy.get(a.name, 0) <= busy.get(b.name, 0) else b
+        self._next += 1
+        return shards[self._next % len(shards)]
+
+
+def forward(client: Client, req: Request, shard: Shard | None) -> None:
+    if shard is None or shard.leader is None:
+        client.send(no_primary(req.sync, shard.name if shard else "(none)"))
+        return
+    client.upstream(shard).forward(framed(req.payload), req.sync)
+
+
+def to_first(client: Client, req: Request) -> None:
+    serving = [s for s in client.map.serving() if s.leader] or client.map.serving()
+    forward(client, req, serving[0] if serving else None)

@@ -1,0 +1,140 @@
+"""A take over every shard: fair, waiting without polling, never twice.
+
+Owns `take`: a round of `take(0)` on each shard in turn, starting one shard
+further every time (the router's turn counter: no shard is always asked
+first), one task at most per round, so a task is delivered once; with none
+and time left, `queuebox.await_ready(tube, time left)` on every shard at once
+(waiting.py on the shard: no polling) and a new round, the shard that
+answered first asked first, until the call's time-out, kept. A shard whose
+readiness led to no task (another consumer was first, a utube busy) is asked
+`fresh` next time: only a task made ready from then on wakes it. A readiness
+wait stays one per (shard connection, tube) however many takes wait. Must not
+touch sockets (the client's upstreams do), nor choose puts (calls.py).
+
+    round ─▶ take(0) on shard i, i+1, ... ─┬─ a task ───────────▶ reply (resynced)
+      ▲                                    └─ none, time left ─▶ await_ready on all
+      └──────────── first true (or a wait ends early) ◀──────────┘   └ timeout ▶ []
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from queuebox.drivers.args import MAX_TIMEOUT_S
+from queuebox.protocol import ErrorCode, Request, RequestType, encode_data
+from queuebox.protocol.client import decode_response
+
+from .frames import SCHEMA, no_primary, resynced
+from .shardmap import Shard
+from .spread import Client, to_first
+from .upstream import ShardLost, Upstream
+
+AWAIT_READY = "queuebox.await_ready"
+IDLE_S = 0.25  # no shard can wait (none has the tube yet, or a primary): look again
+
+
+def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        return to_first(client, req)  # not a number: the shard says what a node says
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + max(0.0, float(timeout))
+    client.spawn(_take(client, req, tube, name, deadline))
+
+
+async def _take(client: Client, req: Request, tube: str, name: str, deadline: float | None) -> None:
+    loop = asyncio.get_running_loop()
+    call16 = req.type == RequestType.CALL_16
+    fresh: set[int] = set()
+    first: int | None = None
+    while True:
+        shards = [s for s in client.map.serving() if s.leader]
+        if not shards:
+            client.send(no_primary(req.sync, "(every shard)"))
+            return
+        lost: list[ShardLost] = []
+        missing: list[bytes] = []  # the tube is on no shard: a node's answer
+        for shard in _order(shards, client.next_turn(), first):
+            try:
+                payload = await client.upstream(shard).call(name, [0], call16)
+            except ShardLost as e:
+                lost.append(e)
+                continue
+            reply = decode_response(payload)
+            if reply.error_code == ErrorCode.ER_NO_SUCH_PROC:
+                missing.append(payload)
+                continue  # the tube is not on this shard (yet)
+            if reply.error_code:
+                client.send(resynced(payload, req.sync))
+                return
+            if reply.data:
+                client.send(resynced(payload, req.sync))
+                return
+            if shard.number == first:
+                fresh.add(shard.number)
+        if len(lost) == len(shards):
+            client.send(no_primary(req.sync, lost[0].shard, lost[0].why))
+            return
+        if missing and len(missing) + len(lost) == len(shards):
+            client.send(resynced(missing[0], req.sync))
+            return
+        left = None if deadline is None else deadline - loop.time()
+        if left is not None and left <= 0:
+            client.send(encode_data(req.sync, SCHEMA, []))
+            return
+        first = await _first_ready(client, shards, tube, left, fresh)
+
+
+def _order(shards: list[Shard], turn: int, first: int | None) -> list[Shard]:
+    i = turn % len(shards)
+    order = shards[i:] + shards[:i]
+    if first is not None:
+        order.sort(key=lambda s: s.number != first)  # stable: the rest keep their turn
+    return order
+
+
+async def _first_ready(
+    client: Client, shards: list[Shard], tube: str, left: float | None, fresh: set[int]
+) -> int | None:
+    """The number of the first shard that says TUBE has a ready task; None when
+    the time is up or no shard could wait."""
+    waits: dict[asyncio.Future[bytes], int] = {}
+    for shard in shards:
+        future = _readiness(client.upstream(shard), tube, left, shard.number in fresh)
+        if future is not None:
+            waits[future] = shard.number
+    if not waits:
+        await asyncio.sleep(IDLE_S if left is None else min(IDLE_S, left))
+        return None
+    done, _ = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+    for future in done:
+        if _said_ready(future):
+            return waits[future]
+    if done and not any(_said_ready(f) for f in done):
+        # A wait ended without a task (its own time-out, an error): a moment's
+        # rest before the next round asks again, never a busy loop.
+        await asyncio.sleep(min(IDLE_S, left) if left is not None else IDLE_S)
+    return None
+
+
+def _readiness(
+    up: Upstream, tube: str, left: float | None, fresh: bool
+) -> asyncio.Future[bytes] | None:
+    """The one await_ready of (this connection, tube) in flight, sent if none is."""
+    if up.lost is not None:
+        return None
+    key = (tube, fresh)
+    found = up.waits.get(key)
+    if found is not None and not found.done():
+        return found
+    wait_s = MAX_TIMEOUT_S if left is None else left
+    future = up.call(AWAIT_READY, [tube, wait_s, {"fresh": fresh}])
+    up.waits[key] = future
+    return future
+
+
+def _said_ready(future: asyncio.Future[bytes]) -> bool:
+    if future.cancelled() or future.exception() is not None:
+        return False
+    reply = decode_response(future.result())
+    return not reply.error_code and reply.data == [True]

@@ -1,0 +1,240 @@
+"""One connection from a router to one shard's primary, acting as one client.
+
+Owns `Upstream`: connect, log in as the router's service user and call
+`queuebox.act_as(<the client's user>)` before any of the client's frames goes
+out (so nothing ever runs with the service user's rights); then frames
+forwarded as they came, replies handed back as bytes (the client's syncs are
+unique on its connection, so none is rewritten), and the router's own calls
+(a take over every shard, await_ready, statistics) under syncs of the
+router's own (frames.INTERNAL_SYNC and above), answered to a future. When the
+connection is lost, every call still in flight is answered: the client's
+with an error naming the shard (it may be retried), the router's with
+`ShardLost`. Closing it is how a client's taken tasks go back on that shard.
+Must not decide where a call goes (calls.py), nor read a client's frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from itertools import count
+from typing import Any, cast
+
+from queuebox import protocol
+from queuebox.protocol.client import Response, decode_response
+from queuebox.protocol.constants import RESPONSE_CHUNK
+
+from ..runtime.logs import get_logger
+from .frames import INTERNAL_SYNC, framed, head_of, no_primary
+from .shardmap import Shard
+
+log = get_logger("queuebox.router")
+CONNECT_TIMEOUT_S = 2.0
+GREETING_SIZE = 128
+_syncs = count(INTERNAL_SYNC)
+
+
+class ShardLost(Exception):
+    """The shard's primary could not be reached, or went away mid-call."""
+
+    def __init__(self, shard: str, why: str) -> None:
+        super().__init__(f"shard {shard} {why}")
+        self.shard = shard
+        self.why = why
+
+
+class Login:
+    """Who an upstream logs in as, and for whom it acts."""
+
+    __slots__ = ("password", "service_user")
+
+    def __init__(self, service_user: str, password: str) -> None:
+        self.service_user = service_user
+        self.password = password
+
+
+class Traffic:
+    """The router's counts (its /metrics, and the put spread's "two choices")."""
+
+    __slots__ = ("forwarded", "inflight", "open", "own_calls")
+
+    def __init__(self) -> None:
+        self.forwarded: dict[str, int] = {}  # client frames sent on, per shard
+        self.own_calls: dict[str, int] = {}  # the router's own calls, per shard
+        self.inflight: dict[str, int] = {}  # forwarded, not answered yet, per shard
+        self.open = 0  # upstream connections now
+
+
+class Upstream(asyncio.Protocol):
+    def __init__(
+        self,
+        shard: Shard,
+        login: Login,
+        user: str,
+        deliver: Callable[[bytes], None],
+        traffic: Traffic,
+    ) -> None:
+        self.shard = shard
+        self.address = shard.leader or ""
+        self._login = login
+        self.user = user
+        self._deliver = deliver  # the client's transport.write
+        self._traffic = traffic
+        self._transport: asyncio.Transport | None = None
+        self._splitter = protocol.framing.FrameSplitter()
+        self._greeting = b""
+        self._held: list[bytes] = []  # frames waiting for the login to finish
+        self.ready = False
+        self.lost: ShardLost | None = None
+        self.forwarded: set[int] = set()  # the client's syncs in flight here
+        self.pending: dict[int, asyncio.Future[bytes]] = {}
+        self._login_syncs: set[int] = set()
+        # takes.py: the one queuebox.await_ready per (tube, fresh) in flight here
+        self.waits: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
+        asyncio.ensure_future(self._connect())
+
+    # -- what the client's connection calls --
+    def forward(self, frame: bytes, sync: int) -> None:
+        """Send a client's frame (length prefix included); its reply goes back as is."""
+        if self.lost is not None:
+            self._deliver(no_primary(sync, self.shard.name, self.lost.why))
+            return
+        self.forwarded.add(sync)
+        name = self.shard.name
+        traffic = self._traffic
+        traffic.forwarded[name] = traffic.forwarded.get(name, 0) + 1
+        traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
+        if self.ready:
+            assert self._transport is not None
+            self._transport.write(frame)
+        else:
+            self._held.append(frame)
+
+    def call(self, name: str, args: list[Any], call16: bool = False) -> asyncio.Future[bytes]:
+        """The router's own call: its reply's payload (frames.py reads it); the
+        future fails with ShardLost."""
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        if self.lost is not None:
+            future.set_exception(self.lost)
+            return future
+        sync = next(_syncs)
+        self.pending[sync] = future
+        own = self._traffic.own_calls
+        own[self.shard.name] = own.get(self.shard.name, 0) + 1
+        frame = protocol.encode_call(sync, name, args, call16)
+        if self.ready:
+            assert self._transport is not None
+            self._transport.write(frame)
+        else:
+            self._held.append(frame)
+        return future
+
+    def act_as(self, user: str) -> None:
+        """The client logged in again: act as its new user from now on."""
+        self.user = user
+        if self._transport is not None and self.ready:
+            self._send_login_call("queuebox.act_as", [user])
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        self._lose("was left")
+
+    # -- the connection --
+    async def _connect(self) -> None:
+        host, _, port = self.address.rpartition(":")
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: self, host, int(port)), CONNECT_TIMEOUT_S
+            )
+        except (OSError, TimeoutError, ValueError) as e:
+            log.info("shard unreachable", shard=self.shard.name, address=self.address, error=str(e))
+            self._lose("cannot be reached")
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+        self._traffic.open += 1  # connection_lost counts it down
+        if self.lost is not None:  # left while connecting
+            transport.close()
+            return
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if len(self._greeting) < GREETING_SIZE:
+            self._greeting += data
+            if len(self._greeting) < GREETING_SIZE:
+                return
+            data = self._greeting[GREETING_SIZE:]
+            self._greeting = self._greeting[:GREETING_SIZE]
+            self._log_in(protocol.parse_greeting(self._greeting).salt)
+        payloads, fatal = self._splitter.split(data)
+        for payload in payloads:
+            self._reply(payload)
+        if fatal is not None:
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._traffic.open -= 1
+        self._lose("lost its primary")
+
+    def _log_in(self, salt: bytes) -> None:
+        login = self._login
+        scramble = protocol.scramble(salt, login.password)
+        sync = next(_syncs)
+        self._login_syncs.add(sync)
+        assert self._transport is not None
+        self._transport.write(protocol.encode_auth(sync, login.service_user, scramble))
+        self._send_login_call("queuebox.act_as", [self.user])
+
+    def _send_login_call(self, name: str, args: list[Any]) -> None:
+        sync = next(_syncs)
+        self._login_syncs.add(sync)
+        assert self._transport is not None
+        self._transport.write(protocol.encode_call(sync, name, args))
+
+    def _reply(self, payload: bytes) -> None:
+        code, sync = head_of(payload)
+        if sync < INTERNAL_SYNC:
+            if code != RESPONSE_CHUNK and sync in self.forwarded:
+                self.forwarded.discard(sync)
+                self._traffic.inflight[self.shard.name] -= 1
+            self._deliver(framed(payload))
+            return
+        if sync in self._login_syncs:
+            self._logged_in(sync, decode_response(payload))
+            return
+        future = self.pending.pop(sync, None)
+        if future is not None and not future.done() and code != RESPONSE_CHUNK:
+            future.set_result(payload)
+
+    def _logged_in(self, sync: int, reply: Response) -> None:
+        self._login_syncs.discard(sync)
+        if not reply.ok:
+            # Never send the client's frames as the service user.
+            log.error("router login refused by shard", shard=self.shard.name,
+                      error=reply.error_message)  # fmt: skip
+            self.close()
+            return
+        if not self._login_syncs and not self.ready:
+            self.ready = True
+            assert self._transport is not None
+            self._transport.write(b"".join(self._held))
+            self._held.clear()
+
+    def _lose(self, why: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = ShardLost(self.shard.name, why)
+        self.ready = False
+        for sync in self.forwarded:
+            self._deliver(no_primary(sync, self.shard.name, why))
+        self._traffic.inflight[self.shard.name] = max(
+            0, self._traffic.inflight.get(self.shard.name, 0) - len(self.forwarded)
+        )
+        self.forwarded.clear()
+        self._held.clear()  # the client's among them are in `forwarded`, answered above
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(self.lost)
+        self.pending.clear()
