@@ -12,22 +12,32 @@ from __future__ import annotations
 import ssl
 from collections.abc import Generator, Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from queuebox.clients import failover, iproto
+from queuebox.clients.aio.cluster import ClusterConnection
 from queuebox.clients.aio.connection import Connection
 from queuebox.clients.aio.consumer import Consumer
 from queuebox.clients.aio.legacy import LegacyQueue
 from queuebox.clients.aio.tube import Taking, Tube
 
-__all__ = ["Connection", "Consumer", "LegacyQueue", "Taking", "Tube", "connect"]
+__all__ = [
+    "ClusterConnection",
+    "Connection",
+    "Consumer",
+    "LegacyQueue",
+    "Taking",
+    "Tube",
+    "connect",
+]
 
 
 class _Connecting:
     """What `connect()` returns: await it, or use it as an async context manager."""
 
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
+    def __init__(self, connection: Connection | ClusterConnection) -> None:
+        # A ClusterConnection offers Connection's API (docs/client.md "A sharded cluster").
+        self._connection = cast(Connection, connection)
 
     def __await__(self) -> Generator[Any, None, Connection]:
         return self._connection.start().__await__()
@@ -60,6 +70,10 @@ def connect(
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
+    etcd_endpoints: str | None = None,
+    etcd_prefix: str = "/queuebox",
+    etcd_tls: ssl.SSLContext | None = None,
+    map_refresh: float = 1.0,
 ) -> _Connecting:
     """Connect to a queuebox (or Tarantool + queue) server.
 
@@ -81,6 +95,13 @@ def connect(
     `tls`: an `ssl.SSLContext` (`queuebox.clients.tls.tls_context(ca, cert, key)`) for
     a server with `tls_cert`; its client certificate, if any, logs in as the user its
     CN names where the server trusts its CA (then `user` may stay None).
+
+    `etcd_endpoints` (``"http://etcd1:2379,http://etcd2:2379"``; host, port and
+    addresses are then ignored) routes by itself over the sharded cluster under
+    `etcd_prefix`: it reads the cluster map (etcd's HTTP JSON gateway, re-read every
+    `map_refresh` seconds), connects to every shard's primary and sends each call to
+    its shard (`ClusterConnection`, docs/cluster.md). `etcd_tls` is the context for
+    an https etcd.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -93,5 +114,10 @@ def connect(
         wait_for_server=wait_for_server,
         tls=tls,
     )
+    if etcd_endpoints:
+        cluster = ClusterConnection(
+            etcd_endpoints, etcd_prefix, user, password, options, map_refresh, etcd_tls
+        )
+        return _Connecting(cluster)
     several = () if addresses is None else failover.parse_addresses(addresses)
     return _Connecting(Connection(host, port, user, password, options, several))

@@ -1,0 +1,78 @@
+"""The bundled client routing by itself over a sharded cluster (docs/cluster.md
+"The self-routing client"): etcd, two shards of one node each (real servers with
+--shard), the asyncio and blocking clients given the etcd endpoints instead of
+an address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from queuebox.clients import aio
+from queuebox.clients.blocking import connect as blocking_connect
+from queuebox.clients.errors import TaskNotFound
+from tests.e2e.cluster import connect as node_conn
+from tests.e2e.etcdproc import EtcdProc
+from tests.e2e.routing import Sharded
+from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.waiting import wait_for
+
+
+def shard_number(node: ServerProc) -> int:
+    with node_conn(node) as c:
+        return int(c.call("queuebox.shard").data[0]["number"])
+
+
+def test_calls_go_to_their_shard_takes_come_from_every_shard(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    numbers = {shard_number(n[0]) for n in nodes.values()}
+    tube = unique("s")
+
+    async def run() -> None:
+        async with aio.connect(
+            user="tester", password="secret", etcd_endpoints=etcd.endpoints,
+            etcd_prefix=cluster.prefix,
+        ) as conn:  # fmt: skip
+            jobs = await conn.create_tube(tube, "fifottl")
+            tasks = [await jobs.put(f"t{i}") for i in range(6)]
+            assert {t.id % 1024 for t in tasks} == numbers  # spread over both shards
+            keyed = [await jobs.put(i, utube="u1") for i in range(4)]
+            assert len({t.id % 1024 for t in keyed}) == 1  # one utube, one shard
+            assert (await jobs.peek(tasks[1])).data == "t1"
+            stats = await conn.statistics(tube)
+            assert stats["tasks"]["ready"] == 10  # summed over the shards
+            with pytest.raises(TaskNotFound):
+                await jobs.ack(7 * 1024 + 999)  # names no shard
+            taken = [await jobs.take(1) for _ in range(10)]
+            assert sorted(t.id for t in taken if t) == sorted(t.id for t in tasks + keyed)
+            assert await jobs.take(0.1) is None
+            # A waiting take is woken by a put on either shard.
+            waiting = asyncio.ensure_future(jobs.take(10))
+            await asyncio.sleep(0.2)
+            put = await jobs.put("late")
+            assert (await waiting).id == put.id  # type: ignore[union-attr]
+            for t in [*taken, put]:
+                await jobs.ack(t)  # type: ignore[arg-type]
+            assert (await conn.statistics(tube))["tasks"]["done"] >= 11
+
+    asyncio.run(run())
+    # The blocking client: the same, through its own connection.
+    with blocking_connect(
+        user="tester", password="secret", etcd_endpoints=etcd.endpoints, etcd_prefix=cluster.prefix
+    ) as conn:
+        jobs = conn.tube(tube)
+        ids = [jobs.put(i).id for i in range(4)]
+        assert {i % 1024 for i in ids} == numbers
+        got = sorted(t.id for t in (jobs.take(1) for _ in range(4)) if t)
+        assert got == sorted(ids)
+        for i in got:
+            jobs.ack(i)
+        done = threading.Event()
+        wait_for(lambda: conn.statistics(tube)["tasks"]["taken"] == 0 or done.is_set())
