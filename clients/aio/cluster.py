@@ -24,7 +24,14 @@ from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio.connection import Connection
 from queuebox.clients.aio.tube import Tube
 from queuebox.clients.calls import Call, modern
-from queuebox.clients.errors import ConnectionLost, NetworkError, ServerError, TaskNotFound
+from queuebox.clients.errors import (
+    ConnectionLost,
+    NetworkError,
+    QueueboxError,
+    ServerError,
+    TaskNotFound,
+    TubeNotFound,
+)
 from queuebox.clients.sharding import ClusterView, Route, Shard
 
 if TYPE_CHECKING:
@@ -153,16 +160,38 @@ class ClusterConnection:
             return await self._every(call, where)
         if where.kind == "id" and self._pick(where) is None:
             raise TaskNotFound(TASK_NOT_FOUND, f"Task {call.args[0]} not found")
+        if where.kind == "spread":
+            return await self._spread_put(call, where)
         return await self._retrying(call, lambda: self._pick(where))
 
-    def _pick(self, where: Route) -> Shard | None:
+    async def _spread_put(self, call: Call[T], where: Route) -> T:
+        """A put nothing ties to a shard: a shard just added may not have made the
+        tube yet (its primary makes P/tubes' tubes as it starts), so try the others."""
+        lacking: set[int] = set()
+        tried: list[Shard | None] = []
+
+        def pick() -> Shard | None:  # another shard at each retry: any one will do
+            tried.append(self._pick(where, lacking))
+            return tried[-1]
+
+        while True:
+            try:
+                return await self._retrying(call, pick)
+            except TubeNotFound:
+                shard = tried[-1]
+                if shard is None or len(lacking) + 1 >= len(self.view.active()):
+                    raise
+                lacking.add(shard.number)
+
+    def _pick(self, where: Route, skip: set[int] | frozenset[int] = frozenset()) -> Shard | None:
         if where.kind == "id":
             return self.view.shards.get(where.number) if where.number is not None else None
         if where.kind == "key":
             active = self.view.active()
             return sharding.by_hash(where.key, active) if active else None
         if where.kind == "spread":
-            led = [s for s in self.view.active() if s.number in self._conns] or self.view.active()
+            active = [s for s in self.view.active() if s.number not in skip]
+            led = [s for s in active if s.number in self._conns] or active
             return led[next(self._spread) % len(led)] if led else None
         serving = [s for s in self.view.serving() if s.number in self._conns]
         return serving[0] if serving else None
@@ -237,12 +266,19 @@ class ClusterConnection:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             shards = [s for s in self.view.serving() if s.number in self._conns]
+            missing: list[TubeNotFound] = []
             for i in range(len(shards)):
                 shard = shards[(self._turn + i) % len(shards)]
-                got = await self._take_now(call, shard)
+                try:
+                    got = await self._take_now(call, shard)
+                except TubeNotFound as exc:  # a shard just added, its tubes not made yet
+                    missing.append(exc)
+                    continue
                 if got is not None:
                     self._turn = (self._turn + i + 1) % max(len(shards), 1)
                     return got
+            if shards and len(missing) == len(shards):
+                raise missing[0]
             left = AWAIT_SLICE if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None
@@ -253,8 +289,8 @@ class ClusterConnection:
         if entry is None:
             return None
         conn = entry[1]
-        await conn.ensure_session()
         try:
+            await conn.ensure_session()
             return await conn.run(Call(call.function, (0,), call.parse, 0.0, call.undo))
         except NetworkError as exc:
             log.warning("take on shard %s: %s", shard.name, exc)
@@ -266,8 +302,7 @@ class ClusterConnection:
             await self._await_change(time.monotonic() + wait)
             return
         waits: list[asyncio.Future[Any]] = [
-            asyncio.ensure_future(c.call("queuebox.await_ready", tube, wait, timeout=wait))
-            for c in conns
+            asyncio.ensure_future(_ready(c, tube, wait)) for c in conns
         ]
         waits.append(asyncio.ensure_future(self._await_change(time.monotonic() + wait)))
         try:
@@ -312,6 +347,15 @@ class ClusterConnection:
         """Each shard's name -> its primary's connection (for tools and tests)."""
         names = {s.number: s.name for s in self.view.serving()}
         return {names.get(k, str(k)): conn for k, (_, conn) in self._conns.items()}
+
+
+async def _ready(conn: Connection, tube: str, wait: float) -> None:
+    """queuebox.await_ready on one shard; one that cannot answer (broken, or without the
+    tube yet) just waits the slice out, so the others are still waited on."""
+    try:
+        await conn.call("queuebox.await_ready", tube, wait, timeout=wait)
+    except QueueboxError:
+        await asyncio.sleep(wait)
 
 
 async def _quietly(work: Any) -> None:
