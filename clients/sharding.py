@@ -159,6 +159,14 @@ def put_tube(
     _ask(endpoints, "/v3/kv/put", body, timeout, tls)
 
 
+def drop_tube(
+    endpoints: str, prefix: str, name: str, timeout: float = 2.0, tls: ssl.SSLContext | None = None
+) -> None:
+    """Delete P/tubes/NAME: the shards drop it where it is empty (docs/cluster.md)."""
+    body = {"key": _b64(f"{prefix.rstrip('/')}/tubes/{name}")}
+    _ask(endpoints, "/v3/kv/deleterange", body, timeout, tls)
+
+
 # -- routing --------------------------------------------------------------------------
 
 
@@ -174,7 +182,8 @@ def by_hash(key: Any, shards: list[Shard]) -> Shard:
 @dataclass(frozen=True)
 class Route:
     """Where a call goes. kind: "id" (number), "key" (key), "spread", "take",
-    "every" (each shard), "summed" (each shard, answers summed), "kick", "first"."""
+    "every" (each shard), "summed" (each shard, answers summed), "kick",
+    "pages" (queuebox.tasks, shard by shard), "first"."""
 
     kind: str
     number: int | None = None
@@ -198,8 +207,8 @@ def route(function: str, args: tuple[Any, ...]) -> Route:
             return Route("summed")
         if function == "queuebox.tasks" and len(args) > 1 and isinstance(args[1], dict):
             found = owner(args[1].get("id"))
-            return Route("id", found) if found is not None else Route("first")
-        return Route("first")
+            return Route("id", found) if found is not None else Route("pages")
+        return Route("pages") if function == "queuebox.tasks" else Route("first")
     method = parsed[1]
     if method in BY_ID:
         return Route("id", owner(args[0] if args else None))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import random
 import time
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -61,7 +62,7 @@ class ClusterConnection:
         self._refresh, self._etcd_tls = refresh, etcd_tls
         self.view = ClusterView()
         self._conns: dict[int, tuple[str, Connection]] = {}  # number -> (address, conn)
-        self._spread = itertools.count()
+        self._spread = itertools.count(random.randrange(sharding.ID_SHARDS))  # many short clients
         self._turn = 0
         self._watcher: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
@@ -71,9 +72,19 @@ class ClusterConnection:
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> ClusterConnection:
-        await self._reload()
-        if not self.view.shards:
-            raise sharding.MapError(f"no shard in the cluster map under {self.prefix}")
+        """Read the map and connect to the primaries; with `wait_for_server`, keep
+        trying that long while etcd does not answer or the map has no primary yet."""
+        deadline = time.monotonic() + self._opts.wait_for_server
+        for pause in self._opts.backoff():
+            try:
+                await self._reload()
+                if not self._conns:
+                    raise sharding.MapError(f"no shard primary in the map under {self.prefix}")
+                break
+            except sharding.MapError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
         return self
 
@@ -162,6 +173,8 @@ class ClusterConnection:
             raise TaskNotFound(TASK_NOT_FOUND, f"Task {call.args[0]} not found")
         if where.kind == "spread":
             return await self._spread_put(call, where)
+        if where.kind == "pages":
+            return cast(T, await self._page(call))
         return await self._retrying(call, lambda: self._pick(where))
 
     async def _spread_put(self, call: Call[T], where: Route) -> T:
@@ -237,17 +250,50 @@ class ClusterConnection:
             raise sharding.no_primary(None)
         if where.kind == "kick":
             return cast(T, await self._kick(call, conns))
+        raw = Call(call.function, call.args, list, call.wait, None, call.tolerate, call.repeatable)
+        answers = await asyncio.gather(*(conn.run(raw) for conn in conns))
+        # The shards first: P/tubes then makes it on a shard added later (and a shard's
+        # sync, racing this call, finds it made).
         if call.function == "queue.create_tube" and len(call.args) >= 2:
             opts = call.args[2] if len(call.args) > 2 else {}
             await asyncio.to_thread(
                 sharding.put_tube, self.endpoints, self.prefix, call.args[0], call.args[1],
                 dict(opts), self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
-        raw = Call(call.function, call.args, list, call.wait, None, call.tolerate, call.repeatable)
-        answers = await asyncio.gather(*(conn.run(raw) for conn in conns))
+        parsed = sharding.split(call.function)
+        if parsed is not None and parsed[1] == "drop":
+            await asyncio.to_thread(
+                sharding.drop_tube, self.endpoints, self.prefix, parsed[0],
+                self._opts.connect_timeout, self._etcd_tls,
+            )  # fmt: skip
         if where.kind == "summed":
             return call.parse([sharding.summed([a[0] if a else {} for a in answers])])
         return call.parse(answers[0])
+
+    async def _page(self, call: Call[Any]) -> dict[str, Any]:
+        """queuebox.tasks: a page of one shard at a time; `next` names the shard
+        (["shard", k, the shard's own cursor]), as a router's does."""
+        tube, opts = call.args[0], dict(call.args[1]) if len(call.args) > 1 else {}
+        after = opts.pop("after", None)
+        shards = [s for s in self.view.serving() if s.number in self._conns]
+        start = 0
+        if isinstance(after, list) and len(after) == 3 and after[0] == "shard":
+            start = next((i for i, s in enumerate(shards) if s.number == after[1]), len(shards))
+            after = after[2]
+        for i in range(start, len(shards)):
+            asked = {**opts, "after": after} if after is not None else opts
+            page = await self._conns[shards[i].number][1].run(
+                Call(call.function, (tube, asked), call.parse, repeatable=True)
+            )
+            after = None
+            inner = page.get("next")
+            if inner is not None:
+                page["next"] = ["shard", shards[i].number, inner]
+            elif i + 1 < len(shards):
+                page["next"] = ["shard", shards[i + 1].number, None]
+            if page.get("tasks") or page.get("next") is None:
+                return page
+        return {"tasks": []}
 
     async def _kick(self, call: Call[Any], conns: list[Connection]) -> int:
         left = int(call.args[0]) if call.args else 1

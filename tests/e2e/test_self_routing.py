@@ -7,6 +7,10 @@ an address.
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -18,7 +22,8 @@ from queuebox.clients.errors import TaskNotFound
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import Sharded
-from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
+from tests.e2e.test_worker import WorkerProc
 from tests.waiting import wait_for
 
 
@@ -76,3 +81,47 @@ def test_calls_go_to_their_shard_takes_come_from_every_shard(
             jobs.ack(i)
         done = threading.Event()
         wait_for(lambda: conn.statistics(tube)["tasks"]["taken"] == 0 or done.is_set())
+
+
+def cli(
+    cluster: Sharded, etcd: EtcdProc, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "queuebox", *args, "--etcd-endpoints", etcd.endpoints,
+         "--etcd-prefix", cluster.prefix, "--user", "tester", "--password", "secret", "--json"],
+        cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60, input=stdin,
+    )  # fmt: skip
+
+
+def test_the_cli_and_the_worker_runner_work_on_the_whole_cluster(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    numbers = {shard_number(n[0]) for n in nodes.values()}
+    tube = unique("c")
+    assert cli(cluster, etcd, "create-tube", tube, "fifo").returncode == 0
+    put = cli(cluster, etcd, "put", tube, "-", stdin="".join(f"job{i}\n" for i in range(4)))
+    assert put.returncode == 0, put.stderr
+    ids = [json.loads(line)["id"] for line in put.stdout.splitlines()]
+    assert {i % 1024 for i in ids} == numbers
+    stats = json.loads(cli(cluster, etcd, "stats", tube).stdout)
+    assert stats["tasks"]["ready"] == 4  # summed over both shards
+    worker = WorkerProc(
+        tmp_path, 3301, "record", "--tube", tube, "--etcd-endpoints", etcd.endpoints,
+        "--etcd-prefix", cluster.prefix,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(ended(worker)) == 4, what="4 tasks worked", timeout=30)
+        wait_for(
+            lambda: json.loads(cli(cluster, etcd, "stats", tube).stdout)["tasks"]["done"] == 4,
+            what="every task acked",
+        )
+    finally:
+        worker.signal(signal.SIGTERM)
+        worker.wait()
+    assert ended(worker) == sorted(ids)
+
+
+def ended(worker: WorkerProc) -> list[int]:
+    return sorted(int(line.split()[1]) for line in worker.events() if line.startswith("end"))
