@@ -68,6 +68,7 @@ class ClusterConnection:
         self._changed = asyncio.Event()
         self._sessions = False
         self._closed = False
+        self._unreached: dict[int, str | None] = {}
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -142,8 +143,11 @@ class ClusterConnection:
             elif self._sessions:
                 await conn.ensure_session()
         except NetworkError as exc:
-            log.warning("shard %s: primary %s not reached: %s", shard.name, shard.leader, exc)
+            if self._unreached.get(shard.number) != shard.leader:  # said once per address
+                log.warning("shard %s: primary %s not reached: %s", shard.name, shard.leader, exc)
+            self._unreached[shard.number] = shard.leader
             return
+        self._unreached.pop(shard.number, None)
         self._conns[shard.number] = (shard.leader, conn)
         if had is not None:
             await had[1].close()
