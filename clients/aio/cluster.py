@@ -69,6 +69,7 @@ class ClusterConnection:
         self._sessions = False
         self._closed = False
         self._unreached: dict[int, str | None] = {}
+        self._etcd_away = False
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -108,8 +109,11 @@ class ClusterConnection:
             await asyncio.sleep(self._refresh)
             try:
                 await self._reload()
+                self._etcd_away = False
             except NetworkError as exc:  # etcd away: keep serving with the map we have
-                log.warning("cluster map not refreshed: %s", exc)
+                if not self._etcd_away:  # said once per outage
+                    log.warning("cluster map not refreshed, serving with the last: %s", exc)
+                self._etcd_away = True
 
     async def _reload(self) -> None:
         view = await asyncio.to_thread(

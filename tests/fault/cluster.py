@@ -34,6 +34,7 @@ import tarantool
 
 from tests.e2e.cluster import password_file
 from tests.e2e.etcdproc import EtcdProc
+from tests.e2e.routing import ROUTER_PASSWORD
 from tests.e2e.serverproc import CALL, RawClient, ServerProc
 from tests.proxy import FaultProxy, Network
 
@@ -77,7 +78,9 @@ ROLE_EVENTS = {
 
 def users_toml() -> str:
     users = [*REPL_USERS, CLIENT_USER]
-    return "".join(f'[users.{u}]\npassword = "{PASSWORD}"\nrights = "all"\n\n' for u in users)
+    found = "".join(f'[users.{u}]\npassword = "{PASSWORD}"\nrights = "all"\n\n' for u in users)
+    # The routers' service user of a sharded round (tests/fault/routers.py).
+    return found + f'[users.router]\npassword = "{ROUTER_PASSWORD}"\nrights = ["route"]\n'
 
 
 def connect(port: int, timeout: float) -> Any:

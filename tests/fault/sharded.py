@@ -39,10 +39,12 @@ from tests.fault.cluster import CLIENT_USER, ETCD_PREFIX, PASSWORD, Cluster
 from tests.fault.load import CALL_TIMEOUT_S, Load
 from tests.fault.nemesis import Nemesis, make_plan
 from tests.fault.rounds import AFTER_S, HEAL_WITHIN_S, TUBE, WINDOW_S, Result
+from tests.fault.routers import RouterNemesis, Routers, router_plan
 
 SHARDS = ("x", "y")
 ROUTED_NODE = "route"  # the node routed ops name: none of the shards' nodes
-ROUTED_TUBE = "routed"  # the routed clients' own tube: each history meets its own tasks
+ROUTED_TUBE = "routed"
+VIA_ROUTERS_TUBE = "viarouter"  # the router clients' own tube
 PER_SHARD_ONLY = frozenset({"two-primaries", "not-healed", "follower-differs"})
 
 
@@ -111,17 +113,22 @@ def run_sharded_round(workdir: Path, mode: str, seed: int, index: int, scenario:
     shards = {s: Cluster(workdir / s, mode, etcd=etcd, shard=s) for s in SHARDS}
     rngs = {s: random.Random(f"{seed}:{index}:{s}") for s in SHARDS}
     plans = {s: make_plan(scenario, rngs[s], WINDOW_S) for s in SHARDS}
+    routers = Routers(workdir / "routers", etcd)
+    router_faults = router_plan(random.Random(f"{seed}:{index}:routers"), WINDOW_S)
     try:
         etcd.start()
         for cluster in shards.values():
-            cluster.start([TUBE, ROUTED_TUBE])
+            cluster.start([TUBE, ROUTED_TUBE, VIA_ROUTERS_TUBE])
+        routers.start()
         loads = {s: Load(c.client_ports(), TUBE) for s, c in shards.items()}
         routed = RoutedLoad(etcd.endpoints, ROUTED_TUBE)
+        via = Load(routers.client_ports(), VIA_ROUTERS_TUBE, clients=2)
         started = time.monotonic()
-        for load in [*loads.values(), routed]:
+        for load in [*loads.values(), routed, via]:
             load.start()
         nemeses = {s: Nemesis(shards[s], plans[s], rngs[s], started) for s in SHARDS}
-        running = [threading.Thread(target=n.run) for n in nemeses.values()]
+        router_nemesis = RouterNemesis(routers, router_faults, started)
+        running = [threading.Thread(target=n.run) for n in [*nemeses.values(), router_nemesis]]
         for thread in running:
             thread.start()
         for thread in running:
@@ -130,12 +137,14 @@ def run_sharded_round(workdir: Path, mode: str, seed: int, index: int, scenario:
         healing = time.monotonic()
         for s, cluster in shards.items():
             nemeses[s].attempt("heal: every fault undone", cluster.heal_all)
+        routers.heal_all()
         healed = {s: c.wait_healed(HEAL_WITHIN_S) for s, c in shards.items()}
         time.sleep(max(0.0, healing + AFTER_S - time.monotonic()))
-        for load in [*loads.values(), routed]:
+        for load in [*loads.values(), routed, via]:
             load.finish()
         findings: list[Finding] = []
         routed_final: list[tuple[str, str]] = []
+        via_final: list[tuple[str, str]] = []
         timeline: list[tuple[float, str]] = []
         for s, cluster in shards.items():
             again = cluster.wait_healed(HEAL_WITHIN_S) if healed[s].at else healed[s]
@@ -147,30 +156,37 @@ def run_sharded_round(workdir: Path, mode: str, seed: int, index: int, scenario:
             if again.primary is not None:
                 record.final = cluster.tasks(again.primary, TUBE)
                 routed_final += cluster.tasks(again.primary, ROUTED_TUBE)
+                via_final += cluster.tasks(again.primary, VIA_ROUTERS_TUBE)
                 for name in cluster.nodes:
                     if name != again.primary and again.states.get(name) is not None:
                         record.followers[name] = cluster.tasks(name, TUBE)
             events = cluster.role_events()
             record.promotions = [(e.node, e.at) for e in events if e.what == "promoted"]
-            findings += [_on(s, f) for f in check(record)]
+            findings += [_on(f"shard {s}", f) for f in check(record)]
             timeline += [(at, f"[{s}] {text}") for at, text in nemeses[s].timeline]
             timeline += [(e.at, f"[{s}] {e.node} {e.what}") for e in events]
         whole = Round(ops=routed.ops, final=routed_final, healed_in=0.0)
         findings += [f for f in check(whole) if f.kind not in PER_SHARD_ONLY]
+        through = Round(ops=via.ops, final=via_final, healed_in=0.0)
+        findings += [_on("routers", f) for f in check(through) if f.kind not in PER_SHARD_ONLY]
+        timeline += [(at, f"[routers] {text}") for at, text in router_nemesis.timeline]
         ops = Counter(f"{op.kind}.{op.outcome}" for load in loads.values() for op in load.ops)
         ops.update(f"routed.{op.kind}.{op.outcome}" for op in routed.ops)
+        ops.update(f"router.{op.kind}.{op.outcome}" for op in via.ops)
         heals = [h.at - healing for h in healed.values() if h.at is not None]
         return Result(
-            index, seed, f"{mode}, sharded", [f for s in SHARDS for f in plans[s]], ops,
+            index, seed, f"{mode}, sharded",
+            [*(f for s in SHARDS for f in plans[s]), *router_faults], ops,
             findings, [], max(heals) if len(heals) == len(SHARDS) else None,
             [f"{at - started:+8.2f}s {text}" for at, text in sorted(timeline)], workdir,
             ", ".join(f"{s}:{h.primary}" for s, h in healed.items()),
         )  # fmt: skip
     finally:
+        routers.stop()
         for cluster in shards.values():
             cluster.stop()
         etcd.stop()
 
 
-def _on(shard: str, finding: Finding) -> Finding:
-    return Finding(finding.kind, finding.uid, f"shard {shard}: {finding.text}", finding.records)
+def _on(where: str, finding: Finding) -> Finding:
+    return Finding(finding.kind, finding.uid, f"{where}: {finding.text}", finding.records)
