@@ -3,6 +3,7 @@ the self-routing client (docs/cluster.md "Adding, draining and removing a shard"
 a shard added under load gets new tasks within seconds; a shard drained gets no
 new put, its tasks are consumed, `queuebox shard remove` is then allowed; every
 acknowledged put was taken and acked exactly once (counted by task data).
+Once through the self-routing client, once through a router.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from queuebox.clients import aio
 from queuebox.clients.errors import QueueboxError
@@ -30,8 +33,10 @@ class Load:
     """Producers and consumers on one tube through the self-routing client, in a
     thread of their own; `put` and `acked` are the task data each side confirmed."""
 
-    def __init__(self, endpoints: str, prefix: str, tube: str) -> None:
+    def __init__(self, endpoints: str, prefix: str, tube: str, router: int | None) -> None:
         self.endpoints, self.prefix, self.tube = endpoints, prefix, tube
+        self.router = router  # a router's port, or None: the self-routing client
+        self.order: list[int] = []  # ids of acknowledged puts, in the order answered
         self.put: dict[str, int] = {}  # data -> id, for every acknowledged put
         self.acked: list[str] = []
         self.errors: list[str] = []
@@ -41,6 +46,9 @@ class Load:
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
     def sees_draining(self, number: int) -> bool:
+        if self.router is not None:  # the last 40 puts all went elsewhere
+            last = self.order[-40:]
+            return len(last) == 40 and all(i % 1024 != number for i in last)
         shard = self.conn.view.shards.get(number) if self.conn else None
         return shard is not None and not shard.active
 
@@ -48,10 +56,11 @@ class Load:
         return [i for i in list(self.put.values()) if i % 1024 == number]
 
     async def _run(self) -> None:
-        async with aio.connect(
-            user="tester", password="secret", etcd_endpoints=self.endpoints,
-            etcd_prefix=self.prefix, map_refresh=REFRESH_S,
-        ) as conn:  # fmt: skip
+        where: dict[str, Any] = {"etcd_endpoints": self.endpoints, "etcd_prefix": self.prefix,
+                                 "map_refresh": REFRESH_S}  # fmt: skip
+        if self.router is not None:
+            where = {"port": self.router}
+        async with aio.connect(user="tester", password="secret", **where) as conn:
             self.conn = conn
             await conn.create_tube(self.tube, "fifo", if_not_exists=True)
             tube = conn.tube(self.tube)
@@ -67,6 +76,7 @@ class Load:
             data = f"p{n}-{i}"
             try:
                 self.put[data] = (await tube.put(data)).id
+                self.order.append(self.put[data])
             except QueueboxError as exc:
                 self.errors.append(f"put {data}: {exc}")
             await asyncio.sleep(0.005)
@@ -88,13 +98,15 @@ def wait_until(check: Any, timeout: float, what: str) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.parametrize("via", ["client", "router"])
 def test_a_shard_added_gets_tasks_and_one_drained_and_removed_loses_none(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path, via: str
 ) -> None:
     cluster = Sharded(start_server, etcd, tmp_path)
     (a1,) = cluster.groups["a"].start(1)
     tube = unique("load")
-    load = Load(etcd.endpoints, cluster.prefix, tube)
+    router = cluster.router().port if via == "router" else None
+    load = Load(etcd.endpoints, cluster.prefix, tube, router)
     load.thread.start()
     try:
         wait_until(lambda: len(load.acked) > 20, 15, "tasks acked on shard a")
@@ -119,7 +131,18 @@ def test_a_shard_added_gets_tasks_and_one_drained_and_removed_loses_none(
         load.stop_puts.set()
         load.stop_all.set()
         load.thread.join(LOAD_LIMIT_S)
-    assert not load.errors, load.errors[:5]
+        cluster.stop_routers()
+    errors = load.errors
+    if via == "router":
+        # A router puts on a shard added a moment ago before its primary has made
+        # the cluster's tubes, and answers that put's error (the self-routing
+        # client tries the next shard). Not an acknowledged put: nothing is lost.
+        # A put in flight when the router lets a shard go is answered "may be
+        # retried": not acknowledged either. Both are printed, never counted as put.
+        said = ("is not defined", "may be retried")
+        errors = [e for e in errors if not any(text in e for text in said)]
+        print(f"puts the router answered with an error: {len(load.errors)}: {load.errors[:3]}")
+    assert not errors, errors[:5]
     assert len(load.acked) == len(set(load.acked)), "a task acked twice"
     assert sorted(load.acked) == sorted(load.put)
     print(f"puts {len(load.put)}, on b {on_b}, acked {len(load.acked)}")
