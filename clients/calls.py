@@ -57,6 +57,10 @@ def _first(data: list[Any]) -> Any:
     return data[0] if data else None
 
 
+def _list(data: list[Any]) -> list[Any]:
+    return list(_first(data) or [])
+
+
 def _task(data: list[Any]) -> Task:
     return Task.from_tuple(data[0])
 
@@ -156,6 +160,13 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         return Call(modern.method(tube, "bury"), args, _task)
 
     @staticmethod
+    def ack(tube: str, task_id: int, result: Any = None) -> Call[Task]:
+        """ack(id), or ack(id, {result=VALUE}) that hands the server the task's result
+        (a server that keeps no results ignores the second argument, as the module does)."""
+        args = (task_id,) if result is None else (task_id, {"result": result})
+        return Call(modern.method(tube, "ack"), args, _task)
+
+    @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
         """queuebox.tasks: a page of a tube's tasks (queuebox only, QUEUE.md §14)."""
         options = {key: value for key, value in opts.items() if value is not None}
@@ -165,6 +176,28 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     def tube_options(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
         """queuebox.tube_options: a tube's retry options; answers the policy in force."""
         return Call("queuebox.tube_options", (tube, dict(opts)), _map_or_empty)
+
+    @staticmethod
+    def schedule(name: str, tube: str, spec: Mapping[str, Any]) -> Call[dict[str, Any]]:
+        """queuebox.schedule: create or replace a schedule; answers it as listed. Sent
+        twice it is the same schedule: a replace with the same timing keeps it as is."""
+        given = {key: value for key, value in spec.items() if value is not None}
+        return Call("queuebox.schedule", (name, tube, given), _map_or_empty, repeatable=True)
+
+    @staticmethod
+    def schedules(name: str | None = None) -> Call[list[dict[str, Any]]]:
+        """queuebox.schedules: every schedule (the caller may read), or one."""
+        args = () if name is None else (name,)
+        return Call(
+            "queuebox.schedules", args, lambda data: list(_first(data) or []), repeatable=True
+        )
+
+    @staticmethod
+    def schedule_change(change: str, name: str) -> Call[dict[str, Any]]:
+        """queuebox.schedule_pause, _resume or _delete: answers the schedule. A pause
+        or a resume may be sent again; a delete sent again would find none."""
+        again = change != "delete"
+        return Call(f"queuebox.schedule_{change}", (name,), _map_or_empty, repeatable=again)
 
     @staticmethod
     def by_id(tube: str, name: str, task_id: int) -> Call[Task]:

@@ -20,6 +20,7 @@ the event loop; it knows nothing about how a reply arrived.
         └── QueueError                      32 (module errors; `.text` without file:line)
             ├── TaskNotTaken
             ├── TaskNotFound
+            ├── ScheduleNotFound             `Schedule '<name>' not found` (queuebox.schedule_*)
             ├── TubeExists
             ├── TubeBusy
             ├── EventsLost
@@ -44,6 +45,7 @@ __all__ = [
     "QueueFull",
     "QueueboxError",
     "ServerError",
+    "ScheduleNotFound",
     "TaskNotFound",
     "TaskNotTaken",
     "TubeBusy",
@@ -158,6 +160,10 @@ class TaskNotFound(QueueError):
     """The task id does not exist."""
 
 
+class ScheduleNotFound(QueueError):
+    """No schedule has that name (queuebox.schedule_pause/resume/delete)."""
+
+
 class TubeExists(QueueError):
     """create_tube of a name that already exists."""
 
@@ -187,6 +193,7 @@ _QUEUE_TEXTS: tuple[tuple[re.Pattern[str], type[QueueError]], ...] = (
     (re.compile(r"^Task is not taken$"), TaskNotTaken),
     (re.compile(r"^Only consumer that took the task can it "), TaskNotTaken),
     (re.compile(r"^Task (\S+ )?not found$"), TaskNotFound),
+    (re.compile(r"^Schedule '.*' not found$"), ScheduleNotFound),
     (re.compile(r"^Space '.*' already exists$"), TubeExists),
     (re.compile(r"^There are (consumers connected the tube|taken tasks in the tube)$"), TubeBusy),
     (re.compile(r"^The UUID \S+ is unknown\.$"), UnknownSession),

@@ -52,6 +52,7 @@ from .queue_state import RUNNING
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
 from .retries import check_options as check_retry_options
+from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry
@@ -107,9 +108,12 @@ class Queue(EntryPoints):
             "stats": self._statistics,
             "state": self._state,
         }
+        put = f"{namespaces[0]}.tube.{{}}:put"  # the name a schedule's put is made as
+        self.schedules = Schedules(catalog, self.deadlines, self.registry.put_for(put))
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "schedule": self.schedules.fire,
         }
         saved = saved_state(catalog)
         with self._entry():  # leaving it runs what fell due while the server was down
@@ -117,6 +121,7 @@ class Queue(EntryPoints):
             self.registry.rebuild(now, keep_temporary, saved.held() if saved else None)
             if saved is not None:
                 self._resume(saved, now)
+            self.schedules.load(now)
 
     # -- the server's entry points --
     def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
@@ -247,6 +252,11 @@ class Queue(EntryPoints):
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
             return policy_options(tube.retries.policy)
+
+    def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
+        """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
+        with self._entry():
+            return run(self.schedules, self._clock())
 
     def release_task(self, tube_name: Any, raw_id: Any) -> list[Any]:
         """An operator's release (`queuebox.release`): a taken task back to

@@ -6,13 +6,14 @@ create_tube checks in upstream's order (QUEUE.md §2), drop (QUEUE.md §3), and 
 rebuild after a restart: tubes come back with their options, temporary
 tubes come back registered and empty, every taken task becomes ready
 (counted as a release in the fresh statistics) unless a durable session
-holds it (in_replicaset, durable.py), ids continue.
+holds it (in_replicaset, durable.py), ids continue; and the puts the server
+makes itself (`put_for`: a schedule's ticks).
 Must not touch: sessions or waiters beyond the checks drop needs; the wire.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from queuebox.storage.catalog import Catalog
@@ -20,9 +21,9 @@ from queuebox.storage.space import IndexDef, Space
 
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
-from .errors import key_part_type, module_error, no_such_engine
+from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
 from .retries import check_options as check_retry_options
-from .tube import Shared, Tube, callback_name
+from .tube import Call, Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
@@ -167,6 +168,26 @@ class TubeRegistry:
             space.note = "restart"
             tube.driver.rebuild(now, held.get(name, ()))
             tube.sync_deadline()
+
+    def put_for(self, call_name: str) -> Callable[[str, Any, dict[Any, Any], int], str | None]:
+        """A put made by the server itself (a schedule's tick), as a client's put
+        would be, named `call_name.format(tube)`: None when the task went in, else
+        why not (no such tube, a bad option, a full limfifottl)."""
+
+        def put(name: str, data: Any, opts: dict[Any, Any], now: int) -> str | None:
+            tube = self.tubes.get(name)
+            if tube is None:
+                return tube_not_found(name).message
+            call = Call(0, call_name.format(name), [data, opts], now)
+            try:
+                answer = tube.run_method(self.tubes, "put", call)
+            except QueueError as exc:
+                return exc.message
+            return (
+                None if isinstance(answer, list) and answer[0] is not None else "the tube is full"
+            )
+
+        return put
 
     def stats(self, name: Any) -> dict[str, Any]:
         tube = self.get(name)

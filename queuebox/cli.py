@@ -100,6 +100,12 @@ def _tasks(name: str) -> Callable[[], Command]:
     return load
 
 
+def _schedules() -> Command:
+    from queuebox.clients.cli.schedules import schedule
+
+    return schedule
+
+
 COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "serve": (_serve, "run the queue server"),
     "router": (_router, "route a sharded cluster's clients to its shards (docs/cluster.md)"),
@@ -125,6 +131,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "create-tube": (_client("create_tube"), "create a tube"),
     "tube-options": (_tasks("tube_options"), "show or change a tube's retry options"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
+    "schedule": (_schedules, "add, list, pause, resume or delete a periodic task"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),
     "status": (_status, "the cluster as each instance sees it: roles, lag, in-sync set"),
     "shard": (_shard, "shard list|drain|resume|remove NAME: the shards of a sharded cluster"),

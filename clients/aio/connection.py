@@ -95,6 +95,27 @@ class Connection(Link):
         queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
         return await self.run(modern.tube_options(name, opts))
 
+    async def schedule(self, name: str, tube: str, **spec: Any) -> dict[str, Any]:
+        """Create or replace schedule `name`: a task into `tube` at every tick of
+        `cron="EXPR"` (5 fields) or `every=SECONDS`, in time zone `tz="UTC"`, with
+        `data=`, put `opts={}` and `missed="skip"|"catch_up"` (docs/workers.md);
+        returns it as listed."""
+        return await self.run(modern.schedule(name, tube, spec))
+
+    async def schedules(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every schedule (of the tubes this user may read), or the one called `name`."""
+        return await self.run(modern.schedules(name))
+
+    async def schedule_pause(self, name: str) -> dict[str, Any]:
+        return await self.run(modern.schedule_change("pause", name))
+
+    async def schedule_resume(self, name: str) -> dict[str, Any]:
+        """Active again; ticks that fell due while paused are not fired."""
+        return await self.run(modern.schedule_change("resume", name))
+
+    async def schedule_delete(self, name: str) -> dict[str, Any]:
+        return await self.run(modern.schedule_change("delete", name))
+
     async def cfg(self, **opts: Any) -> None:
         """Set queue options: `ttr` (session grace seconds), `in_replicaset`."""
         await self.run(modern.cfg(opts))

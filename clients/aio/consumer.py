@@ -81,6 +81,9 @@ class Consumer:
     def stop(self) -> None:
         """Ask the workers to stop: no new takes; running handlers finish first."""
         self._stopping.set()
+        self._cancel_takes()
+
+    def _cancel_takes(self) -> None:
         for take in list(self._waiting):
             take.cancel()
 
@@ -116,13 +119,18 @@ class Consumer:
                 return None
             raise
         except (NetworkError, CallTimeout) as exc:
-            if self.tube.connection.closed:
-                raise
-            log.warning("take from %s failed, retrying: %s", self.tube.name, exc)
-            await self._pause()
+            await self._after_take_error(exc)
             return None
         finally:
             self._waiting.discard(take)
+
+    async def _after_take_error(self, error: NetworkError | CallTimeout) -> None:
+        """A take lost on the way: raised once the connection is closed for good, else
+        logged, and the next one waits `retry_delay` (the connection reconnects)."""
+        if self.tube.connection.closed:
+            raise error
+        log.warning("take from %s failed, retrying: %s", self.tube.name, error)
+        await self._pause()
 
     async def _pause(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -294,6 +294,23 @@ class Link:
             call, await self._roundtrip(payload, call.wait, orphan, call.repeatable)
         )
 
+    def post(self, call: Call[T]) -> asyncio.Future[T]:
+        """Send `call` now and answer a future of its result, without a coroutine of its
+        own: for many calls whose replies need not be awaited one at a time (a worker's
+        acks, which leave in the same write as its next take). No call timeout: the
+        reply comes, or the connection's loss fails it. While reconnecting, or following
+        the writable instance of several, it is `run()` in a task (waits and retries)."""
+        loop = asyncio.get_running_loop()
+        wire = self._wire
+        if wire is None or wire.lost is not None or self._dial.addresses:
+            return loop.create_task(self.run(call))
+        sync = self._syncs.next()
+        outcome: asyncio.Future[T] = loop.create_future()
+        wire.send(sync, iproto.encode(sync, call)).add_done_callback(
+            partial(_settle_posted, call, outcome)
+        )
+        return outcome
+
     def _undo_late(self, call: Call[Any], response: protocol.Response) -> None:
         """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""
         if not response.ok or call.undo is None:
@@ -309,3 +326,18 @@ class Link:
             await self.run(call)
         except QueueboxError as exc:
             log.warning("could not undo an abandoned %s: %s", call.function, exc)
+
+
+def _settle_posted(
+    call: Call[T], outcome: asyncio.Future[T], reply: asyncio.Future[protocol.Response]
+) -> None:
+    if outcome.cancelled():
+        return
+    error = reply.exception()
+    if error is None:
+        try:
+            outcome.set_result(iproto.result(call, reply.result()))
+            return
+        except Exception as exc:  # the server's error, or an answer that does not parse
+            error = exc
+    outcome.set_exception(error)

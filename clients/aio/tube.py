@@ -126,9 +126,12 @@ class Tube:
         """Give a taken task `delta` more seconds of ttr and ttl (ttl drivers)."""
         return await self.connection.run(modern.touch(self.name, task_id(task), delta))
 
-    async def ack(self, task: Task | int) -> Task:
-        """Finish a task taken by this session; returns it with status DONE."""
-        return self._settled(await self._by_id("ack", task))
+    async def ack(self, task: Task | int, *, result: Any = None) -> Task:
+        """Finish a task taken by this session; returns it with status DONE. A `result`
+        (not None) goes with the ack as ``ack(id, {result = VALUE})``, for a server
+        that keeps results; others ignore it."""
+        call = modern.ack(self.name, task_id(task), result)
+        return self._settled(await self.connection.run(call))
 
     async def release(self, task: Task | int, *, delay: float | None = None) -> Task:
         """Give a taken task back (READY, or DELAYED for `delay` seconds on ttl drivers)."""

@@ -42,8 +42,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "scenario",
         nargs="?",
-        choices=sorted(SCENARIOS),
-        help="what load to generate (none with a bare --compare: the comparison suite)",
+        choices=sorted([*SCENARIOS, WORKER]),
+        help="what load to generate (none with a bare --compare: the comparison suite); "
+        "worker: --tasks no-op tasks through one `queuebox worker` process, async "
+        "functions then threads",
     )
     where = cliargs.add_connection_arguments(p, tls=False)  # its raw connections are plain TCP
     where.add_argument(
@@ -112,6 +114,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--storage-mode",
         choices=("default", "ready_buffer"),
         help="utube storage mode of the tube the run creates (default: the server's)",
+    )
+    load.add_argument(
+        "--async-concurrency",
+        type=_positive_int,
+        default=32,
+        help="worker: the async functions' --concurrency",
+    )
+    load.add_argument(
+        "--thread-concurrency",
+        type=_positive_int,
+        default=8,
+        help="worker: the threads' --concurrency",
     )
     load.add_argument("--tube", help="tube name (default bench_<scenario>)")
     load.add_argument("--tube-type", help="tube type for put/take-ack/mixed (default: fifo)")
@@ -211,6 +225,7 @@ def _add_suite_arguments(p: argparse.ArgumentParser) -> None:
 
 
 SUITE = ("", 0)  # a bare --compare
+WORKER = "worker"  # not a scenario of raw connections: clients/bench/workers.py
 DEFAULT_SUITE = SuiteOptions("", "")
 SUITE_KNOBS: list[tuple[str, Any, str]] = [
     ("put_seconds", float, "seconds of put measured"),
@@ -325,6 +340,8 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
     if args.scenario == "mixed" and args.payload_size < 16:
         print(f"{prog}: mixed needs --payload-size >= 16 (the send time)", file=sys.stderr)
         return 2
+    if args.scenario == WORKER:
+        return _workers(args, prog)
     # Imported here so `--help` stays fast and a missing optional part fails late.
     from . import bench, report
 
@@ -372,6 +389,30 @@ def main(argv: list[str], prog: str = "queuebox bench") -> int:
         print(f"\n{prog}: interrupted; {done}", file=sys.stderr)
         return 130
     return _write_outputs(doc, args, prog)
+
+
+def _workers(args: argparse.Namespace, prog: str) -> int:
+    from .workers import WorkerPart, render_workers, run_workers
+
+    part = WorkerPart(
+        args.tasks,
+        args.async_concurrency,
+        args.thread_concurrency,
+        args.max_time,
+        args.tube or "bench_worker",
+    )
+    target = Target(args.host, args.port, args.user, args.password, args.server_pid)
+    try:
+        doc = run_workers(target, part)
+    except BenchError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    print(render_workers(doc))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as stream:
+            json.dump(doc, stream, indent=1)
+            stream.write("\n")
+    return 0
 
 
 def _suite(args: argparse.Namespace, prog: str) -> int:

@@ -239,6 +239,27 @@ class Connection:
         queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
         return self.run(modern.tube_options(name, opts))
 
+    def schedule(self, name: str, tube: str, **spec: Any) -> dict[str, Any]:
+        """Create or replace schedule `name`: a task into `tube` at every tick of
+        `cron="EXPR"` (5 fields) or `every=SECONDS`, in time zone `tz="UTC"`, with
+        `data=`, put `opts={}` and `missed="skip"|"catch_up"` (docs/workers.md);
+        returns it as listed."""
+        return self.run(modern.schedule(name, tube, spec))
+
+    def schedules(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every schedule (of the tubes this user may read), or the one called `name`."""
+        return self.run(modern.schedules(name))
+
+    def schedule_pause(self, name: str) -> dict[str, Any]:
+        return self.run(modern.schedule_change("pause", name))
+
+    def schedule_resume(self, name: str) -> dict[str, Any]:
+        """Active again; ticks that fell due while paused are not fired."""
+        return self.run(modern.schedule_change("resume", name))
+
+    def schedule_delete(self, name: str) -> dict[str, Any]:
+        return self.run(modern.schedule_change("delete", name))
+
     def cfg(self, **opts: Any) -> None:
         """Set queue options: `ttr` (session grace seconds), `in_replicaset`."""
         self.run(modern.cfg(opts))

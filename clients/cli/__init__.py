@@ -4,6 +4,7 @@ to connect, help and errors, text or JSON output and exit codes).
 
 - `commands.py`: ping, tubes, stats, put, take, peek, create-tube, drop-tube
 - `tasks.py`: tasks, ack, release, bury, kick, delete, truncate, tube-options
+- `schedules.py`: schedule add, list, pause, resume, delete
 - `status.py`: the cluster as its instances see it
 - `args.py`: connection flags and argument types every command line shares
   (also the worker's, the bench's and the pipeline's)

@@ -148,7 +148,18 @@ def run(
             etcd_prefix=etcd_prefix,
         )
 
-    return asyncio.run(main())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(main())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (it is a dependency): a worker spends much of
+    its time in the loop; asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 class Handler:

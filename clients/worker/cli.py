@@ -37,7 +37,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "with the error as its reason after --max-attempts tries (or as the tube's own "
         "max_attempts says: queuebox counts those on the server, crashes included). "
         "SIGTERM or Ctrl-C: no new tasks, the running ones finish (up to --grace s); a "
-        "second one gives the tasks in hand back at once.",
+        "second one gives the tasks in hand back at once. What it returns (not None) goes "
+        "with the ack as the task's result.",
     )
     parser.add_argument("target", metavar="MODULE:FUNCTION", help="e.g. myapp.tasks:resize")
     parser.add_argument("--tube", help="tube to work on (default: the @worker.handler's)")
@@ -74,6 +75,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--grace",
         type=cliargs.seconds,
         help="seconds running tasks may take to finish after a stop (default 30)",
+    )
+    work.add_argument(
+        "--time-limit",
+        type=cliargs.seconds,
+        help="seconds one call may run: past it the call counts a failed try and its task "
+        "is released (an async function is cancelled; a thread cannot be: its result is "
+        "ignored) (default: no limit)",
     )
     work.add_argument(
         "--traceback", action="store_true", help="log each failure with its traceback"
@@ -140,6 +148,9 @@ def worker_options(args: argparse.Namespace, marked: dict[str, Any]) -> dict[str
     )
     flags = {"concurrency": args.concurrency, "take_timeout": args.take_timeout}
     flags["grace"] = args.grace
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise ValueError("--time-limit must be more than 0 seconds")
+    flags["time_limit"] = args.time_limit
     options.update({key: value for key, value in flags.items() if value is not None})
     if args.traceback:
         options["tracebacks"] = True
@@ -213,17 +224,18 @@ def _where(args: argparse.Namespace) -> str:
 
 def _stopped(worker: Worker) -> int:
     log.info(
-        "stopped: %d done, %d failed (%d buried), %d given back",
+        "stopped: %d done, %d failed (%d buried, %d past the time limit), %d given back",
         worker.handled,
         worker.failed,
         worker.buried,
+        worker.timed_out,
         worker.given_back,
     )
-    if worker.abandoned:
-        # Their threads cannot be stopped and the interpreter would wait for them at
-        # exit; their tasks are back in the queue already.
+    if worker.running_alone:
+        # Their threads cannot be stopped; their tasks are back in the queue already.
         log.warning(
-            "%d function(s) still running in threads: exiting without them", worker.abandoned
+            "%d function(s) still running in threads: exiting without them",
+            worker.running_alone,
         )
         logging.shutdown()
         sys.stdout.flush()

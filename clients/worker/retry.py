@@ -23,7 +23,30 @@ from typing import Any
 
 from queuebox.clients.errors import describe_error
 
-__all__ = ["AttemptCounts", "Outcome", "RetryDefaults", "after_failure", "describe_error"]
+__all__ = [
+    "AttemptCounts",
+    "Outcome",
+    "RetryDefaults",
+    "TimeLimitExceeded",
+    "after_failure",
+    "describe_error",
+    "describe_failure",
+]
+
+
+class TimeLimitExceeded(Exception):
+    """A function ran past the worker's time limit: a failed try like an exception."""
+
+    def __init__(self, limit: float) -> None:
+        super().__init__(f"time limit {limit:g} s exceeded")
+        self.limit = limit
+
+
+def describe_failure(error: BaseException) -> str:
+    """What the log line and a burial reason say of a failed try."""
+    if isinstance(error, TimeLimitExceeded):
+        return str(error)
+    return describe_error(error)
 
 
 @dataclass(frozen=True)
@@ -77,6 +100,8 @@ def after_failure(
 
 
 def _reason(attempts: int, error: BaseException) -> str:
+    if isinstance(error, TimeLimitExceeded):
+        return f"{attempts} attempts, the last one: {error}"
     return f"{attempts} attempts, the last one raised {describe_error(error)}"
 
 

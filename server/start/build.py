@@ -23,7 +23,8 @@ the one place that opens and closes the parts over the data directory:
                    metrics, the replication feed, the event streams; a    │
                    failed write rebuilds the role's queue                 ┘
       └─ failover (etcd), builtins, test hooks, operator_calls (queuebox.release, kick_task),
-        route_calls (queuebox.act_as, await_ready: what a router calls)
+        route_calls (queuebox.act_as, await_ready: what a router calls),
+        schedule_calls (queuebox.schedule and co.)
 
 A rejoin, when the applier gives up (its primary refused it, or a record did
 not apply):
@@ -63,7 +64,7 @@ from ..core.app import App
 from ..core.spaces import Spaces
 from ..core.store import Store, build_store, install_fault_hooks
 from ..plugins import PluginHost
-from ..queue import operator_calls, route_calls
+from ..queue import operator_calls, route_calls, schedule_calls
 from ..queue.events import EventService
 from ..queue.queue_calls import QueueCalls
 from ..replication import shard, status
@@ -297,6 +298,7 @@ async def build_server(
     builtins.install(app)
     operator_calls.install(app, lambda: server.role.queue)
     route_calls.install(app, lambda: server.role.queue)
+    schedule_calls.install(app, lambda: server.role.queue, lambda: server.role.engine.catalog)
     return server
 
 

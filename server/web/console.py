@@ -5,7 +5,8 @@ rates, connections and sessions), a tube's tasks by state a page at a time
 (or one task by id), what the user may do on each tube (so the page shows
 only the buttons that user may press), and the actions: put, kick (one, N,
 all), retry (kick) one buried task, bury, release, delete, truncate, create
-a tube. Every read of the queue that depends on rights and every action is a
+a tube; the schedules of the tubes the user may read, with pause, resume and
+delete. Every read of the queue that depends on rights and every action is a
 registry function called as the logged-in user (dispatch.py):
 `queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
 so the console can never do what that user could not do over IPROTO; a
@@ -79,6 +80,7 @@ CREATE_OPTS = (
     *("temporary", "capacity", "ttl", "ttr", "pri", "if_not_exists", "storage_mode"),
     *("max_attempts", "backoff", "backoff_max"),  # the retry policy (QUEUE.md §14)
 )
+SCHEDULE_CHANGES = ("pause", "resume", "delete")  # queuebox.schedule_<change>(name)
 # A body that names every action's function (for what the page may offer).
 ANY_TASK: dict[str, Any] = {"task_id": 0, "count": 1}
 
@@ -95,6 +97,7 @@ class Console:
             web.get("/api/tubes/{tube}/tasks", self.tasks),
             web.post("/api/tubes", self.create_tube),
             web.post("/api/tubes/{tube}/{action}", self.act),
+            web.post("/api/schedules/{name}/{action}", self.schedule_act),
         ]
 
     async def overview(self, request: web.Request) -> web.Response:
@@ -119,6 +122,7 @@ class Console:
             row["rates"] = series.get(row["name"])
             row["can"] = self._tube_can(login.user, row["name"])
         view["tubes"] = rows
+        view["schedules"] = await self._schedules(request, login.user)
         view["server"] = server_view(self.server)
         view["cluster"] = await self._cluster(request)
         view.update(connections_view(self.server))
@@ -146,6 +150,26 @@ class Console:
         return (
             found.right == READ or not app.refuses_changes() or app.registry.works_read_only(name)
         )
+
+    async def _schedules(self, request: web.Request, user: str) -> list[dict[str, Any]]:
+        """queuebox.schedules() as the user, each with the changes it may make."""
+        try:
+            (found,) = await self._as(request, "queuebox.schedules", [])
+        except CallError:
+            return []
+        for shown in found:
+            shown["can"] = {
+                change: self._may(user, f"queuebox.schedule_{change}", shown["tube"])
+                for change in SCHEDULE_CHANGES
+            }
+        return found  # type: ignore[no-any-return]
+
+    async def schedule_act(self, request: web.Request) -> web.Response:
+        change = request.match_info["action"]
+        if change not in SCHEDULE_CHANGES:
+            raise web.HTTPNotFound(text="no such action")
+        name = request.match_info["name"]
+        return await self._call(request, f"queuebox.schedule_{change}", [name])
 
     async def _cluster(self, request: web.Request) -> dict[str, Any]:
         """queuebox.status() as the user, where the server has it; else what this

@@ -25,6 +25,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from queuebox import __version__
+from queuebox.drivers.schedules import describe, rows
 from queuebox.protocol import RequestType
 
 from ..replication.cluster_metrics import cluster_metrics
@@ -38,6 +39,7 @@ REQUEST_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 0
 ATTEMPT_BUCKETS = (1, 2, 3, 5, 10, 20)  # takes an acked task needed
 PER_PLACE = ("plugin", "where")  # plugin failures and slow calls
 BY_TUBE = ("tube",)
+BY_SCHEDULE = ("schedule", "tube")
 WAL_BUCKETS = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0)
 
 
@@ -133,6 +135,7 @@ class QueueboxCollector:
         yield gauge("queuebox_connections", "Open client connections", len(self.app.connections))
         yield from self._limits()
         yield from self._queue()
+        yield from self._schedules()
         yield from self._auth()
         yield _histogram(
             "queuebox_request_duration_seconds",
@@ -271,6 +274,30 @@ class QueueboxCollector:
             "Tasks buried because their attempts ran out, by tube",
             labels=BY_TUBE,
             samples=exhausted,
+        )
+
+    def _schedules(self) -> Iterator[Metric]:
+        """Read from the schedules' space: a replica shows what its primary fired."""
+        states: dict[Key, float] = {"active": 0, "paused": 0}
+        fired: dict[Key, float] = {}
+        missed: dict[Key, float] = {}
+        for row in rows(self.server.role.engine.catalog):
+            shown = describe(row)
+            key = (shown["name"], shown["tube"])
+            states[shown["state"]] += 1
+            fired[key], missed[key] = shown["fired"], shown["missed_ticks"]
+        yield gauge("queuebox_schedules", "Schedules by state", labels=["state"], samples=states)
+        yield counter(
+            "queuebox_schedule_fired",
+            "Tasks put by each schedule since it was made",
+            labels=BY_SCHEDULE,
+            samples=fired,
+        )
+        yield counter(
+            "queuebox_schedule_missed_ticks",
+            "Ticks of each schedule not put: skipped while no primary ran, or the put failed",
+            labels=BY_SCHEDULE,
+            samples=missed,
         )
 
     def _auth(self) -> Iterator[Metric]:

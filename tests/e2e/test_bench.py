@@ -210,6 +210,18 @@ def test_sequential_keeps_one_request_in_flight_and_reports_cpu_per_request(
     assert "us/req" in output and "srv us/op" in output
 
 
+def test_the_worker_part_works_off_every_task_in_one_worker_process(
+    server: ServerProc, tmp_path: Path
+) -> None:
+    code, doc, output = run_bench(server, tmp_path, "worker", "--tasks", "300")
+    assert code == 0, output
+    # The part itself checks the tube: all done once, none left taken or ready.
+    assert [row["mode"] for row in doc["modes"]] == ["async", "threads"]
+    for row in doc["modes"]:
+        assert 0 < row["tasks_timed"] <= 300 and row["tasks_per_s"] > 0
+    assert re.search(r"^async +32 +[\d,]+ ", output, re.MULTILINE), output
+
+
 def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"

@@ -11,6 +11,7 @@ import pytest
 
 from queuebox.clients import Status, Task, aio
 from queuebox.clients.aio import Consumer, Tube
+from queuebox.clients.calls import modern
 from queuebox.clients.errors import (
     QueueError,
     QueueFull,
@@ -118,6 +119,23 @@ async def test_put_take_ack(tube: Tube) -> None:
     assert await tube.take(0) is None
     with pytest.raises(TaskNotFound):
         await tube.peek(put.id)
+
+
+async def test_an_ack_with_a_result_and_a_posted_ack(conn: aio.Connection, tube: Tube) -> None:
+    first, second = await tube.put_many(["a", "b"])
+    taken = await tube.take(1)
+    assert taken is not None and taken.id == first.id
+    # ack(id, {result = ...}): a server that keeps no results ignores the argument.
+    done = await tube.ack(taken, result={"rows": 2})
+    assert (done.id, done.status) == (first.id, Status.DONE)
+    taken = await tube.take(1)
+    assert taken is not None and taken.id == second.id
+    # post: sent at once, the reply read into the call's result (or its error) later.
+    posted = conn.post(modern.ack(tube.name, taken.id, "ok"))
+    wrong = conn.post(modern.ack(tube.name, taken.id))
+    assert (await posted).status is Status.DONE
+    with pytest.raises(TaskNotTaken):
+        await wrong  # the same task again: done already
 
 
 async def test_take_timeout_waits_then_gives_none(tube: Tube) -> None:

@@ -18,7 +18,7 @@ import pytest
 from queuebox.clients import aio, blocking, worker
 from tests.e2e.client_targets import free_port
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_async
 
 FUNCTIONS = "tests.e2e.worker_functions"
 
@@ -229,3 +229,129 @@ async def test_the_library_worker_and_the_decorator(server: ServerProc, tmp_path
             "marked_tube",
             {"concurrency": 3},
         )
+
+
+def test_sigterm_mid_batch_loses_no_task_and_does_none_twice(
+    server: ServerProc, conn: blocking.Connection, workers: Callable[..., WorkerProc]
+) -> None:
+    tube = conn.create_tube(unique("batch"), "fifottl", ttr=600)
+    tube.put_many(range(400))
+    proc = workers(server.port, "quick", "--tube", tube.name, "--concurrency", "8")
+    wait_for(lambda: len(proc.events()) >= 60, "some tasks done")
+    proc.signal(signal.SIGTERM)  # takes and acks in flight, functions running
+    assert proc.wait() == 0
+    ended = [int(e.split()[1]) for e in proc.events()]
+    stats = tube.statistics()["tasks"]
+    # Every function that ran got its task acked; the rest wait, none left taken.
+    assert len(set(ended)) == len(ended) == stats["done"] < 400
+    assert (stats["taken"], stats["ready"]) == (0, 400 - stats["done"])
+    again = workers(server.port, "quick", "--tube", tube.name, "--concurrency", "8")
+    wait_for(lambda: tube.statistics()["tasks"]["done"] == 400, "the rest done")
+    again.signal(signal.SIGTERM)
+    assert again.wait() == 0
+    everything = ended + [int(e.split()[1]) for e in again.events()]
+    assert sorted(everything) == list(range(400))  # each exactly once
+
+
+def test_the_function_runs_while_its_task_is_taken_and_its_result_goes_with_the_ack(
+    server: ServerProc, conn: blocking.Connection
+) -> None:
+    tube = conn.create_tube(unique("after"), "fifo")
+    tube.put_many(range(30))
+    seen: list[str] = []
+
+    def check(data: int) -> dict[str, int]:
+        seen.append(conn.tube(tube.name).peek(worker.current_task().id).status.name)
+        return {"double": data * 2}  # acked as ack(id, {result = ...})
+
+    running = asyncio.run(_work_off(server, tube.name, check, 30, concurrency=4))
+    assert seen == ["TAKEN"] * 30  # acked only after the function returned
+    assert (running.handled, running.failed) == (30, 0)
+    assert tube.statistics()["tasks"]["done"] == 30
+    # The client's ack with a result, against a server that may keep none.
+    task = tube.put("x")
+    taken = tube.take(0)
+    assert taken is not None and taken.id == task.id
+    assert tube.ack(taken, result={"ok": 1}).status.name == "DONE"
+
+
+def test_a_slow_function_keeps_its_task_past_its_ttr(
+    server: ServerProc, conn: blocking.Connection
+) -> None:
+    tube = conn.create_tube(unique("slow"), "fifottl", ttr=1)
+    task = tube.put(2.5)
+    calls: list[int] = []
+
+    async def slow(seconds: float) -> None:
+        calls.append(worker.current_task().id)
+        await asyncio.sleep(seconds)
+
+    running = asyncio.run(_work_off(server, tube.name, slow, 1))
+    assert calls == [task.id]  # never taken a second time: touched, not timed out
+    assert (running.handled, running.failed) == (1, 0)
+    stats = tube.statistics()["tasks"]
+    assert (stats["done"], stats["ready"], stats["taken"]) == (1, 0, 0)
+
+
+def test_the_time_limit_counts_a_try_for_a_thread(
+    server: ServerProc, conn: blocking.Connection, workers: Callable[..., WorkerProc]
+) -> None:
+    tube = conn.create_tube(unique("limit"), "fifo", max_attempts=2, backoff=0.05)
+    task = tube.put(1.0)  # each call sleeps 1 s, the limit is 0.3 s
+    flags = ("--tube", tube.name, "--time-limit", "0.3", "--concurrency", "1")
+    proc = workers(server.port, "sleeps", *flags)
+    buried = wait_for(lambda: tube.tasks("buried")["tasks"], "the task buried")
+    assert buried[0]["reason"] == "2 attempts, the last one: time limit 0.3 s exceeded"
+    assert [e for e in proc.events() if e.startswith("start")] == [f"start {task.id}"] * 2
+    # The threads ran on alone; their results were ignored: the task stays buried.
+    wait_for(lambda: proc.events().count(f"end {task.id}") == 2, "both calls ended")
+    assert tube.peek(task).status.name == "BURIED"
+    proc.signal(signal.SIGTERM)
+    assert proc.wait() == 0
+    lines = [line for line in proc.log().splitlines() if "failed (attempt" in line]
+    assert len(lines) == 2 and all(line.endswith("time limit 0.3 s exceeded") for line in lines)
+    assert "2 failed (1 buried, 2 past the time limit)" in proc.log()
+    assert "still running in threads" not in proc.log()
+
+
+def test_the_time_limit_cancels_an_async_function(
+    server: ServerProc, conn: blocking.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.e2e import worker_functions
+
+    monkeypatch.setenv("WORKER_RECORD", str(tmp_path / "record.txt"))
+    tube = conn.create_tube(unique("alimit"), "fifo")  # no policy: the worker counts
+    task = tube.put(60)
+    handler = worker_functions.over_time
+    options = {**handler.options, "retry": worker.RetryDefaults(2, 0.05, 0.05)}
+    running = asyncio.run(
+        _work_off(server, tube.name, handler.function, 0, until_buried=1, **options)
+    )
+    record = (tmp_path / "record.txt").read_text().split("\n")
+    assert record[:-1] == [f"start {task.id}", f"cancelled {task.id}"] * 2
+    assert (running.timed_out, running.failed, running.buried) == (2, 2, 1)
+    reason = tube.tasks("buried")["tasks"][0]["reason"]
+    assert reason == "2 attempts, the last one: time limit 0.3 s exceeded"
+
+
+async def _work_off(
+    server: ServerProc,
+    tube: str,
+    function: Callable[[Any], Any],
+    handled: int,
+    until_buried: int = 0,
+    **options: Any,
+) -> worker.Worker:
+    """Run a library worker until it handled (or buried) so many tasks, then stop it."""
+    async with aio.connect("127.0.0.1", server.port, "tester", "secret") as conn:
+        running = worker.Worker(conn.tube(tube), function, take_timeout=0.2, **options)
+        runner = asyncio.ensure_future(running.run())
+
+        def enough() -> bool:
+            assert not runner.done(), "the worker ended early"
+            return running.handled >= handled and running.buried >= until_buried
+
+        await wait_for_async(enough, f"{handled} handled, {until_buried} buried")
+        running.stop()
+        await asyncio.wait_for(runner, 10)
+        return running

@@ -45,3 +45,21 @@ async def marked(data: Any) -> None:
     note("start")
     await asyncio.sleep(float(data))
     note("end")
+
+
+def quick(data: Any) -> None:
+    """Plain and short: many tasks go through while a test stops the worker."""
+    time.sleep(0.002)
+    note("end")
+
+
+@worker.handler("limited_tube", time_limit=0.3)
+async def over_time(data: Any) -> None:
+    """Async, past its time limit: cancelled (its "cancelled" line says so)."""
+    note("start")
+    try:
+        await asyncio.sleep(float(data))
+    except asyncio.CancelledError:
+        note("cancelled")
+        raise
+    note("end")

@@ -252,6 +252,7 @@ async function refresh() {
   $("#create").hidden = !data.can.create;
   if (data.refused) refused(data.refused);
   drawTubes(data.tubes);
+  drawSchedules(data.schedules ?? []);
   if (data.server) drawServer(data.server);
   if (data.cluster) drawCluster(data.cluster);
   if (data.connections) drawConnections(data);

@@ -1,5 +1,6 @@
 """The call descriptions both clients run: names, arguments and answer parsing."""
 
+import msgpack
 import pytest
 
 from queuebox.clients import iproto
@@ -153,3 +154,22 @@ def test_call_deadline_adds_the_server_wait() -> None:
 )
 def test_parse_address(text: str, address: tuple) -> None:
     assert iproto.parse_address(text) == address
+
+
+def test_ack_sends_a_result_as_its_second_argument_only_when_there_is_one() -> None:
+    assert modern.ack("t", 3).args == (3,)
+    assert modern.ack("t", 3, None).args == (3,)
+    with_result = modern.ack("t", 3, {"rows": [1, 2]})
+    assert (with_result.function, with_result.args) == (
+        "queue.tube.t:ack",
+        (3, {"result": {"rows": [1, 2]}}),
+    )
+    assert with_result.parse([[3, "-", "x"]]) == Task(3, Status.DONE, "x")
+    # The frame on the wire: CALL (0x0a), its body's function name and arguments.
+    frame = iproto.encode(7, with_result)
+    length = msgpack.unpackb(frame[:5])
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(frame[5:])
+    header, body = list(unpacker)
+    assert (length, header[0x00], header[0x01]) == (len(frame) - 5, 0x0A, 7)
+    assert (body[0x22], body[0x21]) == ("queue.tube.t:ack", [3, {"result": {"rows": [1, 2]}}])

@@ -15,8 +15,13 @@ from queuebox.clients import aio, blocking
 # `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls);
 # `sockets` counts the blocking connection's sockets (one per thread calling at once;
 # asyncio multiplexes one), whose `reconnects` it adds up (an attribute in asyncio);
-# a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far.
-ONLY_AIO = {"Connection": {"closed", "call_pushing"}, "Tube": {"events"}, "LegacyQueue": set()}
+# a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far; `post`
+# (send now, a future of the reply, no coroutine) has no use where every call blocks.
+ONLY_AIO = {
+    "Connection": {"closed", "call_pushing", "post"},
+    "Tube": {"events"},
+    "LegacyQueue": set(),
+}
 ONLY_BLOCKING = {
     "Connection": {"run_many", "sockets", "reconnects"},
     "Tube": set(),

@@ -8,8 +8,10 @@ from queuebox.clients.worker.retry import (
     AttemptCounts,
     Outcome,
     RetryDefaults,
+    TimeLimitExceeded,
     after_failure,
     describe_error,
+    describe_failure,
 )
 
 BOOM = ValueError("boom")
@@ -83,3 +85,15 @@ def test_bad_defaults_are_refused() -> None:
         RetryDefaults(max_attempts=0)
     with pytest.raises(ValueError):
         RetryDefaults(backoff=5, backoff_max=1)
+
+
+def test_a_call_past_its_time_limit_is_a_failed_try_with_its_own_words() -> None:
+    late = TimeLimitExceeded(0.5)
+    assert describe_failure(late) == "time limit 0.5 s exceeded"
+    assert describe_failure(BOOM) == "ValueError: boom"
+    policy = {"retries": {"max_attempts": 2}, "tasks": [{"attempts": 1}]}
+    assert after_failure(policy, 1, RetryDefaults(), late) == Outcome(False, None, None, 1, 2)
+    spent = {"retries": {"max_attempts": 2}, "tasks": [{"attempts": 2}]}
+    outcome = after_failure(spent, 2, RetryDefaults(), late)
+    assert outcome.bury
+    assert outcome.reason == "2 attempts, the last one: time limit 0.5 s exceeded"
