@@ -187,6 +187,13 @@ class Queue(EntryPoints):
         """EVAL `local name, type, cfg = ... ; queue.create_tube(name, type, cfg)`."""
         return self.call(0, f"{self._namespaces[0]}.create_tube", [name, type_, opts])  # type: ignore[return-value]
 
+    def identify_as(self, conn_id: int, value: Any) -> list[Any]:
+        """queuebox.identify_as(uuid): identify, the session made if unknown (a router's)."""
+        session = self.sessions.adopt(conn_id, value, self._clock())
+        if self.journal is not None:
+            self.journal.identified(session, self.owners.held_by(session))
+        return [session.decode("utf-8", "surrogateescape")]
+
     def tube_exists(self, name: Any) -> bool:
         """EVAL `local name = ... ; return queue.tube[name] ~= nil`."""
         return self.registry.get(name) is not None

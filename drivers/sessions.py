@@ -168,6 +168,15 @@ class Sessions:
         self.identified.add(session)
         return session
 
+    def adopt(self, conn_id: int, value: object, now: int) -> SessionId:
+        """identify(uuid) that makes the session when it is unknown: a router
+        gives one client's session the same UUID on every shard it uses."""
+        session = uuid_arg(value)
+        if not self.known(session):
+            self.leave(conn_id, now)
+            self._join(conn_id, session)
+        return self.identify(conn_id, session, now)
+
     def _claim(self, conn_id: int, value: object, now: int) -> SessionId:
         if value is None:
             return self.session_of(conn_id)

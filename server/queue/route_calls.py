@@ -3,8 +3,11 @@ and waiting until a tube has work.
 
 Owns `queuebox.act_as(user)`: the calling connection acts as `user` from then
 on (that user's rights; what it takes is its own, so a close gives it back),
-allowed to a user holding the server-wide `route` right only; and
-`queuebox.await_ready(tube, timeout[, {fresh=true}])`: [true] once TUBE has a
+allowed to a user holding the server-wide `route` right only;
+`queuebox.identify_as(uuid)`: queue.identify(uuid), the session made when no
+connection had it (so a router gives a client's session one UUID on every
+shard); and `queuebox.await_ready(tube, timeout[, {fresh=true}])`: [true]
+once TUBE has a
 ready task (at once if it has one, unless `fresh`: then only a task made
 ready from now on counts), [false] at the timeout; it takes nothing and waits
 in the queue's own waiting machinery (waiting.py), no polling. Must not touch
@@ -29,6 +32,7 @@ from .queue_calls import QueueCalls
 
 ACT_AS = "queuebox.act_as"
 AWAIT_READY = "queuebox.await_ready"
+IDENTIFY_AS = "queuebox.identify_as"
 
 
 def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
@@ -59,7 +63,15 @@ def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
         return _answer(running.waits.until_ready(running.modern, ctx, tube, wait_s))
 
     # Only a user holding `route` itself: acting as another, it no longer does.
+    def identify_as(ctx: CallContext, args: list[Any]) -> list[Any]:
+        running = queue()
+        if running is None:
+            raise read_only_error()
+        return running.modern.identify_as(ctx.conn_id, args[0] if args else None)
+
     app.registry.register(ACT_AS, act_as, ROUTE)
+    # queue.identify's right: the session a client names, made if no one has it.
+    app.registry.register(IDENTIFY_AS, identify_as, READ)
     # READ to be named; the tube's write right is checked per call (a take's right).
     app.registry.register(AWAIT_READY, await_ready, READ)
 

@@ -15,6 +15,7 @@ the shard answers what a single node would.
 from __future__ import annotations
 
 import asyncio
+import uuid
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,9 @@ EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_cha
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+UUID_BYTES = 16
+PARSED_CACHE_SIZE = 10_000  # names come from clients: bounded
+_parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
 
 
 def by_hash(key: Any, shards: list[Shard]) -> Shard:
@@ -53,7 +57,12 @@ def route_call(client: Client, req: Request) -> None:
         return to_first(client, req)  # the shard answers what a single node answers
     if req.type == RequestType.EVAL and name == EVAL_CREATE:
         return every_shard(client, req, "queue.create_tube", args)
-    parsed = parse_name(name, NAMESPACES, FUNCTIONS)
+    parsed = _parsed.get(name, False)
+    if parsed is False:
+        parsed = parse_name(name, NAMESPACES, FUNCTIONS)
+        if len(_parsed) >= PARSED_CACHE_SIZE:
+            _parsed.clear()
+        _parsed[name] = parsed
     if parsed is not None and parsed[1] is not None:
         tube, method = parsed[1], parsed[2]
         if method in BY_ID:
@@ -68,6 +77,8 @@ def route_call(client: Client, req: Request) -> None:
             return every_shard(client, req, name, args)
     elif parsed is not None and parsed[0] in ("statistics", "stats"):
         return client.spawn(summed(client, req, name, args))
+    elif parsed is not None and parsed[0] == "identify":
+        return identify(client, req, args[0] if args else None)
     if name in EVERY_SHARD_CALLS:
         return every_shard(client, req, name, args)
     if name in ONE_TASK_CALLS:
@@ -160,6 +171,56 @@ async def _cluster_wide(cluster: ClusterMap | None, name: str, args: list[Any]) 
             await cluster.put_cfg(args[0])
     except Exception as e:  # the shards have it: a shard down now misses it, said
         log.warning("could not write the cluster-wide change to etcd", call=name, error=str(e))
+
+
+def identify(client: Client, req: Request, value: Any) -> None:
+    """queue.identify: one session UUID for this client on every shard, made by
+    the router (with no argument) or the client's, given to each shard with
+    queuebox.identify_as; a shard opened later gets it at its login."""
+    if value is None:
+        session = client.session or uuid.uuid4().bytes
+    elif isinstance(value, str | bytes):
+        raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+        session = raw if len(raw) == UUID_BYTES else b""
+    else:
+        session = b""
+    if not session:
+        return to_first(client, req)  # a shard says what is wrong with it
+    shards = client.map.serving()
+    if any(s.leader is None for s in shards):
+        client.send(no_primary(req.sync, ", ".join(s.name for s in shards if s.leader is None)))
+        return
+    # A session of the router's making is made on every shard; one the client
+    # names must be known to some shard (a node refuses an unknown UUID).
+    made = value is None or session == client.session
+    name = "queuebox.identify_as" if made else "queue.identify"
+    sent = [(s, client.upstream(s).call(name, [session])) for s in shards]
+    client.spawn(_identified(client, req, session, sent))
+
+
+async def _identified(
+    client: Client,
+    req: Request,
+    session: bytes,
+    sent: list[tuple[Shard, asyncio.Future[bytes]]],
+) -> None:
+    refused: list[tuple[Shard, Any]] = []
+    for shard, future in sent:
+        try:
+            reply = decode_response(await future)
+        except ShardLost as e:
+            client.send(no_primary(req.sync, e.shard, e.why))
+            return
+        if reply.error_code:
+            refused.append((shard, reply))
+    if refused and len(refused) == len(sent):  # no shard knows it
+        reply = refused[0][1]
+        client.send(failed(req.sync, reply.error_code, reply.error_message))
+        return
+    for shard, _ in refused:  # known elsewhere: the same session here too
+        await client.upstream(shard).call("queuebox.identify_as", [session])
+    client.session = session
+    client.send(_data(req, [session.decode("utf-8", "surrogateescape")]))
 
 
 async def summed(client: Client, req: Request, name: str, args: list[Any]) -> None:

@@ -13,39 +13,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request, RequestType
 
-from ..access.users import GUEST
+from ..access.users import GUEST, Users
 from ..runtime.errors import CallError
 from ..runtime.logs import get_logger
 from .calls import route_call
 from .frames import SCHEMA, failed
-from .shardmap import Shard
-from .spread import forward, to_first
-from .upstream import Upstream
+from .shardmap import RouterMap, Shard
+from .spread import Spread, forward, to_first
+from .upstream import Login, Traffic, Upstream
 
-if TYPE_CHECKING:
-    from .router import Router
+
+class Shared(Protocol):
+    """What every client connection of one router shares (router.py's Router)."""
+
+    map: RouterMap
+    traffic: Traffic
+    spread: Spread
+    users: Users
+    login: Login
+    instance_uuid: uuid.UUID
+    max_frame: int
+    clients: set[RouterClient]
+    turn: int
+
 
 log = get_logger("queuebox.router")
 
 
 class RouterClient(asyncio.Protocol):
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Shared) -> None:
         self.router = router
         self.map = router.map
         self.traffic = router.traffic
         self.spread = router.spread
         self.user = GUEST
+        self.session: bytes | None = None  # queue.identify's UUID, the same on every shard
         self.salt = protocol.new_salt()
         self._decoder = protocol.RequestDecoder(router.max_frame)
         self._ups: dict[int, Upstream] = {}
         self._work: set[asyncio.Future[None]] = set()
         self._transport: asyncio.Transport | None = None
+        self._out: list[bytes] = []
         self.closed = False
 
     # -- what calls.py and takes.py use (spread.Client) --
@@ -54,13 +69,25 @@ class RouterClient(asyncio.Protocol):
         if up is None or up.lost is not None or up.address != shard.leader:
             if up is not None:
                 up.close()  # its primary moved: what it held there goes back
-            up = Upstream(shard, self.router.login, self.user, self.send, self.traffic)
+            login, traffic = self.router.login, self.traffic
+            up = Upstream(shard, login, self.user, self.send, traffic, self.session)
             self._ups[shard.number] = up
         return up
 
     def send(self, data: bytes) -> None:
-        if not self.closed and self._transport is not None:
-            self._transport.write(data)
+        """Replies go out together at the end of this loop turn: one write, not one each."""
+        if self.closed:
+            return
+        out = self._out
+        out.append(data)
+        if len(out) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        out = self._out
+        if out and not self.closed and self._transport is not None:
+            self._transport.write(b"".join(out))
+        out.clear()
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

@@ -14,8 +14,14 @@ from typing import Any, Final
 import msgpack
 
 from queuebox.protocol import ErrorCode, encode_error
-from queuebox.protocol.constants import KEY_REQUEST_TYPE, KEY_SYNC
-from queuebox.protocol.rawmsgpack import container_at, int_at, is_int_head, value_end
+from queuebox.protocol.constants import KEY_DATA, KEY_REQUEST_TYPE, KEY_SYNC
+from queuebox.protocol.rawmsgpack import (
+    container_at,
+    int_at,
+    is_array_head,
+    is_int_head,
+    value_end,
+)
 
 SCHEMA: Final = 0  # the router's own replies: no schema of its own
 # Syncs the router's own calls to a shard use: far above any client's.
@@ -45,6 +51,20 @@ def head_of(payload: bytes) -> tuple[int, int]:
         return code, sync
     except (IndexError, ValueError):
         return -1, -1
+
+
+def data_count(payload: bytes) -> int:
+    """How many items a success reply's DATA holds (a take: 1 or 0), read from
+    its bytes; -1 for an error reply or another shape."""
+    try:
+        end = value_end(payload, 0, len(payload))
+        if payload[end] != 0x81 or payload[end + 1] != KEY_DATA:
+            return -1
+        if not is_array_head(payload[end + 2]):
+            return -1
+        return int(container_at(payload, end + 2)[0])  # a shard packs one task as array32
+    except (IndexError, ValueError):
+        return -1
 
 
 def resynced(payload: bytes, sync: int) -> bytes:

@@ -42,6 +42,8 @@ class RouterMap:
         self.endpoints = endpoints
         self.prefix = base(prefix)
         self.by_number: dict[int, Shard] = {}
+        self._serving: list[Shard] = []  # read on every call: kept, not sorted each time
+        self._active: list[Shard] = []
         self.etcd_ok = False
         self.loads = 0  # maps read (a test waits for one after a change)
         self.cluster: ClusterMap | None = None
@@ -55,11 +57,11 @@ class RouterMap:
 
     def serving(self) -> list[Shard]:
         """Every shard in number order (draining ones too: their tasks are taken)."""
-        return [self.by_number[k] for k in sorted(self.by_number)]
+        return self._serving
 
     def active(self) -> list[Shard]:
         """The shards new tasks go to."""
-        return [s for s in self.serving() if s.active]
+        return self._active
 
     # -- life --
     async def start(self) -> None:
@@ -93,6 +95,8 @@ class RouterMap:
         if found != self.by_number:
             log.info("shard map", shards={s.name: s.leader for s in found.values()})
         self.by_number = found
+        self._serving = [found[k] for k in sorted(found)]
+        self._active = [s for s in self._serving if s.active]
         self.loads += 1
         if not self.etcd_ok:
             log.info("etcd answers: the shard map is current")

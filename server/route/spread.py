@@ -31,6 +31,7 @@ class Client(Protocol):
     map: RouterMap
     traffic: Traffic
     spread: Spread
+    session: bytes | None
 
     def upstream(self, shard: Shard) -> Upstream: ...
     def send(self, data: bytes) -> None: ...

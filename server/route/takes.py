@@ -25,7 +25,7 @@ from queuebox.drivers.args import MAX_TIMEOUT_S
 from queuebox.protocol import ErrorCode, Request, RequestType, encode_data
 from queuebox.protocol.client import decode_response
 
-from .frames import SCHEMA, no_primary, resynced
+from .frames import SCHEMA, data_count, no_primary, resynced
 from .shardmap import Shard
 from .spread import Client, to_first
 from .upstream import ShardLost, Upstream
@@ -39,7 +39,25 @@ def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> No
         return to_first(client, req)  # not a number: the shard says what a node says
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + max(0.0, float(timeout))
-    client.spawn(_take(client, req, tube, name, deadline))
+    shards = [s for s in client.map.serving() if s.leader]
+    if not shards:
+        client.send(no_primary(req.sync, "(every shard)"))
+        return
+    # The common case without a task of its own: take(0) on the shard whose
+    # turn it is; only when that gives nothing does the whole round run.
+    turn = client.next_turn()
+    first = shards[turn % len(shards)]
+    asked = client.upstream(first).call(name, [0], req.type == RequestType.CALL_16)
+
+    def answered(future: asyncio.Future[bytes]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            payload = future.result()
+            if data_count(payload) != 0:  # a task, or an error: as the shard said
+                client.send(resynced(payload, req.sync))
+                return
+        client.spawn(_take(client, req, tube, name, deadline))
+
+    asked.add_done_callback(answered)
 
 
 async def _take(client: Client, req: Request, tube: str, name: str, deadline: float | None) -> None:

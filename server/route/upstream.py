@@ -73,17 +73,19 @@ class Upstream(asyncio.Protocol):
         user: str,
         deliver: Callable[[bytes], None],
         traffic: Traffic,
+        session: bytes | None = None,
     ) -> None:
         self.shard = shard
         self.address = shard.leader or ""
         self._login = login
         self.user = user
+        self.session = session  # the client's queue session UUID, once it identified
         self._deliver = deliver  # the client's transport.write
         self._traffic = traffic
         self._transport: asyncio.Transport | None = None
         self._splitter = protocol.framing.FrameSplitter()
         self._greeting = b""
-        self._held: list[bytes] = []  # frames waiting for the login to finish
+        self._held: list[bytes] = []  # frames waiting for the login, or the end of the turn
         self.ready = False
         self.lost: ShardLost | None = None
         self.forwarded: set[int] = set()  # the client's syncs in flight here
@@ -104,11 +106,7 @@ class Upstream(asyncio.Protocol):
         traffic = self._traffic
         traffic.forwarded[name] = traffic.forwarded.get(name, 0) + 1
         traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
-        if self.ready:
-            assert self._transport is not None
-            self._transport.write(frame)
-        else:
-            self._held.append(frame)
+        self._write(frame)
 
     def call(self, name: str, args: list[Any], call16: bool = False) -> asyncio.Future[bytes]:
         """The router's own call: its reply's payload (frames.py reads it); the
@@ -121,13 +119,21 @@ class Upstream(asyncio.Protocol):
         self.pending[sync] = future
         own = self._traffic.own_calls
         own[self.shard.name] = own.get(self.shard.name, 0) + 1
-        frame = protocol.encode_call(sync, name, args, call16)
-        if self.ready:
-            assert self._transport is not None
-            self._transport.write(frame)
-        else:
-            self._held.append(frame)
+        self._write(protocol.encode_call(sync, name, args, call16))
         return future
+
+    def _write(self, frame: bytes) -> None:
+        """Frames go out together at the end of this loop turn (one write for
+        all a client's read brought); held until the login is done."""
+        held = self._held
+        held.append(frame)
+        if self.ready and len(held) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        if self.ready and self._held and self._transport is not None:
+            self._transport.write(b"".join(self._held))
+            self._held.clear()
 
     def act_as(self, user: str) -> None:
         """The client logged in again: act as its new user from now on."""
@@ -186,6 +192,8 @@ class Upstream(asyncio.Protocol):
         assert self._transport is not None
         self._transport.write(protocol.encode_auth(sync, login.service_user, scramble))
         self._send_login_call("queuebox.act_as", [self.user])
+        if self.session is not None:
+            self._send_login_call("queuebox.identify_as", [self.session])
 
     def _send_login_call(self, name: str, args: list[Any]) -> None:
         sync = next(_syncs)
@@ -218,9 +226,7 @@ class Upstream(asyncio.Protocol):
             return
         if not self._login_syncs and not self.ready:
             self.ready = True
-            assert self._transport is not None
-            self._transport.write(b"".join(self._held))
-            self._held.clear()
+            self._flush()
 
     def _lose(self, why: str) -> None:
         if self.lost is not None:

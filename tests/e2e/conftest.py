@@ -36,6 +36,15 @@ NOT_BEHIND_A_ROUTER = {
         "test_explicit_nil_opts_mean_no_options",  # ids
         "test_call16_shapes",  # ids
         "test_fifo_put_ignores_delay_and_release_honours_it",  # ids
+        "test_task_errors",  # ids (peek(0.0) of the first task)
+        "test_on_task_change_over_the_wire_is_never_a_silent_no_op",  # ids
+    ),
+    "test_queue_e2e_sessions.py": (
+        "test_two_consumers_and_a_disconnect_that_releases_both_of_its_tasks",  # ids
+        "test_identify_answers_the_same_16_bytes_and_a_second_connection_acks",  # ids
+        "test_identify_accepts_the_uuid_as_bin_too",  # ids
+        "test_a_take_pending_on_a_closed_connection_does_not_take_the_released_task",  # ids
+        "test_cfg_ttr_keeps_a_disconnected_sessions_tasks_until_it_expires",  # ids
     ),
     "test_queue_e2e_asynctnt.py": (
         "test_the_whole_task_api",  # ids

@@ -87,13 +87,17 @@ class RouterProc:
 class Sharded:
     """Shards a and b (one node each, or more), under one prefix, and routers."""
 
-    def __init__(self, start_server: StartServer, etcd: EtcdProc, workdir: Path) -> None:
+    def __init__(
+        self, start_server: StartServer, etcd: EtcdProc, workdir: Path, *extra: str
+    ) -> None:
         def start(*args: str, **kwargs: Any) -> ServerProc:
             return start_server(*args, toml=CLUSTER_TOML, **kwargs)
 
         self.etcd = etcd
         self.workdir = workdir
-        self.groups = {name: EtcdCluster(start, etcd, "--shard", name) for name in ("a", "b")}
+        self.groups = {
+            name: EtcdCluster(start, etcd, "--shard", name, *extra) for name in ("a", "b")
+        }
         self.prefix = self.groups["a"].prefix
         for group in self.groups.values():
             group.prefix = self.prefix

@@ -23,6 +23,8 @@ from tarantool.error import DatabaseError
 from tests.e2e.serverproc import CALL, PING, RawClient, Reply, ServerProc, unique
 from tests.waiting import wait_for
 
+ALSO_BEHIND_A_ROUTER = True  # but for conftest.NOT_BEHIND_A_ROUTER
+
 UNKNOWN = b"0123456789abcdef"
 
 

@@ -8,17 +8,21 @@ kills something starts its own.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
+import asynctnt
 import pytest
 import tarantool
 
 from tests.e2e.cluster import connect as node_conn
+from tests.e2e.cluster import wait_state
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import RouterProc, Sharded
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
-from tests.waiting import wait_for
+from tests.waiting import metric, wait_for, wait_for_waiting_takes_async
 
 
 def via(router: RouterProc) -> Any:
@@ -83,4 +87,126 @@ def test_calls_on_tasks_go_to_their_shard_and_puts_spread(
                 what="the closed client's task back",
             )
     finally:
+        cluster.stop_routers()
+
+
+async def atnt(port: int) -> asynctnt.Connection:
+    conn = asynctnt.Connection(host="127.0.0.1", port=port, username="tester", password="secret")
+    await conn.connect()
+    return conn
+
+
+async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_gives_back(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    r1, r2 = cluster.router(), cluster.router()  # two routers side by side
+    a, b = nodes["a"][0], nodes["b"][0]
+    tube = unique("w")
+    consumer, other, on_a, on_b = [await atnt(p) for p in (r1.port, r2.port, a.port, b.port)]
+    try:
+        await other.call("queue.create_tube", [tube, "fifottl", {}])  # through router 2
+        for shard, node in ((on_b, b), (on_a, a)):  # a put on one shard wakes a take via r1
+            waiting = asyncio.ensure_future(consumer.call(f"queue.tube.{tube}:take", [20]))
+            await wait_for_waiting_takes_async(node.port, tube)
+            task = (await shard.call(f"queue.tube.{tube}:put", ["job"])).body[0]
+            assert (await waiting).body[0][0] == task[0]
+        # Both taken tasks are the consumer's; a take that times out answers nothing.
+        started = time.monotonic()
+        assert (await consumer.call(f"queue.tube.{tube}:take", [0.2])).body == []
+        assert time.monotonic() - started >= 0.2
+        stats = (await other.call("queue.statistics", [tube])).body[0]["tasks"]
+        assert stats["taken"] == 2
+        await consumer.disconnect()  # its tasks go back on both shards
+        for shard in (on_a, on_b):
+            await wait_for_async_stat(shard, tube, "ready", 1)
+        # Router 2 takes them both: fair over the shards, each once.
+        got = [(await other.call(f"queue.tube.{tube}:take", [1])).body[0][0] for _ in range(2)]
+        assert sorted(i % 1024 for i in got) == sorted([shard_number(a), shard_number(b)])
+        assert (await other.call(f"queue.tube.{tube}:take", [0])).body == []
+        assert metric(r2.metrics_port, "queuebox_router_etcd_ok") == 1
+        assert metric(r2.metrics_port, "queuebox_router_upstreams") == 2
+    finally:
+        for conn in (consumer, other, on_a, on_b):
+            await conn.disconnect()
+        cluster.stop_routers()
+
+
+async def wait_for_async_stat(conn: asynctnt.Connection, tube: str, key: str, want: int) -> None:
+    async def value() -> int:
+        return int((await conn.call("queue.statistics", [tube])).body[0]["tasks"][key])
+
+    for _ in range(2000):
+        if await value() == want:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{key} of {tube} never {want}: {await value()}")
+
+
+def test_a_shard_without_its_primary_is_a_retryable_error_until_its_failover(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start(nodes=2)  # each shard: a primary and a replica
+    router = cluster.router()
+    conn = via(router)
+    try:
+        tube = unique("f")
+        conn.call("queue.create_tube", tube, "fifo", {})
+        ids = [conn.call(f"queue.tube.{tube}:put", i).data[0][0] for i in range(4)]
+        a_number = shard_number(nodes["a"][0])
+        on_a = next(i for i in ids if i % 1024 == a_number)
+        nodes["a"][0].stop(timeout=0.1)  # SIGTERM, then SIGKILL: the primary is gone
+        started = time.monotonic()
+        code, message = error_of(lambda: conn.call(f"queue.tube.{tube}:peek", on_a))
+        assert "shard a" in message and "retried" in message, (code, message)
+        assert time.monotonic() - started < 5
+        # Shard b goes on meanwhile; after the failover a's calls work, no restart.
+        assert conn.call(f"queue.tube.{tube}:put", "b-ok").data[0][2] == "b-ok"
+        wait_state(nodes["a"][1], "RUNNING")
+
+        def peeked() -> bool:
+            try:
+                return conn.call(f"queue.tube.{tube}:peek", on_a).data[0][0] == on_a
+            except tarantool.DatabaseError as e:
+                assert "retried" in e.args[1] or "not found" in e.args[1], e.args
+                return False
+
+        wait_for(peeked, what="shard a served by its new primary through the router")
+    finally:
+        conn.close()
+        cluster.stop_routers()
+
+
+def test_the_bundled_client_carries_on_through_another_router_with_its_session(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    from queuebox.clients.blocking import connect
+
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    r1, r2 = cluster.router(), cluster.router()
+    tube = unique("s")
+    client = connect(
+        user="tester", password="secret", addresses=f"127.0.0.1:{r1.port},127.0.0.1:{r2.port}"
+    )
+    try:
+        client.call("queue.cfg", {"ttr": 60})  # a session outlives its connection for 60 s
+        client.call("queue.create_tube", tube, "fifottl", {})
+        jobs = client.tube(tube)
+        for i in range(2):
+            jobs.put(f"job{i}")
+        taken = [jobs.take(5) for _ in range(2)]
+        assert all(t is not None for t in taken)
+        assert {t.id % 1024 for t in taken if t is not None} == {
+            shard_number(n[0]) for n in nodes.values()
+        }
+        r1.stop(kill=True)  # the router dies: the client goes on through r2, same session
+        for task in taken:
+            assert task is not None
+            assert jobs.ack(task).status == "-"
+        assert client.call("queue.statistics", tube)[0]["tasks"]["total"] == 0
+    finally:
+        client.close()
         cluster.stop_routers()

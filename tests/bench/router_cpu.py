@@ -1,0 +1,192 @@
+"""A router's CPU per forwarded put and per take+ack pair, against a shard's;
+puts through a router to 2 shards against one node. Prints, asserts nothing.
+
+    python tests/bench/router_cpu.py [--tasks 20000] [--conns 8] [--window 32]
+
+Starts etcd, shards a and b (one node each, `serve --shard`), two routers
+(`--spread round-robin` and `--spread two`) and a lone node, all on this
+machine, then drives each with pipelined CALLs over raw sockets (the load
+generator's own CPU is small and the same for all). CPU is each process's
+user+system time from /proc over the phase; per call it is that time over
+the calls the phase made. Goal (issue 40): a router at most 1/3 of a shard's
+CPU per put and per take+ack pair. On a 2-core machine the router and the
+shards share the cores: the put rates say what the cores allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from queuebox.protocol import ResponseDecoder, encode_auth, encode_call, scramble  # noqa: E402
+from queuebox.protocol.greeting import parse_greeting  # noqa: E402
+from tests.e2e.etcdproc import EtcdProc  # noqa: E402
+from tests.e2e.routing import CLUSTER_TOML, Sharded  # noqa: E402
+from tests.e2e.serverproc import ServerProc, start_proc  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Conn:
+    """One logged-in connection sending pipelined CALLs."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.decoder = ResponseDecoder()
+        self.sync = 0
+        self.replies: list[Any] = []
+
+    @classmethod
+    async def open(cls, port: int) -> Conn:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        conn = cls(reader, writer)
+        salt = parse_greeting(await reader.readexactly(128)).salt
+        writer.write(encode_auth(1, "tester", scramble(salt, "secret")))
+        assert (await conn.next()).ok
+        return conn
+
+    async def next(self) -> Any:
+        while not self.replies:
+            self.replies.extend(self.decoder.feed(await self.reader.read(65536)))
+        return self.replies.pop(0)
+
+    def send(self, name: str, args: list[Any]) -> None:
+        self.sync += 1
+        self.writer.write(encode_call(self.sync, name, args))
+
+    async def call(self, name: str, args: list[Any]) -> Any:
+        self.send(name, args)
+        return await self.next()
+
+
+async def puts(port: int, tube: str, count: int, conns: int, window: int) -> None:
+    async def one(n: int) -> None:
+        c = await Conn.open(port)
+        sent = done = 0
+        while done < n:
+            while sent < n and sent - done < window:
+                c.send(f"queue.tube.{tube}:put", ["x" * 64])
+                sent += 1
+            reply = await c.next()
+            assert reply.ok, reply.error_message
+            done += 1
+        c.writer.close()
+
+    await asyncio.gather(*(one(count // conns) for _ in range(conns)))
+
+
+async def take_acks(port: int, tube: str, count: int, conns: int) -> None:
+    async def one(n: int) -> None:
+        c = await Conn.open(port)
+        for _ in range(n):
+            task = (await c.call(f"queue.tube.{tube}:take", [1])).data[0]
+            reply = await c.call(f"queue.tube.{tube}:ack", [task[0]])
+            assert reply.ok, (task, reply.error_message)
+        c.writer.close()
+
+    await asyncio.gather(*(one(count // conns) for _ in range(conns)))
+
+
+def measure(pids: dict[str, int], work: Callable[[], Any]) -> tuple[float, dict[str, float]]:
+    before = {name: cpu_s(pid) for name, pid in pids.items()}
+    started = time.monotonic()
+    asyncio.run(work())
+    wall = time.monotonic() - started
+    return wall, {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
+
+
+def report(what: str, count: int, wall: float, cpu: dict[str, float]) -> None:
+    per = {name: used / count * 1e6 for name, used in cpu.items()}
+    text = ", ".join(f"{name} {us:.1f} µs" for name, us in per.items())
+    shards = sum(us for name, us in per.items() if name.startswith("shard"))
+    ratio = f"; router/shards {per['router'] / shards:.2f}" if "router" in per and shards else ""
+    print(f"{what:<28} {count / wall:>9.0f}/s  CPU per call: {text}{ratio}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20000)
+    parser.add_argument("--conns", type=int, default=8)
+    parser.add_argument("--window", type=int, default=32)
+    args = parser.parse_args()
+    n = args.tasks
+    with (
+        tempfile.TemporaryDirectory(prefix="router-bench-") as tmp,
+        EtcdProc(Path(tmp) / "etcd") as etcd,
+    ):
+        work = Path(tmp)
+        procs: list[ServerProc] = []
+
+        def start(*flags: str, **kwargs: Any) -> ServerProc:
+            proc = start_proc(work / f"s{len(procs)}", list(flags), None, CLUSTER_TOML)
+            procs.append(proc)
+            return proc
+
+        # A long lease: a loaded 2-core machine must not starve a primary's keepalive.
+        cluster = Sharded(start, etcd, work, "--etcd-lease-ttl", "15")
+        try:
+            nodes = cluster.start()
+            shards = {f"shard {name}": found[0].proc.pid for name, found in nodes.items()}
+            rr = cluster.router("--spread", "round-robin")
+            two = cluster.router("--spread", "two")
+            lone = start()
+            assert rr.proc is not None and two.proc is not None and lone.proc is not None
+            asyncio.run(_create(rr.port, "bench"))
+            asyncio.run(_create(lone.port, "bench"))
+            print(f"{n} calls, {args.conns} connections, {args.window} puts in flight each")
+            load = puts(lone.port, "bench", n, args.conns, args.window)
+            wall, cpu = measure({"node": lone.proc.pid}, lambda: load)
+            report("put, one node", n, wall, cpu)
+            for name, router in (("round-robin", rr), ("two choices", two)):
+                pids = {"router": router.proc.pid, **shards}  # type: ignore[union-attr]
+                wall, cpu = measure(
+                    pids, lambda r=router: puts(r.port, "bench", n, args.conns, args.window)
+                )  # type: ignore[misc]
+                report(f"put via router, {name}", n, wall, cpu)
+                print(f"{'':<28} tasks per shard: {asyncio.run(_per_shard(nodes, 'bench'))}")
+            total = 2 * n
+            pairs = take_acks(lone.port, "bench", n, args.conns)
+            wall, cpu = measure({"node": lone.proc.pid}, lambda: pairs)
+            report("take+ack, one node", n, wall, cpu)
+            pids = {"router": rr.proc.pid, **shards}
+            wall, cpu = measure(pids, lambda: take_acks(rr.port, "bench", total, args.conns))
+            report("take+ack via router", total, wall, cpu)
+        finally:
+            for router in cluster.routers:
+                router.stop()
+            for proc in procs:
+                proc.stop()
+
+
+async def _create(port: int, tube: str) -> None:
+    c = await Conn.open(port)
+    reply = await c.call("queue.create_tube", [tube, "fifo", {"if_not_exists": True}])
+    assert reply.ok, reply.error_message
+    c.writer.close()
+
+
+async def _per_shard(nodes: dict[str, list[ServerProc]], tube: str) -> dict[str, int]:
+    found = {}
+    for name, node in nodes.items():
+        c = await Conn.open(node[0].port)
+        found[name] = (await c.call("queue.statistics", [tube])).data[0]["tasks"]["ready"]
+        c.writer.close()
+    return found
+
+
+if __name__ == "__main__":
+    main()
