@@ -299,8 +299,10 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
         "how fairly takes come from the shards. Prints; judges nothing.",
     )
     group = cliargs.add_connection_arguments(p, tls=False)
-    group.add_argument("--etcd-endpoints", required=True, metavar="URLS")
-    group.add_argument("--etcd-prefix", default="/queuebox", metavar="P")
+    group.add_argument(
+        "--etcd-endpoints", required=True, metavar="URLS", help="the cluster's etcd (required)"
+    )
+    group.add_argument("--etcd-prefix", default="/queuebox", metavar="P", help="its prefix")
     p.add_argument("--seconds", type=float, default=5.0, help="of put in each phase")
     p.add_argument("--processes", type=_positive_int, default=2, help="client processes")
     p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")
