@@ -171,6 +171,22 @@ class ClusterConnection:
         for _, conn in list(self._conns.values()):
             await conn.ensure_session()
 
+    @property
+    def session(self) -> bytes | None:
+        """Not None once every shard connection has its queue session."""
+        conns = [conn for _, conn in list(self._conns.values())]
+        if not self._sessions or any(conn.session is None for conn in conns):
+            return None
+        return conns[0].session if conns else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def post(self, call: Call[T]) -> asyncio.Future[T]:
+        """`run(call)` in a task: a call whose reply need not be awaited at once."""
+        return asyncio.get_running_loop().create_task(self.run(call))
+
     async def run(self, call: Call[T]) -> T:
         where = sharding.route(call.function, call.args)
         if where.kind == "take":
