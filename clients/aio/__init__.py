@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Generator, Iterable
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from queuebox.clients import failover, iproto
 from queuebox.clients.aio.cluster import ClusterConnection
@@ -35,9 +35,8 @@ __all__ = [
 class _Connecting:
     """What `connect()` returns: await it, or use it as an async context manager."""
 
-    def __init__(self, connection: Connection | ClusterConnection) -> None:
-        # A ClusterConnection offers Connection's API (docs/client.md "A sharded cluster").
-        self._connection = cast(Connection, connection)
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
 
     def __await__(self) -> Generator[Any, None, Connection]:
         return self._connection.start().__await__()

@@ -7,9 +7,10 @@ new primary after a failover) and runs each call where docs/cluster.md says:
 by id % 1024, put by hash(utube or key) or spread round robin over the active
 shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
-create_tube/drop/cfg/truncate on every shard, statistics summed. It offers what
-`Tube` needs of a connection (`run`, `ensure_session`), so `conn.tube(name)` is
-the ordinary `Tube`. Must not touch sockets (each shard's `Connection` does).
+create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
+whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
+call of `Connection` works). Must not touch sockets (each shard's `Connection`
+does).
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ import itertools
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio.connection import Connection
-from queuebox.clients.aio.tube import Tube
-from queuebox.clients.calls import Call, modern
+from queuebox.clients.calls import Call
 from queuebox.clients.errors import (
     ConnectionLost,
     NetworkError,
@@ -44,10 +44,12 @@ AWAIT_SLICE = 1.0  # longest await_ready: a shard added meanwhile is asked at th
 TASK_NOT_FOUND = 0x7E  # the queue module's error code for "Task N not found"
 
 
-class ClusterConnection:
-    """Every shard primary of a cluster, behind one connection's API."""
+class ClusterConnection(Connection):
+    """Every shard primary of a cluster, behind one connection's API: a `Connection`
+    whose queue calls (create_tube, statistics, tubes, schedules, ...) run through
+    `run`, routed; it opens no socket of its own, so Link's state is never set up."""
 
-    def __init__(
+    def __init__(  # noqa: PLW0231 -- no Link.__init__: it would dial one address
         self,
         endpoints: str,
         prefix: str,
@@ -73,7 +75,7 @@ class ClusterConnection:
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def start(self) -> ClusterConnection:
+    async def start(self) -> Self:
         """Read the map and connect to the primaries; with `wait_for_server`, keep
         trying that long while etcd does not answer or the map has no primary yet."""
         deadline = time.monotonic() + self._opts.wait_for_server
@@ -97,12 +99,6 @@ class ClusterConnection:
         for _, conn in list(self._conns.values()):
             await conn.close()
         self._conns.clear()
-
-    async def __aenter__(self) -> ClusterConnection:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def _watch(self) -> None:
         while not self._closed:
@@ -161,9 +157,6 @@ class ClusterConnection:
         await conn.close()
 
     # -- what Tube needs -----------------------------------------------------------------
-
-    def tube(self, name: str) -> Tube:
-        return Tube(cast(Connection, self), name)
 
     async def ensure_session(self) -> None:
         """A queue session on each shard (each re-joined after its reconnects)."""
@@ -382,29 +375,7 @@ class ClusterConnection:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
-    # -- the module's calls, as Connection offers them -------------------------------------
-
-    async def create_tube(self, name: str, kind: str = "fifo", **opts: Any) -> Tube:
-        await self.run(modern.create_tube(name, kind, opts))
-        return self.tube(name)
-
-    async def tubes(self) -> list[str]:
-        return await self.run(modern.tubes())
-
-    async def tube_exists(self, name: str) -> bool:
-        return await self.run(modern.tube_exists(name))
-
-    async def statistics(self, tube: str | None = None) -> dict[str, Any]:
-        return await self.run(modern.statistics(tube))
-
-    async def cfg(self, **opts: Any) -> None:
-        await self.run(modern.cfg(opts))
-
-    async def state(self) -> str:
-        return await self.run(modern.state())
-
-    async def ping(self) -> None:
-        await asyncio.gather(*(c.ping() for _, c in list(self._conns.values())))
+    # -- what only one node can do ---------------------------------------------------
 
     async def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
         """A call by name, on the first shard (what names no shard)."""
@@ -412,6 +383,25 @@ class ClusterConnection:
         if shard is None:
             raise sharding.no_primary(None)
         return await self._conns[shard.number][1].call(function, *args, timeout=timeout)
+
+    async def ping(self) -> None:
+        await asyncio.gather(*(c.ping() for _, c in list(self._conns.values())))
+
+    async def eval(self, expr: str, *args: Any) -> list[Any]:
+        raise _one_node("eval")
+
+    async def call_pushing(self, function: str, args: tuple[Any, ...], on_push: Any) -> list[Any]:
+        raise _one_node("events and pushing calls")
+
+    async def identify(self, uuid: bytes | None = None) -> bytes:
+        raise _one_node("identify (a session is per shard)")
+
+    def legacy(self, space: int) -> Any:
+        raise _one_node("the legacy 1.5 API")
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._conns) and all(c.connected for _, c in self._conns.values())
 
     def shard_connections(self) -> dict[str, Connection]:
         """Each shard's name -> its primary's connection (for tools and tests)."""
@@ -426,6 +416,10 @@ async def _ready(conn: Connection, tube: str, wait: float) -> None:
         await conn.call("queuebox.await_ready", tube, wait, timeout=wait)
     except QueueboxError:
         await asyncio.sleep(wait)
+
+
+def _one_node(what: str) -> QueueboxError:
+    return QueueboxError(f"{what}: a single node's call; use shard_connections()")
 
 
 async def _quietly(work: Any) -> None:

@@ -2,8 +2,8 @@
 
 Owns: `ClusterConnection`, the blocking face of `clients.aio.cluster.ClusterConnection`:
 it runs that one on an event loop of its own, in a daemon thread, and waits for each
-call there, so both clients route alike (one routing, not two). It offers what the
-blocking `Tube` needs of a connection (`run`, `run_many`, `ensure_session`), so
+call there, so both clients route alike (one routing, not two). It is a blocking
+`Connection` whose `run`, `run_many` and `ensure_session` go there, so
 `conn.tube(name)` is the ordinary blocking `Tube`. Safe to share between threads.
 Must not touch sockets.
 """
@@ -13,21 +13,22 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar
 
 from queuebox.clients import iproto
 from queuebox.clients.aio.cluster import ClusterConnection as AioCluster
 from queuebox.clients.blocking.connection import Connection
-from queuebox.clients.blocking.tube import Tube
-from queuebox.clients.calls import Call, modern
+from queuebox.clients.calls import Call
 
 T = TypeVar("T")
 
 
-class ClusterConnection:
-    """Every shard primary of a cluster, behind the blocking connection's API."""
+class ClusterConnection(Connection):
+    """Every shard primary of a cluster, behind the blocking connection's API: a
+    `Connection` whose queue calls run through `run`, routed; it opens no socket of
+    its own, so the pool of the base is never set up."""
 
-    def __init__(self, cluster: AioCluster) -> None:
+    def __init__(self, cluster: AioCluster) -> None:  # noqa: PLW0231 -- no pool to dial
         self._cluster = cluster
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -38,7 +39,7 @@ class ClusterConnection:
     def _wait(self, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(work, self._loop).result()
 
-    def start(self) -> ClusterConnection:
+    def start(self) -> Self:
         try:
             self._wait(self._cluster.start())
         except BaseException:
@@ -53,12 +54,6 @@ class ClusterConnection:
             self._thread.join(5)
         if not self._loop.is_running() and not self._loop.is_closed():
             self._loop.close()
-
-    def __enter__(self) -> ClusterConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def run(self, call: Call[T]) -> T:
         return self._wait(self._cluster.run(call))
@@ -78,33 +73,28 @@ class ClusterConnection:
     def ensure_session(self) -> None:
         self._wait(self._cluster.ensure_session())
 
-    def tube(self, name: str) -> Tube:
-        return Tube(cast(Connection, self), name)
-
-    def create_tube(self, name: str, kind: str = "fifo", **opts: Any) -> Tube:
-        self.run(modern.create_tube(name, kind, opts))
-        return self.tube(name)
-
-    def tubes(self) -> list[str]:
-        return self.run(modern.tubes())
-
-    def tube_exists(self, name: str) -> bool:
-        return self.run(modern.tube_exists(name))
-
-    def statistics(self, tube: str | None = None) -> dict[str, Any]:
-        return self.run(modern.statistics(tube))
-
-    def cfg(self, **opts: Any) -> None:
-        self.run(modern.cfg(opts))
-
-    def state(self) -> str:
-        return self.run(modern.state())
-
     def ping(self) -> None:
         self._wait(self._cluster.ping())
 
     def call(self, function: str, *args: Any, timeout: float | None = 0.0) -> list[Any]:
         return self._wait(self._cluster.call(function, *args, timeout=timeout))
+
+    def eval(self, expr: str, *args: Any) -> list[Any]:
+        return self._wait(self._cluster.eval(expr, *args))
+
+    def identify(self, uuid: bytes | None = None) -> bytes:
+        return self._wait(self._cluster.identify(uuid))
+
+    def legacy(self, space: int) -> Any:
+        return self._cluster.legacy(space)
+
+    @property
+    def session(self) -> bytes | None:
+        return self._cluster.session
+
+    @property
+    def connected(self) -> bool:
+        return self._cluster.connected
 
 
 def open_cluster(
@@ -117,4 +107,4 @@ def open_cluster(
     etcd_tls: Any,
 ) -> Connection:
     cluster = AioCluster(endpoints, prefix, user, password, options, refresh, etcd_tls)
-    return cast(Connection, ClusterConnection(cluster).start())
+    return ClusterConnection(cluster).start()
