@@ -27,6 +27,7 @@ from queuebox.clients.errors import (
     NetworkError,
     NoSuchProcedure,
     NoWritableInstance,
+    OptionRefused,
     OutcomeUnknown,
     QueueboxError,
     QueueError,
@@ -40,7 +41,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
     UnknownSession,
 )
-from queuebox.clients.model import Event, LegacyTask, Status, Task
+from queuebox.clients.model import Event, LegacyTask, Status, Task, TaskResult
 
 __all__ = [
     "AccessDenied",
@@ -53,6 +54,7 @@ __all__ = [
     "NetworkError",
     "NoSuchProcedure",
     "NoWritableInstance",
+    "OptionRefused",
     "OutcomeUnknown",
     "QueueError",
     "QueueFull",
@@ -63,6 +65,7 @@ __all__ = [
     "ScheduleNotFound",
     "TaskNotFound",
     "TaskNotTaken",
+    "TaskResult",
     "TubeBusy",
     "TubeExists",
     "TubeNotFound",

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from queuebox import protocol
 from queuebox.clients.errors import QueueFull, ServerError
-from queuebox.clients.model import LegacyTask, Task
+from queuebox.clients.model import LegacyTask, Task, TaskResult
 
 T = TypeVar("T")
 
@@ -84,6 +84,10 @@ def _legacy_task(data: list[Any]) -> LegacyTask:
 
 def _legacy_task_or_none(data: list[Any]) -> LegacyTask | None:
     return _legacy_task(data) if data and data[0] is not None else None
+
+
+def _result(data: list[Any]) -> TaskResult:
+    return TaskResult.from_map(data[0])
 
 
 def _int(data: list[Any]) -> int:
@@ -174,8 +178,15 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def tube_options(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
-        """queuebox.tube_options: a tube's retry options; answers the policy in force."""
+        """queuebox.tube_options: a tube's retry options, rate limit and buried
+        retention; answers what is in force."""
         return Call("queuebox.tube_options", (tube, dict(opts)), _map_or_empty)
+
+    @staticmethod
+    def result(tube: str, task_id: int, timeout: float | None) -> Call[TaskResult]:
+        """queuebox.result: a task's result; a pending one is awaited `timeout` seconds."""
+        wait = timeout or 0
+        return Call("queuebox.result", (tube, task_id, wait), _result, wait=wait, repeatable=True)
 
     @staticmethod
     def schedule(name: str, tube: str, spec: Mapping[str, Any]) -> Call[dict[str, Any]]:
@@ -207,6 +218,11 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     @staticmethod
     def kick(tube: str, count: int) -> Call[int]:
         return Call(modern.method(tube, "kick"), (count,), _int)
+
+    @staticmethod
+    def kick_task(tube: str, task_id: int) -> Call[Task]:
+        """queuebox.kick_task: one buried task ready again, by id (queuebox only)."""
+        return Call("queuebox.kick_task", (tube, task_id), _task)
 
     @staticmethod
     def drop(tube: str) -> Call[bool]:

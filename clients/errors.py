@@ -40,6 +40,7 @@ __all__ = [
     "NetworkError",
     "NoSuchProcedure",
     "NoWritableInstance",
+    "OptionRefused",
     "OutcomeUnknown",
     "QueueError",
     "QueueFull",
@@ -89,6 +90,11 @@ class CallTimeout(QueueboxError, TimeoutError):
 
 class QueueFull(QueueboxError):
     """A limfifottl tube stayed full for the whole put timeout (the server answered nil)."""
+
+
+class OptionRefused(QueueboxError, ValueError):
+    """A put carried an option its tube's driver ignores (delay or pri on a fifo tube,
+    ...): refused by the client before anything was sent (clients/put_options.py)."""
 
 
 class ServerError(QueueboxError):

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Event", "LegacyTask", "OnError", "Status", "Task", "task_id"]
+__all__ = ["Event", "LegacyTask", "OnError", "Status", "Task", "TaskResult", "task_id"]
 
 # What the take context manager does with a task when its block raises.
 OnError = Literal["release", "bury"]
@@ -54,6 +54,24 @@ class Task:
         """Build a task from the server's `[id, status, data]` tuple."""
         task_id, status, data = row
         return cls(task_id, Status(status), data)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    """What `queuebox.result` answers: `status` "done" (`value`: the ack's result),
+    "failed" (`error`: the burial reason), "pending" or "unknown"."""
+
+    status: str
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status == "done"
+
+    @classmethod
+    def from_map(cls, found: Any) -> TaskResult:
+        return cls(found.get("status", "unknown"), found.get("result"), found.get("error"))
 
 
 @dataclass(frozen=True, slots=True)

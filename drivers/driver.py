@@ -106,6 +106,15 @@ REQUIRED_METHODS = (
 
 
 DRIVERS: dict[str, type[TaskStore]] = {}
+PUT_CHECKED = ("delay", "pri", "ttl", "ttr", "utube")  # options a driver may ignore
+
+
+def ignored_put_options(cls: type[TaskStore] | None, opts: Container[str]) -> list[str]:
+    """The options of PUT_CHECKED in `opts` that a put to a `cls` tube would ignore."""
+    honoured = None if cls is None else cls.PUT_OPTIONS
+    if honoured is None:
+        return []
+    return [key for key in PUT_CHECKED if key in opts and key not in honoured]
 
 
 def check_driver(name: object, cls: object) -> None:
@@ -196,6 +205,10 @@ class TaskStore:
     # The module's name of a delay ending (utubettl's says "delayed"): what
     # callbacks hear and statistics count (events.py `module_names`).
     DELAY_STAT: ClassVar[str] = "delay"
+    # The put options of PUT_CHECKED this driver's put honours; None: not said (a
+    # plugin's driver). The console refuses the others (the wire ignores them, as
+    # the module does); the bundled client keeps its own copy (clients/put_options.py).
+    PUT_OPTIONS: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, space: Space, events: TaskEvents, opts: Mapping[str, Any]) -> None:
         self.space = space
@@ -205,6 +218,9 @@ class TaskStore:
         self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
         # F_DATA read once: compiled, a class attribute is a lookup by name each use.
         self.f_data = self.F_DATA
+        # Ids below it are not given again (results.py: an id whose result is kept
+        # names that task until the result expires); 0: the module's numbering.
+        self.id_floor = 0
         # The shard number new ids end in (set by the tube, from Queue(id_shard=k));
         # None: a single node's ids, 0, 1, 2, ... as the module's.
         self.id_shard: int | None = None
@@ -288,6 +304,8 @@ class TaskStore:
 
     def next_id(self) -> int:
         last = self.space.primary.last_key()
+        if self.id_floor and (last is None or last[0] < self.id_floor):
+            last = (self.id_floor - 1,)
         shard = self.id_shard
         if shard is None:
             return 0 if last is None else last[0] + 1

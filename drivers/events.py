@@ -18,7 +18,7 @@ callbacks and subscribers (the server's).
     release    t → r, or ~ with a delay          release, release_all, a session's end, a restart
     bury       r, t, ~ → !                       bury
     kick       ! → r                             kick
-    delete     any → gone                        delete
+    delete     any → gone                        delete; a tube's buried retention
     truncate   any → gone                        truncate (one event per task)
     delay      ~ → r                             its delay ended
     ttr        t → r                             its time to run passed
@@ -48,7 +48,12 @@ EVENTS = (
 )  # fmt: skip
 
 # Notes that name an event by another word (the tube method or the framework path).
-_SAME_AS = {"release_all": "release", "session": "release", "restart": "release"}
+_SAME_AS = {
+    "release_all": "release",
+    "session": "release",
+    "restart": "release",
+    "retention": "delete",  # a buried task dropped by its tube's retention (retention.py)
+}
 # A change nobody named (a record written before notes existed): by its op.
 _BY_OP = {"insert": "put", "replace": "change", "delete": "delete"}
 TASK_OPS = frozenset(_BY_OP)

@@ -19,6 +19,7 @@ from .untimed import UntimedStore
 class Fifo(UntimedStore):
     TYPE = "fifo"
     IGNORES_OPTS = frozenset(("put", "release"))
+    PUT_OPTIONS = frozenset()
 
     def put(self, data: Any, opts: dict[Any, Any], now: int) -> Tuple | None:
         task = self._insert((self.next_id(), READY, data))

@@ -1,6 +1,7 @@
 """utube heads: which utubes can give a task now, in take order.
 
-Owns: for every utube that has a ready task and no taken task, one entry
+Owns: for every utube that has a ready task, no taken task and is not held
+by a per-utube rate limit (ratelimit.py, through `hold`), one entry
 (its best ready task's order key, the utube), in a binary heap. take reads
 the first entry: O(log n) however many tasks wait in busy utubes. An entry
 is recomputed from the space's (status, utube, ...) index whenever a task of
@@ -57,6 +58,9 @@ class UtubeHeads:
         # sorted container that deletes in place; compacted when stale
         # entries outnumber the live ones.
         self._heap: list[tuple[HeadKey, int]] = []
+        # Utubes a per-utube rate limit holds out of the take order (ratelimit.py):
+        # no head while held, whatever their tasks. Not task state: clear() keeps it.
+        self.held: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._head_of)
@@ -65,7 +69,9 @@ class UtubeHeads:
         """Recompute one utube's head; True when the utube just became takeable.
         `taken`: the caller knows the utube now has a taken task (a task of it
         just became taken), so it has no head, without asking the index."""
-        if taken or self._by_utube.first((TAKEN, utube)) is not None:
+        if (self.held and utube in self.held) or taken:
+            task = None  # held by a rate limit, or a task of it taken
+        elif self._by_utube.first((TAKEN, utube)) is not None:
             task = None
         else:
             task = self._by_utube.first((READY, utube))
@@ -84,6 +90,15 @@ class UtubeHeads:
         if len(heap) > 2 * len(self._head_of) + _COMPACT_SLACK:
             self._compact()
         return old is None
+
+    def hold(self, utube: str, held: bool) -> bool:
+        """Hold a utube out of the take order, or let it back; True when it just
+        became takeable again."""
+        if held:
+            self.held.add(utube)
+        else:
+            self.held.discard(utube)
+        return self.refresh(utube)
 
     def first(self) -> int | None:
         """The id of the task take gives next, if any utube can give one."""

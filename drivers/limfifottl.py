@@ -22,6 +22,7 @@ from .fifottl import FifoTtl
 @mypyc_attr(allow_interpreted_subclasses=True)
 class LimFifoTtl(FifoTtl):
     TYPE = "limfifottl"
+    PUT_OPTIONS = frozenset(("ttl", "ttr", "pri", "delay", "timeout"))
 
     @classmethod
     def check_create(cls, opts: dict[str, Any]) -> None:

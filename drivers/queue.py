@@ -32,9 +32,10 @@ from queuebox.storage.catalog import Catalog
 from . import fifo, fifottl, limfifottl, utube, utubettl  # noqa: F401
 from .args import lua_tostring, lua_truthy, options
 from .args import task_id as task_id_arg
-from .callnames import TUBE_ACCESS, CallPath, access_of, queue_name, split_name
+from .callnames import READ, TUBE_ACCESS, CallPath, access_of, queue_name, split_name
 from .core import Binding, EntryPoints
 from .deadlines import Deadlines
+from .dependencies import Dependencies
 from .driver import BURIED, ID_SHARDS, TAKEN, Tuple
 from .durable import SavedState, SessionJournal, saved_state
 from .errors import (
@@ -46,18 +47,36 @@ from .errors import (
     tube_not_found,
 )
 from .events import TaskChange, deferred
+from .limits import options_of
 from .listing import list_tasks
 from .queue_cfg import read_cfg
 from .queue_state import RUNNING
+from .ratelimit import OPTION as RATE_LIMIT
+from .result_call import RESULT_CALL, result_call
+from .results import OPTIONS as RESULT_OPTIONS
+from .retention import OPTIONS as RETENTION_OPTIONS
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import Journal, policy_options
-from .retries import check_options as check_retry_options
 from .schedules import Schedules
 from .sessions import Ownership, SessionId, Sessions
+from .settle import TubeSettler
 from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
-from .tubes import TubeRegistry
+from .tubes import TubeRegistry, check_options
+
+# What queuebox.tube_options may change on an existing tube.
+TUBE_OPTIONS = frozenset((*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS))
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
+
+
+def tube_options_answer(tube: Tube) -> dict[str, Any]:
+    """The options `queuebox.tube_options` answers: the retry policy, the rate limit
+    and buried retention, result_ttl if set."""
+    found = {**policy_options(tube.retries.policy), **options_of(tube.opts)}
+    if tube.results.ttl_us:
+        found["result_ttl"] = tube.results.ttl_us / 1_000_000
+    return found
+
 
 VERSION = "1.5.0"
 Handler = Callable[[Call], Answer]
@@ -96,9 +115,12 @@ class Queue(EntryPoints):
                 self.sessions,
                 self.deadlines,
                 Journal(catalog),
+                Dependencies(catalog),
                 id_shard=id_shard,
             ),
         )
+        self.deps = self.registry.shared.deps
+        self.settler = self.registry.shared.settler = TubeSettler(self.registry.tubes)
         self._module: dict[str, Handler] = {
             "create_tube": self._create_tube,
             "tube": self._tube,
@@ -122,6 +144,7 @@ class Queue(EntryPoints):
             if saved is not None:
                 self._resume(saved, now)
             self.schedules.load(now)
+            self.deps.load(self.settler)  # settled as this entry point ends
 
     # -- the server's entry points --
     def bind(self, name: str, path: CallPath | None = None) -> Binding | None:
@@ -131,6 +154,8 @@ class Queue(EntryPoints):
         The server keeps the binding for the name: a dropped tube's calls
         answer ER_NO_SUCH_PROC themselves, and the server forgets its bindings
         after a drop."""
+        if name == RESULT_CALL:
+            return Binding(self._entry_call(name, self._result), READ)
         if path is None:
             path = split_name(name)
         parsed = None if path is None else queue_name(path, self._namespaces, self._module)
@@ -244,21 +269,26 @@ class Queue(EntryPoints):
 
             page = list_tasks(driver.space, type(driver), tube.retries.row, counting, raw, owner_of)
             retries = policy_options(tube.retries.policy)
-            return {"tube": tube.name, "type": tube.type, "retries": retries, **page}
+            found = {"tube": tube.name, "type": tube.type, "retries": retries, **page}
+            limits = options_of(tube.opts)
+            return {**found, "limits": limits} if limits else found
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
-        """`queuebox.tube_options(tube, opts)`: change a tube's retry options; the
-        answer is the policy now in force ({} for none)."""
+        """`queuebox.tube_options(tube, opts)`: change a tube's retry options, rate
+        limit and buried retention; the answer is what is now in force ({} for none)."""
         with self._entry():
             tube = self._named(name)
             changes = options(raw)
             for key in changes:
-                if key not in RETRY_OPTIONS:
+                if key not in TUBE_OPTIONS:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
-            check_retry_options({**tube.opts, **changes})
+            check_options({**tube.opts, **changes}, type(tube.driver))
             self.registry.update_options(tube, changes)
             tube.retries.set_policy(tube.opts)
-            return policy_options(tube.retries.policy)
+            tube.limits.set_options(tube.opts, self._clock())
+            tube.results.set_options(tube.opts)
+            tube.sync_deadline()
+            return tube_options_answer(tube)
 
     def with_schedules(self, run: Callable[[Schedules, int], Any]) -> Any:
         """Run a schedule call (`queuebox.schedule` and co.) as an entry point."""
@@ -295,6 +325,19 @@ class Queue(EntryPoints):
         if task[1] != status:
             raise wrong()
         return tube, task
+
+    def _result(self, call: Call) -> Answer:
+        """`queuebox.result(tube, id [, timeout])` (result_call.py)."""
+        return result_call(self._named(call.arg(0)), call.arg(1), call.arg(2))
+
+    def _entry_call(self, name: str, handler: Handler) -> Callable[[int, list[Any]], Answer]:
+        """A queuebox call that is no tube method, run as an entry point."""
+
+        def run(conn_id: int, args: list[Any]) -> Answer:
+            with self._entry():
+                return handler(Call(conn_id, name, list(args or ()), self._clock()))
+
+        return run
 
     def _named(self, name: Any) -> Tube:
         tube = self.registry.get(name)
@@ -388,7 +431,18 @@ class Queue(EntryPoints):
 
     def _drop(self, tube: Tube) -> Answer:
         self.registry.drop(tube)
+        self.deps.tube_dropped(tube.name)
         return [True]
+
+    def _leave(self, now: int) -> None:
+        """The outermost entry point settles what dependencies' parents finished
+        in it (dependencies.py) before the wakes run."""
+        deps = self.deps
+        try:
+            if self._depth == 1 and (deps.finished or deps.gone):
+                deps.settle(self.settler, now)
+        finally:
+            super()._leave(now)
 
     # -- module-level calls --
     def _create_tube(self, call: Call) -> Answer:

@@ -25,12 +25,16 @@ from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import Space
 
 from .args import task_id
+from .dependencies import DEPS_SPACE
 from .driver import DRIVERS, READY, STATUSES, TaskStore
 from .errors import task_not_found
 from .events import Normalize, normalizer
+from .limits import options_of
 from .listing import list_tasks
 from .queue import Queue
-from .retries import journal_row, policy_of, policy_options
+from .results import PENDING, result_row
+from .results import answer as result_answer
+from .retries import F_REASON, journal_row, policy_of, policy_options
 from .sessions import session_text
 from .stats import TubeStats
 from .tubes import QUEUE_SPACE
@@ -131,7 +135,26 @@ def tasks_page(catalog: Catalog, info: TubeInfo, raw: Any) -> dict[str, Any] | N
         return journal_row(catalog, info.name, tid)
 
     page = list_tasks(space, cls, row_of, policy is not None, raw)
-    return {"tube": info.name, "type": info.type, "retries": policy_options(policy), **page}
+    found = {"tube": info.name, "type": info.type, "retries": policy_options(policy), **page}
+    limits = options_of(info.opts)
+    return {**found, "limits": limits} if limits else found
+
+
+def result(catalog: Catalog, info: TubeInfo, raw_id: Any) -> dict[str, Any] | None:
+    """`queuebox.result(tube, id)` read from the spaces, as the queue answers it
+    (without waiting); None when the tube's space is missing."""
+    space = catalog.get(info.space)
+    if space is None:
+        return None
+    tid = task_id(raw_id)
+    task = space.get((tid,))
+    journal = journal_row(catalog, info.name, tid)
+    reason = None if journal is None else journal[F_REASON]
+    status = None if task is None else task[1]
+    deps = catalog.get(DEPS_SPACE)
+    if deps is not None and next(deps.primary.iterate((info.name, tid)), None) is not None:
+        return {"status": PENDING}  # waiting for its parents (dependencies.py)
+    return result_answer(result_row(catalog, info.name, tid), status, reason)
 
 
 @dataclass(frozen=True)

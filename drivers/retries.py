@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
@@ -71,6 +71,11 @@ class RetryPolicy:
 
     def exhausted(self, attempts: int) -> bool:
         return 0 < self.max_attempts <= attempts
+
+
+class BurialListener(Protocol):
+    def task_buried(self, task_id: int, reason: str | None) -> None: ...
+    def task_kicked(self, task_id: int) -> None: ...
 
 
 def check_options(opts: Mapping[Any, Any]) -> None:
@@ -158,6 +163,8 @@ class Retries:
         # MAX_COUNTED_ATTEMPTS they share one entry), and tasks whose attempts ran out.
         self.acked_after: dict[int, int] = {}
         self.exhausted = 0
+        # Told of every burial and kick (the tube: results, dependencies); None: nobody.
+        self.listener: BurialListener | None = None
 
     # -- reading --
     def attempts(self, task_id: int) -> int:
@@ -215,11 +222,15 @@ class Retries:
         self.undelayed(task_id)
         if reason is not None:
             self._write(task_id, reason=reason)
+        if self.listener is not None:
+            self.listener.task_buried(task_id, reason)
 
     def kicked(self, task_id: int) -> None:
         """An operator gave a buried task a fresh start: attempts and reason go."""
         if task_id in self.rows:
             self._write(task_id, attempts=0, reason=None)
+        if self.listener is not None:
+            self.listener.task_kicked(task_id)
 
     def forget(self, task_id: int) -> None:
         """The task is gone (ack, delete, ttl)."""

@@ -63,6 +63,7 @@ OLDEST_PRIORITIES = 64
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class TtlStore(TaskStore):
+    PUT_OPTIONS: ClassVar[frozenset[str] | None] = frozenset(("ttl", "ttr", "pri", "delay"))
     F_DATA = 7
     FORMAT: ClassVar[tuple[str, ...]] = (
         "task_id",

@@ -34,10 +34,13 @@ from .args import (
     to_us,
 )
 from .deadlines import Deadlines
+from .dependencies import CANCEL, Dependencies, Settler, on_failure_of, parse_after
+from .dependencies import name as task_name
 from .driver import (
     BURIED,
     DELAYED,
     MISSING,
+    RELEASED,
     RELEASED_ALL,
     SESSION_ENDED,
     TaskStore,
@@ -45,7 +48,9 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
-from .retries import Journal, Retries
+from .limits import TubeLimits
+from .results import PENDING, Results, answer, result_of
+from .retries import F_REASON, Journal, Retries
 from .sessions import Ownership, Sessions
 from .stats import TubeStats
 from .task_events import TaskEvents
@@ -93,11 +98,14 @@ class Shared:
     sessions: Sessions
     deadlines: Deadlines
     journal: Journal
+    deps: Dependencies
     # Set while anyone listens to task changes (plugin callbacks, subscribers of
     # a temporary tube): called with each change, right after it (Queue.listen).
     on_change: Callable[[TaskChange], None] | None = None
     # The callbacks plugins named: what on_task_change binds a tube to over the wire.
     callbacks: Container[str] = frozenset()
+    # What dependencies read of every tube (settle.py); set by the Queue.
+    settler: Settler | None = None
     # The shard number every new task id ends in (driver.py `next_id`); None: unsharded.
     id_shard: int | None = None
 
@@ -136,6 +144,13 @@ class Call:
 
 
 Answer = list[Any] | Blocked
+
+
+def result_wait(task_id: int) -> str:
+    """The waiters' kind of the `queuebox.result` calls waiting for one task."""
+    return f"result:{task_id}"
+
+
 MAX_REASON = 1000  # characters of a bury reason kept (QUEUE.md §14)
 
 
@@ -170,6 +185,14 @@ class Tube(TaskEvents):
         self.driver.id_shard = shared.id_shard
         self._timed = driver_cls.TIMED
         self.retries.load(self.driver.peek, DELAYED)
+        # Rate limit and buried retention (limits.py); read as `limits.rate` and
+        # `limits.retention`, which is None for a tube without its options.
+        self.limits = TubeLimits(shared.journal.catalog, name, opts, self.driver, shared.waiters)
+        self.results = Results(shared.journal.catalog, name, opts)
+        self.results.load()
+        self.driver.id_floor = self.results.floor
+        self.retries.listener = self
+        self.now = 0  # epoch µs of the call, timer or session end running on the tube
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -201,6 +224,11 @@ class Tube(TaskEvents):
         inc = self.stats.inc
         for name in names:
             inc(name)
+        if self.limits.retention is not None:
+            self.limits.changed(old, new)
+        deps = self.shared.deps
+        if deps.waiting or deps.children:
+            self._dependency_changed(note, old, new)
         emit = self.shared.on_change
         if emit is not None:
             change = live_change(self.name, note, old, new, driver.normalize)
@@ -230,22 +258,79 @@ class Tube(TaskEvents):
 
     # -- framework hooks --
     def sync_deadline(self) -> None:
-        if self._timed or self.retries.timed:
+        limits, results = self.limits, self.results
+        if limits.timed or results.timed:
+            found = (self.driver.next_deadline(), limits.next_deadline(), results.next_expiry())
+            earliest = min((at for at in found if at is not None), default=None)
+            self.shared.deadlines.set(self._deadline_owner, earliest)
+        elif self._timed or self.retries.timed:
             self.shared.deadlines.set(self._deadline_owner, self.driver.next_deadline())
 
     def fire(self, now: int) -> None:
-        self.driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
-        self.driver.fire(now)
+        self.now = now
+        driver = self.driver
+        due = driver.next_deadline() if self.limits.timed or self.results.timed else now
+        if due is not None and due <= now:
+            driver.space.note = "timer"  # a driver names its timers' events (ttl.py)
+            driver.fire(now)
+        if self.limits.timed:
+            self.limits.fire(now)
+        if self.results.timed:
+            self.results.prune(now)
         self.sync_deadline()
+
+    # -- retries.BurialListener: results and dependencies hear of burials, kicks --
+    def task_buried(self, task_id: int, reason: str | None) -> None:
+        deps, key = self.shared.deps, (self.name, task_id)
+        if key in deps.waiting:
+            return  # buried to wait for its parents (dependencies.py): no failure
+        self.results.failed(task_id, reason, self.now)
+        self.driver.id_floor = self.results.floor
+        self.result_settled(task_id)
+        if deps.children:
+            deps.parent_finished(key, reason or "buried")
+
+    def _dependency_changed(self, note: str | None, old: Any, new: Any) -> None:
+        """A parent deleted (not acked) failed; a waiting child kicked or deleted by
+        someone else waits no more (dependencies.py settles both later)."""
+        deps = self.shared.deps
+        if new is None:
+            key = (self.name, old[0])
+            if note != "ack":
+                deps.parent_finished(key, "expired (ttl)" if note == "timer" else "deleted")
+            deps.child_gone(key)
+        elif old is not None and old[1] == BURIED and new[1] != BURIED:
+            deps.child_gone((self.name, new[0]))
+
+    def task_kicked(self, task_id: int) -> None:
+        self.results.kicked(task_id)
+
+    def result_settled(self, task_id: int) -> None:
+        """Wake every `queuebox.result` waiting for this task (waiting.py)."""
+        self.shared.waiters.wake_all(self.name, result_wait(task_id))
+
+    def result(self, task_id: int) -> dict[str, Any]:
+        """`queuebox.result(tube, id)`'s answer (results.py)."""
+        task = self.driver.peek(task_id)
+        journal = self.retries.row(task_id)
+        reason = None if journal is None else journal[F_REASON]
+        if (self.name, task_id) in self.shared.deps.waiting:
+            return {"status": PENDING}  # waiting for its parents
+        return answer(self.results.get(task_id), None if task is None else task[1], reason)
 
     def release_owned(self, task_id: int, now: int) -> None:
         """A session ended while holding this task: back to r (counted as release)."""
+        self.now = now
         self.driver.space.note = "session"
         self.driver.release(task_id, {}, now, SESSION_ENDED)
+        self.limits.settle(now)
         self.sync_deadline()
 
     def report(self) -> dict[str, Any]:
-        return self.stats.report(self.driver.counts)
+        report = self.limits.report(self.stats.report(self.driver.counts))
+        if self.results.ttl_us or self.results.held:  # a tube without results: the module's
+            report["results"] = {"held": self.results.held, "stored": self.results.stored}
+        return report
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
@@ -254,9 +339,12 @@ class Tube(TaskEvents):
         if live.get(self.name) is not self:
             raise no_such_proc(call.name)
         self.driver.space.note = name  # the event of the changes it makes (events.py)
+        self.now = call.now
         try:
             return METHODS[name](self, call)
         finally:
+            if self.limits.retention is not None:
+                self.limits.settle(call.now)
             self.sync_deadline()
 
     # -- helpers --
@@ -287,8 +375,12 @@ class Tube(TaskEvents):
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
         opts = self._options("put", call.arg(1))
+        after = opts.get("after") if opts else None
+        waits = self._parents(after, opts) if after is not None else None
         task = self.driver.put(data, opts, call.now)
         if task is not None:
+            if waits is not None:
+                task = self._wait(task, *waits)
             return self._answer(task)
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
         timeout = number(lua_or(opts.get("timeout"), 0))
@@ -296,12 +388,43 @@ class Tube(TaskEvents):
             return [None]
         return Blocked(self.name, "put", _wait_seconds(timeout), call.name, tuple(call.args))
 
+    def _parents(self, after: Any, opts: dict[Any, Any]) -> tuple[list[Any], str | None, str]:
+        """put's `after` (dependencies.py), read and checked before the put changes
+        anything: (parents still to come, why one failed or None, on_parent_failure)."""
+        parents = parse_after(self.name, after)
+        on_failure = on_failure_of(opts)
+        assert self.shared.settler is not None
+        pending, failure = self.shared.deps.resolve(self.shared.settler, parents)
+        if failure is not None and on_failure == CANCEL:
+            raise module_error(f"{failure}: the task is not put (on_parent_failure = cancel)")
+        return pending, failure, on_failure
+
+    def _wait(self, task: Any, pending: list[Any], failure: str | None, on_failure: str) -> Any:
+        """A task just put with `after`: buried to wait for its parents, buried as
+        failed when one failed already, left ready when every one is done."""
+        tid = task[0]
+        if failure is None and not pending:
+            return task
+        if failure is None:
+            self.shared.deps.wait((self.name, tid), pending, on_failure)
+            shown = ", ".join(task_name(parent) for parent in pending[:10])
+            failure = f"waiting for {len(pending)} parents: {shown}"
+        self.driver.note("bury")
+        task = self.driver.bury(tid)
+        self.retries.buried(tid, failure[:MAX_REASON])
+        return task
+
     def take(self, call: Call) -> Answer:
         timeout = call.arg(0)
         if timeout is not None:
             number(timeout)  # a timeout Lua cannot compare is refused, a task ready or not
-        task = self.driver.take(call.now)
+        limits = self.limits
+        limited = limits.rate.limit is not None
+        # Over the rate limit: no task, so it waits as on an empty tube (limits.py).
+        task = self.driver.take(call.now) if not limited or limits.allows(call.now) else None
         if task is not None:
+            if limited:
+                limits.took(task, call.now)
             if self.retries.policy is not None:
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
@@ -327,17 +450,32 @@ class Tube(TaskEvents):
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
+        # ack(id, {result = V}): queuebox's extension, refused over the cap before
+        # any change; the module's clients send no second argument.
+        value = result_of(call.args[1]) if len(call.args) > 1 else None
         if self.retries.policy is not None:
             self.retries.acked(tid)
         task = self.driver.delete(tid)
         assert task is not None, "a task with an owner exists"
         self.stats.inc("ack")
         self.stats.dec("delete")
+        if self.results.ttl_us:
+            self.results.done(tid, value, call.now)
+            self.driver.id_floor = self.results.floor
+        self.result_settled(tid)
+        if self.shared.deps.children:
+            self.shared.deps.parent_finished((self.name, tid), None)
         return self._answer(done(task))
 
     def release(self, call: Call) -> Answer:
         opts = self._options("release", call.arg(1))
         tid = self._owned(call, call.arg(0))
+        # release(id, {reason = TEXT}): queuebox's; when it was the last attempt, the
+        # burial reason (and the failed result) ends with why the worker gave it back.
+        reason = opts.get("reason")
+        if isinstance(reason, str):
+            why = f"{RELEASED}: {reason[:MAX_REASON]}"
+            return self._answer(self.driver.release(tid, opts, call.now, why))
         return self._answer(self.driver.release(tid, opts, call.now))
 
     def peek(self, call: Call) -> Answer:
@@ -355,8 +493,7 @@ class Tube(TaskEvents):
             raise module_error(f"Invalid value of reason: {lua_tostring(reason)}")
         if task[1] != BURIED:
             task = self.driver.bury(task[0])
-        if reason is not None:
-            self.retries.buried(task[0], reason[:MAX_REASON])
+        self.retries.buried(task[0], None if reason is None else reason[:MAX_REASON])
         return self._answer(task)
 
     def kick(self, call: Call) -> Answer:
@@ -374,6 +511,7 @@ class Tube(TaskEvents):
     def delete(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
         self.driver.delete(task[0])
+        self.result_settled(task[0])
         return self._answer(done(task))
 
     def truncate(self, call: Call) -> Answer:

@@ -22,12 +22,23 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
+from .ratelimit import check_option as check_rate_limit
+from .results import check_options as check_result_options
+from .retention import check_options as check_retention
 from .retries import check_options as check_retry_options
 from .tube import Call, Shared, Tube, callback_name
 
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
+
+
+def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
+    """Refuse a bad option of queuebox's own (retries, rate limit, retention, results)."""
+    check_retry_options(opts)
+    check_rate_limit(opts, utubes=getattr(cls, "UTUBE_INDEX", None) is not None)
+    check_retention(opts)
+    check_result_options(opts)
 
 
 class TubeRegistry:
@@ -77,7 +88,7 @@ class TubeRegistry:
             return existing
         callback = callback_name(opts.pop("on_task_change", None), self.shared.callbacks)
         cls.check_create(opts)
-        check_retry_options(opts)
+        check_options(opts, cls)
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
@@ -131,6 +142,8 @@ class TubeRegistry:
         if self._space.get((tube.name,)) is None:
             raise module_error("Tube not found")
         tube.retries.clear()
+        tube.limits.drop()
+        tube.results.clear()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
@@ -166,7 +179,9 @@ class TubeRegistry:
             cls.open_extra(self.catalog, space_name, opts)
             tube = self._attach(name, tube_id, type_, opts, cls, space)
             space.note = "restart"
+            tube.now = now
             tube.driver.rebuild(now, held.get(name, ()))
+            tube.limits.settle(now)
             tube.sync_deadline()
 
     def put_for(self, call_name: str) -> Callable[[str, Any, dict[Any, Any], int], str | None]:

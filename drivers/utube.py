@@ -29,6 +29,7 @@ F_UTUBE: Final = 2
 class Utube(UntimedStore, UtubeRules):
     TYPE = "utube"
     IGNORES_OPTS = frozenset(("release",))
+    PUT_OPTIONS = frozenset(("utube",))
     F_UTUBE = F_UTUBE
     F_DATA = 3
     FORMAT = ("task_id", "status", "utube", "data")

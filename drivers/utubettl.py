@@ -41,6 +41,7 @@ F_UTUBE: Final = 7
 @mypyc_attr(allow_interpreted_subclasses=True)
 class UtubeTtl(TtlStore, UtubeRules):
     TYPE = "utubettl"
+    PUT_OPTIONS = frozenset(("ttl", "ttr", "pri", "delay", "utube"))
     F_UTUBE = F_UTUBE
     F_DATA = 8
     FORMAT = (

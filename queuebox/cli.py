@@ -90,6 +90,18 @@ def _client(name: str) -> Callable[[], Command]:
     return load
 
 
+def _options() -> Command:
+    from queuebox.clients.cli.options import tube_options
+
+    return tube_options
+
+
+def _result() -> Command:
+    from queuebox.clients.cli.results import result
+
+    return result
+
+
 def _tasks(name: str) -> Callable[[], Command]:
     def load() -> Command:
         from queuebox.clients.cli import tasks as clitasks
@@ -122,6 +134,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "take": (_client("take"), "take a task from a tube, print it and ack it"),
     "peek": (_client("peek"), "show a task"),
     "tasks": (_tasks("tasks"), "list a tube's tasks by state"),
+    "result": (_result, "show (or wait for) a task's result"),
     "ack": (_tasks("ack"), "ack a taken task, for whoever holds it"),
     "release": (_tasks("release"), "give a taken task back, for whoever holds it"),
     "bury": (_tasks("bury"), "bury a task, with a reason"),
@@ -129,7 +142,7 @@ COMMANDS: dict[str, tuple[Callable[[], Command], str]] = {
     "delete": (_tasks("delete"), "delete a task"),
     "truncate": (_tasks("truncate"), "delete every task of a tube"),
     "create-tube": (_client("create_tube"), "create a tube"),
-    "tube-options": (_tasks("tube_options"), "show or change a tube's retry options"),
+    "tube-options": (_options, "show or change a tube's retries, rate limit, retention"),
     "drop-tube": (_client("drop_tube"), "drop a tube and its tasks"),
     "schedule": (_schedules, "add, list, pause, resume or delete a periodic task"),
     "promote": (_client("promote"), "make a read-only replica the writable primary"),

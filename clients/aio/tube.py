@@ -14,10 +14,11 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from queuebox.clients import put_options
 from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
-from queuebox.clients.model import OnError, Task, task_id
+from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
 if TYPE_CHECKING:
     from queuebox.clients.aio.connection import Connection
@@ -40,6 +41,7 @@ class Tube:
         self.name = name
         # Tasks held by a `Taking` block -> settled inside the block already?
         self._held: dict[int, bool] = {}
+        self._kind = put_options.TubeKind()  # its driver type, asked once
 
     def __repr__(self) -> str:
         return f"<Tube {self.name!r}>"
@@ -57,11 +59,24 @@ class Tube:
     ) -> Task:
         """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
 
-        Options a driver does not know are ignored by the server (fifo ignores all).
+        An option the tube's driver would ignore (delay, pri, ttl or ttr on fifo and
+        utube, utube on the others) raises `OptionRefused` and puts nothing; the
+        driver type is asked once, the first time such an option is given.
         For limfifottl, `timeout=` waits for room; `QueueFull` if none came.
         """
         options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        await self._check(options)
         return await self.connection.run(modern.put(self.name, data, options))
+
+    async def _check(self, options: dict[str, Any]) -> None:
+        """Refuse a put option the tube's driver ignores (put_options.py)."""
+        kind = self._kind
+        if kind.wanted(options):
+            try:
+                kind.learn(await self.connection.run(modern.tasks(self.name, {"limit": 1})))
+            except put_options.LOOKUP_ERRORS as exc:
+                kind.unknown(exc)
+        kind.check(self.name, options)
 
     async def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items` (each one task's data), keeping at most `window`
@@ -70,6 +85,7 @@ class Tube:
         `opts` are `put`'s options, applied to every task. The first error stops the
         batch (no new puts are sent) and is raised; puts already sent still happen.
         """
+        await self._check(opts)
         results: list[Any] = []
         errors: list[Exception] = []
         gate = asyncio.Semaphore(window)
@@ -153,6 +169,11 @@ class Tube:
         """Make up to `count` buried tasks ready again; returns how many."""
         return await self.connection.run(modern.kick(self.name, count))
 
+    async def kick_task(self, task: Task | int) -> Task:
+        """Make one buried task ready again, by id, with its tries reset (queuebox's
+        `queuebox.kick_task`); `TaskNotFound`, or `QueueError` when it is not buried."""
+        return await self.connection.run(modern.kick_task(self.name, task_id(task)))
+
     async def delete(self, task: Task | int) -> Task:
         """Delete a task in any state; returns it with status DONE."""
         return self._settled(await self._by_id("delete", task))
@@ -196,6 +217,14 @@ class Tube:
         page = await self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
         found = page.get("tasks") or [None]
         return found[0]  # type: ignore[no-any-return]
+
+    async def result(self, task: Task | int, *, timeout: float | None = None) -> TaskResult:
+        """A task's result (queuebox, on a tube with `result_ttl`): its `status` is
+        "done" (`value`: what the ack carried), "failed" (`error`: the burial
+        reason), "pending" or "unknown" (no such task, or its result expired).
+        With `timeout`, a pending task is awaited that many seconds (the server
+        answers when the ack comes, no polling)."""
+        return await self.connection.run(modern.result(self.name, task_id(task), timeout))
 
     async def _by_id(self, method: str, task: Task | int) -> Task:
         return await self.connection.run(modern.by_id(self.name, method, task_id(task)))

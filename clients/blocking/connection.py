@@ -235,8 +235,10 @@ class Connection:
         return self.run(modern.statistics(tube))
 
     def tube_options(self, name: str, **opts: Any) -> dict[str, Any]:
-        """Set a tube's retry options (`max_attempts`, `backoff`, `backoff_max`;
-        queuebox, QUEUE.md §14); returns the policy now in force ({} for none)."""
+        """Set a tube's retry options (`max_attempts`, `backoff`, `backoff_max`), rate
+        limit (`rate_limit={"max": N, "interval": S}`, False: none) and buried retention
+        (`buried_max`, `buried_ttl`; queuebox, QUEUE.md §14); returns what is now in
+        force ({} for none)."""
         return self.run(modern.tube_options(name, opts))
 
     def schedule(self, name: str, tube: str, **spec: Any) -> dict[str, Any]:

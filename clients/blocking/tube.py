@@ -12,9 +12,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from queuebox.clients import put_options
 from queuebox.clients.calls import modern
 from queuebox.clients.errors import QueueboxError
-from queuebox.clients.model import OnError, Task, task_id
+from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
 if TYPE_CHECKING:
     from queuebox.clients.blocking.connection import Connection
@@ -31,6 +32,7 @@ class Tube:
         self.connection = connection
         self.name = name
         self._held: dict[int, bool] = {}
+        self._kind = put_options.TubeKind()  # its driver type, asked once
 
     def __repr__(self) -> str:
         return f"<Tube {self.name!r}>"
@@ -46,13 +48,26 @@ class Tube:
         utube: str | None = None,
         **opts: Any,
     ) -> Task:
-        """Put a task; returns it with status READY, or DELAYED when `delay` > 0."""
+        """Put a task; returns it with status READY, or DELAYED when `delay` > 0. An
+        option the tube's driver would ignore raises `OptionRefused` (aio's `put`)."""
         options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
+        self._check(options)
         return self.connection.run(modern.put(self.name, data, options))
+
+    def _check(self, options: dict[str, Any]) -> None:
+        """Refuse a put option the tube's driver ignores (put_options.py)."""
+        kind = self._kind
+        if kind.wanted(options):
+            try:
+                kind.learn(self.connection.run(modern.tasks(self.name, {"limit": 1})))
+            except put_options.LOOKUP_ERRORS as exc:
+                kind.unknown(exc)
+        kind.check(self.name, options)
 
     def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items`, pipelined with at most `window` puts in flight;
         returns the tasks in order. The first error stops the batch and is raised."""
+        self._check(opts)
         calls = (modern.put(self.name, data, opts) for data in items)
         return self.connection.run_many(calls, window)
 
@@ -132,6 +147,10 @@ class Tube:
         """Bury a task (any state); returns it with status BURIED and `reason` kept."""
         return self._settled(self.connection.run(modern.bury(self.name, task_id(task), reason)))
 
+    def kick_task(self, task: Task | int) -> Task:
+        """Make one buried task ready again, by id (aio's `kick_task`)."""
+        return self.connection.run(modern.kick_task(self.name, task_id(task)))
+
     def kick(self, count: int = 1) -> int:
         """Make up to `count` buried tasks ready again; returns how many."""
         return self.connection.run(modern.kick(self.name, count))
@@ -168,3 +187,8 @@ class Tube:
         page = self.connection.run(modern.tasks(self.name, {"id": task_id(task)}))
         found = page.get("tasks") or [None]
         return found[0]  # type: ignore[no-any-return]
+
+    def result(self, task: Task | int, *, timeout: float | None = None) -> TaskResult:
+        """A task's result, awaited `timeout` seconds while it is pending; see
+        `clients.aio.tube.Tube.result`."""
+        return self.connection.run(modern.result(self.name, task_id(task), timeout))

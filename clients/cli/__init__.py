@@ -3,7 +3,8 @@ the operator's task commands and `queuebox status`, and what they share (where
 to connect, help and errors, text or JSON output and exit codes).
 
 - `commands.py`: ping, tubes, stats, put, take, peek, create-tube, drop-tube
-- `tasks.py`: tasks, ack, release, bury, kick, delete, truncate, tube-options
+- `tasks.py`: tasks, ack, release, bury, kick, delete, truncate
+- `options.py`: tube-options (retries, rate limit, buried retention)
 - `schedules.py`: schedule add, list, pause, resume, delete
 - `status.py`: the cluster as its instances see it
 - `args.py`: connection flags and argument types every command line shares

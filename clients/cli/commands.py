@@ -360,6 +360,7 @@ def _option(text: str) -> tuple[str, Any]:
 # ignores others.
 _COMMON_OPTIONS = frozenset(
     {"temporary", "if_not_exists", "engine", "max_attempts", "backoff", "backoff_max"}
+    | {"rate_limit", "buried_max", "buried_ttl"}
 )
 _TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
 TUBE_OPTIONS: dict[str, frozenset[str]] = {

@@ -1,4 +1,4 @@
-"""`queuebox tasks|ack|release|bury|kick|delete|truncate|tube-options`: an operator's
+"""`queuebox tasks|ack|release|bury|kick|delete|truncate`: an operator's
 commands on the tasks of one tube.
 
 Owns: each command's arguments and output (a table that fits the terminal, or JSON).
@@ -29,7 +29,7 @@ from queuebox.clients.errors import NoSuchProcedure, TaskNotFound, TubeNotFound
 from . import args as cliargs
 from . import output as cliout
 
-__all__ = ["ack", "bury", "delete", "kick", "release", "tasks", "truncate", "tube_options"]
+__all__ = ["ack", "bury", "delete", "kick", "release", "tasks", "truncate"]
 
 STATES = ("ready", "taken", "delayed", "buried")
 
@@ -241,17 +241,32 @@ def _delete_every(tube: Tube, state: str | None) -> int:
 
 
 def kick(argv: list[str], prog: str = "queuebox kick") -> int:
-    """Make buried tasks ready again."""
-    parser = _parser(prog, "Make up to COUNT buried tasks of TUBE ready again, oldest first.")
+    """Make buried tasks ready again: the oldest COUNT, all, or one by id."""
+    parser = _parser(
+        prog,
+        "Make up to COUNT buried tasks of TUBE ready again, oldest first; or every one "
+        "(--all); or the one with --id N, its tries reset.",
+    )
     parser.add_argument("tube", help="tube name")
     parser.add_argument(
-        "count", nargs="?", type=cliargs.positive_int, default=1, help="how many at most"
+        "count", nargs="?", type=cliargs.positive_int, help="how many at most (default 1)"
     )
     parser.add_argument("--all", action="store_true", help="every buried task")
+    parser.add_argument(
+        "--id",
+        type=int,
+        metavar="N",
+        help="only task N, which must be buried (default: the oldest)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         tube = conn.tube(args.tube)
-        count = args.count
+        if args.id is not None:
+            if args.all or args.count is not None:
+                raise UsageError("give --id N, or a COUNT, or --all")
+            print_task(_kick_one(tube, args.id), args.json)
+            return
+        count = args.count or 1
         _require_tube(conn, args.tube)
         if args.all:
             count = max(int(tube.statistics()["tasks"]["buried"]), 1)
@@ -259,6 +274,18 @@ def kick(argv: list[str], prog: str = "queuebox kick") -> int:
         print(to_json({"kicked": kicked}) if args.json else f"kicked {kicked}")
 
     return _run(prog, parser, argv, body)
+
+
+def _kick_one(tube: Tube, task_id: int) -> Any:
+    """`queuebox.kick_task`, with the CLI's words for what can go wrong."""
+    try:
+        return tube.kick_task(task_id)
+    except NoSuchProcedure as exc:
+        if isinstance(exc, TubeNotFound):
+            raise
+        raise UsageError(
+            "this server kicks no task by id (queuebox.kick_task is queuebox's own call)"
+        ) from None
 
 
 def truncate(argv: list[str], prog: str = "queuebox truncate") -> int:
@@ -275,48 +302,5 @@ def truncate(argv: list[str], prog: str = "queuebox truncate") -> int:
         cliout.confirm(f"delete {tasks} of tube {args.tube!r}?", args.yes)
         tube.truncate()
         print(to_json({"truncated": args.tube, "tasks": total}) if args.json else "truncated")
-
-    return _run(prog, parser, argv, body)
-
-
-def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
-    """Show or change a tube's retry options."""
-    parser = _parser(
-        prog,
-        "Show the retry options of TUBE, or change them (admin): the server then counts "
-        "every take, waits backoff·2^(attempts-1) s (at most --backoff-max) before a task "
-        "that came back is ready again, and buries it with a reason after --max-attempts.",
-    )
-    parser.add_argument("tube", help="tube name")
-    parser.add_argument(
-        "--max-attempts", type=int, help="takes a task may have; 0: no limit (default: keep)"
-    )
-    parser.add_argument(
-        "--backoff", type=cliargs.seconds, help="first wait in seconds; 0: none (default: keep)"
-    )
-    parser.add_argument(
-        "--backoff-max", type=cliargs.seconds, help="the longest wait (default: keep)"
-    )
-
-    def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
-        changes = {
-            key: value
-            for key, value in (
-                ("max_attempts", args.max_attempts),
-                ("backoff", args.backoff),
-                ("backoff_max", args.backoff_max),
-            )
-            if value is not None
-        }
-        if changes:
-            policy = conn.tube_options(args.tube, **changes)
-        else:
-            policy = _page(conn.tube(args.tube), limit=1)["retries"]
-        if args.json:
-            print(to_json(policy))
-        elif policy:
-            print(", ".join(f"{key} {value:g}" for key, value in policy.items()))
-        else:
-            print("no retry options: a task that comes back is ready at once, as in the module")
 
     return _run(prog, parser, argv, body)

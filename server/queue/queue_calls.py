@@ -24,6 +24,7 @@ from queuebox.drivers.core import Binding, QueueCore
 from queuebox.drivers.legacy import LegacyQueue, is_legacy_statistics
 from queuebox.drivers.queue import Blocked, Queue
 from queuebox.drivers.reads import LiveReads
+from queuebox.drivers.result_call import RESULT_CALL
 from queuebox.storage.catalog import Catalog
 
 from ..access.rights import Grant, access_denied, check_tube, legacy_tube
@@ -42,6 +43,7 @@ LEGACY_STATISTICS = "queue.statistics"
 # queuebox's own calls on a tube (QUEUE.md §14): its first argument is the tube.
 TASKS = "queuebox.tasks"
 TUBE_OPTIONS = "queuebox.tube_options"
+RESULT = RESULT_CALL  # queuebox.result(tube, id [, timeout]): a task's result
 
 # EVAL texts sent by real clients (go-tarantool and friends), QUEUE.md §1.
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
@@ -153,6 +155,7 @@ class QueueCalls:
             registry.register(full, self._tube_handler(full), READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
         registry.register(TUBE_OPTIONS, self._tube_options, ADMIN, replace=True)
+        registry.register(RESULT, self._result, READ, replace=True)
         registry.register_eval(EVAL_CREATE, self._eval_create, ADMIN, replace=True)
         registry.register_eval(EVAL_EXISTS, self._eval_exists, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [Queue.VERSION], READ, replace=True)
@@ -302,6 +305,14 @@ class QueueCalls:
         tube, opts = _two(args)
         check_tube(ctx.grant, READ, tube, TASKS, ctx.user)
         return [self.modern.list_tasks(tube, opts)]
+
+    def _result(self, ctx: CallContext, args: list[Any]) -> list[Any] | Awaitable[list[Any]]:
+        """queuebox.result(tube, id [, timeout]): it shows a result, so it needs read
+        on that tube; a pending one waits (waiting.py) until the ack wakes it."""
+        check_tube(ctx.grant, READ, args[0] if args else None, RESULT, ctx.user)
+        binding = self.modern.bind(RESULT)  # bound now: reload() builds a new core
+        assert binding is not None
+        return self._handler(self.modern, binding, RESULT)(ctx, args)
 
     def _tube_options(self, ctx: CallContext, args: list[Any]) -> list[Any]:
         """queuebox.tube_options(tube, {max_attempts=, backoff=, backoff_max=})."""

@@ -19,6 +19,7 @@ from queuebox.drivers import reads
 from queuebox.drivers.callnames import CallPath, in_namespace
 from queuebox.drivers.errors import module_error
 from queuebox.drivers.queue import VERSION
+from queuebox.drivers.results import PENDING
 from queuebox.storage.catalog import Catalog
 
 from ..access.rights import check_tube
@@ -29,6 +30,7 @@ from ..queue.queue_calls import (
     EVAL_EXISTS,
     EVAL_STATE,
     EVAL_VERSION,
+    RESULT,
     TASKS,
     TUBE_OPTIONS,
     visible_statistics,
@@ -57,6 +59,7 @@ class ReplicaView:
             registry.register(f"{namespace}.state", self._state, READ, replace=True)
             registry.register(f"{namespace}.tube", self._tube, READ, replace=True)
         registry.register(TASKS, self._tasks, READ, replace=True)
+        registry.register(RESULT, self._result, READ, replace=True)
         registry.register(TUBE_OPTIONS, _refuse, WRITE, replace=True)
         registry.register_eval(EVAL_STATE, self._state, READ, replace=True)
         registry.register_eval(EVAL_VERSION, lambda ctx, args: [VERSION], READ, replace=True)
@@ -127,6 +130,18 @@ class ReplicaView:
         if page is None:
             raise read_only_error()  # a tube the primary may know: ask it
         return [page]
+
+    def _result(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        """queuebox.result read from the replicated spaces; one that would wait
+        for a pending task is the primary's to answer (it is woken by the ack)."""
+        name, raw_id, timeout = [*args, None, None, None][:3]
+        check_tube(ctx.grant, READ, name, RESULT, ctx.user)
+        catalog = self._catalog()
+        found = reads.tube(catalog, name)
+        answer = reads.result(catalog, found, raw_id) if found is not None else None
+        if answer is None or (answer["status"] == PENDING and timeout):
+            raise read_only_error()
+        return [answer]
 
     def _peek(self, tube: str) -> Handler:
         def peek(ctx: CallContext, args: list[Any]) -> list[Any]:

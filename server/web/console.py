@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from queuebox.drivers.driver import ignored_put_options
 from queuebox.protocol import ErrorCode
 
 from ..core.callas import LocalSession, call_as
@@ -202,8 +203,27 @@ class Console:
         action = ACTIONS.get(request.match_info["action"])
         if action is None:
             raise web.HTTPNotFound(text="no such action")
-        name, args = action(self.namespace, request.match_info["tube"], await _body(request))
+        tube = request.match_info["tube"]
+        name, args = action(self.namespace, tube, await _body(request))
+        if request.match_info["action"] == "put":
+            refused = self._ignored(tube, args[1])
+            if refused is not None:
+                return refused
         return await self._call(request, name, args)
+
+    def _ignored(self, tube: str, opts: dict[str, Any]) -> web.Response | None:
+        """A put option the tube's driver would ignore is refused, not sent: the
+        wire ignores it as the module does (delay on fifo), silently."""
+        info = self.server.store.tubes().get(tube)
+        ignored = ignored_put_options(None if info is None else info.driver, opts)
+        if info is None or not ignored:
+            return None
+        message = (
+            f"tube '{tube}' is a {info.type} tube, which ignores the put option"
+            f"{'s' if len(ignored) > 1 else ''} {', '.join(ignored)}: the task was not put"
+        )
+        error = {"code": ErrorCode.ER_ILLEGAL_PARAMS, "message": message}
+        return web.json_response({"error": error}, status=400)
 
     async def create_tube(self, request: web.Request) -> web.Response:
         body = await _body(request)

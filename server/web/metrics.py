@@ -220,6 +220,10 @@ class QueueboxCollector:
         oldest: dict[Key, float] = {}
         attempts: dict[Key, Buckets] = {}
         exhausted: dict[Key, float] = {}
+        limited: dict[Key, float] = {}  # tube options rate_limit, buried_max/buried_ttl
+        dropped: dict[Key, float] = {}
+        results: dict[Key, float] = {}
+        stored: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
@@ -236,6 +240,13 @@ class QueueboxCollector:
             if tube.retry_policy or tube.acked_after or tube.exhausted:
                 attempts[name] = _attempt_buckets(tube.acked_after)
                 exhausted[name] = tube.exhausted
+            if "rate_limit" in report:
+                limited[name] = report["rate_limit"]["delayed"]
+            if "retention" in report:
+                dropped[name] = report["retention"]["dropped"]
+            kept = report.get("results")  # tubes with a result_ttl (drivers/results.py)
+            if kept is not None:
+                results[name], stored[name] = kept["held"], kept["stored"]
         yield gauge(
             "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
         )
@@ -274,6 +285,32 @@ class QueueboxCollector:
             "Tasks buried because their attempts ran out, by tube",
             labels=BY_TUBE,
             samples=exhausted,
+        )
+        yield counter(
+            "queuebox_takes_rate_limited",
+            "Takes that found the tube's rate limit reached (and waited, or answered nil) "
+            "since start, by tube (tubes with a rate_limit)",
+            labels=BY_TUBE,
+            samples=limited,
+        )
+        yield counter(
+            "queuebox_buried_dropped",
+            "Buried tasks dropped by the tube's buried_max or buried_ttl, by tube (kept "
+            "across restarts)",
+            labels=BY_TUBE,
+            samples=dropped,
+        )
+        yield gauge(
+            "queuebox_results_held",
+            "Task results kept for their result_ttl, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=results,
+        )
+        yield counter(
+            "queuebox_results_stored",
+            "Task results stored since start, by tube (tubes that keep results)",
+            labels=BY_TUBE,
+            samples=stored,
         )
 
     def _schedules(self) -> Iterator[Metric]:

@@ -86,6 +86,9 @@ def tube_rows(server: Served, stats: dict[str, Any]) -> list[dict[str, Any]]:
                 "calls": report.get("calls", {}),
                 "waiting_takes": tube.waiting_takes if tube is not None else 0,
                 "oldest_ready": oldest,
+                # queuebox's additions to statistics, for a tube with the options.
+                "rate_limit": report.get("rate_limit"),
+                "retention": report.get("retention"),
             }
         )
     return rows

@@ -386,3 +386,25 @@ def test_tubes_and_tasks_have_urls(page: Page, console: ServerProc) -> None:
     page.click("#close-tube")
     expect(page).to_have_url(base(console) + "/")
     expect(page.locator("#tube")).to_be_hidden()
+
+
+def test_a_fifo_tube_refuses_a_delay_and_shows_its_limits(page: Page, console: ServerProc) -> None:
+    tube = unique("limits")
+    conn = login_tester(console.port)
+    try:
+        opts = {"rate_limit": {"max": 5, "interval": 2}, "buried_max": 10}
+        conn.call("queue.create_tube", tube, "fifo", opts)
+        log_in(page, console)
+        tube_row(page, tube).locator(".tube-link").click()
+        header = page.locator("#tube-type")
+        expect(header).to_contain_text("at most 5 takes per 2 s (0 held back)")
+        expect(header).to_contain_text("buried kept: at most 10 (0 dropped)")
+        page.fill("#put-form textarea[name=data]", '"later"')
+        page.fill("#put-form input[name=delay]", "30")
+        page.click("#put")
+        expect(page.locator("#message")).to_contain_text(
+            "is a fifo tube, which ignores the put option delay: the task was not put"
+        )
+        assert conn.call("queue.statistics", tube).data[0]["tasks"]["total"] == 0
+    finally:
+        conn.close()

@@ -139,9 +139,9 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     server = start_server("--metrics-listen", f"127.0.0.1:{port}", "--plugin", flaky)
     conn = login_tester(server.port)
     stream = RawClient(server.port)
-    try:  # a tube with retries, tasks, a snapshot, plugin reports, a subscriber
+    try:  # a tube with retries, results, tasks, a snapshot, plugin reports, a subscriber
         tube = unique("names")
-        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3})
+        conn.call("queue.create_tube", tube, "fifo", {"max_attempts": 3, "result_ttl": 60})
         stream.auth("tester", "secret")
         stream.send(frame(CALL, 1, {0x22: f"queue.tube.{tube}:events", 0x21: []}))
         assert stream.recv().code == 0x80  # subscribed
@@ -170,6 +170,8 @@ def test_readme_and_dashboard_use_the_names_served(start_server: StartServer) ->
     in_readme -= {name for name in in_readme if name.startswith("queuebox_shard")}
     # Served with wal_archive_dir (tests/e2e/test_backup.py).
     in_readme -= {"queuebox_wal_archived_lsn", "queuebox_wal_archive_failures_total"}
+    # Served for tubes with a rate_limit or a buried retention (test_queue_e2e_limits.py).
+    in_readme -= {"queuebox_takes_rate_limited_total", "queuebox_buried_dropped_total"}
     assert len(in_readme) >= 15 and in_readme <= served, in_readme - served
 
 

@@ -146,10 +146,23 @@ function drawTubes(tubes) {
   const open = tubes.find((tube) => tube.name === view.tube);
   view.tubeCan = open?.can ?? {}; // a tube the user may not read, or gone: nothing to press
   if (open) {
-    $("#tube-type").textContent = open.type;
+    $("#tube-type").textContent = [open.type, ...limitsText(open)].join(" · ");
     view.type = open.type;
     view.counts = open.tasks;
   }
+}
+
+// A tube's rate limit and buried retention, in words (none: nothing).
+function limitsText(tube) {
+  const words = [];
+  const rate = tube.rate_limit, kept = tube.retention;
+  if (rate) words.push(`at most ${rate.max} takes per ${rate.interval} s (${fmt.count(rate.delayed)} held back)`);
+  if (kept) {
+    const limits = [kept.buried_max !== null ? `${kept.buried_max}` : null,
+      kept.buried_ttl !== null ? `${kept.buried_ttl} s` : null].filter((x) => x !== null);
+    words.push(`buried kept: at most ${limits.join(", ")} (${fmt.count(kept.dropped)} dropped)`);
+  }
+  return words;
 }
 
 function pairs(target, rows) {
