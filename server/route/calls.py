@@ -5,7 +5,8 @@ to the shard its id names (`id % 1024`; no such shard: the module's "Task N
 not found"); a put to the shard its utube or `key` hashes to, else spread
 (spread.py); a take over every shard (takes.py); create_tube, drop, cfg,
 truncate, release_all, on_task_change, queuebox.tube_options to every shard
-(and P/tubes, P/cfg); statistics summed; kick(n) shard by shard; a page of
+(and P/tubes, P/cfg); a schedule to the shard its name hashes to, and
+queuebox.schedules from every shard; statistics summed; kick(n) shard by shard; a page of
 queuebox.tasks shard by shard; anything else to the first shard. Frames
 sent to one shard go as the client sent them. Must not touch sockets (the
 client's connection and its upstreams do), nor judge a call's arguments:
@@ -40,6 +41,11 @@ EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_cha
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+# Schedules (issue 41): one schedule lives on the shard its name hashes to.
+SCHEDULE_CALLS = frozenset(
+    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
+     "queuebox.schedule_delete"}
+)  # fmt: skip
 UUID_BYTES = 16
 PARSED_CACHE_SIZE = 10_000  # names come from clients: bounded
 _parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
@@ -83,6 +89,10 @@ def route_call(client: Client, req: Request) -> None:
         return every_shard(client, req, name, args)
     if name in ONE_TASK_CALLS:
         return by_id(client, req, args[1] if len(args) > 1 else None)
+    if name in SCHEDULE_CALLS and args and client.map.active():
+        return forward(client, req, by_hash(args[0], client.map.active()))
+    if name == "queuebox.schedules":
+        return client.spawn(listed(client, req, name, args))
     if name == "queuebox.tasks":
         return client.spawn(tasks_page(client, req, args))
     to_first(client, req)
@@ -238,6 +248,23 @@ async def summed(client: Client, req: Request, name: str, args: list[Any]) -> No
     total = _sum([a[0] if a else {} for a in answers])
     data = [total] if answers and any(answers) else []
     client.send(_data(req, data))
+
+
+async def listed(client: Client, req: Request, name: str, args: list[Any]) -> None:
+    """A list every shard answers (queuebox.schedules): the shards' lists one after another."""
+    found: list[Any] = []
+    for _, future in calls_to_all(client, req, name, args, shaped=False):
+        try:
+            reply = decode_response(await future)
+        except ShardLost as e:
+            client.send(no_primary(req.sync, e.shard, e.why))
+            return
+        if reply.error_code:
+            client.send(failed(req.sync, reply.error_code, reply.error_message))
+            return
+        data = reply.data or [[]]
+        found.extend(data[0] if isinstance(data[0], list) else [data[0]])
+    client.send(_data(req, [found]))
 
 
 def _sum(values: list[Any]) -> Any:

@@ -77,6 +77,11 @@ def test_calls_on_tasks_go_to_their_shard_and_puts_spread(
         assert error_of(lambda: conn.call(f"queue.tube.{tube}:peek", missing))[1] == (
             f"Task {missing} not found"
         )
+        # A schedule lives on the shard its name hashes to; the list is every shard's.
+        conn.call("queuebox.schedule", "nightly", tube, {"every": 3600})
+        conn.call("queuebox.schedule", "hourly", tube, {"every": 60})
+        names = sorted(s["name"] for s in conn.call("queuebox.schedules").data[0])
+        assert names == ["hourly", "nightly"]
         conn.close()  # what it held (the taken task) goes back on its shard
         with node_conn(nodes["a"][0]) as a, node_conn(nodes["b"][0]) as b:
             wait_for(
