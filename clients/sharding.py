@@ -44,6 +44,12 @@ BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
 EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all"})
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 SUMMED_CALLS = frozenset({"queue.statistics"})
+ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+# One schedule lives on the shard its name hashes to (the router's rule).
+SCHEDULE_CALLS = frozenset(
+    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
+     "queuebox.schedule_delete"}
+)  # fmt: skip
 
 
 class MapError(NetworkError):
@@ -183,6 +189,7 @@ def by_hash(key: Any, shards: list[Shard]) -> Shard:
 class Route:
     """Where a call goes. kind: "id" (number), "key" (key), "spread", "take",
     "every" (each shard), "summed" (each shard, answers summed), "kick",
+    "listed" (each shard, lists joined),
     "pages" (queuebox.tasks, shard by shard), "first"."""
 
     kind: str
@@ -205,6 +212,12 @@ def route(function: str, args: tuple[Any, ...]) -> Route:
             return Route("every")
         if function in SUMMED_CALLS:
             return Route("summed")
+        if function in ONE_TASK_CALLS:
+            return Route("id", owner(args[1] if len(args) > 1 else None))
+        if function in SCHEDULE_CALLS and args:
+            return Route("key", key=args[0])
+        if function == "queuebox.schedules":
+            return Route("listed")
         if function == "queuebox.tasks" and len(args) > 1 and isinstance(args[1], dict):
             found = owner(args[1].get("id"))
             return Route("id", found) if found is not None else Route("pages")

@@ -184,7 +184,7 @@ class ClusterConnection(Connection):
         where = sharding.route(call.function, call.args)
         if where.kind == "take":
             return cast(T, await self._take(call))
-        if where.kind in ("every", "summed", "kick"):
+        if where.kind in ("every", "summed", "kick", "listed"):
             return await self._every(call, where)
         if where.kind == "id" and self._pick(where) is None:
             raise TaskNotFound(TASK_NOT_FOUND, f"Task {call.args[0]} not found")
@@ -285,6 +285,8 @@ class ClusterConnection(Connection):
             )  # fmt: skip
         if where.kind == "summed":
             return call.parse([sharding.summed([a[0] if a else {} for a in answers])])
+        if where.kind == "listed":
+            return call.parse([[row for a in answers if a and a[0] for row in a[0]]])
         return call.parse(answers[0])
 
     async def _page(self, call: Call[Any]) -> dict[str, Any]:

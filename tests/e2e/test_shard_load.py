@@ -115,7 +115,8 @@ def test_a_shard_added_gets_tasks_and_one_drained_and_removed_loses_none(
         wait_until(lambda: len(load.acked) > 20, 15, "tasks acked on shard a")
         (b1,) = cluster.groups["b"].start(1)
         b = shard_number(b1)
-        took = wait_until(lambda: load.ids_on(b), 10, "put on the added shard b")
+        # Within seconds (a loaded machine's: the suite runs beside other work).
+        took = wait_until(lambda: load.ids_on(b), 20, f"put on shard b ({load.errors[-3:]})")
         print(f"\nadded shard b received its first put {took:.2f} s after it served")
         drained = shard_cli(etcd, cluster.prefix, "drain", "b")
         assert drained.returncode == 0, drained.stderr
