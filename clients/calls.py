@@ -9,6 +9,7 @@ apart. Must not touch sockets, the event loop or the clock.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -19,7 +20,7 @@ from queuebox.clients.model import LegacyTask, Task, TaskResult
 
 T = TypeVar("T")
 
-__all__ = ["Call", "legacy", "modern"]
+__all__ = ["Call", "legacy", "modern", "put_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,20 @@ def _uuid(data: list[Any]) -> bytes:
     return protocol.as_bytes(value) if isinstance(value, str) else bytes(value)
 
 
+# The window of a key the client made up: its own re-sends of the put need it for
+# minutes (MAX_ATTEMPTS sends within failover timeouts), not the tube's day; the
+# server keeps it (and its ~400 bytes) that long only.
+AUTO_KEY_WINDOW_S = 300
+
+
+def put_key(key: str | None, auto: bool) -> dict[str, Any]:
+    """The key options a put sends: the caller's key (for the tube's whole window),
+    else with `auto` a fresh uuid4 kept AUTO_KEY_WINDOW_S, else none."""
+    if key is not None:
+        return {"key": key}
+    return {"key": uuid.uuid4().hex, "key_window": AUTO_KEY_WINDOW_S} if auto else {}
+
+
 class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     """Builders for the modern API: `queue.*` and `queue.tube.<name>:<method>`."""
 
@@ -133,10 +148,14 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
 
     @staticmethod
     def put(tube: str, data: Any, opts: Mapping[str, Any]) -> Call[Task]:
-        """put(data, opts): options that are None are left out."""
+        """put(data, opts): options that are None are left out. A put with a `key`
+        is repeatable: the server answers a second put of the key with the first
+        one's task (docs/workers.md "Exactly-once puts")."""
         options = {key: value for key, value in opts.items() if value is not None}
         args = (data, options) if options else (data,)
-        return Call(modern.method(tube, "put"), args, _put_result, wait=options.get("timeout"))
+        keyed = "key" in options
+        wait = options.get("timeout")
+        return Call(modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed)
 
     @staticmethod
     def take(tube: str, timeout: float | None) -> Call[Task | None]:

@@ -6,14 +6,21 @@ as read-only, or its connection broke, may the client run it again on the writab
 instance it finds next (`verdict`)? The async and blocking connections both ask here, so
 the two clients decide alike. Must not touch sockets, the event loop or the clock.
 
-    what happened to the call             repeatable (reads)   changes data (writes)
+    what happened to the call             repeatable (reads,   changes data (writes)
+                                          keyed puts)
     ------------------------------------  -------------------  ---------------------------
     answered ER_READONLY (code 7)         retry                retry: it was not applied
     connection broke, call in flight      retry                raise ConnectionLost: the
                                                                caller decides (it may have
                                                                been applied)
-    answered 216 / 222 (outcome unknown)  (never: a read      raise OutcomeUnknown: it was
-                                           does not wait)      applied, may not survive
+    answered 216 / 222 (outcome unknown)  retry (a keyed put:  raise OutcomeUnknown: it was
+                                          the server answers   applied, may not survive
+                                          its first task)
+
+A put carrying a key (the bundled client gives every put one: `clients.calls.modern.put`)
+is repeatable: within the tube's key window the server answers a second put of the key
+with the task the first one made (docs/workers.md "Exactly-once puts"), so sending it
+again after an unknown outcome never makes a second task.
 
 A retry first finds the writable instance again (connect to each address in turn, ask
 `queue.state()`), then re-joins the queue session the client had (`queue.identify(uuid)`),
@@ -35,6 +42,8 @@ __all__ = [
     "Event",
     "Verdict",
     "parse_addresses",
+    "after_reply",
+    "outcome_unknown",
     "refused_read_only",
     "verdict",
 ]
@@ -53,6 +62,7 @@ class Event(enum.Enum):
 
     REFUSED_READ_ONLY = "refused_read_only"
     LOST_IN_FLIGHT = "lost_in_flight"
+    OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 class Verdict(enum.Enum):
@@ -66,6 +76,8 @@ _TABLE: dict[tuple[Event, bool], Verdict] = {
     (Event.REFUSED_READ_ONLY, False): Verdict.RETRY,
     (Event.LOST_IN_FLIGHT, True): Verdict.RETRY,
     (Event.LOST_IN_FLIGHT, False): Verdict.RAISE,
+    (Event.OUTCOME_UNKNOWN, True): Verdict.RETRY,
+    (Event.OUTCOME_UNKNOWN, False): Verdict.RAISE,
 }
 
 
@@ -77,6 +89,26 @@ def verdict(event: Event, repeatable: bool) -> Verdict:
 def refused_read_only(code: int) -> bool:
     """True for the error code of a change sent to a read-only instance (not applied)."""
     return code == protocol.ErrorCode.ER_READONLY
+
+
+def outcome_unknown(code: int) -> bool:
+    """True for the error codes of a change applied whose survival is unknown (216, 222)."""
+    return code in _OUTCOME_UNKNOWN
+
+
+def after_reply(code: int, repeatable: bool) -> Verdict:
+    """An error reply: find the writable instance again and resend (RETRY), or hand
+    the reply to the caller (RAISE)."""
+    if refused_read_only(code):
+        return Verdict.RETRY
+    if outcome_unknown(code):
+        return verdict(Event.OUTCOME_UNKNOWN, repeatable)
+    return Verdict.RAISE
+
+
+_OUTCOME_UNKNOWN = frozenset(
+    (protocol.ErrorCode.ER_SYNC_QUORUM_TIMEOUT, protocol.ErrorCode.ER_QUORUM_WAIT)
+)
 
 
 def parse_addresses(value: str | Iterable[str | Address]) -> tuple[Address, ...]:

@@ -49,6 +49,10 @@ class Options:
             many seconds, with the same jittered backoff, while nothing answers (a
             worker started before its server); 0 fails at once.
         tls: speak TLS with this context (`clients.tls.tls_context`); None: plain TCP.
+        put_keys: give every put a key of its own (a uuid4) unless it names one, so a
+            put whose outcome is unknown is sent again safely (`clients.calls.put_key`).
+            False: puts carry a key only when they name one (a Tarantool + queue
+            server ignores keys: there a put is never repeated).
     """
 
     connect_timeout: float = 5.0
@@ -61,6 +65,7 @@ class Options:
     failover_timeout: float = 30.0
     wait_for_server: float = 0.0
     tls: ssl.SSLContext | None = None
+    put_keys: bool = True
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up

@@ -47,6 +47,7 @@ from .errors import (
     tube_not_found,
 )
 from .events import TaskChange, deferred
+from .keys import WINDOW_OPTION
 from .limits import options_of
 from .listing import list_tasks
 from .queue_cfg import read_cfg
@@ -64,17 +65,21 @@ from .tube import METHODS, Answer, Blocked, Call, Shared, Tube
 from .tubes import TubeRegistry, check_options
 
 # What queuebox.tube_options may change on an existing tube.
-TUBE_OPTIONS = frozenset((*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS))
+TUBE_OPTIONS = frozenset(
+    (*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS, WINDOW_OPTION)
+)
 
 __all__ = ["VERSION", "Blocked", "Queue", "QueueError"]
 
 
 def tube_options_answer(tube: Tube) -> dict[str, Any]:
     """The options `queuebox.tube_options` answers: the retry policy, the rate limit
-    and buried retention, result_ttl if set."""
+    and buried retention, result_ttl and key_window if set."""
     found = {**policy_options(tube.retries.policy), **options_of(tube.opts)}
     if tube.results.ttl_us:
         found["result_ttl"] = tube.results.ttl_us / 1_000_000
+    if WINDOW_OPTION in tube.opts:
+        found[WINDOW_OPTION] = tube.opts[WINDOW_OPTION]
     return found
 
 
@@ -135,6 +140,7 @@ class Queue(EntryPoints):
         self._fire: dict[str, Callable[[Any, int], None]] = {
             "tube": self._fire_tube,
             "session": self.sessions.expire,
+            "keys": self._prune_keys,
             "schedule": self.schedules.fire,
         }
         saved = saved_state(catalog)
@@ -275,7 +281,8 @@ class Queue(EntryPoints):
 
     def tube_options(self, name: Any, raw: Any) -> dict[str, Any]:
         """`queuebox.tube_options(tube, opts)`: change a tube's retry options, rate
-        limit and buried retention; the answer is what is now in force ({} for none)."""
+        limit, buried retention, result_ttl or key_window; the answer is what is now
+        in force ({} for none)."""
         with self._entry():
             tube = self._named(name)
             changes = options(raw)
@@ -287,6 +294,7 @@ class Queue(EntryPoints):
             tube.retries.set_policy(tube.opts)
             tube.limits.set_options(tube.opts, self._clock())
             tube.results.set_options(tube.opts)
+            tube.keys.set_window(tube.opts)
             tube.sync_deadline()
             return tube_options_answer(tube)
 
@@ -360,6 +368,13 @@ class Queue(EntryPoints):
             self.deadlines.discard(("tube", name))
         else:
             tube.fire(now)
+
+    def _prune_keys(self, name: str, now: int) -> None:
+        tube = self.registry.tubes.get(name)
+        if tube is None:
+            self.deadlines.discard(("keys", name))
+        else:
+            tube.keys.prune(now)
 
     def _end_session(self, session: SessionId, now: int) -> None:
         """Release every task the session holds, in (tube id, task id) order."""

@@ -6,7 +6,7 @@ replica, the console, task-change events and the spaces view make with or
 without a running queue: every tube, one tube, its task space, its counts by
 state, a task, a page of tasks; and `LiveReads`, what only the running
 queue knows: each tube's statistics, calls, waiting consumers, oldest ready
-task and retry counts, and the sessions with the tasks they hold.
+task, retry counts and key counts, and the sessions with the tasks they hold.
 Must not touch: anything it reads (nothing here changes state), the clock
 (the caller says when `now` is), sockets.
 
@@ -174,6 +174,9 @@ class LiveTube:
     retry_policy: bool  # a retry policy is set
     acked_after: dict[int, int]  # attempts -> acked tasks that needed them
     exhausted: int  # tasks buried when their attempts ran out
+    keys_used: bool  # a put carried a key (keys.py): the key numbers below mean something
+    keys_held: int  # keys kept, their window not ended (or not pruned yet)
+    keys_matched: int  # puts answered by an existing key since start
 
 
 class LiveReads:
@@ -188,7 +191,7 @@ class LiveReads:
         waiters = self._queue.waiters
         found = []
         for name, t in self._queue.registry.tubes.items():
-            retries = t.retries
+            retries, keys = t.retries, t.keys
             found.append(
                 LiveTube(
                     name,
@@ -202,6 +205,9 @@ class LiveReads:
                     retries.policy is not None,
                     retries.acked_after,
                     retries.exhausted,
+                    keys.used,
+                    keys.held,
+                    keys.matched,
                 )
             )
         return found

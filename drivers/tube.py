@@ -39,6 +39,7 @@ from .dependencies import name as task_name
 from .driver import (
     BURIED,
     DELAYED,
+    DONE,
     MISSING,
     RELEASED,
     RELEASED_ALL,
@@ -48,6 +49,8 @@ from .driver import (
 )
 from .errors import module_error, no_such_proc, not_taken, task_not_found
 from .events import TaskChange, event_name, live_change, module_names
+from .keys import F_DONE, F_TASK, Keys, key_text
+from .keys import check_options as check_key_options
 from .limits import TubeLimits
 from .results import PENDING, Results, answer, result_of
 from .retries import F_REASON, Journal, Retries
@@ -193,6 +196,8 @@ class Tube(TaskEvents):
         self.driver.id_floor = self.results.floor
         self.retries.listener = self
         self.now = 0  # epoch µs of the call, timer or session end running on the tube
+        self.keys = Keys(shared.journal.catalog, name, opts, shared.deadlines)
+        self.keys.load(self.driver.peek)
         self._deadline_owner = ("tube", name)
         self.callback: str | None = None  # the named callback on_task_change bound
         # A note (events.py) -> the module's names of its changes: what they count.
@@ -214,6 +219,8 @@ class Tube(TaskEvents):
     def changed(self, old: Any, new: Any) -> None:
         """Count the change as the module counts what its driver reports (the
         names its callbacks hear), and hand it to the listeners, if any."""
+        if new is None and self.keys.live:
+            self.keys.gone(old[0])  # its key answers it as done (keys.py)
         driver = self.driver
         note = driver.space.note
         names = self._counted.get(note)
@@ -330,6 +337,9 @@ class Tube(TaskEvents):
         report = self.limits.report(self.stats.report(self.driver.counts))
         if self.results.ttl_us or self.results.held:  # a tube without results: the module's
             report["results"] = {"held": self.results.held, "stored": self.results.stored}
+        keys = self.keys
+        if keys.used:  # queuebox's addition, absent until a put carried a key
+            report["keys"] = {"held": keys.held, "matched": keys.matched}
         return report
 
     def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
@@ -375,13 +385,35 @@ class Tube(TaskEvents):
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
         opts = self._options("put", call.arg(1))
+        key = None
+        if "key" in opts:
+            key = key_text(opts["key"])
+            seen = self._keyed(key, data, opts, call.now)
+            if seen is not None:
+                return seen
         after = opts.get("after") if opts else None
         waits = self._parents(after, opts) if after is not None else None
         task = self.driver.put(data, opts, call.now)
-        if task is not None:
-            if waits is not None:
-                task = self._wait(task, *waits)
-            return self._answer(task)
+        if task is None:
+            return self._no_room(call, opts)
+        if key is not None:
+            self.keys.add(key, task[0], call.now, opts)
+        if waits is not None:
+            task = self._wait(task, *waits)
+        return self._answer(task)
+
+    def _keyed(self, key: str, data: Any, opts: dict[Any, Any], now: int) -> Answer | None:
+        """queuebox's exactly-once put (keys.py): the task of a key seen within the
+        window, as it is now (`-` once it is done); None: the put goes on."""
+        check_key_options(opts)
+        row = self.keys.find(key, now)
+        if row is None:
+            return None
+        task = None if row[F_DONE] else self.driver.peek(row[F_TASK])
+        # A done task's data is gone with it: the answer carries this put's.
+        return [[row[F_TASK], DONE, data]] if task is None else self._answer(task)
+
+    def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
         timeout = number(lua_or(opts.get("timeout"), 0))
         if timeout <= 0:

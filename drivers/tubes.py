@@ -22,6 +22,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
+from .keys import check_options as check_key_options
 from .ratelimit import check_option as check_rate_limit
 from .results import check_options as check_result_options
 from .retention import check_options as check_retention
@@ -34,11 +35,12 @@ ENGINES = ("memtx", "vinyl")
 
 
 def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
-    """Refuse a bad option of queuebox's own (retries, rate limit, retention, results)."""
+    """Refuse a bad option of queuebox's own (retries, rate limit, retention, results, keys)."""
     check_retry_options(opts)
     check_rate_limit(opts, utubes=getattr(cls, "UTUBE_INDEX", None) is not None)
     check_retention(opts)
     check_result_options(opts)
+    check_key_options(opts)
 
 
 class TubeRegistry:
@@ -144,6 +146,7 @@ class TubeRegistry:
         tube.retries.clear()
         tube.limits.drop()
         tube.results.clear()
+        tube.keys.clear()
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]

@@ -50,6 +50,11 @@ class FileIO:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def may_hang(self) -> bool:
+        """Whether a call is known to be about to hang (a test's stall): the
+        group commit then keeps syncs off the event loop (server/runtime/commit.py)."""
+        return False
+
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
@@ -151,6 +156,9 @@ class InjectedFaults(FileIO):
         know the call it meant to hang is hanging now."""
         self._known(op)
         return len(self._stalls[op])
+
+    def may_hang(self) -> bool:
+        return any(self._stalls.values())
 
     def _known(self, op: str) -> None:
         if op not in self._planned:

@@ -69,6 +69,7 @@ def connect(
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
+    put_keys: bool = True,
     etcd_endpoints: str | None = None,
     etcd_prefix: str = "/queuebox",
     etcd_tls: ssl.SSLContext | None = None,
@@ -95,6 +96,12 @@ def connect(
     a server with `tls_cert`; its client certificate, if any, logs in as the user its
     CN names where the server trusts its CA (then `user` may stay None).
 
+    `put_keys`: every put carries a key (a uuid4 unless `put(key=...)` names one), so
+    a put whose outcome is unknown (its connection broke, or the server answered
+    216/222 after a failover) is sent again and the server answers the task it made,
+    never a second one (docs/client.md "Exactly-once puts"). False for a Tarantool +
+    queue server, which ignores keys.
+
     `etcd_endpoints` (``"http://etcd1:2379,http://etcd2:2379"``; host, port and
     addresses are then ignored) routes by itself over the sharded cluster under
     `etcd_prefix`: it reads the cluster map (etcd's HTTP JSON gateway, re-read every
@@ -112,6 +119,7 @@ def connect(
         failover_timeout=failover_timeout,
         wait_for_server=wait_for_server,
         tls=tls,
+        put_keys=put_keys,
     )
     if etcd_endpoints:
         cluster = ClusterConnection(

@@ -69,6 +69,7 @@ class Link:
         addresses: tuple[failover.Address, ...] = (),
     ) -> None:
         self._opts = options
+        self.put_keys = options.put_keys  # tubes key every put (clients.calls.put_key)
         self._syncs = iproto.Syncs()
         # Several addresses: follow the writable one (failover mode); none: just host:port.
         self._dial = Dialer(
@@ -230,7 +231,9 @@ class Link:
                 if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
                     raise
                 continue
-            if last or not failover.refused_read_only(response.error_code):
+            if last or response.ok:
+                return response
+            if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
                 return response
             self._leave(wire)
         raise AssertionError("the last attempt returns or raises")

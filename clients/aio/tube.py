@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from queuebox.clients import put_options
 from queuebox.clients.aio.events import Events
-from queuebox.clients.calls import modern
+from queuebox.clients.calls import modern, put_key
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
@@ -55,6 +55,7 @@ class Tube:
         ttr: float | None = None,
         delay: float | None = None,
         utube: str | None = None,
+        key: str | None = None,
         **opts: Any,
     ) -> Task:
         """Put a task; returns it with status READY, or DELAYED when `delay` > 0.
@@ -63,9 +64,14 @@ class Tube:
         utube, utube on the others) raises `OptionRefused` and puts nothing; the
         driver type is asked once, the first time such an option is given.
         For limfifottl, `timeout=` waits for room; `QueueFull` if none came.
+        `key`: within the tube's key window a second put of the key answers the task
+        the first one made (as it is now; DONE once acked) instead of adding one.
+        Unless the connection was made with ``put_keys=False``, a put without one gets
+        a fresh key, and is sent again if its outcome is unknown.
         """
         options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
         await self._check(options)
+        options.update(put_key(key, self.connection.put_keys))
         return await self.connection.run(modern.put(self.name, data, options))
 
     async def _check(self, options: dict[str, Any]) -> None:
@@ -82,17 +88,20 @@ class Tube:
         """Put every item of `items` (each one task's data), keeping at most `window`
         puts in flight on the connection; returns the tasks in the order of `items`.
 
-        `opts` are `put`'s options, applied to every task. The first error stops the
-        batch (no new puts are sent) and is raised; puts already sent still happen.
+        `opts` are `put`'s options, applied to every task (each gets a key of its own,
+        as `put` gives it). The first error stops the batch (no new puts are sent) and
+        is raised; puts already sent still happen.
         """
         await self._check(opts)
+        auto = self.connection.put_keys
         results: list[Any] = []
         errors: list[Exception] = []
         gate = asyncio.Semaphore(window)
 
         async def put(index: int, data: Any) -> None:
             try:
-                results[index] = await self.connection.run(modern.put(self.name, data, opts))
+                keyed = {**opts, **put_key(None, auto)}
+                results[index] = await self.connection.run(modern.put(self.name, data, keyed))
             except Exception as exc:
                 errors.append(exc)
             finally:

@@ -190,7 +190,8 @@ def _add_suite_arguments(p: argparse.ArgumentParser) -> None:
         "comparison suite (a bare --compare)",
         "issue 26's scenarios on freshly started servers, queuebox (python -m queuebox "
         "serve, wal_mode write) and Tarantool + queue, alternately: put, take-ack, "
-        "busy-utubes (ready_buffer), memory per task (fifo, fifottl), restart of a full "
+        "busy-utubes (ready_buffer), sequential put latency (one in flight, both WAL "
+        "modes, beside the disk's bare sync), memory per task (fifo, fifottl), restart of a full "
         "queue (from the WAL, from a snapshot). One table; --json for JSON",
     )
     s.add_argument(
@@ -233,6 +234,7 @@ SUITE_KNOBS: list[tuple[str, Any, str]] = [
     ("drain_tasks", _positive_int, "take-ack: tasks drained"),
     ("memory_tasks", _positive_int, "memory: tasks put per tube type"),
     ("recovery_tasks", _positive_int, "recovery: tasks in the restarted queue"),
+    ("latency_puts", _positive_int, "sequential: puts timed per WAL mode"),
     ("memtx_mb", _positive_int, "Tarantool's memtx_memory, MiB"),
 ]
 

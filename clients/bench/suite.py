@@ -15,6 +15,13 @@ started server) and the goals each metric is judged against. The parts:
                  pairs/s and CPU per request (the sequential path)
     memory       --memory-tasks 100-byte tasks put into a fresh server, fifo
                  and fifottl each: RSS growth per task
+    sequential   --latency-puts puts of 64 bytes over one connection, one in
+                 flight (each sent when the previous reply came), on a fresh
+                 server per WAL mode (queuebox: write, then fsync; the
+                 reference runs its own mode both times): p50 and p99 µs; beside
+                 them the disk's bare sync (latency.py: append + fsync, and
+                 preallocated + fdatasync, no server) and what the fsync p50
+                 costs past the write p50 and one bare sync
     recovery     --recovery-tasks 100-byte fifo tasks, SIGKILL, restart (from
                  the WAL); then a snapshot (queuebox: a clean stop writes one;
                  Tarantool: box.snapshot()), SIGKILL, restart: seconds from
@@ -39,6 +46,7 @@ from queuebox import protocol
 from .api import ApiSpec
 from .bench import run_scenario, with_control
 from .conn import BenchError
+from .latency import bare_sync, sequential_puts, summary
 from .report import environment
 from .scenarios import Options, Target
 from .servers import QueueboxServer, ReferenceServer
@@ -64,7 +72,8 @@ class SuiteOptions:
     tasks_per_utube: int = 1000
     memory_tasks: int = 200_000
     recovery_tasks: int = 1_000_000
-    parts: tuple[str, ...] = ("put", "take-ack", "busy-utubes", "memory", "recovery")
+    latency_puts: int = 5000
+    parts: tuple[str, ...] = ("put", "take-ack", "busy-utubes", "sequential", "memory", "recovery")
     max_time: float = 600.0
 
 
@@ -77,6 +86,7 @@ QUICK: dict[str, Any] = {
     "tasks_per_utube": 50,
     "memory_tasks": 2000,
     "recovery_tasks": 2000,
+    "latency_puts": 200,
     "memtx_mb": 256,
 }
 
@@ -184,6 +194,35 @@ def part_busy_utubes(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]
     }
 
 
+def _sequential(mode: str) -> Part:
+    def part(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
+        times = sequential_puts(server.port, server.user, server.password, o.latency_puts)
+        got = summary(times)
+        metrics: Metrics = {
+            f"sequential put p50 µs, wal_mode={mode}": round(got["p50"], 1),
+            f"sequential put p99 µs, wal_mode={mode}": round(got["p99"], 1),
+        }
+        if mode == "fsync" and isinstance(server, QueueboxServer):
+            for how, cost in bare_sync(server.workdir).items():
+                metrics[f"bare sync p50 µs: {how}"] = round(cost["p50"], 1)
+        return metrics
+
+    return part
+
+
+def _sync_overhead(runs: dict[str, list[float | None]]) -> None:
+    """Issue 44's yardstick, per round: what a durable sequential put costs past
+    a write-mode one and one bare sync (append + fsync) of the same disk."""
+    fsync = runs.get("sequential put p50 µs, wal_mode=fsync", [])
+    write = runs.get("sequential put p50 µs, wal_mode=write", [])
+    bare = runs.get("bare sync p50 µs: append + fsync", [])
+    if fsync and write and bare:
+        runs[SYNC_OVERHEAD] = [
+            None if None in (f, w, b) else round(f - w - b, 1)  # type: ignore[operator]
+            for f, w, b in zip(fsync, write, bare, strict=False)
+        ]
+
+
 def _memory(kind: str) -> Part:
     def part(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
         opts = _options(o, tasks=o.memory_tasks, payload_size=100, tube_type=kind)
@@ -246,9 +285,12 @@ PARTS: dict[str, list[tuple[Part, list[str]]]] = {
     "put": [(part_put, [])],
     "take-ack": [(part_take_ack, [])],
     "busy-utubes": [(part_busy_utubes, [])],
+    "sequential": [(_sequential("write"), []), (_sequential("fsync"), ["--wal-mode", "fsync"])],
     "memory": [(_memory("fifo"), []), (_memory("fifottl"), [])],
     "recovery": [(part_recovery, NO_AUTO_SNAPSHOT)],
 }
+
+SYNC_OVERHEAD = "sequential put p50, fsync − write − bare sync, µs"
 
 # metric -> (what is compared: the ratio queuebox / reference or queuebox's
 # own value, ">=" or "<=", the threshold): issue 26's goals.
@@ -258,6 +300,9 @@ GOALS: dict[str, tuple[str, str, float]] = {
     "take+ack pairs/s": ("ratio", ">=", 2.0),
     "busy-utubes pairs/s": ("ratio", ">=", 1.5),
     "server CPU µs per sequential request": ("ratio", "<=", 1.0),
+    "sequential put p50 µs, wal_mode=write": ("value", "<=", 60.0),
+    "sequential put p99 µs, wal_mode=write": ("value", "<=", 100.0),
+    SYNC_OVERHEAD: ("value", "<=", 30.0),
     "bytes of RSS per task, fifo": ("ratio", "<=", 1.0),
     "bytes of RSS per task, fifottl": ("ratio", "<=", 1.0),
     "recovery from the WAL (queuebox's log), s": ("value", "<=", 2.0),
@@ -319,6 +364,7 @@ def run_suite(o: SuiteOptions, note: Callable[[str], None] = lambda _: None) -> 
                             phases.append({"round": round_no + 1, "side": side} | phase)
                         for metric, value in metrics.items():
                             runs[side].setdefault(metric, []).append(value)
+    _sync_overhead(runs[QUEUEBOX])
     return {
         "suite": "compare",
         "options": dataclasses.asdict(o),

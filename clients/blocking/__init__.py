@@ -36,6 +36,7 @@ def connect(
     reconnect_timeout: float | None = None,
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
+    put_keys: bool = True,
     pool_size: int = 16,
     etcd_endpoints: str | None = None,
     etcd_prefix: str = "/queuebox",
@@ -49,7 +50,7 @@ def connect(
     `addresses` and `failover_timeout`: follow the writable instance, as in `clients.aio`.
     `wait_for_server`: keep trying the first connection that many seconds (jittered
     backoff) while nothing answers at host:port. `tls`: an `ssl.SSLContext`, as in
-    `clients.aio`.
+    `clients.aio`. `put_keys`: as in `clients.aio` (every put keyed, repeated safely).
 
     The connection is safe to share between threads: a thread's call gets a socket no
     other thread uses meanwhile, opening another (up to `pool_size`) while the others
@@ -69,6 +70,7 @@ def connect(
         failover_timeout=failover_timeout,
         wait_for_server=wait_for_server,
         tls=tls,
+        put_keys=put_keys,
     )
     if etcd_endpoints:
         return open_cluster(

@@ -279,7 +279,9 @@ class Channel:
                 if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
                     raise
                 continue
-            if last or not failover.refused_read_only(response.error_code):
+            if last or response.ok:
+                return response
+            if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
                 return response
             self._leave_read_only()
         raise AssertionError("the last attempt returns or raises")

@@ -55,6 +55,7 @@ class Connection:
         self._make = lambda: Channel(host, port, user, password, options, addresses)
         self.host, self.port = addresses[0] if addresses else (host, port)
         self.pool_size = pool_size
+        self.put_keys = options.put_keys  # tubes key every put (clients.calls.put_key)
         self._lock = threading.Lock()
         self._free = threading.Condition(self._lock)
         self._channels: list[Channel] = []

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from queuebox.clients import put_options
-from queuebox.clients.calls import modern
+from queuebox.clients.calls import modern, put_key
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, TaskResult, task_id
 
@@ -46,12 +46,15 @@ class Tube:
         ttr: float | None = None,
         delay: float | None = None,
         utube: str | None = None,
+        key: str | None = None,
         **opts: Any,
     ) -> Task:
         """Put a task; returns it with status READY, or DELAYED when `delay` > 0. An
-        option the tube's driver would ignore raises `OptionRefused` (aio's `put`)."""
+        option the tube's driver would ignore raises `OptionRefused` (aio's `put`).
+        `key`: as in `clients.aio.tube.Tube.put` (every put is keyed by default)."""
         options = dict(pri=pri, ttl=ttl, ttr=ttr, delay=delay, utube=utube, **opts)
         self._check(options)
+        options.update(put_key(key, self.connection.put_keys))
         return self.connection.run(modern.put(self.name, data, options))
 
     def _check(self, options: dict[str, Any]) -> None:
@@ -66,9 +69,11 @@ class Tube:
 
     def put_many(self, items: Iterable[Any], *, window: int = 256, **opts: Any) -> list[Task]:
         """Put every item of `items`, pipelined with at most `window` puts in flight;
-        returns the tasks in order. The first error stops the batch and is raised."""
+        returns the tasks in order (each put keyed as `put` keys it). The first error
+        stops the batch and is raised."""
         self._check(opts)
-        calls = (modern.put(self.name, data, opts) for data in items)
+        auto = self.connection.put_keys
+        calls = (modern.put(self.name, data, {**opts, **put_key(None, auto)}) for data in items)
         return self.connection.run_many(calls, window)
 
     def take(self, timeout: float | None = None) -> Task | None:

@@ -291,13 +291,22 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
         "--delay", type=cliargs.seconds, help="seconds before the task becomes ready (default 0)"
     )
     parser.add_argument("--utube", help="sub-queue (utube, utubettl; default: none)")
+    parser.add_argument(
+        "--key",
+        help="exactly-once key: a second put of KEY within the tube's key_window prints "
+        "the task the first one made instead of adding one (default: a fresh key, so a "
+        "put retried after a failover is not doubled); not with - (stdin)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         opts = {"pri": args.pri, "ttl": args.ttl, "ttr": args.ttr, "delay": args.delay}
         tube = conn.tube(args.tube)
         if args.data != "-":
-            print_task(tube.put(_value(args.data), utube=args.utube, **opts), args.json)
+            task = tube.put(_value(args.data), utube=args.utube, key=args.key, **opts)
+            print_task(task, args.json)
             return
+        if args.key is not None:
+            raise UsageError("--key puts one task: give DATA, not - (stdin)")
         lines = (line.rstrip("\r\n") for line in sys.stdin)
         values = (_value(line) for line in lines if line.strip())
         while batch := list(islice(values, STDIN_BATCH)):
@@ -356,11 +365,11 @@ def _option(text: str) -> tuple[str, Any]:
     return key, _value(value)
 
 
-# Tube options each driver reads (QUEUE.md §2-§5, §14); the server, like upstream,
+# Tube options each driver reads (QUEUE.md §2-§5, §14, §16, §17); the server, like upstream,
 # ignores others.
 _COMMON_OPTIONS = frozenset(
     {"temporary", "if_not_exists", "engine", "max_attempts", "backoff", "backoff_max"}
-    | {"rate_limit", "buried_max", "buried_ttl"}
+    | {"rate_limit", "buried_max", "buried_ttl", "result_ttl", "key_window"}
 )
 _TTL_OPTIONS = frozenset({"ttl", "ttr", "pri"})
 TUBE_OPTIONS: dict[str, frozenset[str]] = {

@@ -105,6 +105,12 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
         type=cliargs.seconds,
         help="seconds a task's result is kept (queuebox result); 0: none (default: keep)",
     )
+    parser.add_argument(
+        "--key-window",
+        type=cliargs.seconds,
+        help="seconds a put key answers its first task (exactly-once puts); 0: keys "
+        "off (default: keep; a new tube: a day)",
+    )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {
@@ -117,6 +123,7 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
                 ("buried_max", args.buried_max),
                 ("buried_ttl", args.buried_ttl),
                 ("result_ttl", args.result_ttl),
+                ("key_window", args.key_window),
             )
             if value is not None
         }

@@ -60,7 +60,12 @@ class Store:
         self.app = app
         self.engine = engine
         mode = app.config.wal_mode
-        self.commit = GroupCommit(engine, enabled=mode != "none", on_loop=mode == "write")
+        self.commit = GroupCommit(
+            engine,
+            enabled=mode != "none",
+            on_loop=mode == "write",
+            may_hang=engine.files.may_hang,
+        )
         self._snapshot: asyncio.Task[Any] | None = None
         self._check: asyncio.TimerHandle | None = None
         # Read by metrics: wall time and duration of the newest snapshot, recovery time.

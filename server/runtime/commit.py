@@ -12,7 +12,17 @@ Where the write happens: with `on_loop` (wal_mode=write, where durable means
 the turn: one write() of the turn's records, measured cheaper than handing
 it to the writer thread and back (no thread switch, no contention for the
 GIL). With fsync, the write and its fsync go to the writer thread, so the
-loop never waits for the disk.
+loop does not wait for the disk, except for a batch that is alone: nothing
+in flight, a few records (one request in flight, as a producer that waits
+for each durable put) and the disk's recent syncs short (`LOOP_SYNC_MAX_S`).
+The loop then writes and syncs it itself: the round trip to the writer
+thread and back (two thread wake-ups, about 70 µs measured on a 2-core VM,
+docs/performance.md) costs more than the loop waits, and requests that
+arrive meanwhile are read after it and share the next batch. A sync slower
+than the bound sends the next batches to the thread until one is fast again,
+and so does a file layer that says it may hang (`may_hang`: the test hooks'
+stalls), so that a disk that hangs keeps the loop answering; only a lone
+batch's first slow sync is waited for on the loop.
 
 With on_loop, a connection whose replies wait for this turn's write asks
 to be flushed right after it (`flush_after_write`): every connection that
@@ -70,8 +80,24 @@ class WalFailed(Exception):
         super().__init__(self.message)
 
 
+# A batch of at most this many records, with nothing in flight, is alone.
+ALONE_RECORDS = 8
+# The loop syncs a lone batch itself only while the last sync took less than this.
+LOOP_SYNC_MAX_S = 0.010
+
+
+def never_hangs() -> bool:
+    return False
+
+
 class GroupCommit:
-    def __init__(self, journal: Engine, enabled: bool = True, on_loop: bool = False) -> None:
+    def __init__(
+        self,
+        journal: Engine,
+        enabled: bool = True,
+        on_loop: bool = False,
+        may_hang: Callable[[], bool] = never_hangs,
+    ) -> None:
         # The engine, not a Protocol: has_pending() on every call and the
         # batch's take, write and rollback are native calls in the compiled build.
         self._journal = journal
@@ -91,6 +117,11 @@ class GroupCommit:
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
         self.batches_written = 0
+        self.written_on_loop = 0  # fsync mode: lone batches the loop wrote itself
+        self._may_hang = may_hang
+        self._last_sync_s = 0.0  # wall time of the newest write + sync, either thread
+        # A test pins the path: inf (the loop whenever alone) or 0.0 (never).
+        self.loop_sync_max_s = LOOP_SYNC_MAX_S
 
     def barrier(self) -> Awaitable[None] | None:
         """What a request that may have changed data awaits before its reply, or None."""
@@ -138,16 +169,42 @@ class GroupCommit:
             done.set_result(None)
             return
         if self.on_loop:
-            try:
-                seconds = self._timed_write(batch)
-            except Exception as error:
-                self._failed(batch, done, error)
-            else:
-                self._succeeded(batch, done, seconds)
+            self._write_here(batch, done)
+            return
+        if self._alone(batch):
+            self.written_on_loop += 1
+            self._write_here(batch, done)
             return
         self._in_flight.add(done)
-        written = self._loop.run_in_executor(self._executor, self._timed_write, batch)
+        written = self._loop.run_in_executor(self._executor, self._synced, batch)
         written.add_done_callback(lambda f: self._written(f, batch, done))
+
+    def _alone(self, batch: Batch) -> bool:
+        """fsync mode: may the loop write and sync `batch` itself (see the top)?"""
+        return (
+            not self._in_flight
+            and batch.count <= ALONE_RECORDS
+            and self._last_sync_s < self.loop_sync_max_s
+            and not self._may_hang()
+        )
+
+    def _write_here(self, batch: Batch, done: asyncio.Future[None]) -> None:
+        try:
+            seconds = self._timed_write(batch) if self.on_loop else self._synced(batch)
+        except Exception as error:
+            self._failed(batch, done, error)
+        else:
+            self._succeeded(batch, done, seconds)
+
+    def _synced(self, batch: Batch) -> float:
+        """fsync mode's write (the writer thread's, or the loop's for a lone
+        batch): its wall time is kept for `_alone`, failed or not."""
+        started = perf_counter()
+        try:
+            self._journal.write_batch(batch)
+        finally:
+            self._last_sync_s = perf_counter() - started
+        return self._last_sync_s
 
     def _timed_write(self, batch: Batch) -> float:
         """Write `batch` (writer thread, or the loop with on_loop); returns the

@@ -224,6 +224,8 @@ class QueueboxCollector:
         dropped: dict[Key, float] = {}
         results: dict[Key, float] = {}
         stored: dict[Key, float] = {}
+        keys_held: dict[Key, float] = {}
+        keys_matched: dict[Key, float] = {}
         queue = self.server.queue  # read each time: a reload or promotion replaces it
         tubes = queue.reads().tubes() if queue is not None else ()
         now = queue.clock_us() if queue is not None else 0
@@ -247,6 +249,9 @@ class QueueboxCollector:
             kept = report.get("results")  # tubes with a result_ttl (drivers/results.py)
             if kept is not None:
                 results[name], stored[name] = kept["held"], kept["stored"]
+            if tube.keys_used:
+                keys_held[name] = tube.keys_held
+                keys_matched[name] = tube.keys_matched
         yield gauge(
             "queuebox_tasks", "Tasks by tube and state", labels=["tube", "state"], samples=tasks
         )
@@ -311,6 +316,18 @@ class QueueboxCollector:
             "Task results stored since start, by tube (tubes that keep results)",
             labels=BY_TUBE,
             samples=stored,
+        )
+        yield gauge(
+            "queuebox_put_keys",
+            "Put keys kept for exactly-once puts, by tube (tubes whose puts carried one)",
+            labels=BY_TUBE,
+            samples=keys_held,
+        )
+        yield counter(
+            "queuebox_puts_matched_by_key",
+            "Puts answered with the task of an existing key instead of a new task, by tube",
+            labels=BY_TUBE,
+            samples=keys_matched,
         )
 
     def _schedules(self) -> Iterator[Metric]:

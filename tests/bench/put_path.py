@@ -3,6 +3,7 @@
     python tests/bench/put_path.py [--batches 200] [--rounds 5]    # CPU µs per put
     python tests/bench/put_path.py --instructions                  # callgrind
     python tests/bench/put_path.py --per-read 1 --uvloop ...       # the sequential put
+    python tests/bench/put_path.py --per-read 1 --wal-mode fsync --sync-on thread|loop ...
 
 Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
 directory) in this process, opens one IPROTO connection over a fake
@@ -16,8 +17,12 @@ Prints process CPU per put for each round (the shared machine makes it
 noisy: compare builds alternately), or with `--instructions` runs itself
 twice under valgrind's callgrind (5 and 25 reads after the warm-up) and
 prints the difference per put: instructions, which load on the machine does
-not change. Imports the build importable from here (compiled when the .so
-files are in place). Asserts nothing: speed is measured, never tested.
+not change. `--wal-mode fsync` waits for each read's replies (the writer
+thread answers later than the turn) and `--sync-on` pins where a lone batch
+is synced (server/runtime/commit.py): callgrind counts both threads, so the
+hand-off to the writer thread and back shows in the count. Imports the build
+importable from here (compiled when the .so files are in place). Asserts
+nothing: speed is measured, never tested.
 """
 
 from __future__ import annotations
@@ -55,9 +60,12 @@ class FakeTransport:
 
     def __init__(self) -> None:
         self.writes = 0
+        self.wrote: asyncio.Event | None = None  # set on each write, when asked
 
     def write(self, data: bytes) -> None:
         self.writes += 1
+        if self.wrote is not None:
+            self.wrote.set()
 
     def is_closing(self) -> bool:
         return False
@@ -84,6 +92,9 @@ class FakeTransport:
 Feed = Callable[[bytes], None]
 
 
+WAL = {"mode": "write", "sync_on": "loop"}  # put_path's own flags (main())
+
+
 @asynccontextmanager
 async def connection(kind: str = "fifo") -> AsyncIterator[Feed]:
     """A server as `queuebox serve` builds it (wal_mode=write, a temporary data
@@ -104,8 +115,11 @@ async def connections(
     from queuebox.server.start.build import build_server
 
     with tempfile.TemporaryDirectory() as data_dir:
-        app = App(Config(data_dir=data_dir, listen_port=0, wal_mode="write", log_level="error"))
-        await build_server(app)
+        config = Config(data_dir=data_dir, listen_port=0, wal_mode=WAL["mode"], log_level="error")
+        app = App(config)
+        server = await build_server(app)
+        if WAL["sync_on"] == "thread":
+            server.store.commit.loop_sync_max_s = 0.0
         opened = [_open(app, Connection) for _ in range(n)]
         opened[0][0](call(1, "queue.create_tube", ["jobs", kind]))
         yield opened
@@ -152,10 +166,28 @@ def turn(feed: Feed, reads: Iterator[bytes]) -> Step:
     return step
 
 
+def answered(feed: Feed, transport: FakeTransport, reads: Iterator[bytes]) -> Step:
+    """A step: the next read, then the loop until its replies are written
+    (wal_mode=fsync: the writer thread may write the batch after the turn)."""
+    wrote = transport.wrote = asyncio.Event()
+
+    async def step() -> None:
+        wrote.clear()
+        feed(next(reads))
+        await wrote.wait()
+
+    return step
+
+
 async def run(batches: int, rounds: int, warmup: int, per_read: int, mode: str) -> list[float]:
     read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(per_read))
-    async with connection() as feed:
-        return await timed(turn(feed, repeat(read)), batches, rounds, warmup, per_read)
+    async with connections(1) as [(feed, transport)]:
+        if WAL["mode"] == "write":
+            step = turn(feed, repeat(read))
+        else:
+            await asyncio.sleep(0.05)  # create_tube's write, wherever it goes
+            step = answered(feed, transport, repeat(read))
+        return await timed(step, batches, rounds, warmup, per_read)
 
 
 def instructions(script: str, flags: list[str], per_read: int) -> int:
@@ -235,4 +267,14 @@ def measure(
 
 
 if __name__ == "__main__":
+    # --wal-mode and --sync-on are this script's (takeack_path.py shares measure()).
+    for flag, key in (("--wal-mode", "mode"), ("--sync-on", "sync_on")):
+        if flag in sys.argv:
+            at = sys.argv.index(flag)
+            WAL[key] = sys.argv[at + 1]
+            del sys.argv[at : at + 2]
+    if WAL["mode"] != "write" or WAL["sync_on"] != "loop":
+        os.environ["QB_PUT_PATH_WAL"] = f"{WAL['mode']},{WAL['sync_on']}"
+    elif "QB_PUT_PATH_WAL" in os.environ:  # the runs under callgrind: the parent's flags
+        WAL["mode"], WAL["sync_on"] = os.environ["QB_PUT_PATH_WAL"].split(",")
     measure(__file__, __doc__ or "", "put", PUTS_PER_READ, run)

@@ -235,7 +235,7 @@ def test_create_tube_refuses_options_its_driver_does_not_know(env: dict[str, str
     assert bogus.stderr == (
         "queuebox create-tube: unknown options bogus, ttl for fifo; "
         "known: backoff, backoff_max, buried_max, buried_ttl, engine, if_not_exists, "
-        "max_attempts, rate_limit, temporary\n"
+        "key_window, max_attempts, rate_limit, result_ttl, temporary\n"
     )
     assert name not in queuebox("tubes", env=env).stdout.splitlines()
     ok = queuebox("create-tube", name, "limfifottl", "--opt", "capacity=2", env=env)

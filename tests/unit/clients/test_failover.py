@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from queuebox.clients import iproto
-from queuebox.clients.calls import Call, legacy, modern
+from queuebox.clients.calls import AUTO_KEY_WINDOW_S, Call, legacy, modern, put_key
 from queuebox.clients.failover import (
     Event,
     Verdict,
+    after_reply,
     parse_addresses,
     refused_read_only,
     verdict,
@@ -101,3 +102,21 @@ def test_changes_are_not_repeatable(call: Call[Any]) -> None:
 
 def test_failover_timeout_defaults_to_30_s() -> None:
     assert iproto.Options().failover_timeout == 30.0
+
+
+def test_an_unknown_outcome_sends_a_keyed_put_again_and_raises_anything_else() -> None:
+    keyed = modern.put("jobs", "x", put_key(None, auto=True))
+    assert keyed.repeatable and not modern.put("jobs", "x", {}).repeatable
+    for code in (216, 222):
+        assert after_reply(code, repeatable=True) is Verdict.RETRY
+        assert after_reply(code, repeatable=False) is Verdict.RAISE
+    assert after_reply(7, repeatable=False) is Verdict.RETRY  # read-only: not applied
+    assert after_reply(32, repeatable=True) is Verdict.RAISE  # a queue error stays one
+
+
+def test_a_key_of_the_client_is_fresh_and_short_lived_one_of_the_caller_is_kept() -> None:
+    made, again = put_key(None, auto=True), put_key(None, auto=True)
+    assert len(made["key"]) == 32 and made["key"] != again["key"]
+    assert made["key_window"] == AUTO_KEY_WINDOW_S
+    assert put_key("order-7", auto=True) == {"key": "order-7"}  # the tube's window
+    assert put_key(None, auto=False) == {}

@@ -137,3 +137,12 @@ def make_tube(h: Q, name: str, type_: str, mode: str | None = None, **opts: Any)
     if mode:
         opts["storage_mode"] = mode
     assert h.create(name, type_, **opts) == []
+
+
+def variant(request: pytest.FixtureRequest, **opts: Any) -> Q:
+    """A harness with tube "t" of the VARIANTS entry a fixture got as its param."""
+    harness = Q()
+    type_, mode = request.param
+    make_tube(harness, "t", type_, mode, **opts)
+    harness.type = type_  # type: ignore[attr-defined]
+    return harness

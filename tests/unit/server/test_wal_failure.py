@@ -110,10 +110,11 @@ async def test_a_failed_batch_fails_its_requests_and_nothing_else(tmp_path: Path
 async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     tmp_path: Path,
 ) -> None:
-    """fsync mode: the take runs while the put's batch is being written, so its
-    change builds on the put and goes with it."""
+    """fsync mode, the writer thread: the take runs while the put's batch is
+    being written, so its change builds on the put and goes with it."""
     faulty = FaultyFileIO()
     h = Harness(tmp_path, faulty, wal_mode="fsync")
+    h.store.commit.loop_sync_max_s = 0.0  # never on the loop (as under load)
     await h.call(1, "queue.create_tube", "jobs", "fifo", {})
     waiting = h.send(3, "queue.tube.jobs:take", 5)
     await asyncio.sleep(0.01)
@@ -135,13 +136,16 @@ async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     await h.close()
 
 
-async def test_write_mode_fails_the_put_before_a_waiting_take_can_see_it(
-    tmp_path: Path,
+@pytest.mark.parametrize("wal_mode", ["write", "fsync"])
+async def test_a_batch_written_on_the_loop_fails_the_put_before_a_waiting_take_can_see_it(
+    tmp_path: Path, wal_mode: str
 ) -> None:
-    """wal_mode=write: the batch is written at the end of the put's turn, before
-    the woken take runs: the take finds nothing, keeps waiting, gets the next put."""
+    """wal_mode=write, and fsync's lone batch (one request in flight): the batch
+    is written on the loop at the end of the put's turn, before the woken take
+    runs: the take finds nothing, keeps waiting, gets the next put."""
     faulty = FaultyFileIO()
-    h = Harness(tmp_path, faulty, wal_mode="write")
+    h = Harness(tmp_path, faulty, wal_mode=wal_mode)
+    h.store.commit.loop_sync_max_s = float("inf")  # however slow this disk is now
     await h.call(1, "queue.create_tube", "jobs", "fifo", {})
     waiting = h.send(3, "queue.tube.jobs:take", 5)
     await asyncio.sleep(0.01)
@@ -153,4 +157,5 @@ async def test_write_mode_fails_the_put_before_a_waiting_take_can_see_it(
     assert not waiting.done() and h.queue.reloads == 1
     await h.call(1, "queue.tube.jobs:put", "kept")
     assert await asyncio.wait_for(waiting, 2) == [[0, "t", "kept"]]
+    assert (h.store.commit.written_on_loop > 0) == (wal_mode == "fsync")
     await h.close()

@@ -1,0 +1,167 @@
+"""Sequential latency: one put in flight at a time, and the disk's bare sync cost.
+
+Owns: `sequential_puts` (one blocking connection, a put sent only when the
+previous reply arrived, each timed from send to reply: what a web request
+that enqueues a job and waits waits), `latency_part` (a fresh queuebox per
+WAL mode, p50/p99 of each) and `bare_sync` (what the disk of a directory
+charges for one durable append, with no server at all: append + fsync, and a
+preallocated file + fdatasync). A blocking socket, not asyncio: the client
+adds as little as it can to what is measured. Must not parse arguments or
+print: cli.py does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from queuebox import protocol
+
+from .conn import GREETING_SIZE, BenchError
+from .servers import QueueboxServer
+
+WAL_MODES = ("write", "fsync")
+RECORD = b"\x00" * 128  # about one put's WAL frame
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+class _Blocking:
+    """One IPROTO connection, one request at a time."""
+
+    def __init__(self, port: int, user: str | None, password: str | None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._decoder = protocol.ResponseDecoder()
+        self._sync = 0
+        head = b""
+        while len(head) < GREETING_SIZE:
+            chunk = self.sock.recv(GREETING_SIZE - len(head))
+            if not chunk:
+                raise BenchError("connection closed before the greeting")
+            head += chunk
+        greeting = protocol.parse_greeting(head)
+        if user:
+            scramble = protocol.scramble(greeting.salt, password or "")
+            reply = self.request(protocol.encode_auth(self._next(), user, scramble))
+            if not reply.ok:
+                raise BenchError(f"login as {user!r} refused: {reply.error_message}")
+
+    def _next(self) -> int:
+        self._sync += 1
+        return self._sync
+
+    def request(self, frame: bytes) -> Any:
+        self.sock.sendall(frame)
+        while True:
+            data = self.sock.recv(65536)
+            if not data:
+                raise BenchError("connection closed")
+            replies = self._decoder.feed(data)
+            if replies:
+                return replies[0]
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        reply = self.request(protocol.encode_call(self._next(), name, args))
+        if not reply.ok:
+            raise BenchError(f"{name}: {reply.error_message}")
+        return reply.data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def sequential_puts(
+    port: int, user: str | None, password: str | None, count: int, warmup: int = 500
+) -> list[float]:
+    """Microseconds of each of `count` puts (64-byte payloads, fifo), one in flight."""
+    conn = _Blocking(port, user, password)
+    try:
+        # create_tube answers an error over CALL even when it worked (its result
+        # cannot be serialised): the puts that follow say whether it did.
+        with contextlib.suppress(BenchError):
+            conn.call("queue.create_tube", ["bench_latency", "fifo", {"if_not_exists": True}])
+        name, args = "queue.tube.bench_latency:put", ["x" * 64]
+        times: list[float] = []
+        for i in range(warmup + count):
+            frame = protocol.encode_call(conn._next(), name, args)
+            began = time.perf_counter_ns()
+            reply = conn.request(frame)
+            spent = time.perf_counter_ns() - began
+            if not reply.ok:
+                raise BenchError(f"put: {reply.error_message}")
+            if i >= warmup:
+                times.append(spent / 1000)
+        return times
+    finally:
+        conn.close()
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"p50": percentile(ordered, 0.50), "p99": percentile(ordered, 0.99)}
+
+
+def latency_part(count: int, extra_args: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """p50/p99 µs of sequential puts against a fresh queuebox in each WAL mode."""
+    out: dict[str, dict[str, float]] = {}
+    for mode in WAL_MODES:
+        with tempfile.TemporaryDirectory(prefix="qb-latency-") as tmp:
+            server = QueueboxServer(Path(tmp), [*(extra_args or []), "--wal-mode", mode])
+            server.start()
+            try:
+                times = sequential_puts(server.port, server.user, server.password, count)
+            finally:
+                server.stop()
+        out[f"wal_mode={mode}"] = summary(times)
+    return out
+
+
+@contextlib.contextmanager
+def _scratch(directory: Path) -> Iterator[int]:
+    fd, name = tempfile.mkstemp(prefix="qb-sync-", dir=directory)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+        os.unlink(name)
+
+
+def bare_sync(directory: Path, count: int = 200) -> dict[str, dict[str, float]]:
+    """p50/p99 µs of one durable 128-byte append on the disk holding `directory`:
+    append + fsync (a growing file), and overwrite + fdatasync in a preallocated
+    one (what a WAL segment of preallocated space pays; fdatasync then need not
+    write the file's size)."""
+    out: dict[str, dict[str, float]] = {}
+    with _scratch(directory) as fd:
+        times = []
+        for i in range(count):
+            began = time.perf_counter_ns()
+            os.pwrite(fd, RECORD, i * len(RECORD))
+            os.fsync(fd)
+            times.append((time.perf_counter_ns() - began) / 1000)
+        out["append + fsync"] = summary(times)
+    with _scratch(directory) as fd:
+        try:
+            os.posix_fallocate(fd, 0, count * len(RECORD))
+        except OSError:
+            return out  # no preallocation on this file system: nothing to compare
+        os.fsync(fd)
+        times = []
+        for i in range(count):
+            began = time.perf_counter_ns()
+            os.pwrite(fd, RECORD, i * len(RECORD))
+            os.fdatasync(fd)
+            times.append((time.perf_counter_ns() - began) / 1000)
+        out["preallocated + fdatasync"] = summary(times)
+    return out

@@ -1,0 +1,184 @@
+"""Exactly-once puts (drivers/keys.py, QUEUE.md §17): a second put of a key answers the
+first task, `-` once it is done, a new task after the window; keys through a restart;
+statistics show them only once used. Fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queuebox.drivers.keys import DEFAULT_WINDOW_S, KEYS_SPACE, MAX_KEY_CHARS
+from tests.unit.drivers.queue_harness import (
+    SEC,
+    VARIANT_IDS,
+    VARIANTS,
+    Q,
+    error_of,
+    make_tube,
+    variant,
+)
+
+
+@pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
+def h(request: pytest.FixtureRequest) -> Q:
+    return variant(request, key_window=10)
+
+
+def rows(h: Q) -> list[tuple[Any, ...]]:
+    space = h.catalog.get(KEYS_SPACE)
+    return [] if space is None else list(space)
+
+
+def test_a_second_put_of_a_key_answers_the_first_task(h: Q) -> None:
+    first = h.put("t", "a", key="k1")
+    assert first[1] == "r"
+    assert h.put("t", "a", key="k1") == first
+    assert h.put("t", "b", key="k2")[0] != first[0]
+    assert h.stats("t")["tasks"]["total"] == 2
+    assert h.stats("t")["calls"]["put"] == 2  # a matched put is no put
+    assert h.stats("t")["keys"] == {"held": 2, "matched": 1}
+
+
+def test_the_task_is_answered_as_it_is_now_and_done_once_acked(h: Q) -> None:
+    task = h.put("t", "a", key="k")
+    assert h.take("t")[0] == task[0]
+    assert h.put("t", "a", key="k")[1] == "t"
+    h.one("t", "ack", task[0])
+    assert h.put("t", "a", key="k") == [task[0], "-", "a"]
+    # Its id is given to the next task: the key still answers its own, done.
+    assert h.put("t", "other")[0] == task[0]
+    assert h.put("t", "a", key="k") == [task[0], "-", "a"]
+
+
+def test_delete_and_truncate_make_it_done(h: Q) -> None:
+    one, two = h.put("t", "a", key="k1"), h.put("t", "b", key="k2")
+    h.one("t", "delete", one[0])
+    assert h.put("t", "a", key="k1")[1] == "-"
+    assert h.tcall("t", "truncate") == []
+    assert h.put("t", "b", key="k2") == [two[0], "-", "b"]
+
+
+def test_after_the_window_the_key_makes_a_new_task_and_old_keys_are_pruned(h: Q) -> None:
+    task = h.put("t", "a", key="k")
+    h.advance(9.999)
+    assert h.put("t", "a", key="k") == task
+    h.advance(0.001)
+    again = h.put("t", "a", key="k")  # the window ended: a new task
+    assert again[0] != task[0] and h.stats("t")["tasks"]["total"] == 2
+    assert [r[2] for r in rows(h)] == [again[0]]
+    h.put("t", "b", key="other")
+    h.advance(11)  # both windows ended and the pruning ran (at most a second late)
+    assert rows(h) == []
+    assert h.stats("t")["keys"]["held"] == 0
+
+
+def test_window_zero_keeps_no_keys_and_a_plain_put_writes_nothing() -> None:
+    h = Q()
+    make_tube(h, "off", "fifo", key_window=0)
+    make_tube(h, "plain", "fifottl")
+    assert h.put("off", "a", key="k")[0] == 0
+    assert h.put("off", "a", key="k")[0] == 1
+    h.put("plain", "a", ttl=5)
+    assert rows(h) == [] and h.catalog.get(KEYS_SPACE) is None
+    assert "keys" not in h.stats("plain") and "keys" not in h.stats("off")
+    assert h.q.next_deadline() is not None  # the ttl's, and no key deadline with it
+    assert h.q.deadlines.get(("keys", "plain")) is None
+
+
+def test_the_default_window_is_a_day() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo")
+    task = h.put("t", "a", key="k")
+    h.advance(DEFAULT_WINDOW_S - 1)
+    assert h.put("t", "a", key="k") == task
+    h.advance(1)
+    assert h.put("t", "a", key="k")[0] == task[0] + 1
+
+
+@pytest.mark.parametrize("via_msgpack", [False, True])
+def test_keys_come_back_after_a_restart(via_msgpack: bool) -> None:
+    h = Q()
+    make_tube(h, "t", "fifottl", key_window=10)
+    done = h.put("t", "a", key="done")
+    h.one("t", "ack", h.take("t")[0])
+    live = h.put("t", "b", key="live")
+    h2 = h.restart(via_msgpack)
+    assert h2.put("t", "a", key="done") == [done[0], "-", "a"]
+    assert h2.put("t", "b", key="live") == live
+    h2.one("t", "delete", live[0])  # still followed: its key turns done
+    assert h2.put("t", "b", key="live")[1] == "-"
+    h2.advance(11)  # the restart scheduled the pruning
+    assert rows(h2) == []
+
+
+def test_a_temporary_tube_forgets_keys_whose_tasks_were_lost() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", temporary=True)
+    h.put("t", "a", key="k")
+    h2 = h.restart(via_msgpack=True)
+    assert h2.put("t", "x")[0] == 0  # id 0 again: the tasks were never written
+    assert h2.put("t", "a", key="k")[0] == 1
+
+
+def test_drop_removes_the_tube_keys() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo")
+    make_tube(h, "u", "fifo")
+    h.put("t", "a", key="k")
+    h.put("u", "a", key="k")  # keys are per tube
+    assert len(rows(h)) == 2
+    assert h.tcall("t", "drop") == [True]
+    assert [r[0] for r in rows(h)] == ["u"]
+
+
+def test_bad_keys_and_windows_are_refused() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo")
+    for bad in (1, "", "x" * (MAX_KEY_CHARS + 1), True):
+        assert error_of(h.put, "t", "a", key=bad)[1].startswith("Invalid value of key")
+    for bad in (-1, "1", 10**12):
+        message = error_of(h.create, "u", "fifo", key_window=bad)[1]
+        assert message.startswith("Invalid value of key_window")
+    assert h.q.tube_options("t", {"key_window": 5}) == {"key_window": 5}
+    assert error_of(h.q.tube_options, "t", {"key_window": -5})[1].startswith("Invalid value")
+
+
+def test_a_new_window_applies_to_keys_put_after_it() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=100)
+    old = h.put("t", "a", key="old")
+    h.q.tube_options("t", {"key_window": 1})
+    new = h.put("t", "b", key="new")
+    h.advance(1)
+    assert h.put("t", "b", key="new")[0] != new[0]
+    assert h.put("t", "a", key="old") == old
+
+
+def test_a_full_limfifottl_answers_a_known_key_without_room() -> None:
+    h = Q()
+    make_tube(h, "t", "limfifottl", capacity=1)
+    task = h.put("t", "a", key="k")
+    assert h.put("t", "a", key="k") == task
+    assert h.tcall("t", "put", "b", {"key": "k2"}) == [None]
+    assert len(rows(h)) == 1
+
+
+def test_pruning_waits_for_the_slack_second() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=1)
+    h.put("t", "a", key="k")
+    assert h.q.deadlines.get(("keys", "t")) == h.clock.now + 2 * SEC
+
+
+def test_a_put_may_shorten_its_key_window_never_lengthen_it() -> None:
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    short = h.put("t", "a", key="short", key_window=1)
+    long = h.put("t", "b", key="long", key_window=100)
+    h.advance(1)
+    assert h.put("t", "a", key="short", key_window=1)[0] != short[0]
+    h.advance(9)
+    assert h.put("t", "b", key="long")[0] != long[0]
+    message = error_of(h.put, "t", "c", key="k", key_window=-1)[1]
+    assert message.startswith("Invalid value of key_window")
