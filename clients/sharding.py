@@ -62,6 +62,7 @@ class Shard:
     number: int
     state: str = ACTIVE
     leader: str | None = None
+    added: float = 0.0  # unix seconds: a shard just added may not have made the tubes yet
 
     @property
     def active(self) -> bool:
@@ -140,10 +141,11 @@ def read_map(
         try:
             value = json.loads(raw)
             number, state = int(value["number"]), str(value.get("state", ACTIVE))
+            added = float(value.get("added", 0.0))
         except (ValueError, TypeError, KeyError):
             continue  # not a shard entry: the server's map says so in its logs
         leader = leaders.get(f"{base}/shards/{name}/leader")
-        shards[number] = Shard(name, number, state, leader.decode() if leader else None)
+        shards[number] = Shard(name, number, state, leader.decode() if leader else None, added)
     return ClusterView(shards)
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
 AWAIT_SLICE = 1.0  # longest await_ready: a shard added meanwhile is asked at the next turn
+NEW_SHARD_S = 30.0  # a shard this young may still be making the cluster's tubes
 TASK_NOT_FOUND = 0x7E  # the queue module's error code for "Task N not found"
 
 
@@ -72,6 +73,7 @@ class ClusterConnection(Connection):
         self._closed = False
         self._unreached: dict[int, str | None] = {}
         self._etcd_away = False
+        self.put_keys = options.put_keys  # Tube.put keys every put (clients.calls.put_key)
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -192,7 +194,24 @@ class ClusterConnection(Connection):
             return await self._spread_put(call, where)
         if where.kind == "pages":
             return cast(T, await self._page(call))
+        if where.kind == "key":
+            return await self._keyed(call, where)
         return await self._retrying(call, lambda: self._pick(where))
+
+    async def _keyed(self, call: Call[T], where: Route) -> T:
+        """A put by its key's (or utube's) hash: always that shard, so a put sent again
+        with its key meets the first. A shard added a moment ago may not have made
+        the tube yet: wait for it (within failover_timeout), never go elsewhere."""
+        deadline = time.monotonic() + self._opts.failover_timeout
+        while True:
+            try:
+                return await self._retrying(call, lambda: self._pick(where))
+            except TubeNotFound:
+                shard = self._pick(where)
+                young = shard is not None and time.time() - shard.added < NEW_SHARD_S
+                if not young or time.monotonic() > deadline:
+                    raise
+                await self._await_change(deadline)
 
     async def _spread_put(self, call: Call[T], where: Route) -> T:
         """A put nothing ties to a shard: a shard just added may not have made the

@@ -30,6 +30,7 @@ class ClusterConnection(Connection):
 
     def __init__(self, cluster: AioCluster) -> None:  # noqa: PLW0231 -- no pool to dial
         self._cluster = cluster
+        self.put_keys = cluster.put_keys  # Tube.put keys every put
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="queuebox-cluster", daemon=True
