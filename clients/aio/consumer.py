@@ -88,8 +88,12 @@ class Consumer:
             take.cancel()
 
     async def run(self) -> None:
-        """Run the workers until `stop()`; return once every handler has finished."""
-        self._stopping.clear()
+        """Run the workers until `stop()`; return once every handler has finished.
+
+        A `stop()` that comes before `run()` holds: run() then returns at once (a
+        caller may stop a consumer whose run task has not started yet). The flag is
+        cleared when run() ends, so a stopped consumer can be run again.
+        """
         workers = [asyncio.ensure_future(self._work()) for _ in range(self.concurrency)]
         try:
             await asyncio.gather(*workers)
@@ -97,6 +101,8 @@ class Consumer:
             self.stop()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+        finally:
+            self._stopping.clear()
 
     async def _work(self) -> None:
         while not self._stopping.is_set():

@@ -162,18 +162,42 @@ def _rss(pid: int | None) -> int | None:
 
 
 def _wait_for_start(barrier: Any) -> None:
-    # A worker that failed before the start breaks the barrier; its message
-    # arrives with the results.
+    """Wait at the start barrier on a helper thread that cannot take a Ctrl-C.
+
+    A SIGINT that lands while a multiprocessing barrier re-acquires its lock leaves
+    the lock unheld, and the barrier then fails with "attempt to release recursive
+    lock not owned by thread". So the barrier waits where no KeyboardInterrupt is
+    raised (Python runs signal handlers on the main thread only, and SIGINT is
+    blocked on the helper so the kernel hands it to the main thread), and the main
+    thread owns Ctrl-C: it waits on a queue, which a signal interrupts cleanly, and
+    on a Ctrl-C breaks the barrier so the helper ends too.
+    """
+    outcome: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+    helper = threading.Thread(
+        target=_wait_at_barrier, args=(barrier, outcome), name="bench-start", daemon=True
+    )
     try:
+        helper.start()
+        error = outcome.get()
+    except BaseException:
+        barrier.abort()
+        raise
+    if error is not None:
+        raise error
+
+
+def _wait_at_barrier(barrier: Any, outcome: queue.SimpleQueue[BaseException | None]) -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        # A worker that failed before the start breaks the barrier; its message
+        # arrives with the results.
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(BARRIER_TIMEOUT_S)
-    except AssertionError as exc:
-        # A Ctrl-C that lands inside a multiprocessing barrier's lock acquire comes
-        # out as its `with` block's "attempt to release recursive lock not owned by
-        # thread", the KeyboardInterrupt its context: the user's Ctrl-C, as such.
-        if isinstance(exc.__context__, KeyboardInterrupt):
-            raise KeyboardInterrupt from None
-        raise
+    except BaseException as exc:
+        outcome.put(exc)
+    else:
+        outcome.put(None)
 
 
 def _collect(

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
 from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
 from queuebox.protocol import Request, RequestType, call16_shape, encode_data
 from queuebox.protocol.client import decode_response
+from queuebox.protocol.placement import owner
 
 from ..replication.cluster_map import ID_SHARDS, ClusterMap
 from ..runtime.logs import get_logger
@@ -40,7 +40,8 @@ BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
 EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_change"})
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
-ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+# (tube, id): the task's shard answers
+ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
 # Schedules (issue 41): one schedule lives on the shard its name hashes to.
 SCHEDULE_CALLS = frozenset(
     {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
@@ -52,7 +53,10 @@ _parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
 
 
 def by_hash(key: Any, shards: list[Shard]) -> Shard:
-    return shards[zlib.crc32(repr(key).encode()) % len(shards)]
+    """The home of a utube, a put key or a schedule among `shards` (not empty):
+    the rule the self-routing client follows too (protocol/placement.py)."""
+    number = owner(key, [shard.number for shard in shards])
+    return next(shard for shard in shards if shard.number == number)
 
 
 def route_call(client: Client, req: Request) -> None:

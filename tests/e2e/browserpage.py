@@ -78,7 +78,7 @@ def open_page(browser: Browser) -> Iterator[Page]:
         yield opened
     finally:
         context.close()
-    assert errors == []
+    assert errors == [], errors
 
 
 def base(console: ServerProc) -> str:

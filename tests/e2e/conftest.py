@@ -1,4 +1,6 @@
-"""Fixtures: a shared server per test module, and a factory for servers with special settings.
+"""Fixtures: a shared server per test module, and a factory for servers with special settings;
+for the console's browser tests, one Chromium per module, the module's server with HTTP
+on, a fresh page per test and where screenshots go (tests/e2e/browserpage.py).
 
 Every server binds 127.0.0.1 on a free port and is always stopped (SIGTERM,
 then SIGKILL) by the fixture's finalizer.
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -52,6 +54,9 @@ NOT_BEHIND_A_ROUTER = {
         "test_a_waiting_take_does_not_hold_up_the_next_requests",  # ids
     ),
 }
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +138,37 @@ def etcd(tmp_path: Path) -> Iterator[EtcdProc]:
     need_etcd()
     with EtcdProc(tmp_path / "etcd") as proc:
         yield proc
+
+
+# --- the console in a browser (Playwright is imported only by the tests that use it) ---
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    from tests.e2e.browserpage import launch
+
+    with launch() as chromium:
+        yield chromium
+
+
+@pytest.fixture(scope="module")
+def console(server: ServerProc) -> ServerProc:
+    """The module's server with its HTTP console on (a module may define its own)."""
+    from tests.e2e.browserpage import with_http
+
+    return with_http(server)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.e2e.browserpage import screenshots
+
+    return screenshots(tmp_path_factory)
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    from tests.e2e.browserpage import open_page
+
+    with open_page(browser) as opened:
+        yield opened

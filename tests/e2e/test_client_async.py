@@ -372,6 +372,20 @@ async def test_consumer_stop_lets_running_handlers_finish(target: Target, tube: 
     assert stats["calls"]["ack"] == 3 and stats["tasks"]["total"] == 0
 
 
+async def test_a_stop_before_run_holds(tube: Tube) -> None:
+    await tube.put("left alone")
+
+    async def handle(task: Task) -> None:
+        raise AssertionError("a stopped consumer takes nothing")
+
+    consumer = Consumer(tube, handle, concurrency=2, take_timeout=60)
+    runner = asyncio.ensure_future(consumer.run())
+    consumer.stop()  # before the run task has started
+    await asyncio.wait_for(runner, 5)  # without the fix: the workers wait in take(60)
+    assert consumer.handled == 0 and not consumer.stopping  # cleared: it can run again
+    assert (await tube.statistics())["tasks"]["ready"] == 1
+
+
 @pytest.mark.parametrize(
     ("on_error", "status"), [("release", Status.READY), ("bury", Status.BURIED)]
 )

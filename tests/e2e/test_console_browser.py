@@ -17,53 +17,26 @@ with QUEUEBOX_SCREENSHOTS=docs (then commit them: docs/console.md shows them).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tarantool
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from tests.e2e.browserpage import (
     base,
     confirm,
     count,
-    launch,
     log_in,
-    open_page,
-    screenshots,
     status_of,
     task_row,
     tube_row,
-    with_http,
 )
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
 from tests.e2e.webclient import http_port
 
 # Two refreshes (1 s each) and a margin for a busy machine: the page must say it by then.
 TWO_REFRESHES_MS = 5_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with launch() as chromium:
-        yield chromium
-
-
-@pytest.fixture(scope="module")
-def console(server: ServerProc) -> ServerProc:
-    return with_http(server)
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshots(tmp_path_factory)
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    with open_page(browser) as opened:
-        yield opened
 
 
 def test_tubes_and_tasks_made_over_iproto_appear_live(

@@ -5,32 +5,13 @@ may only read sees the schedule and no button to press."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.e2e.browserpage import confirm, launch, log_in, open_page, screenshots, with_http
+from tests.e2e.browserpage import confirm, log_in
 from tests.e2e.serverproc import ServerProc, login_tester, unique
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with launch() as chromium:
-        yield chromium
-
-
-@pytest.fixture(scope="module")
-def console(server: ServerProc) -> ServerProc:
-    return with_http(server)
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    with open_page(browser) as opened:
-        yield opened
 
 
 def row(page: Page, name: str) -> Any:
@@ -42,9 +23,8 @@ def state_of(conn: Any, name: str) -> str:
 
 
 def test_schedules_listed_paused_resumed_and_deleted_in_the_page(
-    page: Page, console: ServerProc, tmp_path_factory: pytest.TempPathFactory
+    page: Page, console: ServerProc, shots: Path
 ) -> None:
-    shots: Path = screenshots(tmp_path_factory)
     tube, name, nightly = unique("beat"), unique("every"), unique("nightly")
     conn = login_tester(console.port)
     try:

@@ -74,15 +74,24 @@ async def test_acquires_a_vacant_key_and_others_see_its_value(make: Make) -> Non
     assert await watcher.lead.leader() == b"10.0.0.1:3301"
 
 
+async def refreshed_past(lead: Leadership, span: float) -> None:
+    """Wait until the keepalive has moved the held lease's deadline `span` seconds past
+    where it stood: the refreshes that kept it, not merely the time, have happened."""
+    tenure = lead._tenure
+    assert tenure is not None
+    first = tenure.deadline
+    await wait_for_async(lambda: tenure.deadline >= first + span, f"refreshes past {span} s")
+
+
 async def test_a_second_candidate_cannot_acquire_while_the_first_holds(make: Make) -> None:
     a, b = await make(b"a"), await make(b"b")
     assert await a.lead.try_acquire()
     assert not await b.lead.try_acquire()
     assert not b.lead.holds()
     assert await b.lead.leader() == b"a"
-    # Kept alive past several TTLs: still a's, and a never lost it. The lease's TTL
-    # passing on etcd's clock is the behaviour: nothing to wait for but the time.
-    await asyncio.sleep(2.5 * TTL)
+    # Kept alive past several TTLs: still a's, and a never lost it. Each refresh moves
+    # the fencing deadline on; waited for until it lies two TTLs past the first one.
+    await refreshed_past(a.lead, 2 * TTL)
     assert a.lead.holds() and a.lost_calls == 0
     assert not await b.lead.try_acquire()
 
@@ -175,7 +184,7 @@ async def test_wait_vacant_returns_when_the_key_goes(make: Make) -> None:
         await b.lead.wait_vacant()  # vacant already
     assert await a.lead.try_acquire()
     waiting = asyncio.create_task(b.lead.wait_vacant())
-    await asyncio.sleep(2 * TTL)  # a keeps it alive meanwhile: TTLs pass, the key stays
+    await refreshed_past(a.lead, 2 * TTL)  # a keeps it alive: TTLs pass, the key stays
     assert not waiting.done()
     await a.lead.resign()
     async with asyncio.timeout(2):

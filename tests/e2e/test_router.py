@@ -17,6 +17,7 @@ import asynctnt
 import pytest
 import tarantool
 
+from queuebox.protocol.placement import owner
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.cluster import wait_state
 from tests.e2e.etcdproc import EtcdProc
@@ -82,6 +83,23 @@ def test_calls_on_tasks_go_to_their_shard_and_puts_spread(
         conn.call("queuebox.schedule", "hourly", tube, {"every": 60})
         names = sorted(s["name"] for s in conn.call("queuebox.schedules").data[0])
         assert names == ["hourly", "nightly"]
+        # A put key has one home (the rule the self-routing client follows too), so a
+        # second put of it answers the first task; a result is read on the task's shard.
+        kept = unique("k")
+        conn.call("queue.create_tube", kept, "fifo", {"result_ttl": 60})
+        for n in range(8):
+            first = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
+            again = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
+            assert again[0] == first[0] and first[0] % 1024 == owner(f"key-{n}", numbers)
+        results = {}
+        for _ in range(8):
+            task = conn.call(f"queue.tube.{kept}:take", 1).data[0]
+            conn.call(f"queue.tube.{kept}:ack", task[0], {"result": task[2] * 10})
+            results[task[0]] = task[2] * 10
+        assert {i % 1024 for i in results} == numbers  # both shards hold results
+        for task_id, value in results.items():
+            read = conn.call("queuebox.result", kept, task_id).data[0]
+            assert read["status"] == "done" and read["result"] == value
         conn.close()  # what it held (the taken task) goes back on its shard
         with node_conn(nodes["a"][0]) as a, node_conn(nodes["b"][0]) as b:
             wait_for(
