@@ -20,11 +20,11 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from queuebox.clients.errors import NetworkError, QueueboxError
+from queuebox.protocol import placement
 
 __all__ = [
     "ClusterView",
@@ -44,7 +44,8 @@ BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
 EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all"})
 EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 SUMMED_CALLS = frozenset({"queue.statistics"})
-ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task"})  # (tube, id)
+# (tube, id, ...): on the task's shard
+ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
 # One schedule lives on the shard its name hashes to (the router's rule).
 SCHEDULE_CALLS = frozenset(
     {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
@@ -183,8 +184,10 @@ def owner(task_id: Any) -> int | None:
 
 
 def by_hash(key: Any, shards: list[Shard]) -> Shard:
-    """The router's rule (server/route/calls.py), so both put a utube on one shard."""
-    return shards[zlib.crc32(repr(key).encode()) % len(shards)]
+    """The router's rule (protocol/placement.py: rendezvous hashing over the shard
+    numbers), so a utube, a key or a schedule has one home whichever way it came."""
+    chosen = placement.owner(key, [s.number for s in shards])
+    return next(s for s in shards if s.number == chosen)
 
 
 @dataclass(frozen=True)
