@@ -2,8 +2,9 @@
 
 Owns: `connect()`, which returns a `Connection` to await or to use as ``async with``.
 The modules: `connection` (the pipelined, self-healing `Connection`), `wire` (its
-socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`)
-and `consumer` (`Consumer`, a worker pool). `clients.blocking` has the same layout
+socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`),
+`consumer` (`Consumer`, a worker pool), `cluster` (`ClusterConnection`, routing by
+itself over a sharded cluster) and `fanout` (its calls over several shards). `clients.blocking` has the same layout
 without asyncio. Built on `protocol/` only; must not import server/, drivers/ or storage/.
 """
 

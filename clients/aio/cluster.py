@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from queuebox.clients import failover, iproto, sharding
+from queuebox.clients.aio import fanout
 from queuebox.clients.aio.connection import Connection
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import (
@@ -193,7 +194,8 @@ class ClusterConnection(Connection):
         if where.kind == "spread":
             return await self._spread_put(call, where)
         if where.kind == "pages":
-            return cast(T, await self._page(call))
+            serving = [s.number for s in self.view.serving() if s.number in self._conns]
+            return cast(T, await fanout.page(call, [(k, self._conns[k][1]) for k in serving]))
         if where.kind == "key":
             return await self._keyed(call, where)
         return await self._retrying(call, lambda: self._pick(where))
@@ -285,7 +287,7 @@ class ClusterConnection(Connection):
         if not conns:
             raise sharding.no_primary(None)
         if where.kind == "kick":
-            return cast(T, await self._kick(call, conns))
+            return cast(T, await fanout.kick(call, conns))
         raw = Call(call.function, call.args, list, call.wait, None, call.tolerate, call.repeatable)
         answers = await asyncio.gather(*(conn.run(raw) for conn in conns))
         # The shards first: P/tubes then makes it on a shard added later (and a shard's
@@ -307,40 +309,6 @@ class ClusterConnection(Connection):
         if where.kind == "listed":
             return call.parse([[row for a in answers if a and a[0] for row in a[0]]])
         return call.parse(answers[0])
-
-    async def _page(self, call: Call[Any]) -> dict[str, Any]:
-        """queuebox.tasks: a page of one shard at a time; `next` names the shard
-        (["shard", k, the shard's own cursor]), as a router's does."""
-        tube, opts = call.args[0], dict(call.args[1]) if len(call.args) > 1 else {}
-        after = opts.pop("after", None)
-        shards = [s for s in self.view.serving() if s.number in self._conns]
-        start = 0
-        if isinstance(after, list) and len(after) == 3 and after[0] == "shard":
-            start = next((i for i, s in enumerate(shards) if s.number == after[1]), len(shards))
-            after = after[2]
-        for i in range(start, len(shards)):
-            asked = {**opts, "after": after} if after is not None else opts
-            page = await self._conns[shards[i].number][1].run(
-                Call(call.function, (tube, asked), call.parse, repeatable=True)
-            )
-            after = None
-            inner = page.get("next")
-            if inner is not None:
-                page["next"] = ["shard", shards[i].number, inner]
-            elif i + 1 < len(shards):
-                page["next"] = ["shard", shards[i + 1].number, None]
-            if page.get("tasks") or page.get("next") is None:
-                return page
-        return {"tasks": []}
-
-    async def _kick(self, call: Call[Any], conns: list[Connection]) -> int:
-        left = int(call.args[0]) if call.args else 1
-        kicked = 0
-        for conn in conns:
-            if left - kicked <= 0:
-                break
-            kicked += await conn.run(Call(call.function, (left - kicked,), call.parse))
-        return kicked
 
     async def _take(self, call: Call[Any]) -> Any:
         """Fair over shards: each take starts at the shard after the last one that gave
@@ -386,7 +354,7 @@ class ClusterConnection(Connection):
             await self._await_change(time.monotonic() + wait)
             return
         waits: list[asyncio.Future[Any]] = [
-            asyncio.ensure_future(_ready(c, tube, wait)) for c in conns
+            asyncio.ensure_future(fanout.ready(c, tube, wait)) for c in conns
         ]
         waits.append(asyncio.ensure_future(self._await_change(time.monotonic() + wait)))
         try:
@@ -428,15 +396,6 @@ class ClusterConnection(Connection):
         """Each shard's name -> its primary's connection (for tools and tests)."""
         names = {s.number: s.name for s in self.view.serving()}
         return {names.get(k, str(k)): conn for k, (_, conn) in self._conns.items()}
-
-
-async def _ready(conn: Connection, tube: str, wait: float) -> None:
-    """queuebox.await_ready on one shard; one that cannot answer (broken, or without the
-    tube yet) just waits the slice out, so the others are still waited on."""
-    try:
-        await conn.call("queuebox.await_ready", tube, wait, timeout=wait)
-    except QueueboxError:
-        await asyncio.sleep(wait)
 
 
 def _one_node(what: str) -> QueueboxError:

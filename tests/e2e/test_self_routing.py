@@ -52,6 +52,13 @@ def test_calls_go_to_their_shard_takes_come_from_every_shard(
             keyed = [await utubes.put(i, utube="u1") for i in range(4)]
             assert len({t.id % 1024 for t in keyed}) == 1  # one utube, one shard
             assert (await jobs.peek(tasks[1])).data == "t1"
+            listed, after = [], None  # a page of one shard at a time
+            for _ in range(10):
+                found = await jobs.tasks(limit=4, after=after)
+                listed += [t["id"] for t in found["tasks"]]
+                if (after := found.get("next")) is None:
+                    break
+            assert sorted(listed) == sorted(t.id for t in tasks)
             stats = await conn.statistics(tube)
             assert stats["tasks"]["ready"] == 6  # summed over the shards
             with pytest.raises(TaskNotFound):
