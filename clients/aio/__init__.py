@@ -4,8 +4,9 @@ Owns: `connect()`, which returns a `Connection` to await or to use as ``async wi
 The modules: `connection` (the pipelined, self-healing `Connection`), `wire` (its
 socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`),
 `consumer` (`Consumer`, a worker pool), `cluster` (`ClusterConnection`, routing by
-itself over a sharded cluster) and `fanout` (its calls over several shards). `clients.blocking` has the same layout
-without asyncio. Built on `protocol/` only; must not import server/, drivers/ or storage/.
+itself over a sharded cluster) and `fanout` (its calls over several shards).
+`clients.blocking` has the same layout without asyncio. Built on `protocol/` only;
+must not import server/, drivers/ or storage/.
 """
 
 from __future__ import annotations
