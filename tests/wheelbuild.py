@@ -42,6 +42,9 @@ def tracked_copy(dest: Path) -> Path:
     return dest
 
 
+COMPILE_TIMEOUT_S = 1800
+
+
 def build_wheel(build: str, work: Path) -> Path:
     """`pip wheel` of a tracked copy under work: compiled (setup.py's default
     where it can) or pure (QUEUEBOX_PURE=1); the wheel's path."""
@@ -50,10 +53,13 @@ def build_wheel(build: str, work: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if k != "QUEUEBOX_PURE"}
     if build == "pure":
         env["QUEUEBOX_PURE"] = "1"
+    # One C compiler beside the pure run's 5 workers on 2 cores: 67 modules took
+    # over 600 s in a fresh-clone run on a busy machine. The bound is for a hung
+    # compiler, well inside CI's 90 minutes.
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps",
          "--disable-pip-version-check", "-q", "-w", str(out), str(src)],
-        check=True, capture_output=True, timeout=600, env=env,
+        check=True, capture_output=True, timeout=COMPILE_TIMEOUT_S, env=env,
     )  # fmt: skip
     (found,) = out.glob("queuebox-*.whl")
     return found

@@ -2,9 +2,11 @@
 
 Owns: `connect()`, which returns a `Connection` to await or to use as ``async with``.
 The modules: `connection` (the pipelined, self-healing `Connection`), `wire` (its
-socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`)
-and `consumer` (`Consumer`, a worker pool). `clients.blocking` has the same layout
-without asyncio. Built on `protocol/` only; must not import server/, drivers/ or storage/.
+socket), `tube` (`Tube` and the `taking()` context manager), `legacy` (`LegacyQueue`),
+`consumer` (`Consumer`, a worker pool), `cluster` (`ClusterConnection`, routing by
+itself over a sharded cluster) and `fanout` (its calls over several shards).
+`clients.blocking` has the same layout without asyncio. Built on `protocol/` only;
+must not import server/, drivers/ or storage/.
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ from types import TracebackType
 from typing import Any
 
 from queuebox.clients import failover, iproto
+from queuebox.clients.aio.cluster import ClusterConnection
 from queuebox.clients.aio.connection import Connection
 from queuebox.clients.aio.consumer import Consumer
 from queuebox.clients.aio.legacy import LegacyQueue
 from queuebox.clients.aio.tube import Taking, Tube
 
-__all__ = ["Connection", "Consumer", "LegacyQueue", "Taking", "Tube", "connect"]
+__all__ = [
+    "ClusterConnection",
+    "Connection",
+    "Consumer",
+    "LegacyQueue",
+    "Taking",
+    "Tube",
+    "connect",
+]
 
 
 class _Connecting:
@@ -61,6 +72,10 @@ def connect(
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
     put_keys: bool = True,
+    etcd_endpoints: str | None = None,
+    etcd_prefix: str = "/queuebox",
+    etcd_tls: ssl.SSLContext | None = None,
+    map_refresh: float = 1.0,
 ) -> _Connecting:
     """Connect to a queuebox (or Tarantool + queue) server.
 
@@ -88,6 +103,13 @@ def connect(
     216/222 after a failover) is sent again and the server answers the task it made,
     never a second one (docs/client.md "Exactly-once puts"). False for a Tarantool +
     queue server, which ignores keys.
+
+    `etcd_endpoints` (``"http://etcd1:2379,http://etcd2:2379"``; host, port and
+    addresses are then ignored) routes by itself over the sharded cluster under
+    `etcd_prefix`: it reads the cluster map (etcd's HTTP JSON gateway, re-read every
+    `map_refresh` seconds), connects to every shard's primary and sends each call to
+    its shard (`ClusterConnection`, docs/cluster.md). `etcd_tls` is the context for
+    an https etcd.
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -101,5 +123,10 @@ def connect(
         tls=tls,
         put_keys=put_keys,
     )
+    if etcd_endpoints:
+        cluster = ClusterConnection(
+            etcd_endpoints, etcd_prefix, user, password, options, map_refresh, etcd_tls
+        )
+        return _Connecting(cluster)
     several = () if addresses is None else failover.parse_addresses(addresses)
     return _Connecting(Connection(host, port, user, password, options, several))

@@ -286,7 +286,55 @@ def options_from(args: argparse.Namespace) -> Options:
     )
 
 
+def _pid(text: str) -> tuple[str, int]:
+    name, sep, pid = text.partition("=")
+    if not sep or not pid.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=PID, got {text!r}")
+    return name, int(pid)
+
+
+def cluster_parser(prog: str) -> argparse.ArgumentParser:
+    p = cliargs.ArgumentParser(
+        prog=f"{prog} cluster",
+        description="Put rate through the self-routing client (--etcd-endpoints) against "
+        "one node's (--host/--port) in the same run, with the CPU each process used, then "
+        "how fairly takes come from the shards. Prints; judges nothing.",
+    )
+    group = cliargs.add_connection_arguments(p, tls=False)
+    group.add_argument(
+        "--etcd-endpoints", required=True, metavar="URLS", help="the cluster's etcd (required)"
+    )
+    group.add_argument("--etcd-prefix", default="/queuebox", metavar="P", help="its prefix")
+    p.add_argument("--seconds", type=float, default=5.0, help="of put in each phase")
+    p.add_argument("--processes", type=_positive_int, default=2, help="client processes")
+    p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")
+    p.add_argument("--tube", default="bench_cluster")
+    p.add_argument(
+        "--cpu-pid", type=_pid, action="append", default=[], metavar="NAME=PID",
+        help="a server process whose CPU seconds to report, repeatable",
+    )  # fmt: skip
+    return p
+
+
+def _cluster(argv: list[str], prog: str) -> int:
+    from .cluster import Where, run
+
+    args = cluster_parser(prog).parse_args(argv)
+    node = Where(args.host, args.port, args.user, args.password)
+    every = Where(args.host, args.port, args.user, args.password, args.etcd_endpoints,
+                  args.etcd_prefix)  # fmt: skip
+    pids = dict(args.cpu_pid)
+    try:
+        print(run(every, node, args.tube, args.seconds, args.processes, args.window, pids))
+    except Exception as exc:  # noqa: BLE001 -- any failure of the run is said, as exit 1
+        print(f"{prog} cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str], prog: str = "queuebox bench") -> int:
+    if argv[:1] == ["cluster"]:
+        return _cluster(argv[1:], prog)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.compare == SUITE or args.scenario is None:

@@ -12,11 +12,12 @@ import ssl
 from collections.abc import Iterable
 
 from queuebox.clients import failover, iproto
+from queuebox.clients.blocking.cluster import ClusterConnection, open_cluster
 from queuebox.clients.blocking.connection import Connection
 from queuebox.clients.blocking.legacy import LegacyQueue
 from queuebox.clients.blocking.tube import Tube
 
-__all__ = ["Connection", "LegacyQueue", "Tube", "connect"]
+__all__ = ["ClusterConnection", "Connection", "LegacyQueue", "Tube", "connect"]
 
 
 def connect(
@@ -37,6 +38,10 @@ def connect(
     tls: ssl.SSLContext | None = None,
     put_keys: bool = True,
     pool_size: int = 16,
+    etcd_endpoints: str | None = None,
+    etcd_prefix: str = "/queuebox",
+    etcd_tls: ssl.SSLContext | None = None,
+    map_refresh: float = 1.0,
 ) -> Connection:
     """Connect to a queuebox (or Tarantool + queue) server; same options as `clients.aio`.
 
@@ -50,6 +55,10 @@ def connect(
     The connection is safe to share between threads: a thread's call gets a socket no
     other thread uses meanwhile, opening another (up to `pool_size`) while the others
     are busy, all in one queue session, so any thread may ack a task another took.
+
+    `etcd_endpoints`, `etcd_prefix`, `etcd_tls`, `map_refresh`: route by itself over a
+    sharded cluster, as in `clients.aio` (a `ClusterConnection`, which offers this
+    connection's API and runs the asyncio one on a thread of its own).
     """
     options = iproto.Options(
         connect_timeout=connect_timeout,
@@ -63,5 +72,9 @@ def connect(
         tls=tls,
         put_keys=put_keys,
     )
+    if etcd_endpoints:
+        return open_cluster(
+            etcd_endpoints, etcd_prefix, user, password, options, map_refresh, etcd_tls
+        )
     several = () if addresses is None else failover.parse_addresses(addresses)
     return Connection(host, port, user, password, options, several, pool_size).start()

@@ -259,7 +259,8 @@ class _AddressList(argparse.Action):
 def add_failover_arguments(
     parser: argparse.ArgumentParser, group: Any, env: Mapping[str, str] | None = None
 ) -> None:
-    """Add --address (repeatable) and --failover-timeout to the connection `group`."""
+    """Add --address (repeatable), --failover-timeout, and --etcd-endpoints with
+    --etcd-prefix (the self-routing client of a sharded cluster) to `group`."""
     env = os.environ if env is None else env
     try:
         defaults = [f"{h}:{p}" for h, p in parse_addresses(env["QUEUEBOX_ADDRESSES"])]
@@ -284,4 +285,18 @@ def add_failover_arguments(
         default=30.0,
         metavar="SECONDS",
         help="with --address: give up finding the writable instance after this long",
+    )
+    group.add_argument(
+        "--etcd-endpoints",
+        default=env.get("QUEUEBOX_ETCD_ENDPOINTS") or None,
+        metavar="URLS",
+        help="a sharded cluster: read its map from these etcd endpoints (comma-separated "
+        "http(s) URLs), connect to every shard's primary and route each call to its shard; "
+        "replaces --host/--port/--address (default: $QUEUEBOX_ETCD_ENDPOINTS)",
+    )
+    group.add_argument(
+        "--etcd-prefix",
+        default=env.get("QUEUEBOX_ETCD_PREFIX") or "/queuebox",
+        metavar="P",
+        help="with --etcd-endpoints: the cluster's prefix ($QUEUEBOX_ETCD_PREFIX if set)",
     )

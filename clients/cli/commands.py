@@ -61,6 +61,16 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _connect(args: argparse.Namespace) -> blocking.Connection:
+    if args.etcd_endpoints:
+        return blocking.connect(
+            user=args.user,
+            password=args.password,
+            connect_timeout=args.connect_timeout,
+            failover_timeout=args.failover_timeout,
+            tls=args.tls,
+            etcd_endpoints=args.etcd_endpoints,
+            etcd_prefix=args.etcd_prefix,
+        )
     if args.addresses and getattr(args, "reads_only", False):
         return _connect_for_reads(args)
     return blocking.connect(

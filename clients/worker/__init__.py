@@ -103,13 +103,16 @@ def run(
     wait_for_server: float = 60.0,
     signals_seen: list[int] | None = None,
     tls: ssl.SSLContext | None = None,
+    etcd_endpoints: str | None = None,
+    etcd_prefix: str = "/queuebox",
     **options: Any,
 ) -> Worker | None:
     """Connect (waiting up to `wait_for_server` s for a server that is not up yet) and
     work on `tube` until SIGTERM or Ctrl-C; returns the stopped `Worker`, or None when
     a signal came before it connected. Blocks: it runs its own event loop. `options`
     as in `serve`; `signals_seen`: signals received before this was called; `tls` as
-    in `aio.connect`."""
+    in `aio.connect`; `etcd_endpoints`, `etcd_prefix`: work on a sharded cluster's
+    tube, routing by itself (`aio.connect`)."""
     signals = _Signals(signals_seen)
 
     async def main() -> Worker | None:
@@ -141,6 +144,8 @@ def run(
             addresses=addresses,
             wait_for_server=wait_for_server,
             tls=tls,
+            etcd_endpoints=etcd_endpoints,
+            etcd_prefix=etcd_prefix,
         )
 
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:

@@ -193,6 +193,8 @@ def main(argv: list[str], prog: str = "queuebox worker") -> int:
             addresses=args.addresses or None,
             wait_for_server=args.wait_for_server,
             tls=args.tls,
+            etcd_endpoints=args.etcd_endpoints,
+            etcd_prefix=args.etcd_prefix,
             signals_seen=early,
             **options,
         )
@@ -215,6 +217,8 @@ def main(argv: list[str], prog: str = "queuebox worker") -> int:
 
 
 def _where(args: argparse.Namespace) -> str:
+    if args.etcd_endpoints:
+        return f"the cluster {args.etcd_prefix} at {args.etcd_endpoints}"
     return ", ".join(args.addresses) if args.addresses else f"{args.host}:{args.port}"
 
 

@@ -26,6 +26,13 @@ from queuebox.protocol.rawmsgpack import (
 SCHEMA: Final = 0  # the router's own replies: no schema of its own
 # Syncs the router's own calls to a shard use: far above any client's.
 INTERNAL_SYNC: Final = 1 << 62
+# A shard's reply header, as protocol/response.py always packs it (23 bytes):
+# {0x00: u32 code, 0x01: u64 sync, 0x05: u32 schema}. Read at fixed offsets;
+# any other form is read key by key.
+_CODE_AT: Final = b"\x83\x00\xce"
+_SYNC_AT: Final = b"\x01\xcf"
+_FIXED_HEADER: Final = 23
+_DATA_AT: Final = b"\x81\x30\xdd"  # {DATA: array32}, how a shard packs DATA
 
 
 def framed(payload: bytes) -> bytes:
@@ -34,6 +41,8 @@ def framed(payload: bytes) -> bytes:
 
 def head_of(payload: bytes) -> tuple[int, int]:
     """(code, sync) of a reply's header; (-1, -1) when it cannot be read so."""
+    if payload.startswith(_CODE_AT) and payload.startswith(_SYNC_AT, 7):
+        return int.from_bytes(payload[3:7], "big"), int.from_bytes(payload[9:17], "big")
     try:
         n, pos = container_at(payload, 0)
         code = sync = -1
@@ -56,6 +65,8 @@ def head_of(payload: bytes) -> tuple[int, int]:
 def data_count(payload: bytes) -> int:
     """How many items a success reply's DATA holds (a take: 1 or 0), read from
     its bytes; -1 for an error reply or another shape."""
+    if _fixed(payload) and payload.startswith(_DATA_AT, _FIXED_HEADER):
+        return int.from_bytes(payload[26:30], "big")
     try:
         end = value_end(payload, 0, len(payload))
         if payload[end] != 0x81 or payload[end + 1] != KEY_DATA:
@@ -68,11 +79,30 @@ def data_count(payload: bytes) -> int:
 
 
 def resynced(payload: bytes, sync: int) -> bytes:
-    """The reply `payload` (header and body) as a framed reply to `sync`."""
-    end = value_end(payload, 0, len(payload))
-    header: dict[int, Any] = msgpack.unpackb(payload[:end], strict_map_key=False)
-    header[KEY_SYNC] = sync
-    return framed(msgpack.packb(header) + payload[end:])
+    """The reply `payload` (header and body) as a framed reply to `sync`: the
+    header's sync value replaced in its bytes, the rest as the shard sent it."""
+    if _fixed(payload):
+        return framed(payload[:9] + sync.to_bytes(8, "big") + payload[17:])
+    n, pos = container_at(payload, 0)
+    end = len(payload)
+    for _ in range(n):
+        key = payload[pos]
+        start = pos + 1
+        pos = value_end(payload, start, end)
+        if key == KEY_SYNC:
+            return framed(payload[:start] + msgpack.packb(sync) + payload[pos:])
+    header: dict[int, Any] = msgpack.unpackb(payload[:pos], strict_map_key=False)
+    header[KEY_SYNC] = sync  # a header without a sync (no shard sends one)
+    return framed(msgpack.packb(header) + payload[pos:])
+
+
+def _fixed(payload: bytes) -> bool:
+    """The header is in the shard's fixed 23-byte form."""
+    return (
+        payload.startswith(_CODE_AT)
+        and payload.startswith(_SYNC_AT, 7)
+        and payload.startswith(b"\x05\xce", 17)
+    )
 
 
 def no_primary(sync: int, shard: str, why: str = "has no primary right now") -> bytes:

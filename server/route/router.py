@@ -163,13 +163,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--config",
         default=env.get("QUEUEBOX_CONFIG"),
-        help="TOML file with the shards' [users.*] (the same file)",
+        help="TOML file with the shards' [users.*] (the same file; default: "
+        "$QUEUEBOX_CONFIG, else no users but guest)",
     )
     p.add_argument(
         "--shard-user",
         default=env.get("QUEUEBOX_ROUTER_USER", "router"),
         help="the service user, holding the route right, the router logs in as "
-        f"(its password: ${PASSWORD_ENV})",
+        f"(its password: ${PASSWORD_ENV}; default: %(default)s)",
     )
     p.add_argument(
         "--metrics-listen",
@@ -182,8 +183,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default="round-robin",
         help="where a put without utube or key goes (default round-robin)",
     )
-    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
-    p.add_argument("--log-format", choices=("console", "json"), default="console")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="uvloop",
+        help="the event loop (default uvloop)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default="console",
+        help="log lines for people or as JSON (default console)",
+    )
     return p
 
 

@@ -22,10 +22,10 @@ import asyncio
 from typing import Any
 
 from queuebox.drivers.args import MAX_TIMEOUT_S
-from queuebox.protocol import ErrorCode, Request, RequestType, encode_data
+from queuebox.protocol import ErrorCode, Request, RequestType, encode_call, encode_data
 from queuebox.protocol.client import decode_response
 
-from .frames import SCHEMA, data_count, no_primary, resynced
+from .frames import SCHEMA, data_count, framed, no_primary, resynced
 from .shardmap import Shard
 from .spread import Client, to_first
 from .upstream import ShardLost, Upstream
@@ -47,17 +47,17 @@ def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> No
     # turn it is; only when that gives nothing does the whole round run.
     turn = client.next_turn()
     first = shards[turn % len(shards)]
-    asked = client.upstream(first).call(name, [0], req.type == RequestType.CALL_16)
+    frame = encode_call(req.sync, name, [0], req.type == RequestType.CALL_16)
 
-    def answered(future: asyncio.Future[bytes]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            payload = future.result()
-            if data_count(payload) != 0:  # a task, or an error: as the shard said
-                client.send(resynced(payload, req.sync))
-                return
+    def answered(payload: bytes | None) -> None:
+        # A task (or an error) goes on as the shard said it, already under the
+        # client's sync; none: the whole round, then the waits.
+        if payload is not None and data_count(payload) != 0:
+            client.send(framed(payload))
+            return
         client.spawn(_take(client, req, tube, name, deadline))
 
-    asked.add_done_callback(answered)
+    client.upstream(first).take(frame, req.sync, answered)
 
 
 async def _take(client: Client, req: Request, tube: str, name: str, deadline: float | None) -> None:

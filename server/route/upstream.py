@@ -90,6 +90,9 @@ class Upstream(asyncio.Protocol):
         self.lost: ShardLost | None = None
         self.forwarded: set[int] = set()  # the client's syncs in flight here
         self.pending: dict[int, asyncio.Future[bytes]] = {}
+        # takes.py's first take(0), sent under the client's sync: its reply goes
+        # to this callback (None: the shard was lost), not straight to the client
+        self.taking: dict[int, Callable[[bytes | None], None]] = {}
         self._login_syncs: set[int] = set()
         # takes.py: the one queuebox.await_ready per (tube, fresh) in flight here
         self.waits: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
@@ -106,6 +109,17 @@ class Upstream(asyncio.Protocol):
         traffic = self._traffic
         traffic.forwarded[name] = traffic.forwarded.get(name, 0) + 1
         traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
+        self._write(frame)
+
+    def take(self, frame: bytes, sync: int, answered: Callable[[bytes | None], None]) -> None:
+        """Send the router's own frame under a client's sync (a take(0) for it):
+        its reply goes to `answered`, no future nor sync of the router's own."""
+        if self.lost is not None:
+            answered(None)
+            return
+        self.taking[sync] = answered
+        own = self._traffic.own_calls
+        own[self.shard.name] = own.get(self.shard.name, 0) + 1
         self._write(frame)
 
     def call(self, name: str, args: list[Any], call16: bool = False) -> asyncio.Future[bytes]:
@@ -204,6 +218,11 @@ class Upstream(asyncio.Protocol):
     def _reply(self, payload: bytes) -> None:
         code, sync = head_of(payload)
         if sync < INTERNAL_SYNC:
+            if self.taking and code != RESPONSE_CHUNK:
+                answered = self.taking.pop(sync, None)
+                if answered is not None:
+                    answered(payload)
+                    return
             if code != RESPONSE_CHUNK and sync in self.forwarded:
                 self.forwarded.discard(sync)
                 self._traffic.inflight[self.shard.name] -= 1
@@ -244,3 +263,7 @@ class Upstream(asyncio.Protocol):
             if not future.done():
                 future.set_exception(self.lost)
         self.pending.clear()
+        taking = list(self.taking.values())
+        self.taking.clear()
+        for answered in taking:
+            answered(None)

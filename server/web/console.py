@@ -2,13 +2,14 @@
 
 Owns: the overview (the server, the tubes the user may read with counts and
 rates, connections and sessions), a tube's tasks by state a page at a time
-(or one task by id), what the user may do on each tube (so the page shows
+(or one task by id, with its result where the tube keeps results), what
+the user may do on each tube (so the page shows
 only the buttons that user may press), and the actions: put, kick (one, N,
 all), retry (kick) one buried task, bury, release, delete, truncate, create
 a tube; the schedules of the tubes the user may read, with pause, resume and
 delete. Every read of the queue that depends on rights and every action is a
 registry function called as the logged-in user (dispatch.py):
-`queue.statistics`, `queuebox.tasks`, `queue.tube.<t>:put` and the others,
+`queue.statistics`, `queuebox.tasks`, `queuebox.result`, `queue.tube.<t>:put` and the others,
 so the console can never do what that user could not do over IPROTO; a
 refusal comes back with its IPROTO code and text. Must not change queue
 state itself, nor decide rights.
@@ -197,7 +198,26 @@ class Console:
         except CallError as exc:
             return _refused(exc)
         page["tasks"] = [task_view(task) for task in page["tasks"]]
+        if "id" in opts and self._keeps_results(request.match_info["tube"]):
+            page["result"] = await self._result(request, request.match_info["tube"], opts["id"])
         return web.json_response(page)
+
+    def _keeps_results(self, tube: str) -> bool:
+        """Does `tube` keep results (result_ttl set)? Else a live task's result
+        would read "pending" though none will ever be kept."""
+        info = self.server.store.tubes().get(tube)
+        return info is not None and bool(info.opts.get("result_ttl"))
+
+    async def _result(self, request: web.Request, tube: str, task_id: int) -> dict[str, Any]:
+        """queuebox.result(tube, id) as the user, never waiting: {status, result
+        (rendered as task data), error}; a refusal as {refused: {code, message}}."""
+        try:
+            (found,) = await self._as(request, "queuebox.result", [tube, task_id])
+        except CallError as exc:
+            return {"refused": {"code": exc.code, "message": exc.message}}
+        if "result" in found:
+            found["result"] = data_view(found["result"])
+        return found  # type: ignore[no-any-return]
 
     async def act(self, request: web.Request) -> web.Response:
         action = ACTIONS.get(request.match_info["action"])

@@ -3,8 +3,8 @@
 Owns: the JSON of the server (version, build, role, WAL and snapshot state,
 memory), of this node's place in a cluster (what `queuebox.status()`
 answers: replication/status.py), of each tube (driver,
-options, counts by state, waiting takes, rates) and of the connections and
-queue sessions with the tasks they hold. Which tubes a user sees is decided
+options, counts by state, waiting takes, rates, results and keys) and of the
+connections and queue sessions with the tasks they hold. Which tubes a user sees is decided
 by the caller (console.py asks `queue.statistics` as the user). Must not
 change anything: every read here is of state the loop owns, taken between
 two requests, so it is consistent.
@@ -89,6 +89,8 @@ def tube_rows(server: Served, stats: dict[str, Any]) -> list[dict[str, Any]]:
                 # queuebox's additions to statistics, for a tube with the options.
                 "rate_limit": report.get("rate_limit"),
                 "retention": report.get("retention"),
+                "results": report.get("results"),  # {held, stored}: result_ttl set
+                "keys": report.get("keys"),  # {held, matched}: once a put carried a key
             }
         )
     return rows

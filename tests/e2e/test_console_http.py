@@ -54,6 +54,11 @@ def tube_with_tasks(server: ServerProc, n: int = 2) -> str:
     return tube
 
 
+def with_user(start_server: StartServer, user: str) -> ServerProc:
+    """A server with the console on, its users USERS_TOML's and `user` (a TOML table)."""
+    return start_server("--http-listen", "127.0.0.1:0", toml=f"{USERS_TOML}\n{user}\n")
+
+
 def ready_count(server: ServerProc, tube: str) -> int:
     conn = login_tester(server.port)
     try:
@@ -211,8 +216,7 @@ def test_a_read_only_server_shows_its_queue_and_refuses_changes(
 
 
 def test_per_tube_grants_hold_in_the_console(start_server: StartServer) -> None:
-    toml = USERS_TOML + '\n[users.jobber]\npassword = "jobpw"\nwrite = ["jobs*"]\n'
-    server = start_server("--http-listen", "127.0.0.1:0", toml=toml)
+    server = with_user(start_server, '[users.jobber]\npassword = "jobpw"\nwrite = ["jobs*"]')
     conn = login_tester(server.port)
     try:
         for tube in ("jobs_a", "mail_a"):
@@ -324,3 +328,28 @@ def test_a_tube_url_needs_a_login_and_the_login_lands_on_it(web: Web) -> None:
             "POST", "/login", body.encode(), {"Content-Type": "application/x-www-form-urlencoded"}
         )
         assert sent.status == 303 and sent.headers["Location"] == "/", elsewhere
+
+
+def test_a_tasks_result_is_read_as_the_user(start_server: StartServer) -> None:
+    server = with_user(start_server, '[users.peeker]\npassword = "peekpw"\nread = ["jobs*"]')
+    conn = login_tester(server.port)
+    try:
+        for tube in ("jobs_r", "mail_r"):
+            conn.call("queue.create_tube", tube, "fifo", {"result_ttl": 60})
+            conn.call(f"queue.tube.{tube}:put", "x")
+            conn.call(f"queue.tube.{tube}:take", 0)
+            conn.call(f"queue.tube.{tube}:ack", 0, {"result": {"sum": 3}})
+        conn.call("queue.tube.jobs_r:put", "y", {"key": "k"})
+    finally:
+        conn.close()
+    web = logged_in(Web(http_port(server)), "peeker", "peekpw")
+    page = web.get("/api/tubes/jobs_r/tasks?id=0").json()
+    assert page["tasks"] == []  # acked: gone, its result kept
+    view = {"kind": "json", "text": '{"sum": 3}', "size": 6}
+    assert page["result"] == {"status": "done", "result": view}
+    assert web.get("/api/tubes/jobs_r/tasks?id=1").json()["result"] == {"status": "pending"}
+    (row,) = web.get("/api/overview").json()["tubes"]
+    assert row["opts"]["result_ttl"] == 60 and row["results"] == {"held": 1, "stored": 1}
+    assert row["keys"] == {"held": 1, "matched": 0}
+    refused = web.get("/api/tubes/mail_r/tasks?id=0")  # no read on mail_r: nothing of it
+    assert refused.status == 403 and "result" not in refused.json()

@@ -218,13 +218,15 @@ def test_the_bundled_client_carries_on_through_another_router_with_its_session(
         client.call("queue.cfg", {"ttr": 60})  # a session outlives its connection for 60 s
         client.call("queue.create_tube", tube, "fifottl", {})
         jobs = client.tube(tube)
-        for i in range(2):
-            jobs.put(f"job{i}")
+        numbers = [shard_number(n[0]) for n in nodes.values()]
+        # Every put of the bundled client has a key (a made-up one by default),
+        # which names its shard: one key homed on each shard, one task on each.
+        for number in numbers:
+            key = next(k for k in map(str, range(1000)) if owner(k, numbers) == number)
+            jobs.put(f"job{number}", key=key)
         taken = [jobs.take(5) for _ in range(2)]
         assert all(t is not None for t in taken)
-        assert {t.id % 1024 for t in taken if t is not None} == {
-            shard_number(n[0]) for n in nodes.values()
-        }
+        assert {t.id % 1024 for t in taken if t is not None} == set(numbers)
         r1.stop(kill=True)  # the router dies: the client goes on through r2, same session
         for task in taken:
             assert task is not None

@@ -1,4 +1,4 @@
-"""python -m tests.fault --rounds 50 --seed 7 --mode sync [--scenario lag-kill]
+"""python -m tests.fault --rounds 50 --seed 7 --mode sync [--scenario lag-kill] [--sharded]
 
 Runs N rounds (tests/fault/rounds.py), prints each round's faults, operations
 and verdict, then a summary; exits 1 if any round found a violation. A
@@ -18,6 +18,7 @@ from tests.e2e.etcdproc import need_etcd
 from tests.fault.cluster import MODES
 from tests.fault.nemesis import SCENARIOS
 from tests.fault.rounds import run_round, summary
+from tests.fault.sharded import run_sharded_round
 
 
 def main(argv: list[str]) -> int:
@@ -30,13 +31,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workdir", type=Path, help="where rounds keep their data and logs")
     parser.add_argument("--keep", action="store_true", help="keep every round's directory")
     parser.add_argument("--verbose", action="store_true", help="every round's timeline")
+    parser.add_argument(
+        "--sharded",
+        action="store_true",
+        help="a sharded cluster: 2 shards x 3 nodes on one etcd, load direct and through "
+        "the self-routing client, faults in each shard (tests/fault/sharded.py)",
+    )
     args = parser.parse_args(argv)
     need_etcd()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="queuebox-fault-"))
     results = []
     for index in range(args.first, args.first + args.rounds):
         where = workdir / f"round-{index}"
-        result = run_round(where, args.mode, args.seed, index, args.scenario)
+        run = run_sharded_round if args.sharded else run_round
+        result = run(where, args.mode, args.seed, index, args.scenario)
         results.append(result)
         print(result.show(verbose=args.verbose), flush=True)
         if result.ok and not result.tolerated and not args.keep:

@@ -34,6 +34,7 @@ import tarantool
 
 from tests.e2e.cluster import password_file
 from tests.e2e.etcdproc import EtcdProc
+from tests.e2e.routing import ROUTER_PASSWORD
 from tests.e2e.serverproc import CALL, RawClient, ServerProc
 from tests.proxy import FaultProxy, Network
 
@@ -46,6 +47,7 @@ ETCD_PREFIX = "/fault"
 PROBE_WAIT_S = 3.0
 PEEK_BATCH = 500
 LEASE_TTL_S = 2.0
+ID_STRIDE = 1024  # a shard's ids: seq * 1024 + its number (docs/cluster.md)
 MODES = {
     "sync": ("--replication-synchro-quorum", "1", "--replication-synchro-timeout", "2"),
     "async": (),
@@ -76,7 +78,9 @@ ROLE_EVENTS = {
 
 def users_toml() -> str:
     users = [*REPL_USERS, CLIENT_USER]
-    return "".join(f'[users.{u}]\npassword = "{PASSWORD}"\nrights = "all"\n\n' for u in users)
+    found = "".join(f'[users.{u}]\npassword = "{PASSWORD}"\nrights = "all"\n\n' for u in users)
+    # The routers' service user of a sharded round (tests/fault/routers.py).
+    return found + f'[users.router]\npassword = "{ROUTER_PASSWORD}"\nrights = ["route"]\n'
 
 
 def connect(port: int, timeout: float) -> Any:
@@ -198,14 +202,23 @@ class Healed:
 
 
 class Cluster:
-    def __init__(self, workdir: Path, mode: str) -> None:
+    """Three nodes and etcd; or, with `shard`, the three nodes of shard `shard` of a
+    sharded cluster (`serve --shard`) on an etcd the caller owns (tests/fault/sharded.py)."""
+
+    def __init__(
+        self, workdir: Path, mode: str, etcd: EtcdProc | None = None, shard: str = ""
+    ) -> None:
         self.workdir = workdir
         self.mode = mode
         self.network = Network()
-        self.etcd = EtcdProc(workdir / "etcd")
+        self.owns_etcd = etcd is None
+        self.etcd = EtcdProc(workdir / "etcd") if etcd is None else etcd
+        self.shard = shard
+        self.number = 0  # the shard's number: its ids are seq * ID_STRIDE + number
+        self.stride = ID_STRIDE if shard else 1
+        args = [*MODES[mode], *(("--shard", shard) if shard else ())]
         self.nodes = {
-            name: Node(name, workdir / name, self.network, self.etcd, list(MODES[mode]))
-            for name in NAMES
+            name: Node(name, workdir / name, self.network, self.etcd, args) for name in NAMES
         }
         self.wall_minus_mono = time.time() - time.monotonic()
         self._probes = 0
@@ -214,7 +227,8 @@ class Cluster:
 
     def start(self, tubes: list[str]) -> str:
         """etcd, the proxies, then the nodes; waits for a leader and creates `tubes` on it."""
-        self.etcd.start()
+        if self.owns_etcd:
+            self.etcd.start()
         for node in self.nodes.values():
             node.proxy.start()
             node.etcd_proxy.start()
@@ -225,13 +239,16 @@ class Cluster:
             raise RuntimeError(f"the cluster never elected a leader: {healed.states}")
         port = self.nodes[healed.primary].server.port
         for tube in [*tubes, PROBE_TUBE]:
-            ask(port, "queue.create_tube", [tube, "fifo"], timeout=5)
+            ask(port, "queue.create_tube", [tube, "fifo", {"if_not_exists": True}], timeout=5)
+        if self.shard:
+            self.number = int(ask(port, "queuebox.shard", [], timeout=5)[0]["number"])
         return healed.primary
 
     def stop(self) -> None:
         for node in self.nodes.values():
             node.stop()
-        self.etcd.stop()
+        if self.owns_etcd:
+            self.etcd.stop()
 
     def client_ports(self) -> dict[str, int]:
         return {name: node.proxy.port for name, node in self.nodes.items()}
@@ -286,7 +303,8 @@ class Cluster:
 
     def _leader_key(self) -> str | None:
         """etcd's JSON gateway: POST /v3/kv/range with the key in base64."""
-        key = base64.b64encode(f"{ETCD_PREFIX}/leader".encode()).decode()
+        base = f"{ETCD_PREFIX}/shards/{self.shard}" if self.shard else ETCD_PREFIX
+        key = base64.b64encode(f"{base}/leader".encode()).decode()
         request = urllib.request.Request(
             f"{self.etcd.endpoints}/v3/kv/range", json.dumps({"key": key}).encode()
         )
@@ -347,7 +365,8 @@ class Cluster:
             found: list[tuple[str, str]] = []
             first = misses = 0
             while len(found) < total and misses < 100_000:
-                for task_id in range(first, first + PEEK_BATCH):
+                for seq in range(first, first + PEEK_BATCH):
+                    task_id = seq * self.stride + self.number
                     raw.request(CALL, {0x22: f"queue.tube.{tube}:peek", 0x21: [task_id]})
                 for _ in range(PEEK_BATCH):
                     reply = raw.recv()

@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.etcdproc import need_etcd
 from tests.fault.rounds import run_round
+from tests.fault.sharded import run_sharded_round
 
 # Plans that broke the cluster before issue 24's fixes: round 5, etcd killed
 # while a replica was down (a write refused yet applied, the fenced primary
@@ -41,4 +42,17 @@ def test_a_round_of_faults_loses_nothing_acknowledged(
     result = run_round(tmp_path, mode, seed, index, scenario)
     print(result.show())
     assert result.ops["put.ok"] > 50, "the load hardly ran:\n" + result.show()
+    assert result.ok, "\n" + result.show()
+
+
+@pytest.mark.slow
+def test_a_round_of_faults_on_a_sharded_cluster_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """Two shards of three nodes on one etcd, direct and routed load, faults in
+    each shard (tests/fault/sharded.py): one round, under a minute."""
+    need_etcd()
+    result = run_sharded_round(tmp_path, "sync", 7, 5, "random")
+    print(result.show())
+    assert result.ops["routed.put.ok"] > 50, "the routed load hardly ran:\n" + result.show()
     assert result.ok, "\n" + result.show()

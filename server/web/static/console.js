@@ -152,7 +152,7 @@ function drawTubes(tubes) {
   }
 }
 
-// A tube's rate limit and buried retention, in words (none: nothing).
+// A tube's rate limit, buried retention, results and put keys, in words (none: nothing).
 function limitsText(tube) {
   const words = [];
   const rate = tube.rate_limit, kept = tube.retention;
@@ -161,6 +161,15 @@ function limitsText(tube) {
     const limits = [kept.buried_max !== null ? `${kept.buried_max}` : null,
       kept.buried_ttl !== null ? `${kept.buried_ttl} s` : null].filter((x) => x !== null);
     words.push(`buried kept: at most ${limits.join(", ")} (${fmt.count(kept.dropped)} dropped)`);
+  }
+  const opts = tube.opts ?? {}, results = tube.results, keys = tube.keys;
+  if (opts.result_ttl || results) {
+    const counts = results ? ` (${fmt.count(results.held)} held, ${fmt.count(results.stored)} stored)` : "";
+    words.push(`results kept ${opts.result_ttl ? fmt.seconds(opts.result_ttl) : "no longer"}${counts}`);
+  }
+  if (opts.key_window || keys) {
+    const counts = keys ? ` (${fmt.count(keys.held)} held, ${fmt.count(keys.matched)} matched)` : "";
+    words.push(`put keys${opts.key_window ? ` for ${fmt.seconds(opts.key_window)}` : ""}${counts}`);
   }
   return words;
 }

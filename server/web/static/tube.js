@@ -145,6 +145,17 @@ async function refreshTasks() {
 }
 
 // -- one task: everything the server knows of it --
+const RESULT_WORDS = { pending: "pending (not acknowledged yet)", unknown: "unknown (none kept, or it expired)" };
+
+// Its result, on a tube that keeps results (queuebox.result): none on another.
+function resultPair(result) {
+  if (!result) return [];
+  if (result.refused) return [["result", `refused: ${result.refused.message}`]];
+  const words = (RESULT_WORDS[result.status] ?? result.status) + (result.error ? `: ${result.error}` : "");
+  const value = result.result ? el("pre", { class: "data" }, shownData(result.result)) : [];
+  return [["result", el("div", { id: "task-result", "data-status": result.status }, words, value)]];
+}
+
 async function refreshTask() {
   let page;
   try {
@@ -159,7 +170,7 @@ async function refreshTask() {
   $("#task-data").textContent = task ? shownData(task.data) : "";
   $("#task-actions").replaceChildren(...(task ? taskButtons(task) : []));
   if (!task) {
-    pairs($("#task-fields"), [["state", "gone (acknowledged, deleted or expired)"]]);
+    pairs($("#task-fields"), [["state", "gone (acknowledged, deleted or expired)"], ...resultPair(page.result)]);
     return;
   }
   pairs($("#task-fields"), [
@@ -168,6 +179,7 @@ async function refreshTask() {
     ["next event", when(task)], ["ttl", span(task.ttl)], ["ttr", span(task.ttr)],
     ["priority", task.pri ?? "–"], ["utube", task.utube ?? "–"], ["held by session", task.session ?? "–"],
     ["data", task.data.size === null ? task.data.kind : `${task.data.kind}, ${task.data.size} bytes of msgpack`],
+    ...resultPair(page.result),
   ]);
 }
 

@@ -1,0 +1,156 @@
+"""`queuebox bench cluster`: put rate through the self-routing client against one
+node's in the same run, the CPU each process used, and how fair takes are.
+
+Owns: the three phases and their report (printed, never judged):
+
+    put, cluster    P processes, each a self-routing client (`aio.connect(etcd_endpoints=)`)
+                    with W puts in flight, for D seconds
+    put, one node   the same processes and client, on --host/--port (one node), D seconds
+    take fairness   the cluster's tasks taken and acked through the self-routing client;
+                    per shard: how long its oldest ready task had waited when taken
+
+and the CPU seconds of each process named by --cpu-pid NAME=PID (read from
+/proc, before and after each phase) and of the client processes. Uses the
+bundled client (the cost of its routing is part of what is measured); must not
+start or stop servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from queuebox.clients import aio
+
+from .cpu import process_cpu_seconds
+
+ID_SHARDS = 1024
+
+
+@dataclass(frozen=True)
+class Where:
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    endpoints: str | None = None
+    prefix: str = "/queuebox"
+
+    def connect(self) -> Any:
+        if self.endpoints:
+            return aio.connect(
+                user=self.user, password=self.password, etcd_endpoints=self.endpoints,
+                etcd_prefix=self.prefix,
+            )  # fmt: skip
+        return aio.connect(self.host, self.port, self.user, self.password)
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _producer(where: Where, tube: str, seconds: float, window: int) -> tuple[int, float]:
+    """One process: puts for `seconds`; (puts, its CPU seconds)."""
+
+    async def run() -> int:
+        done = 0
+        async with where.connect() as conn:
+            jobs = conn.tube(tube)
+            stop = time.monotonic() + seconds
+
+            async def slot() -> None:
+                nonlocal done
+                while time.monotonic() < stop:
+                    await jobs.put(time.time())
+                    done += 1
+
+            await asyncio.gather(*(slot() for _ in range(window)))
+        return done
+
+    before = _cpu_self()
+    return asyncio.run(run()), _cpu_self() - before
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    found = {}
+    for name, pid in pids.items():
+        seconds = process_cpu_seconds(pid)
+        if seconds is not None:
+            found[name] = seconds
+    return found
+
+
+def put_phase(
+    where: Where, tube: str, seconds: float, processes: int, window: int, pids: dict[str, int]
+) -> dict[str, Any]:
+    before = _cpu(pids)
+    started = time.monotonic()
+    with ProcessPoolExecutor(processes) as pool:
+        runs = [pool.submit(_producer, where, tube, seconds, window) for _ in range(processes)]
+        results = [r.result() for r in runs]
+    wall = time.monotonic() - started
+    after = _cpu(pids)
+    puts = sum(n for n, _ in results)
+    cpu = {name: after[name] - before[name] for name in after if name in before}
+    cpu["clients"] = sum(c for _, c in results)
+    return {"puts": puts, "seconds": wall, "rate": puts / seconds, "cpu_s": cpu}
+
+
+async def take_fairness(where: Where, tube: str, limit_s: float) -> dict[int, dict[str, Any]]:
+    """Take and ack every task (data: its put time) through the client; per shard
+    number: how many, and the wait of each shard's oldest ready task when taken."""
+    waits: dict[int, list[float]] = defaultdict(list)
+    stop = time.monotonic() + limit_s
+    async with where.connect() as conn:
+        jobs = conn.tube(tube)
+        while time.monotonic() < stop:
+            task = await jobs.take(0.5)
+            if task is None:
+                break
+            waits[task.id % ID_SHARDS].append(time.time() - float(task.data))
+            await jobs.ack(task)
+    return {
+        k: {"taken": len(w), "oldest_wait_max_s": max(w), "wait_mean_s": sum(w) / len(w)}
+        for k, w in sorted(waits.items())
+    }
+
+
+def report(cluster: dict[str, Any], single: dict[str, Any], fair: dict[int, dict[str, Any]]) -> str:
+    lines = [f"{'put':<20}{'puts':>10}{'puts/s':>12}   CPU seconds per process"]
+    for name, phase in (("self-routing client", cluster), ("one node", single)):
+        cpu = ", ".join(f"{k} {v:.1f}" for k, v in phase["cpu_s"].items())
+        lines.append(f"{name:<20}{phase['puts']:>10}{phase['rate']:>12,.0f}   {cpu}")
+    if single["rate"]:
+        lines.append(f"cluster / one node: {cluster['rate'] / single['rate']:.2f}x")
+    lines.append("take fairness (self-routing client), per shard number:")
+    for k, row in fair.items():
+        lines.append(
+            f"  shard {k}: taken {row['taken']}, oldest ready task waited "
+            f"{row['oldest_wait_max_s']:.2f} s at most, {row['wait_mean_s']:.2f} s on average"
+        )
+    load = os.getloadavg()
+    lines.append(f"machine load (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return "\n".join(lines)
+
+
+def run(
+    where_cluster: Where, where_node: Where, tube: str, seconds: float, processes: int,
+    window: int, pids: dict[str, int],
+) -> str:  # fmt: skip
+    async def make_tubes() -> None:
+        for where in (where_cluster, where_node):
+            async with where.connect() as conn:
+                await conn.create_tube(tube, "fifo", if_not_exists=True)
+
+    asyncio.run(make_tubes())
+    cluster = put_phase(where_cluster, tube, seconds, processes, window, pids)
+    single = put_phase(where_node, tube, seconds, processes, window, pids)
+    fair = asyncio.run(take_fairness(where_cluster, tube, max(seconds * 4, 10.0)))
+    return report(cluster, single, fair)
