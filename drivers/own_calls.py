@@ -56,6 +56,10 @@ def tube_options_answer(tube: Tube) -> dict[str, Any]:
 
 
 class OwnCalls(EntryPoints):
+    """queuebox's own entry points; `queue.Queue` sets every attribute. A base in
+    one chain of single bases (EntryPoints -> OwnCalls -> Queue), as mypyc
+    compiles it: a native class has one non-trait base."""
+
     registry: TubeRegistry
     owners: Ownership
     sessions: Sessions
