@@ -5,8 +5,10 @@ sockets, a real etcd.
 - A put waiting for its quorum when the primary loses its lease gets
   ER_QUORUM_WAIT (222), whose text says the outcome is unknown; a put sent
   after that is refused before it is applied (ER_READONLY, 7).
-- A quorum timeout (216) is an unknown outcome too: the bundled client raises
-  `OutcomeUnknown` for both and never sends the put again.
+- A quorum timeout (216) is an unknown outcome too: the bundled client, its
+  puts made without keys (`put_keys=False`), raises `OutcomeUnknown` for both
+  and never sends the put again. (A keyed put, its default, is sent again
+  under its key: tests/e2e/test_put_keys_failover.py.)
 - Replication acks count only on the replica's own subscribed stream, for an
   LSN it was sent: a `queuebox.replication.ack` call from any user on any
   other connection, or for an LSN beyond what was sent, releases nothing.
@@ -66,8 +68,11 @@ def alone_with_a_quorum(start_server: StartServer, timeout_s: float) -> ServerPr
 
 
 def bundled_put(port: int, tube: str, value: Any) -> Any:
+    """A put without a key: one whose unknown outcome the client cannot repeat safely."""
     address = f"127.0.0.1:{port}"
-    with blocking.connect(user="tester", password="secret", addresses=[address]) as conn:
+    with blocking.connect(
+        user="tester", password="secret", addresses=[address], put_keys=False
+    ) as conn:
         return conn.tube(tube).put(value)
 
 
