@@ -24,7 +24,7 @@ from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, unique
 from tests.e2e.test_worker import WorkerProc
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_waiting_takes_async
 
 
 def shard_number(node: ServerProc) -> int:
@@ -41,9 +41,11 @@ def test_calls_go_to_their_shard_takes_come_from_every_shard(
     tube = unique("s")
 
     async def run() -> None:
+        # put_keys=False: unkeyed puts go round robin (keyed ones by their keys'
+        # hashes, so six random keys could all be homed on one shard).
         async with aio.connect(
             user="tester", password="secret", etcd_endpoints=etcd.endpoints,
-            etcd_prefix=cluster.prefix,
+            etcd_prefix=cluster.prefix, put_keys=False,
         ) as conn:  # fmt: skip
             jobs = await conn.create_tube(tube, "fifottl")
             tasks = [await jobs.put(f"t{i}") for i in range(6)]
@@ -72,7 +74,8 @@ def test_calls_go_to_their_shard_takes_come_from_every_shard(
             assert await jobs.take(0.1) is None
             # A waiting take is woken by a put on either shard.
             waiting = asyncio.ensure_future(jobs.take(10))
-            await asyncio.sleep(0.2)
+            for node in (pair[0] for pair in nodes.values()):  # waiting on every shard
+                await wait_for_waiting_takes_async(node.port, tube)
             put = await jobs.put("late")
             assert (await waiting).id == put.id  # type: ignore[union-attr]
             for t in [*taken, put]:
@@ -82,8 +85,9 @@ def test_calls_go_to_their_shard_takes_come_from_every_shard(
     asyncio.run(run())
     # The blocking client: the same, through its own connection.
     with blocking_connect(
-        user="tester", password="secret", etcd_endpoints=etcd.endpoints, etcd_prefix=cluster.prefix
-    ) as conn:
+        user="tester", password="secret", etcd_endpoints=etcd.endpoints,
+        etcd_prefix=cluster.prefix, put_keys=False,
+    ) as conn:  # fmt: skip
         jobs = conn.tube(tube)
         ids = [jobs.put(i).id for i in range(4)]
         assert {i % 1024 for i in ids} == numbers
