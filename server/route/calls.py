@@ -237,18 +237,29 @@ async def _identified(
     client.send(_data(req, [session.decode("utf-8", "surrogateescape")]))
 
 
-async def summed(client: Client, req: Request, name: str, args: list[Any]) -> None:
+async def _every_answer(
+    client: Client, req: Request, name: str, args: list[Any]
+) -> list[list[Any]] | None:
+    """Every shard's DATA for `name`, in shard order; None once a shard's error (or
+    its loss) was sent to the client instead."""
     answers = []
     for _, future in calls_to_all(client, req, name, args, shaped=False):
         try:
             reply = decode_response(await future)
         except ShardLost as e:
             client.send(no_primary(req.sync, e.shard, e.why))
-            return
+            return None
         if reply.error_code:
             client.send(failed(req.sync, reply.error_code, reply.error_message))
-            return
+            return None
         answers.append(reply.data or [])
+    return answers
+
+
+async def summed(client: Client, req: Request, name: str, args: list[Any]) -> None:
+    answers = await _every_answer(client, req, name, args)
+    if answers is None:
+        return
     total = _sum([a[0] if a else {} for a in answers])
     data = [total] if answers and any(answers) else []
     client.send(_data(req, data))
@@ -256,17 +267,12 @@ async def summed(client: Client, req: Request, name: str, args: list[Any]) -> No
 
 async def listed(client: Client, req: Request, name: str, args: list[Any]) -> None:
     """A list every shard answers (queuebox.schedules): the shards' lists one after another."""
+    answers = await _every_answer(client, req, name, args)
+    if answers is None:
+        return
     found: list[Any] = []
-    for _, future in calls_to_all(client, req, name, args, shaped=False):
-        try:
-            reply = decode_response(await future)
-        except ShardLost as e:
-            client.send(no_primary(req.sync, e.shard, e.why))
-            return
-        if reply.error_code:
-            client.send(failed(req.sync, reply.error_code, reply.error_message))
-            return
-        data = reply.data or [[]]
+    for data in answers:
+        data = data or [[]]
         found.extend(data[0] if isinstance(data[0], list) else [data[0]])
     client.send(_data(req, [found]))
 
