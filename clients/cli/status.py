@@ -11,7 +11,8 @@ not be reached, or that it refused the login or the call. A router (it answers
 by shard instead (clusterview.py): name, number, state, primary, tasks by
 state, and their sum. Talks to the servers through `clients.blocking` only.
 
-Exit codes: 0 every address answered, 1 some did not, 3 none did (6 when every one
+Exit codes: 0 every address answered, 1 some did not (or some shard behind a
+router did not), 3 none did (6 when every one
 refused: a wrong login, or a user without the right to ask), 2 bad usage.
 """
 
@@ -23,7 +24,7 @@ import sys
 from typing import Any
 
 from queuebox.clients import blocking
-from queuebox.clients.cli.commands import _parser
+from queuebox.clients.cli.commands import _connect, _parser
 from queuebox.clients.errors import AccessDenied, AuthError, QueueboxError
 from queuebox.clients.failover import parse_addresses
 
@@ -66,14 +67,7 @@ def ask_cluster(args: argparse.Namespace) -> dict[str, Any]:
     """The cluster under --etcd-endpoints, through the self-routing client."""
     address = f"etcd {args.etcd_endpoints} {args.etcd_prefix}"
     try:
-        with blocking.connect(
-            user=args.user,
-            password=args.password,
-            connect_timeout=args.connect_timeout,
-            tls=args.tls,
-            etcd_endpoints=args.etcd_endpoints,
-            etcd_prefix=args.etcd_prefix,
-        ) as conn:
+        with _connect(args) as conn:  # --etcd-endpoints: the self-routing client
             found = clusterview.view(conn)
             assert found is not None  # a self-routing connection always has one
             return {"address": address, "cluster": clusterview.with_total(found)}
@@ -173,7 +167,9 @@ def main(argv: list[str], prog: str = "queuebox status") -> int:
         prog,
         "Ask each instance (every --address, or --host/--port) for its view of the "
         "cluster (queuebox.status()) and print them side by side: role, state, LSN, "
-        "primary, term, in-sync, lag. --failover-timeout is not used.",
+        "primary, term, in-sync, lag. A router, or the cluster under --etcd-endpoints, "
+        "is shown shard by shard (state, primary, tasks) with their sum. "
+        "--failover-timeout is not used.",
     )
     args = parser.parse_args(argv)
     if args.etcd_endpoints:

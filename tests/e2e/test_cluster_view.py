@@ -7,7 +7,8 @@ commands as subprocesses.
   `queuebox tasks` through a router lists the tasks of both shards;
 - a shard's console lists a routed client's connection with the router's name
   and the client's address, and its cluster map marks the node's own shard;
-  the router's /metrics counts its clients per user and shard;
+  the router's /metrics counts its clients per user and shard; a shard gone
+  is a row with its error (exit status 1);
 - a router cut off from etcd keeps serving with the map it has and says so in
   /metrics, and says it no more once etcd answers again.
 """
@@ -129,6 +130,15 @@ def test_status_stats_and_tasks_show_every_shard_and_their_sum(
         for name in nodes:
             assert metric(router.metrics_port, "queuebox_router_shard_clients",
                           user="tester", shard=name) == 1  # fmt: skip
+
+        # A shard gone: its row says why, the others still count, the status is 1.
+        nodes["b"].stop()
+        done = queuebox("status", "--port", str(router.port), *LOGIN, "--json")
+        assert done.returncode == 1, done.stderr
+        rows = {r["name"]: r for r in json.loads(done.stdout)["instances"][0]["cluster"]["shards"]}
+        assert rows["b"]["statistics"] is None and "shard b" in rows["b"]["error"]
+        assert rows["a"]["statistics"][tube]["tasks"]["total"] == mine["a"]["total"]
+        assert "shard b" in done.stderr
     finally:
         conn.close()
         cluster.stop_routers()
