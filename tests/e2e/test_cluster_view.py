@@ -5,8 +5,9 @@ commands as subprocesses.
 - `queuebox status` and `stats` through a router and with --etcd-endpoints show
   every shard (name, number, state, primary, counts) and their sum;
   `queuebox tasks` through a router lists the tasks of both shards;
-- a shard's console lists a routed client's connection with the router's name
-  and the client's address, and its cluster map marks the node's own shard;
+- a shard's console (its JSON, and the page in a headless Chromium) lists a
+  routed client's connection with the router's name and the client's
+  address, and its cluster map marks the node's own shard;
   the router's /metrics counts its clients per user and shard; a shard gone
   is a row with its error (exit status 1);
 - a router cut off from etcd keeps serving with the map it has and says so in
@@ -20,6 +21,9 @@ import types
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Page, expect
+
+from tests.e2e.browserpage import log_in
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import RouterProc, Sharded
@@ -43,7 +47,7 @@ def shard_of(node: ServerProc) -> dict[str, Any]:
 
 
 def test_status_stats_and_tasks_show_every_shard_and_their_sum(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path, page: Page
 ) -> None:
     cluster = Sharded(start_server, etcd, tmp_path, "--http-listen", "127.0.0.1:0")
     nodes = {name: found[0] for name, found in cluster.start().items()}
@@ -126,6 +130,15 @@ def test_status_stats_and_tasks_show_every_shard_and_their_sum(
             (n, numbers[n], "active", f"127.0.0.1:{nodes[n].port}")
             for n in sorted(nodes, key=numbers.__getitem__)
         ]
+        # The page draws both: the map's rows, and the connection's router.
+        log_in(page, nodes[holder])
+        expect(page.locator(f"#shards tr[data-shard={holder}]")).to_contain_text(
+            "this node's shard"
+        )
+        expect(page.locator("#connections td.via", has_text="edge-1")).to_have_text(
+            f"edge-1 (127.0.0.1:{client_port})"
+        )
+        page.goto("about:blank")  # before a shard stops below
         # The router counts its clients per user and shard.
         for name in nodes:
             assert metric(router.metrics_port, "queuebox_router_shard_clients",
