@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import uuid
 from collections.abc import Iterator
 
@@ -39,7 +40,7 @@ class Router:
     def __init__(self, args: argparse.Namespace, users: Users, password: str) -> None:
         self.map = RouterMap(args.etcd_endpoints, args.etcd_prefix)
         self.users = users
-        self.name: str = args.name or args.listen
+        self.name: str = args.name or default_name(args.listen)
         self.login = Login(args.shard_user, password, self.name)
         self.traffic = Traffic()
         self.spread = Spread(args.spread, self.traffic)
@@ -47,6 +48,13 @@ class Router:
         self.max_frame = 16 * 1024 * 1024
         self.clients: set[RouterClient] = set()
         self.turn = 0  # takes start one shard further each time (takes.py)
+
+
+def default_name(listen: str) -> str:
+    """The listen address, with this host's name where it names every interface
+    (routers of one compose file all listen on 0.0.0.0:3301)."""
+    host, _, port = listen.rpartition(":")
+    return f"{socket.gethostname()}:{port}" if host in ("", "0.0.0.0", "::", "[::]") else listen
 
 
 class RouterCollector:
@@ -194,7 +202,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--name",
         default=env.get("QUEUEBOX_ROUTER_NAME"),
         help="this router's name, shown by the shards beside the connections it opened "
-        "for its clients and by queuebox.cluster() (default: its --listen address)",
+        "for its clients and by queuebox.cluster() (default: its --listen address, "
+        "with the host's name for 0.0.0.0)",
     )
     p.add_argument(
         "--metrics-listen",
