@@ -235,3 +235,36 @@ def test_the_bundled_client_carries_on_through_another_router_with_its_session(
     finally:
         client.close()
         cluster.stop_routers()
+
+
+def test_a_router_killed_gives_its_clients_tasks_back_on_every_shard(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    """A router that crashes (SIGKILL: no goodbye to the shards) releases its clients'
+    taken tasks as a disconnect would: its upstreams close, so each shard ends the
+    sessions acting through them (no session ttr here), and the tasks are ready again."""
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    router = cluster.router()
+    tube = unique("k")
+    shards = [nodes["a"][0], nodes["b"][0]]
+    client = via(router)
+    try:
+        client.call("queue.create_tube", [tube, "fifottl", {}])
+        for i in range(4):  # round robin: two on each shard
+            client.call(f"queue.tube.{tube}:put", [i])
+        taken = [client.call(f"queue.tube.{tube}:take", [1]).data[0] for _ in range(4)]
+        assert sorted(t[2] for t in taken) == [0, 1, 2, 3]
+        assert {t[0] % 1024 for t in taken} == {shard_number(n) for n in shards}
+        router.stop(kill=True)
+        for node in shards:
+            with node_conn(node) as direct:
+
+                def back(direct: Any = direct) -> bool:
+                    tasks = direct.call("queue.statistics", [tube]).data[0]["tasks"]
+                    return bool(tasks["taken"] == 0 and tasks["ready"] == 2)
+
+                wait_for(back, f"the tasks of shard {node.port} back to ready")
+    finally:
+        client.close()
+        cluster.stop_routers()
