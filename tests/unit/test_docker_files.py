@@ -681,3 +681,23 @@ def test_readme_shows_the_ha_profile() -> None:
     readme = (DOCKER / "README.md").read_text()
     for text in ("--profile ha", "etcd.Dockerfile", "QUEUEBOX_ADDRESSES", "primary", "replica"):
         assert text in readme, text
+
+
+def test_docs_cluster_numbers_are_the_check_scripts_output() -> None:
+    readme = (DOCKER / "README.md").read_text()
+    section = readme[readme.index("### Checked: `cluster_check.py`") :]
+    found = re.search(r"```\n(checked .*?)```", section, re.S)
+    assert found is not None, "docker/README.md quotes no output of docker/cluster_check.py"
+    block, script = found.group(1), (DOCKER / "cluster_check.py").read_text()
+    # Each quoted line is one the script prints (its f-strings' fixed words).
+    quoted = ("cluster profile up in", "README producer.py through the routers:",
+              "examples through", "s after the stop", "lost ", "cluster check passed")  # fmt: skip
+    for words in quoted:
+        assert words in block and words in script, words
+    up = re.search(r"cluster profile up in (\d+) s", block)
+    takeover = re.search(r"primary is now \S+, (\d+\.\d) s after the stop", block)
+    assert up and takeover and re.search(r"\blost 0\b", block), block
+    assert "unhealthy" not in block and block.count("running healthy") == 8, block
+    cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
+    assert f"healthy {up.group(1)} s after" in cluster
+    assert f"the replica led {takeover.group(1)} s later" in cluster
