@@ -193,6 +193,8 @@ def up() -> None:
     if not all_healthy(found):
         raise CheckFailed(f"not every service of the profile is running healthy: {found}")
     print(f"shards (primary as etcd says): {shards()}")
+    pong = compose("exec", "-T", "router-1", "queuebox", "ping", "--etcd-endpoints", ETCD)
+    print(f"queuebox ping --etcd-endpoints (every shard's primary): {pong.strip()}")
 
 
 def readme_code(app: Path, env: dict[str, str]) -> None:
