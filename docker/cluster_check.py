@@ -321,7 +321,8 @@ def failover(env: dict[str, str], n: int, app: Path) -> None:
     missing = sorted(set(range(n)) - set(numbers))
     print(
         f"failover: put {n} (exit {code}, {retried} puts tried again), took and acked "
-        f"{len(set(numbers))} distinct ({len(numbers) - len(set(numbers))} taken twice), "
+        f"{len(set(numbers))} distinct ({len(numbers) - len(set(numbers))} taken twice, "
+        f"the consumer connected again {logs.count('connecting again')} times), "
         f"lost {len(missing)}; {time.monotonic() - stopped_at:.1f} s from the stop to "
         f"the last ack; stats {tasks_left(tube)}"
     )
