@@ -33,6 +33,7 @@ from queuebox.clients.blocking import connect as client_connect
 from queuebox.clients.cli.args import ArgumentParser, add_password_arguments, add_tls_arguments
 from queuebox.clients.cli.output import table, terminal_width
 from queuebox.clients.errors import AccessDenied, AuthError, NetworkError, QueueboxError
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_REFUSED = 0, 1, 2, 3, 4, 6
 
@@ -53,16 +54,7 @@ def build_parser(prog: str) -> ArgumentParser:
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="the shard (not for list)")
     etcd = parser.add_argument_group("etcd", "defaults: the server's QUEUEBOX_ETCD_* settings")
-    etcd.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS") or None,
-        help="etcd URLs, http://HOST:PORT[,...] (default: $QUEUEBOX_ETCD_ENDPOINTS)",
-    )
-    etcd.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX") or "/queuebox",
-        help="the cluster's key prefix (default: $QUEUEBOX_ETCD_PREFIX, else %(default)s)",
-    )
+    add_etcd_arguments(etcd, env)
     for part, what in (
         ("ca", "https:// endpoints: PEM CA etcd's certificate is checked with"),
         ("cert", "https:// endpoints: PEM client certificate shown to etcd"),

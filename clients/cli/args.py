@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 from queuebox.clients.failover import parse_addresses
 from queuebox.clients.iproto import parse_address
 from queuebox.clients.tls import tls_context
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
 EXIT_USAGE = 2
@@ -286,17 +287,12 @@ def add_failover_arguments(
         metavar="SECONDS",
         help="with --address: give up finding the writable instance after this long",
     )
-    group.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS") or None,
-        metavar="URLS",
-        help="a sharded cluster: read its map from these etcd endpoints (comma-separated "
-        "http(s) URLs), connect to every shard's primary and route each call to its shard; "
-        "replaces --host/--port/--address (default: $QUEUEBOX_ETCD_ENDPOINTS)",
-    )
-    group.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX") or "/queuebox",
-        metavar="P",
-        help="with --etcd-endpoints: the cluster's prefix ($QUEUEBOX_ETCD_PREFIX if set)",
+    add_etcd_arguments(
+        group,
+        env,
+        endpoints_help="a sharded cluster: read its map from these etcd endpoints "
+        "(comma-separated http(s) URLs), connect to every shard's primary and route each "
+        "call to its shard; replaces --host/--port/--address "
+        "(default: $QUEUEBOX_ETCD_ENDPOINTS)",
+        prefix_help="with --etcd-endpoints: the cluster's prefix ($QUEUEBOX_ETCD_PREFIX if set)",
     )
