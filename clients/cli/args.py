@@ -23,7 +23,7 @@ import json
 import os
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from queuebox.clients.failover import parse_addresses
@@ -220,6 +220,18 @@ def add_tls_arguments(group: Any, env: Mapping[str, str]) -> None:
             default=env.get(name) or None,
             help=f"{what}; implies --tls (default: ${name})",
         )
+
+
+def add_typed(group: Any, *rows: tuple[str, Callable[[str], Any], str]) -> None:
+    """Options of one value each that default to None (the command's own default,
+    or "keep"): one (flag, type, help) row each, so a command lists them as a table."""
+    for flag, kind, text in rows:
+        group.add_argument(flag, type=kind, help=text)
+
+
+def add_seconds(group: Any, flag: str, default: float, text: str) -> None:
+    """A duration option, SECONDS (--timeout, --wait, --wait-for-server, ...)."""
+    group.add_argument(flag, type=seconds, default=default, metavar="SECONDS", help=text)
 
 
 def add_yes_argument(parser: argparse.ArgumentParser) -> None:
