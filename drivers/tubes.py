@@ -22,10 +22,15 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
+from .keys import WINDOW_OPTION
 from .keys import check_options as check_key_options
+from .ratelimit import OPTION as RATE_LIMIT
 from .ratelimit import check_option as check_rate_limit
+from .results import OPTIONS as RESULT_OPTIONS
 from .results import check_options as check_result_options
+from .retention import OPTIONS as RETENTION_OPTIONS
 from .retention import check_options as check_retention
+from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import check_options as check_retry_options
 from .tube import Call, Tube, callback_name
 from .tube_hooks import Shared
@@ -33,6 +38,13 @@ from .tube_hooks import Shared
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
+
+
+# queuebox's own tube options, beside upstream's (what queuebox.tube_options may
+# change on an existing tube); check_options below checks them all.
+OWN_OPTIONS = frozenset(
+    (*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS, WINDOW_OPTION)
+)
 
 
 def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
