@@ -25,7 +25,7 @@ def add_etcd_arguments(
     endpoints_help: str = "etcd URLs, http(s)://HOST:PORT[,...] "
     "(default: $QUEUEBOX_ETCD_ENDPOINTS)",
     prefix_help: str = "the cluster's key prefix (default: $QUEUEBOX_ETCD_PREFIX, "
-    f"else {DEFAULT_PREFIX})",
+    "else %(default)s)",
 ) -> None:
     """Add `--etcd-endpoints` (`$QUEUEBOX_ETCD_ENDPOINTS`, else none; `required`:
     the command cannot run without, unless the environment names them) and

@@ -208,17 +208,38 @@ def add_tls_arguments(group: Any, env: Mapping[str, str]) -> None:
         help="speak TLS; the server's certificate is checked against the system's CAs "
         "unless --tls-ca (default: $QUEUEBOX_CLIENT_TLS)",
     )
-    for flag, what in (
-        ("ca", "PEM CA the server's certificate is checked with"),
-        ("cert", "PEM client certificate; the server logs it in as the user its CN names"),
-        ("key", "the PEM private key of --tls-cert"),
-    ):
-        name = f"QUEUEBOX_CLIENT_TLS_{flag.upper()}"
+    add_pem_arguments(
+        group,
+        env,
+        "tls",
+        "QUEUEBOX_CLIENT_TLS",
+        (
+            "PEM CA the server's certificate is checked with",
+            "PEM client certificate; the server logs it in as the user its CN names",
+            "the PEM private key of --tls-cert",
+        ),
+        note="; implies --tls",
+    )
+
+
+def add_pem_arguments(
+    group: Any,
+    env: Mapping[str, str],
+    flag: str,
+    variable: str,
+    helps: tuple[str, str, str],
+    default: str | None = None,
+    note: str = "",
+) -> None:
+    """--FLAG-ca, --FLAG-cert and --FLAG-key, PEM files, each defaulting to
+    $VARIABLE_CA (_CERT, _KEY), else `default`; `helps` says what each one is."""
+    for part, what in zip(("ca", "cert", "key"), helps, strict=True):
+        name = f"{variable}_{part.upper()}"
         group.add_argument(
-            f"--tls-{flag}",
+            f"--{flag}-{part}",
             metavar="FILE",
-            default=env.get(name) or None,
-            help=f"{what}; implies --tls (default: ${name})",
+            default=env.get(name) or default,
+            help=f"{what}{note} (default: ${name})",
         )
 
 
