@@ -94,7 +94,7 @@ def test_frame_split_into_single_bytes(server: ServerProc) -> None:
         data = frame(CALL, 5, {0x22: "queuebox.echo", 0x21: ["one", "byte"]}) + frame(PING, 6)
         for byte in data:
             client.send(bytes([byte]))
-            time.sleep(0.001)
+            time.sleep(0.001)  # the load's shape: each byte its own segment
         first, second = client.recv(), client.recv()
     assert (first.sync, first.data) == (5, ["one", "byte"])
     assert (second.sync, second.error) == (6, None)
