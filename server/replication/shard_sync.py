@@ -3,7 +3,8 @@
 Owns: the loop every node started with `--shard` runs (shard.py learnt its
 number): it watches the cluster's keys (cluster_map.py) and, on a change, at
 each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
-for `queuebox.shard()`) and, while this node is the running primary, applies
+for `queuebox.shard()`), every shard's entry and leader key (the console's
+cluster map) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
 options; a tube gone from P/tubes that this node saw there (as a primary or a
 replica) is dropped when it has no task, else kept and reported (log,
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -218,18 +220,37 @@ class ShardSync:
             await cancel_and_wait(watcher)
 
     async def _watch(self, cluster: ClusterMap) -> None:
-        relevant = (cluster.map_key(self.state.name), cluster.tubes_dir, cluster.cfg_key)
+        # The map (every shard's entry, for the console too), the tubes, the cfg,
+        # and any shard's leader key (the console shows each shard's primary).
+        relevant = (cluster.map_dir, cluster.tubes_dir, cluster.cfg_key)
+        leaders = f"{cluster.prefix}/shards/".encode()
         try:
             with etcd_errors("watch the cluster map"):
                 events = await cluster.client.watch_prefix(f"{cluster.prefix}/".encode())
                 try:
                     async for event in events:
-                        if bytes(event.kv.key).startswith(relevant):
+                        key = bytes(event.kv.key)
+                        if key.startswith(relevant) or (
+                            key.startswith(leaders) and key.endswith(b"/leader")
+                        ):
                             self._wake.set()
                 finally:
                     await events.cancel()
         finally:
             self._wake.set()  # the loop looks at the watch at once
+
+    async def _read_map(self, cluster: ClusterMap) -> None:
+        """Every shard and its primary, for the console's cluster map (no counts:
+        those are each shard's own, docs/console.md)."""
+        entries = await cluster.shards()
+        leaders = await asyncio.gather(*(cluster.leader(name) for name in entries))
+        self.state.cluster = [
+            {"name": e.name, "number": e.number, "state": e.state, "primary": leader}
+            for e, leader in sorted(
+                zip(entries.values(), leaders, strict=True), key=lambda found: found[0].number
+            )
+        ]
+        self.state.cluster_read = time.monotonic()
 
     def _primary(self) -> QueueCalls | None:
         queue = self.role.queue
@@ -241,6 +262,7 @@ class ShardSync:
         read_at = asyncio.get_running_loop().time()
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
+        await self._read_map(cluster)
         tubes = await cluster.tubes()
         # A replica learns the cluster's tubes too: promoted, it drops one the map
         # lost meanwhile (it saw it there).
