@@ -61,6 +61,11 @@ class TubeRegistry:
         self.catalog = catalog
         self.shared = shared
         self.tubes: dict[str, Tube] = {}
+        # name -> the number of the last create or drop of that name (one count for
+        # every tube): a name dropped and made again between two looks reads
+        # differently, which the set of names does not (reads.LiveReads).
+        self.changes: dict[str, int] = {}
+        self._changes = 0
         # Tubes whose driver nobody registered (a plugin not loaded): name -> type.
         # Kept as they are, tasks and all, until a start that knows the driver.
         self.unserved: dict[str, str] = {}
@@ -140,7 +145,12 @@ class TubeRegistry:
     ) -> Tube:
         tube = Tube(name, tube_id, type_, opts, cls, space, self.shared)
         self.tubes[name] = tube
+        self._changed(name)
         return tube
+
+    def _changed(self, name: str) -> None:
+        self._changes += 1
+        self.changes[name] = self._changes
 
     def update_options(self, tube: Tube, changes: Mapping[str, Any]) -> None:
         """Change a tube's options in memory and in its `_queue` row (durable)."""
@@ -163,6 +173,7 @@ class TubeRegistry:
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
+        self._changed(tube.name)
         self.shared.deadlines.discard(("tube", tube.name))
         # Puts waiting for room in a tube that is gone: their retry finds no procedure.
         self.shared.waiters.wake_all(tube.name, "put")
