@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 
 from queuebox.storage.reader import LogFile, Record, iter_records
-from tests.crash.test_kill9 import TUBE, Conn, create_tube, drain
+from tests.crash.test_kill9 import TUBE, Conn, check_found, create_tube, drain
 from tests.e2e.serverproc import ServerProc
 
 CYCLES = 4
@@ -82,13 +82,7 @@ def test_kill9_during_sequential_durable_puts_loses_no_acknowledged_put(tmp_path
             server.start()
             if cycle == 0:
                 asyncio.run(create_tube(server.port))
-            found = asyncio.run(drain(server.port))
-            assert len(found) == len(set(found)), f"cycle {cycle}: a task came back twice"
-            missing = acked - set(found)
-            assert not missing, f"cycle {cycle}: {len(missing)} acknowledged puts lost"
-            assert set(found) <= sent, f"cycle {cycle}: tasks never sent appeared"
-            assert not set(found) & drained, f"cycle {cycle}: drained tasks came back"
-            drained |= set(found)
+            check_found(cycle, asyncio.run(drain(server.port)), acked, sent, drained)
             if cycle == CYCLES:
                 break
             acked, sent = set(), set()
