@@ -302,6 +302,6 @@ def test_format_md_minimal_reader_reads_what_the_code_writes(tmp_path: Path) -> 
         **{"tuple": [2, "r", b"x"], "why": "put"},
     }
     assert got[3] == BodyDecoder("wal")(positional) | {"tuple": [2, "r", b"x"]}
-    # A preallocated segment's zero tail (§7) ends the records, as the end of the file does.
+    # A preallocated segment's zero tail (FORMAT.md §7) ends the records, as the file's end does.
     path.write_bytes(path.read_bytes() + bytes(5000))
     assert list(namespace["read"](path)) == got
