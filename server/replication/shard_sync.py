@@ -9,7 +9,15 @@ options; a tube gone from P/tubes that this node saw there (as a primary or a
 replica) is dropped when it has no task, else kept and reported (log,
 `report.kept`, /metrics); P/cfg is given to queue.cfg when it differs from
 what this queue was last given. All of it is idempotent, so a shard that was
-down when a tube was created gets it when it is back. Must not touch the
+down when a tube was created gets it when it is back.
+
+A reading of the map can be older than a tube's change on this shard: the
+router creates or drops a tube on every shard first and writes P/tubes after,
+so a sync that read the map just before that write would undo the call (drop
+the tube just made again, make again the one just dropped). A tube whose
+existence here changed other than by this loop within `SETTLE_S` before the
+map was read is therefore left as it is; the next reading after that settles
+it (the write's watch event, or RESYNC_S). Must not touch the
 election, the map's writes (the CLI and the router make them), queue
 semantics (the queue's own calls do the work).
 """
@@ -40,6 +48,7 @@ log = get_logger("queuebox.shard")
 RESYNC_S = 5.0  # looked at again this often even without a watch event (a lost watch)
 LOOK_S = 0.25  # a promotion (a new queue) is noticed within this
 RETRY_S = 1.0
+SETTLE_S = 5.0  # a tube made or dropped by a call this recently: the map may lag it
 
 
 class TubeApplier:
@@ -51,6 +60,10 @@ class TubeApplier:
         self.known: set[str] = set()  # tubes seen in P/tubes during this run
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
+        # The tubes this queue had when this loop last left it, and when a tube was
+        # last seen made or dropped by someone else (a client call): SETTLE_S.
+        self._left: tuple[int, set[str]] | None = None
+        self._changed: dict[str, float] = {}
 
     def apply(
         self,
@@ -58,27 +71,47 @@ class TubeApplier:
         tubes: Mapping[str, TubeSpec],
         cfg: dict[str, Any],
         unreadable: Collection[str] = (),
+        read_at: float = float("inf"),
+        now: float = 0.0,
     ) -> None:
-        """`unreadable`: P/tubes keys that are no tube spec: said, left alone."""
+        """`unreadable`: P/tubes keys that are no tube spec: said, left alone.
+        `read_at`, `now`: when the map was read, and now (the loop's clock)."""
         report = self.report
         report.failed, report.kept, report.differs = {}, {}, {}
         conn_id = self.app.next_conn_id()  # its own, never a client's
         catalog = queue.catalog
         here = reads.tubes(catalog)
+        settling = self._settling(queue, set(here), read_at, now)
         for name, spec in tubes.items():
             self.known.add(name)
             info = here.get(name)
-            if info is None:
+            if info is None and name not in settling:
                 self._create(queue, conn_id, spec)
-            elif info.type != spec.type:
+            elif info is not None and info.type != spec.type:
                 report.differs[name] = f"{info.type} here, {spec.type} in the cluster map"
         for name in unreadable:
             report.failed[name] = "its P/tubes value is not a tube: {type, opts}"
         for name, info in here.items():
-            if name not in tubes and name not in unreadable and name in self.known:
+            if name in tubes or name in unreadable or name in settling:
+                continue
+            if name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
+        self._left = (id(queue), set(reads.tubes(catalog)))
         report.syncs += 1
+
+    def _settling(self, queue: QueueCalls, here: set[str], read_at: float, now: float) -> set[str]:
+        """The tubes made or dropped here by a call since this loop last looked,
+        or so shortly before the map was read that the map may not show it yet."""
+        if self._left is not None and self._left[0] == id(queue):
+            for name in here ^ self._left[1]:
+                self._changed[name] = now
+        else:
+            self._changed.clear()  # a new queue (a promotion): nothing to compare with
+        for name, at in list(self._changed.items()):
+            if at + SETTLE_S < now:
+                del self._changed[name]
+        return {name for name, at in self._changed.items() if at + SETTLE_S >= read_at}
 
     def _create(self, queue: QueueCalls, conn_id: int, spec: TubeSpec) -> None:
         args = [spec.name, spec.type, {**spec.opts, "if_not_exists": True}]
@@ -205,6 +238,7 @@ class ShardSync:
         return queue
 
     async def sync(self, cluster: ClusterMap) -> None:
+        read_at = asyncio.get_running_loop().time()
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
         tubes = await cluster.tubes()
@@ -217,7 +251,8 @@ class ShardSync:
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return
-        self.applier.apply(queue, tubes, cfg, cluster.unreadable)
+        now = asyncio.get_running_loop().time()
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable, read_at, now)
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)
