@@ -44,7 +44,11 @@ class Conn:
     @classmethod
     async def open(cls, port: int) -> Conn:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        await reader.readexactly(128)
+        try:
+            await reader.readexactly(128)
+        except BaseException:
+            writer.close()  # killed before its greeting: no socket left to the gc
+            raise
         return cls(reader, writer)
 
     async def _pump(self) -> None:
@@ -107,7 +111,7 @@ async def load(port: int, cycle: int, acked: set[str], sent: set[str]) -> None:
     async def producer(n: int) -> None:
         try:
             conn = await Conn.open(port)
-        except OSError:
+        except (OSError, asyncio.IncompleteReadError):  # killed before it answered
             return
         window = asyncio.Semaphore(WINDOW)
 

@@ -29,7 +29,10 @@ async def sequential_puts(port: int, cycle: int, acked: set[str], sent: set[str]
     put a producer makes, answered after one sync."""
 
     async def producer(n: int) -> None:
-        conn = await Conn.open(port)
+        try:
+            conn = await Conn.open(port)
+        except (OSError, asyncio.IncompleteReadError):  # killed before it answered
+            return
         try:
             for i in range(PUTS):
                 payload = f"c{cycle}-p{n}-{i}"
