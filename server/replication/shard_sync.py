@@ -3,7 +3,8 @@
 Owns: the loop every node started with `--shard` runs (shard.py learnt its
 number): it watches the cluster's keys (cluster_map.py) and, on a change, at
 each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
-for `queuebox.shard()`) and, while this node is the running primary, applies
+for `queuebox.shard()`), every shard's entry and leader key (the console's
+cluster map) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
 options; a tube gone from P/tubes that this node saw there (as a primary or a
 replica) is dropped when it has no task, else kept and reported (log,
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -60,9 +62,10 @@ class TubeApplier:
         self.known: set[str] = set()  # tubes seen in P/tubes during this run
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
-        # The tubes this queue had when this loop last left it, and when a tube was
-        # last seen made or dropped by someone else (a client call): SETTLE_S.
-        self._left: tuple[int, set[str]] | None = None
+        # Each tube name's last create or drop in this queue when this loop last
+        # left it (reads.LiveReads.tube_changes), and when one was last seen made
+        # or dropped since by someone else (a client call): SETTLE_S.
+        self._left: tuple[int, dict[str, int]] | None = None
         self._changed: dict[str, float] = {}
 
     def apply(
@@ -81,7 +84,7 @@ class TubeApplier:
         conn_id = self.app.next_conn_id()  # its own, never a client's
         catalog = queue.catalog
         here = reads.tubes(catalog)
-        settling = self._settling(queue, set(here), read_at, now)
+        settling = self._settling(queue, queue.reads().tube_changes(), read_at, now)
         for name, spec in tubes.items():
             self.known.add(name)
             info = here.get(name)
@@ -97,15 +100,19 @@ class TubeApplier:
             if name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
-        self._left = (id(queue), set(reads.tubes(catalog)))
+        self._left = (id(queue.modern), queue.reads().tube_changes())
         report.syncs += 1
 
-    def _settling(self, queue: QueueCalls, here: set[str], read_at: float, now: float) -> set[str]:
+    def _settling(
+        self, queue: QueueCalls, changes: dict[str, int], read_at: float, now: float
+    ) -> set[str]:
         """The tubes made or dropped here by a call since this loop last looked,
         or so shortly before the map was read that the map may not show it yet."""
-        if self._left is not None and self._left[0] == id(queue):
-            for name in here ^ self._left[1]:
-                self._changed[name] = now
+        if self._left is not None and self._left[0] == id(queue.modern):
+            left = self._left[1]
+            for name, number in changes.items():
+                if left.get(name) != number:
+                    self._changed[name] = now
         else:
             self._changed.clear()  # a new queue (a promotion): nothing to compare with
         for name, at in list(self._changed.items()):
@@ -218,18 +225,37 @@ class ShardSync:
             await cancel_and_wait(watcher)
 
     async def _watch(self, cluster: ClusterMap) -> None:
-        relevant = (cluster.map_key(self.state.name), cluster.tubes_dir, cluster.cfg_key)
+        # The map (every shard's entry, for the console too), the tubes, the cfg,
+        # and any shard's leader key (the console shows each shard's primary).
+        relevant = (cluster.map_dir, cluster.tubes_dir, cluster.cfg_key)
+        leaders = f"{cluster.prefix}/shards/".encode()
         try:
             with etcd_errors("watch the cluster map"):
                 events = await cluster.client.watch_prefix(f"{cluster.prefix}/".encode())
                 try:
                     async for event in events:
-                        if bytes(event.kv.key).startswith(relevant):
+                        key = bytes(event.kv.key)
+                        if key.startswith(relevant) or (
+                            key.startswith(leaders) and key.endswith(b"/leader")
+                        ):
                             self._wake.set()
                 finally:
                     await events.cancel()
         finally:
             self._wake.set()  # the loop looks at the watch at once
+
+    async def _read_map(self, cluster: ClusterMap) -> None:
+        """Every shard and its primary, for the console's cluster map (no counts:
+        those are each shard's own, docs/console.md)."""
+        entries = await cluster.shards()
+        leaders = await asyncio.gather(*(cluster.leader(name) for name in entries))
+        self.state.cluster = [
+            {"name": e.name, "number": e.number, "state": e.state, "primary": leader}
+            for e, leader in sorted(
+                zip(entries.values(), leaders, strict=True), key=lambda found: found[0].number
+            )
+        ]
+        self.state.cluster_read = time.monotonic()
 
     def _primary(self) -> QueueCalls | None:
         queue = self.role.queue
@@ -241,6 +267,7 @@ class ShardSync:
         read_at = asyncio.get_running_loop().time()
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
+        await self._read_map(cluster)
         tubes = await cluster.tubes()
         # A replica learns the cluster's tubes too: promoted, it drops one the map
         # lost meanwhile (it saw it there).
