@@ -120,7 +120,10 @@ async def _call(s: Session, name: str, args: list[Any]) -> list[Any]:
             result = await result
     except Exception as exc:
         failure = _as_call_error(exc, name)
-    barrier = s.app.durability.barrier()  # even after an error: the call may have changed data
+    # Even after an error: the call may have changed data. A put waits for the
+    # quorum of what it answers even when its key found an earlier put's task.
+    durability = s.app.durability
+    barrier = durability.confirmed() if bound.raw_data else durability.barrier()
     if barrier is not None:
         try:
             await barrier

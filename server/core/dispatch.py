@@ -170,7 +170,9 @@ def handle_call(req: Request, s: Session, call16: bool = False) -> Reply:
             args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
-    return run_handler(s, req.sync, name, bound.call, [] if args is None else args, call16)
+    return run_handler(
+        s, req.sync, name, bound.call, [] if args is None else args, call16, bound.raw_data
+    )
 
 
 def handle_call16(req: Request, s: Session) -> Reply:
@@ -198,12 +200,21 @@ def handle_eval(req: Any, s: Session) -> Reply:
 
 
 def run_handler(
-    s: Session, sync: int, name: str, handler: Handler, args: list[Any], call16: bool
+    s: Session,
+    sync: int,
+    name: str,
+    handler: Handler,
+    args: list[Any],
+    call16: bool,
+    put: bool = False,
 ) -> Reply:
     """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
 
     After the handler, the reply waits for `app.durability.barrier()` when
     that returns something, so no change is acknowledged before it is durable.
+    A `put`'s reply waits for `confirmed()` instead: a put answered by its key
+    changed nothing, yet acknowledges the task an earlier put made, which
+    must be as durable (replicated to the quorum) as any acknowledged put.
     """
     try:
         # object: the checks below are the contract (the compiled build trusts annotations).
@@ -213,19 +224,20 @@ def run_handler(
         elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):
-            return _finish(s, sync, name, result, call16)
+            return _finish(s, sync, name, result, call16, put)
         else:
             raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
     except Exception as exc:
         reply = error_reply(s, sync, exc, name)
-    barrier = s.app.durability.barrier()
+    durability = s.app.durability
+    barrier = durability.confirmed() if put else durability.barrier()
     if barrier is None:
         return reply
     return Held(barrier, sync, reply)
 
 
 async def _finish(
-    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool
+    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool, put: bool
 ) -> bytes | Held:
     """The reply of a call that waited; held for the durability barrier like an
     inline one (the connection sends it after the turn's WAL write, in the same
@@ -246,7 +258,8 @@ async def _finish(
     except Exception as exc:
         reply = error_reply(s, sync, exc, name)
     try:
-        barrier = s.app.durability.barrier()
+        durability = s.app.durability
+        barrier = durability.confirmed() if put else durability.barrier()
     except Exception as exc:  # never ack what may not be durable
         return barrier_failed(s, sync, exc)
     return reply if barrier is None else Held(barrier, sync, reply)

@@ -108,10 +108,26 @@ class Quorum:
             # read (it still waits for the local write of what it may have seen).
             return local
         self._asked = lsn
+        return self._wait_for(local, lsn)
+
+    def confirmed(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None:
+        """What a reply waits for that acknowledges data it may not have changed
+        itself (a put answered by its key with the task an earlier put made): the
+        quorum for every change up to `lsn`, even one whose own wait has timed out
+        (216) and that no reply waits for any more."""
+        if not self.need or not self.active or lsn <= self.reached:
+            return local
+        waits = self._waits
+        if waits and waits[-1].lsn >= lsn:
+            return waits[-1].future  # already waited for, up to here
+        self._asked = max(self._asked, lsn)
+        return self._wait_for(local, lsn)
+
+    def _wait_for(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None]:
         waits = self._waits
         if waits and waits[-1].local is local:
             # The same batch: one wait for all of its requests, up to its newest LSN.
-            waits[-1].lsn = lsn
+            waits[-1].lsn = max(waits[-1].lsn, lsn)
             return waits[-1].future
         wait = _Wait(lsn, self._loop.create_future(), local, self.clock())
         wait.timer = self._loop.call_later(self.timeout_s, self._expire, wait)

@@ -263,6 +263,8 @@ class QuorumBarrier(Protocol):
 
     def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
 
+    def confirmed(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
+
 
 BatchListener = Callable[[Any], None]
 # A listener with its audience (the subscribed replicas, the open event
@@ -310,6 +312,18 @@ class Durability:
         if quorum is None or self._last_lsn is None:
             return local
         return quorum.barrier(local, self._last_lsn())
+
+    def confirmed(self) -> Awaitable[Any] | None:
+        """What the reply to a put awaits: `barrier()`, and the quorum of every
+        change so far even when the put changed nothing (answered by its key with
+        a task an earlier put made, perhaps one whose quorum timed out): the
+        answer acknowledges that task."""
+        commit = self._commit
+        local = None if commit is None else commit.barrier()
+        quorum = self._quorum
+        if quorum is None or self._last_lsn is None:
+            return local
+        return quorum.confirmed(local, self._last_lsn())
 
     def commit_now(self) -> None:
         """wal_mode=write: make every change so far durable before returning."""

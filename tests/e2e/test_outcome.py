@@ -30,6 +30,7 @@ from tests.e2e.cluster import (
     in_thread,
     signal_node,
     start_primary,
+    start_replica,
 )
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.serverproc import CALL, RawClient, Reply, ServerProc, StartServer, unique
@@ -130,6 +131,46 @@ def test_a_quorum_timeout_is_an_unknown_outcome_the_bundled_client_does_not_repe
     # Applied, once: the client did not send it again.
     with connect(primary) as p:
         assert p.call("queue.statistics", [tube]).data[0]["tasks"]["total"] == 1
+
+
+def test_a_put_answered_by_its_key_waits_for_the_quorum_of_the_put_it_names(
+    start_server: StartServer,
+) -> None:
+    """A keyed put sent again after its first send timed out waiting for the quorum
+    (216) finds the task that first send applied. That answer acknowledges the
+    task: it must wait for the task's quorum like the first put did, never be
+    answered at once for a task no replica has (a failover would lose it)."""
+    primary = alone_with_a_quorum(start_server, timeout_s=0.5)
+    tube = unique("keyed")
+    conn = tarantool.Connection(
+        "127.0.0.1", primary.port, user="tester", password="secret", socket_timeout=40
+    )
+    try:
+        with pytest.raises(tarantool.DatabaseError) as err:
+            conn.call("queue.create_tube", [tube, "fifo"])
+        assert err.value.args[0] == ER_SYNC_QUORUM_TIMEOUT
+        for attempt in range(3):  # the first send, then two sends of the same put again
+            with pytest.raises(tarantool.DatabaseError) as err:
+                conn.call(f"queue.tube.{tube}:put", ["once", {"key": "k1"}])
+            assert err.value.args[0] == ER_SYNC_QUORUM_TIMEOUT, (attempt, err.value.args)
+        # A read is not an acknowledgment: statistics answer at once (one task).
+        assert conn.call("queue.statistics", [tube]).data[0]["tasks"]["total"] == 1
+        # Once a replica follows, the same put is answered: the one task, replicated.
+        replica = start_replica(start_server, primary)
+
+        def answered() -> Any:
+            try:
+                return conn.call(f"queue.tube.{tube}:put", ["once", {"key": "k1"}]).data[0]
+            except tarantool.DatabaseError as e:  # until the replica is in the in-sync set
+                assert e.args[0] == ER_SYNC_QUORUM_TIMEOUT, e.args
+                return None
+
+        task = wait_for(answered, "the keyed put answered once a replica follows")
+        assert task[2] == "once"
+        with connect(replica) as r:
+            assert r.call(f"queue.tube.{tube}:peek", [task[0]]).data[0] == task
+    finally:
+        conn.close()
 
 
 def reply_to(client: RawClient, sync: int) -> Reply:

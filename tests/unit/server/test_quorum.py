@@ -220,3 +220,27 @@ async def test_a_promotion_carries_the_published_set_over() -> None:
     quorum.ack("b", 51)
     await settle()
     assert barrier.done()  # type: ignore[union-attr]
+
+
+async def test_a_put_answered_by_its_key_waits_for_the_quorum_even_after_a_timeout() -> None:
+    """`confirmed`: a reply that acknowledges a change it did not make (a keyed
+    put finding an earlier put's task) waits for the quorum of every change so
+    far; after that change's own wait timed out (216) it waits again, and times
+    out again, until a replica confirms it. A read (`barrier` with nothing
+    changed) still answers at once."""
+    quorum = await started(need=1, timeout_s=0.05)
+    first = quorum.barrier(await written(), 10)  # the first put: LSN 10
+    with pytest.raises(CallError) as timed_out:
+        await first  # type: ignore[misc]
+    assert timed_out.value.code == ErrorCode.ER_SYNC_QUORUM_TIMEOUT
+    assert quorum.barrier(None, 10) is None  # a read of it: not held
+    again = quorum.confirmed(None, 10)  # the put sent again: its key finds LSN 10
+    assert isinstance(again, asyncio.Future)
+    with pytest.raises(CallError):
+        await again
+    held = quorum.confirmed(None, 10)
+    assert isinstance(held, asyncio.Future) and quorum.confirmed(None, 10) is held
+    quorum.ack("a", 10)
+    await settle()
+    assert held.done() and held.exception() is None
+    assert quorum.confirmed(None, 10) is None  # confirmed: nothing to wait for
