@@ -7,7 +7,7 @@ not found"); a put to the shard its utube or `key` hashes to, else spread
 truncate, release_all, on_task_change, queuebox.tube_options to every shard
 (and P/tubes, P/cfg); a schedule to the shard its name hashes to, and
 queuebox.schedules from every shard; statistics summed; kick(n) shard by shard; a page of
-queuebox.tasks shard by shard; anything else to the first shard. Frames
+queuebox.tasks shard by shard; queuebox.cluster (view.py); anything else to the first shard. Frames
 sent to one shard go as the client sent them. Must not touch sockets (the
 client's connection and its upstreams do), nor judge a call's arguments:
 the shard answers what a single node would.
@@ -21,17 +21,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
-from queuebox.protocol import Request, RequestType, call16_shape, encode_data
+from queuebox.protocol import Request, RequestType
 from queuebox.protocol.client import decode_response
 from queuebox.protocol.placement import owner
 
 from ..replication.cluster_map import ID_SHARDS, ClusterMap
 from ..runtime.logs import get_logger
-from .frames import SCHEMA, failed, no_primary, resynced
+from .frames import answer as _data
+from .frames import failed, no_primary, resynced
 from .shardmap import Shard
 from .spread import Client, forward, to_first
 from .takes import take
 from .upstream import ShardLost
+from .view import CLUSTER_CALL, cluster
 
 log = get_logger("queuebox.router")
 NAMESPACES = ("queue",)
@@ -99,6 +101,8 @@ def route_call(client: Client, req: Request) -> None:
         return client.spawn(listed(client, req, name, args))
     if name == "queuebox.tasks":
         return client.spawn(tasks_page(client, req, args))
+    if name == CLUSTER_CALL:
+        return cluster(client, req, args)
     to_first(client, req)
 
 
@@ -347,8 +351,3 @@ async def tasks_page(client: Client, req: Request, args: list[Any]) -> None:
             return
         opts.pop("after", None)
     client.send(_data(req, [{"tasks": []}]))
-
-
-def _data(req: Request, data: list[Any]) -> bytes:
-    shaped = call16_shape(data) if req.type == RequestType.CALL_16 else data
-    return encode_data(req.sync, SCHEMA, shaped)
