@@ -49,13 +49,7 @@ __all__ = [
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = cliargs.ArgumentParser(prog=prog, description=description)
     group = cliargs.add_connection_arguments(parser)
-    group.add_argument(
-        "--connect-timeout",
-        type=cliargs.seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="give up connecting after this long",
-    )
+    cliargs.add_seconds(group, "--connect-timeout", 5.0, "give up connecting after this long")
     cliargs.add_failover_arguments(parser, group)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
@@ -295,20 +289,14 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
     parser.add_argument(
         "data", help="the task's data: JSON when it parses, else the text; - for stdin"
     )
-    parser.add_argument(
-        "--pri", type=int, help="priority, smaller first (ttl drivers; default: the tube's)"
-    )
-    parser.add_argument(
-        "--ttl", type=cliargs.seconds, help="seconds the task lives (default: the tube's)"
-    )
-    parser.add_argument(
-        "--ttr",
-        type=cliargs.seconds,
-        help="seconds a consumer has before the task is retaken (default: the tube's)",
-    )
-    parser.add_argument(
-        "--delay", type=cliargs.seconds, help="seconds before the task becomes ready (default 0)"
-    )
+    cliargs.add_typed(
+        parser,
+        ("--pri", int, "priority, smaller first (ttl drivers; default: the tube's)"),
+        ("--ttl", cliargs.seconds, "seconds the task lives (default: the tube's)"),
+        ("--ttr", cliargs.seconds, "seconds a consumer has before the task is retaken "
+         "(default: the tube's)"),
+        ("--delay", cliargs.seconds, "seconds before the task becomes ready (default 0)"),
+    )  # fmt: skip
     parser.add_argument("--utube", help="sub-queue (utube, utubettl; default: none)")
     parser.add_argument(
         "--key",
@@ -343,13 +331,7 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
         "(done, or ready/delayed after --release).",
     )
     parser.add_argument("tube", help="tube name")
-    parser.add_argument(
-        "--timeout",
-        type=cliargs.seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="how long to wait for a task; 0 answers at once",
-    )
+    cliargs.add_seconds(parser, "--timeout", 0.0, "how long to wait for a task; 0 answers at once")
     parser.add_argument(
         "--release", action="store_true", help="give the task back instead of acking it"
     )

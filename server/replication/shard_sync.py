@@ -62,9 +62,10 @@ class TubeApplier:
         self.known: set[str] = set()  # tubes seen in P/tubes during this run
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
-        # The tubes this queue had when this loop last left it, and when a tube was
-        # last seen made or dropped by someone else (a client call): SETTLE_S.
-        self._left: tuple[int, set[str]] | None = None
+        # Each tube name's last create or drop in this queue when this loop last
+        # left it (reads.LiveReads.tube_changes), and when one was last seen made
+        # or dropped since by someone else (a client call): SETTLE_S.
+        self._left: tuple[int, dict[str, int]] | None = None
         self._changed: dict[str, float] = {}
 
     def apply(
@@ -83,7 +84,7 @@ class TubeApplier:
         conn_id = self.app.next_conn_id()  # its own, never a client's
         catalog = queue.catalog
         here = reads.tubes(catalog)
-        settling = self._settling(queue, set(here), read_at, now)
+        settling = self._settling(queue, queue.reads().tube_changes(), read_at, now)
         for name, spec in tubes.items():
             self.known.add(name)
             info = here.get(name)
@@ -99,15 +100,19 @@ class TubeApplier:
             if name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
-        self._left = (id(queue), set(reads.tubes(catalog)))
+        self._left = (id(queue.modern), queue.reads().tube_changes())
         report.syncs += 1
 
-    def _settling(self, queue: QueueCalls, here: set[str], read_at: float, now: float) -> set[str]:
+    def _settling(
+        self, queue: QueueCalls, changes: dict[str, int], read_at: float, now: float
+    ) -> set[str]:
         """The tubes made or dropped here by a call since this loop last looked,
         or so shortly before the map was read that the map may not show it yet."""
-        if self._left is not None and self._left[0] == id(queue):
-            for name in here ^ self._left[1]:
-                self._changed[name] = now
+        if self._left is not None and self._left[0] == id(queue.modern):
+            left = self._left[1]
+            for name, number in changes.items():
+                if left.get(name) != number:
+                    self._changed[name] = now
         else:
             self._changed.clear()  # a new queue (a promotion): nothing to compare with
         for name, at in list(self._changed.items()):

@@ -23,9 +23,19 @@ from typing import Any
 from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
 from queuebox.protocol import Request, RequestType
 from queuebox.protocol.client import decode_response
-from queuebox.protocol.placement import owner
+from queuebox.protocol.placement import (
+    BY_ID_METHODS as BY_ID,
+)
+from queuebox.protocol.placement import (
+    EVERY_SHARD_CALLS,
+    EVERY_SHARD_METHODS,
+    ONE_TASK_CALLS,
+    SCHEDULE_CALLS,
+    id_shard,
+)
+from queuebox.protocol.placement import home as by_hash
 
-from ..replication.cluster_map import ID_SHARDS, ClusterMap
+from ..replication.cluster_map import ClusterMap
 from ..runtime.logs import get_logger
 from .frames import answer as _data
 from .frames import failed, no_primary, resynced
@@ -38,27 +48,10 @@ from .view import CLUSTER_CALL, cluster
 log = get_logger("queuebox.router")
 NAMESPACES = ("queue",)
 FUNCTIONS = frozenset(MODULE_ACCESS)
-BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
-EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_change"})
-EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
-# (tube, id): the task's shard answers
-ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
-# Schedules (issue 41): one schedule lives on the shard its name hashes to.
-SCHEDULE_CALLS = frozenset(
-    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
-     "queuebox.schedule_delete"}
-)  # fmt: skip
 UUID_BYTES = 16
 PARSED_CACHE_SIZE = 10_000  # names come from clients: bounded
 _parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
-
-
-def by_hash(key: Any, shards: list[Shard]) -> Shard:
-    """The home of a utube, a put key or a schedule among `shards` (not empty):
-    the rule the self-routing client follows too (protocol/placement.py)."""
-    number = owner(key, [shard.number for shard in shards])
-    return next(shard for shard in shards if shard.number == number)
 
 
 def route_call(client: Client, req: Request) -> None:
@@ -107,10 +100,9 @@ def route_call(client: Client, req: Request) -> None:
 
 
 def by_id(client: Client, req: Request, task_id: Any) -> None:
-    if isinstance(task_id, float) and task_id.is_integer():
-        task_id = int(task_id)  # a Lua number: the module reads 0.0 as 0
-    if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
-        shard = client.map.shard(task_id % ID_SHARDS)
+    number = id_shard(task_id)  # a Lua number: the module reads 0.0 as 0
+    if number is not None:
+        shard = client.map.shard(number)
         if shard is None:
             # No shard has it: any shard answers what the module answers for a
             # missing task ("Task N not found", or "Task was not taken").

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 
+from queuebox.protocol.etcdflags import add_etcd_arguments
+
 from ..access.users import Users
 from ..runtime import logs
 from ..runtime.loop import run
@@ -175,17 +177,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=env.get("QUEUEBOX_ROUTER_LISTEN", "127.0.0.1:3311"),
         help="HOST:PORT to serve IPROTO on (default 127.0.0.1:3311)",
     )
-    p.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS"),
-        required=not env.get("QUEUEBOX_ETCD_ENDPOINTS"),
-        help="etcd URLs",
-    )
-    p.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX", "/queuebox"),
-        help="the cluster's prefix (default /queuebox)",
-    )
+    add_etcd_arguments(p, env, required=True)
     p.add_argument(
         "--config",
         default=env.get("QUEUEBOX_CONFIG"),

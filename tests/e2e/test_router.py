@@ -26,7 +26,7 @@ from tests.e2e.cluster import wait_state
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import RouterProc, Sharded
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
-from tests.waiting import metric, wait_for, wait_for_waiting_takes_async
+from tests.waiting import metric, wait_for, wait_for_async, wait_for_waiting_takes_async
 
 
 def via(router: RouterProc) -> Any:
@@ -160,14 +160,10 @@ async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_give
 
 
 async def wait_for_async_stat(conn: asynctnt.Connection, tube: str, key: str, want: int) -> None:
-    async def value() -> int:
-        return int((await conn.call("queue.statistics", [tube])).body[0]["tasks"][key])
+    async def value() -> bool:
+        return int((await conn.call("queue.statistics", [tube])).body[0]["tasks"][key]) == want
 
-    for _ in range(2000):
-        if await value() == want:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{key} of {tube} never {want}: {await value()}")
+    await wait_for_async(value, f"{key} of {tube} at {want}")
 
 
 def test_a_shard_without_its_primary_is_a_retryable_error_until_its_failover(

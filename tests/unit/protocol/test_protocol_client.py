@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from queuebox.protocol import (
@@ -20,9 +17,8 @@ from queuebox.protocol import (
     encode_ping,
     encode_request,
 )
+from tests.unit.protocol.vectors import BY_NAME, VECTORS
 
-VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
-BY_NAME = {v["name"]: bytes.fromhex(v["hex"]) for v in VECTORS}
 REPLIES = [
     v["name"]
     for v in VECTORS

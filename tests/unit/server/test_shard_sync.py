@@ -107,3 +107,10 @@ async def test_a_reading_older_than_a_calls_change_leaves_that_tube_until_it_set
     applier.apply(queue, {}, {}, read_at=later, now=later)
     assert tubes(queue) == {}  # settled: the map says no such tube, and it is empty
     assert applier.report.dropped == 1
+    # Back and forth between two looks: the same names, but made again since.
+    applier.apply(queue, jobs, {}, read_at=later, now=later)
+    assert tubes(queue) == {"jobs": "fifo"}
+    queue.modern.call(1, "queue.tube.jobs:drop", [])
+    queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])
+    applier.apply(queue, {}, {}, read_at=later + 1, now=later + 1)  # a stale reading
+    assert tubes(queue) == {"jobs": "fifo"}
