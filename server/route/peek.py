@@ -26,11 +26,12 @@ from mypy_extensions import i64
 from queuebox.drivers.callnames import parse_name
 from queuebox.protocol import ErrorCode, Request, RequestType
 from queuebox.protocol.constants import KEY_FUNCTION_NAME, KEY_TIMESTAMP, KEY_TUPLE
+from queuebox.protocol.placement import BY_ID_METHODS
 from queuebox.protocol.rawmsgpack import is_map_head, unpackb, value_end
 
 from ..replication.cluster_map import ID_SHARDS
 from ..runtime.logs import get_logger
-from .calls import BY_ID, FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE, put_shard
+from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE, put_shard
 from .frames import failed
 from .spread import Client, forward_frame
 from .takes import take
@@ -158,7 +159,7 @@ def _route_of(name: bytes) -> tuple[int, str, str]:
             route = (_PUT, tube, text)
         elif method == "take":
             route = (_TAKE, tube, text)
-        elif method in BY_ID:
+        elif method in BY_ID_METHODS:
             route = (_BY_ID, tube, text)
     if len(_routes) >= PARSED_CACHE_SIZE:
         _routes.clear()
