@@ -30,7 +30,7 @@ RUN set -e; \
         apt-get update; \
         apt-get install -y --no-install-recommends etcd-server; \
     fi; \
-    rm -rf /tmp/debs /var/lib/apt/lists/*; \
+    rm -rf /tmp/debs /var/lib/apt/lists/* /var/cache/apt/*.bin; \
     id etcd; \
     install -d -o etcd -g etcd -m 700 /var/lib/etcd/data
 USER etcd

@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's client, not another installed one
 
+from cluster_check import dotenv  # noqa: E402  (beside this file: docker/)
+
 from queuebox.clients import blocking  # noqa: E402
 
 PROJECT = "queuebox-measure"
@@ -76,14 +78,6 @@ def measure_images(base: str) -> None:
     version = run("docker", "run", "--rm", "queuebox:local", "--version").strip()
     modules = re.search(r"compiled: (\d+) modules", version)
     print(f"compiled modules: {modules.group(1) if modules else 'none'} ({version})")
-
-
-def dotenv() -> dict[str, str]:
-    path = ROOT / "docker" / ".env"
-    if not path.is_file():
-        sys.exit("docker/.env is missing: cp docker/queuebox.env.example docker/.env")
-    lines = path.read_text().splitlines()
-    return dict(ln.split("=", 1) for ln in lines if re.match(r"^[A-Z_]+=", ln))
 
 
 def compose(*args: str, env: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ that the server's storage and the Spark pipeline's reader both read by.
 Owns: the 24-byte file header (magic, version, LSN, CRC: §3), the 12-byte
 frame around each record body (marker, CRC of length and body, length: §4),
 whether a whole, sound frame stands at an offset (`sound_end`, `frame_at`),
+whether only preallocated zeros are left (`unwritten`, §7),
 a version-5 WAL record's fields by position and their map form (§5.2.1),
 the keys each op's record needs (§5.2, §5.3), and ext PACKED_EXT, the type a
 task's data is written in (§1).
@@ -124,6 +125,18 @@ def sound_end(buf: bytes, view: memoryview, pos: int) -> int:
     at = pos + 8
     covered: bytes | memoryview = buf[at:stop] if n <= _COPY_FOR_CRC else view[at:stop]
     return stop if _crc32(covered) == uint_at(buf, pos + 4, 4) else -1
+
+
+def unwritten(buf: Any, pos: int, end: int) -> bool:
+    """Whether buf[pos:end] (any buffer: bytes, an mmap) holds only zero bytes:
+    at a frame boundary, space a writer preallocated and never reached, where
+    the file's records end (FORMAT.md §7). Looked at a MiB at a time."""
+    while pos < end:
+        piece = buf[pos : min(end, pos + (1 << 20))]
+        if piece.count(0) != len(piece):
+            return False
+        pos += len(piece)
+    return True
 
 
 def _marked(buf: bytes, pos: int) -> bool:

@@ -180,7 +180,7 @@ class Engine(WalJournal):
 
     def wal_cursor(self, after_lsn: int) -> WalCursor:
         """The WAL frames after `after_lsn`, read back from disk."""
-        return WalCursor(self._files, self.data_dir, after_lsn)
+        return WalCursor(self._files, self.data_dir, after_lsn, self._wal.written_end)
 
     def record_ts(self, lsn: int) -> float | None:
         """The timestamp of this WAL's record at `lsn`, None if it is not on disk

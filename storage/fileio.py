@@ -50,6 +50,17 @@ class FileIO:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def fdatasync(self, fd: int) -> None:
+        """Sync the data and only the metadata needed to read it back: enough
+        after a write that did not change the file's size (storage/wal.py)."""
+        os.fdatasync(fd)
+
+    def fallocate(self, fd: int, offset: int, size: int) -> None:
+        """Reserve `size` bytes at `offset` (the file grows to cover them; they
+        read as zeros). OSError with EOPNOTSUPP or EINVAL where the file system
+        cannot (the caller then writes without preallocating)."""
+        os.posix_fallocate(fd, offset, size)
+
     def may_hang(self) -> bool:
         """Whether a call is known to be about to hang (a test's stall): the
         group commit then keeps syncs off the event loop (server/runtime/commit.py)."""
@@ -137,7 +148,8 @@ class InjectedFaults(FileIO):
     count) makes them take that long first (a disk that hangs); stalls_to_come(op)
     says how many of those have not begun."""
 
-    OPS = ("create", "pwrite", "fsync", "rename")
+    # "fsync" covers fdatasync too: a test failing the sync fails either kind.
+    OPS = ("create", "pwrite", "fsync", "rename", "fallocate")
 
     def __init__(self) -> None:
         self._planned: dict[str, list[int]] = {op: [] for op in self.OPS}
@@ -184,6 +196,14 @@ class InjectedFaults(FileIO):
     def fsync(self, fd: int) -> None:
         self._check("fsync")
         super().fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self._check("fsync")
+        super().fdatasync(fd)
+
+    def fallocate(self, fd: int, offset: int, size: int) -> None:
+        self._check("fallocate")
+        super().fallocate(fd, offset, size)
 
     def rename(self, src: Path, dst: Path) -> None:
         self._check("rename")

@@ -1,7 +1,8 @@
 """Record frames read from bytes fed in pieces, as FORMAT.md sections 4 and 7 define them.
 
 Owns: a sans-I/O decoder that turns bytes fed in any pieces into frames and
-damage reports, resynchronising on the marker after damage, and
+damage reports, resynchronising on the marker after damage, the end of the
+records where a preallocated segment's zero tail begins (FORMAT.md §7), and
 `sound_frames`, a run of sound frames passed over. What a header and a frame
 are (their bytes, their checks) is protocol/walformat.py's, the one copy the
 Spark pipeline's reader shares.
@@ -12,6 +13,7 @@ policy about damage (recovery.py decides what a torn tail is).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -55,6 +57,7 @@ class Damage(NamedTuple):
 
 
 _NEED_MORE = "need more"  # sentinel: the frame at hand is not complete yet
+_NONZERO = re.compile(b"[^\x00]")
 _new_frame = tuple.__new__  # Frame(...) without the Python-level __new__: hot path
 
 
@@ -64,6 +67,11 @@ class FrameDecoder:
     Every frame is either yielded once as a Frame or covered by one Damage;
     offsets are absolute (the first fed byte is at `offset`). take() returns
     the events as a list; events() iterates over the same.
+
+    Zero bytes where a frame should start are space preallocated and not
+    written yet: while only zeros follow, nothing is reported (not even at
+    eof, where `zero_tail` then says where the records ended); other bytes
+    after them make the run damage, from its first zero.
     """
 
     def __init__(self, offset: int = 0) -> None:
@@ -74,6 +82,8 @@ class FrameDecoder:
         self._eof = False
         self._damaged: tuple[int, str] | None = None  # (offset, reason) while resyncing
         self._search = 0  # index in _buf where the resync search continues
+        self._zeros: int | None = None  # offset where zeros began at a frame boundary
+        self.zero_tail: int | None = None  # at eof: where the records ended, zeros after
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         if self._eof:
@@ -127,6 +137,14 @@ class FrameDecoder:
                 self._pos = resume
                 out.append(Damage(offset, reason, self._base + resume))
             self._whole_frames(out)
+            if self._zeros is not None or self._zero_at(self._pos):
+                zeros = self._pass_zeros()
+                if zeros is None:
+                    return out
+                # Written bytes after unwritten ones: damage, from the first zero.
+                self._damaged = (zeros, "no frame marker (zero bytes, then others)")
+                self._search = self._pos
+                continue
             if self._pos == len(self._buf):
                 return out
             got = self._frame_at(self._pos)
@@ -149,6 +167,27 @@ class FrameDecoder:
                 append(_new_frame(Frame, (base + pos, buf[pos + FRAME_OVERHEAD : stop])))
                 pos = stop
         self._pos = pos
+
+    def _zero_at(self, i: int) -> bool:
+        return i < len(self._buf) and self._buf[i] == 0
+
+    def _pass_zeros(self) -> int | None:
+        """Pass over the zero bytes at _pos: None if the input holds only zeros
+        from there (so far: at eof they are the tail), else where they began,
+        with _pos at the first other byte."""
+        buf, pos = self._buf, self._pos
+        if self._zeros is None:
+            self._zeros = self._base + pos
+        if buf.count(0, pos) == len(buf) - pos:  # the common case, fast: all zeros
+            self._pos = len(buf)
+            if self._eof:
+                self.zero_tail = self._zeros
+            return None
+        found = _NONZERO.search(buf, pos)
+        assert found is not None
+        self._pos = found.start()
+        began, self._zeros = self._zeros, None
+        return began
 
     def _frame_at(self, i: int) -> bytes | str:
         """The body of the frame at _buf[i], a damage reason, or _NEED_MORE."""

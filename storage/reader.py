@@ -61,6 +61,9 @@ class LogFile:
         self.raw_rows = raw_rows
         self.size = self._files.size(self.path)
         self.skipped = 0  # records chunks(skip=...) left out
+        # Where the records end when zero bytes (preallocated space) fill the
+        # rest of the file (FORMAT.md §7), once chunks() has read to the end.
+        self.zero_tail: int | None = None
         fd = self._files.open_read(self.path)
         try:
             self.header: FileHeader = decode_header(self._files.read(fd, HEADER_SIZE))
@@ -117,6 +120,8 @@ class LogFile:
                 events = _records(bodies, frames)
                 if parts is not None:
                     events = parts.join(events, eof=not chunk)
+                if not chunk:
+                    self.zero_tail = decoder.zero_tail
                 yield events
                 if not chunk:
                     return

@@ -2,7 +2,8 @@
 
 Owns: choosing the snapshot (the newest one that reads whole; a damaged one
 falls back to the previous one), the order of segments, what damage means (a
-torn tail of the last segment is cut off with a warning; corruption and gaps
+torn tail of the last segment is cut off with a warning, its preallocated
+zero tail without one; corruption and gaps
 in the LSNs stop the start unless force_recovery; with no consistent base
 left, the start stops even with it), the highest LSN seen on disk, progress
 reports, and the final bulk build of every index (staging.py holds the rows
@@ -179,7 +180,7 @@ class Recovery:
         try:
             log = LogFile(path, self.files)
         except HeaderError as e:
-            if is_last and self.files.size(path) < HEADER_SIZE:
+            if is_last and self._unwritten_header(path):
                 self.files.unlink(path)
                 self.report.warnings.append(f"removed {path.name}: cut short while being created")
                 return
@@ -207,9 +208,24 @@ class Recovery:
                     else:
                         self._damaged(path, ev.offset, ev.reason)
                 self._lend(fast)
+            if is_last and log.zero_tail is not None:
+                # Preallocated space the writer never reached (a stop without
+                # its close: a crash, kill -9): not damage. Cut, so the log ends
+                # on its last record again for every reader.
+                self.files.truncate(path, log.zero_tail)
         finally:
             if log.skipped:  # they held name_lsn, name_lsn + 1, ...
                 self._wal_end = max(self._wal_end, name_lsn + log.skipped - 1)
+
+    def _unwritten_header(self, path: Path) -> bool:
+        """A file header cut short or still all zeros (preallocated before it was
+        written): what a crash while a segment was being created leaves."""
+        fd = self.files.open_read(path)
+        try:
+            head = self.files.read(fd, HEADER_SIZE)
+        finally:
+            self.files.close(fd)
+        return len(head) < HEADER_SIZE or head.count(0) == HEADER_SIZE
 
     def _apply(self, path: Path, ev: Record, stage: Stage) -> None:
         offset, end, body = ev

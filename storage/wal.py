@@ -1,8 +1,15 @@
 """The WAL writer: appends sealed batches to segment files.
 
 Owns: the current segment (its file descriptor and good length), rotation by
-size, the one write (and in fsync mode the one fsync) per batch, and putting
-the file back to its last good length when a write fails.
+size, the one write (and in fsync mode the one sync) per batch, and putting
+the file back to its last good length when a write fails. In fsync mode it
+preallocates each segment ahead of the write position (fallocate, up to
+PREALLOCATE bytes at a time, never past segment_size unless one batch needs
+more), so that a batch written inside that space leaves the file's size as
+it was and `fdatasync` makes it durable; a batch that grows the file (or
+creates it) gets a full `fsync`. A segment it leaves (rotation, close) is cut
+back to its last batch: only the segment being written has a zero tail, and
+that only until the next start reads it (FORMAT.md §7).
 
 Must not touch: record encoding (the batch arrives as bytes), in-memory
 state and rollback (waljournal.py), threads: every method is synchronous and is
@@ -12,9 +19,9 @@ A segment's life:
 
     (none) --append--> create NNN.wal, write header+batch --ok--> OPEN
     (none) --rotate (a snapshot)--> create next holding the header only --> OPEN
-    OPEN   --append, would pass segment_size--> close, create next (as above)
-    OPEN   --rotate (a snapshot)--> close, create next holding the header only
-    OPEN   --append--> write batch --ok--> OPEN (good length += batch)
+    OPEN   --append, would pass segment_size--> cut to good length, close, create next
+    OPEN   --rotate (a snapshot)--> cut to good length, close, create next, header only
+    OPEN   --append--> [fallocate ahead] write batch, sync --ok--> OPEN (good length += batch)
                               \\--fail--> truncate to good length --ok--> OPEN
                                                     \\--fail--> DIRTY
     DIRTY  --append--> truncate again --ok--> OPEN, then write
@@ -27,6 +34,7 @@ that is what keeps damage confined to the tail of the last segment.
 from __future__ import annotations
 
 import contextlib
+import errno
 from pathlib import Path
 
 from queuebox.protocol.walformat import HEADER_SIZE, encode_header
@@ -34,6 +42,12 @@ from queuebox.protocol.walformat import HEADER_SIZE, encode_header
 from .errors import WalWriteError
 from .fileio import FileIO
 from .layout import file_name
+
+# Space reserved ahead of the write position, at most, in one fallocate: a
+# full fsync once per PREALLOCATE bytes of WAL, fdatasync for every other batch.
+PREALLOCATE = 16 << 20
+# Where fallocate cannot be done (the file system says so), not retried.
+_UNSUPPORTED = (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS)
 
 
 class WalWriter:
@@ -46,7 +60,13 @@ class WalWriter:
         self._path: Path | None = None
         self._good = 0  # bytes of the current segment known to be whole batches
         self._dirty = False  # bytes past _good may hold part of a failed batch
+        self._preallocate = fsync  # fsync mode, until the file system refuses it
+        self._size = 0  # the current segment's preallocated end (0: none)
         self.bytes_written = 0  # total appended since open, for the snapshot trigger
+        # (segment, good length), set in one assignment (readers on another thread
+        # see a pair that belongs together): how far a reader of the segment
+        # being written may read (walfeed.py); past it lie zeros or a batch in flight.
+        self.written: tuple[Path | None, int] = (None, 0)
 
     def append(self, first_lsn: int, data: bytes) -> None:
         """Make `data` (whole frames, the first with LSN `first_lsn`) durable."""
@@ -79,27 +99,62 @@ class WalWriter:
         self._start_segment(next_lsn, b"")
         return True
 
+    def written_end(self) -> tuple[Path | None, int]:
+        """`written`, for a reader of the WAL on another thread (walfeed.py)."""
+        return self.written
+
     def close(self) -> None:
         if self._fd is not None:
-            fd, self._fd, self._path = self._fd, None, None
-            self._files.close(fd)
+            self._leave()
+            self.written = (None, 0)
 
     # -- internals --
     def _write_at(self, fd: int, data: bytes, offset: int) -> None:
+        end = offset + len(data)
+        # Until the batch is whole (or cut away): a close after an append that
+        # never returned (a test's simulated crash) leaves the file as it is.
+        self._dirty = True
         try:
+            grew = self._reserve(fd, end)
             self._files.write_all(fd, data, offset)
             if self._fsync:
-                self._files.fsync(fd)
+                self._sync(fd, grew)
         except OSError as e:
             self._cut_back()
             raise WalWriteError(f"WAL write to {self._path} failed: {e}") from e
-        self._good = offset + len(data)
+        self._dirty = False
+        self._good = end
+        self.written = (self._path, end)
+
+    def _reserve(self, fd: int, end: int) -> bool:
+        """Make the segment at least `end` bytes long, preallocating ahead where
+        it may; True if its size changed (the sync must then be a full fsync)."""
+        if end <= self._size:
+            return False
+        if self._preallocate:
+            want = max(end, min(end + PREALLOCATE, self._segment_size))
+            try:
+                self._files.fallocate(fd, self._size, want - self._size)
+            except OSError as e:
+                if e.errno not in _UNSUPPORTED:
+                    raise
+                self._preallocate = False
+            else:
+                self._size = want
+        return True
+
+    def _sync(self, fd: int, grew: bool) -> None:
+        if grew:
+            self._files.fsync(fd)
+        else:
+            self._files.fdatasync(fd)
 
     def _cut_back(self) -> None:
         try:
             self._truncate()
         except OSError:
-            self._dirty = True
+            return  # stays _dirty
+        self._dirty = False
 
     def _repair(self) -> None:
         try:
@@ -113,15 +168,28 @@ class WalWriter:
     def _truncate(self) -> None:
         assert self._fd is not None
         self._files.ftruncate(self._fd, self._good)
+        self._size = 0
         if self._fsync:
             self._files.fsync(self._fd)
 
+    def _leave(self) -> None:
+        """Close the current segment, cut back to its last batch first if it was
+        preallocated: every byte of a batch was already written (and synced in
+        fsync mode). A cut that fails leaves a zero tail, which readers pass
+        over as the segment's end (FORMAT.md §7)."""
+        assert self._fd is not None
+        fd, self._fd, self._path = self._fd, None, None
+        if self._size > self._good and not self._dirty:
+            with contextlib.suppress(OSError):
+                self._files.ftruncate(fd, self._good)
+                if self._fsync:
+                    self._files.fsync(fd)
+        with contextlib.suppress(OSError):
+            self._files.close(fd)
+
     def _start_segment(self, first_lsn: int, data: bytes) -> None:
         if self._fd is not None:
-            fd, self._fd = self._fd, None
-            # Every byte of it was already written (and fsynced in fsync mode).
-            with contextlib.suppress(OSError):
-                self._files.close(fd)
+            self._leave()
         path = self._dir / file_name("wal", first_lsn)
         self._path = path
         try:
@@ -130,8 +198,12 @@ class WalWriter:
             self._path = None
             raise WalWriteError(f"cannot create WAL segment {path}: {e}") from e
         payload = encode_header("wal", first_lsn) + data
+        self._size = 0
         try:
+            # The header first, then the space after it: a reader that lists the
+            # new file while it is being made sees a header cut short, as before.
             self._files.write_all(fd, payload, 0)
+            self._reserve(fd, len(payload))
             if self._fsync:
                 self._files.fsync(fd)
                 self._files.fsync_dir(self._dir)
@@ -140,6 +212,7 @@ class WalWriter:
             raise WalWriteError(f"WAL write to {path} failed: {e}") from e
         self._fd = fd
         self._good = len(payload)
+        self.written = (path, self._good)
 
     def _abandon(self, fd: int, path: Path) -> None:
         """Forget a segment whose first write failed; the next batch recreates it

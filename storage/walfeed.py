@@ -8,11 +8,16 @@ without decoding bodies; each frame's checksum is checked on the way.
 
 Must not touch: the engine's batches, sockets, the meaning of records. Reads
 go through FileIO; the writer appends while the cursor reads, so a frame cut
-short at the end is "not yet written", never damage.
+short at the end is "not yet written", never damage. In a preallocated
+segment (storage/wal.py) the space after the last batch holds zeros, and a
+batch being written over them may be seen half copied: the cursor reads the
+segment being written only up to the end of its last whole batch, as the
+writer says (`written`), and other segments up to their zero tail, if any.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +31,25 @@ from .records import BadBody, BodyDecoder
 
 CHUNK = 1 << 20
 
+# (the segment being written, the end of its last whole batch): WalWriter.written.
+Written = Callable[[], tuple[Path | None, int]]
+
+
+def _unknown() -> tuple[Path | None, int]:
+    return None, 0  # no writer: every segment is read to its end
+
 
 class WalCursor:
-    def __init__(self, files: FileIO, directory: Path, after_lsn: int) -> None:
+    def __init__(
+        self, files: FileIO, directory: Path, after_lsn: int, written: Written = _unknown
+    ) -> None:
         self._files = files
         self._dir = directory
+        self._written = written
         self.next_lsn = after_lsn + 1  # the LSN of the next frame read() returns
         self._fd: int | None = None
         self._path: Path | None = None
+        self._at = HEADER_SIZE  # offset in the open segment of the next byte to read
         self._lsn = 0  # the LSN of the next frame the open segment yields
         self._decoder = FrameDecoder(HEADER_SIZE)
 
@@ -77,6 +93,7 @@ class WalCursor:
         if header.kind != "wal" or header.lsn != first:
             raise CorruptLog(str(path), 0, "header does not match the file name")
         self._lsn = first
+        self._at = HEADER_SIZE
         self._decoder = FrameDecoder(HEADER_SIZE)
         return True
 
@@ -93,7 +110,8 @@ class WalCursor:
         """The next frames of the open segment; [] at its end (for now)."""
         assert self._fd is not None
         while True:
-            chunk = self._files.read(self._fd, CHUNK)
+            chunk = self._files.read(self._fd, self._readable())
+            self._at += len(chunk)
             if chunk:
                 self._decoder.feed(chunk)
             out = []
@@ -106,6 +124,12 @@ class WalCursor:
                 self._lsn += 1
             if out or not chunk:  # else: only frames before next_lsn, or a partial one
                 return out
+
+    def _readable(self) -> int:
+        """How many bytes to read next: CHUNK, or fewer in the segment being
+        written, up to the end of its last whole batch (0: none written since)."""
+        path, end = self._written()
+        return CHUNK if path != self._path else max(0, min(CHUNK, end - self._at))
 
 
 def records_of(data: bytes) -> list[dict[str, Any]]:

@@ -162,13 +162,19 @@ def _require_tube(conn: blocking.Connection, name: str) -> None:
 def ping(argv: list[str], prog: str = "queuebox ping") -> int:
     """Check that the server answers; print its version and the round trip."""
     parser = _parser(prog, "Send an IPROTO PING and report the round-trip time.")
+    # One instance: $QUEUEBOX_ETCD_ENDPOINTS is also a server's own setting, and a
+    # server's healthcheck pings that server, not the cluster (--etcd-endpoints does).
+    parser.set_defaults(etcd_endpoints=None)
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         started = time.perf_counter()
         conn.ping()
         millis = (time.perf_counter() - started) * 1000
-        version = conn.greeting.version_text if conn.greeting else "?"
-        where = f"{conn.host}:{conn.port}"
+        if args.etcd_endpoints:  # every shard's primary answered
+            version, where = "?", f"the cluster {args.etcd_prefix} at {args.etcd_endpoints}"
+        else:
+            version = conn.greeting.version_text if conn.greeting else "?"
+            where = f"{conn.host}:{conn.port}"
         if args.json:
             print(to_json({"ok": True, "address": where, "version": version, "ms": millis}))
         else:

@@ -35,6 +35,7 @@ from queuebox.protocol.walformat import (
     decode_header,
     frame_at,
     positional_map,
+    unwritten,
 )
 
 FILE_NAME = re.compile(r"^(\d{20})\.(wal|snap)$")
@@ -192,6 +193,8 @@ class FileReader:
         parts = _Parts()
         leading = start > HEADER_SIZE  # later parts of a tuple the range before holds
         while pos is not None and pos < size and (pos < end or parts.first is not None):
+            if buf[pos] == 0 and unwritten(buf, pos, size):
+                break  # a preallocated segment's zero tail: its records end here
             raw = frame_at(buf, pos, eof=True)
             length = FRAME_OVERHEAD + len(raw) if type(raw) is bytes else None
             body = None if type(raw) is not bytes else _decode(self.kind, raw)

@@ -44,7 +44,11 @@ class Conn:
     @classmethod
     async def open(cls, port: int) -> Conn:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        await reader.readexactly(128)
+        try:
+            await reader.readexactly(128)
+        except BaseException:
+            writer.close()  # killed before its greeting: no socket left to the gc
+            raise
         return cls(reader, writer)
 
     async def _pump(self) -> None:
@@ -107,7 +111,7 @@ async def load(port: int, cycle: int, acked: set[str], sent: set[str]) -> None:
     async def producer(n: int) -> None:
         try:
             conn = await Conn.open(port)
-        except OSError:
+        except (OSError, asyncio.IncompleteReadError):  # killed before it answered
             return
         window = asyncio.Semaphore(WINDOW)
 
@@ -153,6 +157,21 @@ async def load_then_kill(
     await asyncio.wait_for(task, timeout=30)
 
 
+def check_found(
+    cycle: int, found: list[str], acked: set[str], sent: set[str], drained_before: set[str]
+) -> None:
+    """Exactly once: no duplicates, every acknowledged put, nothing unknown, nothing
+    drained before; what was found joins `drained_before`."""
+    assert len(found) == len(set(found)), f"cycle {cycle}: a task came back twice"
+    missing = acked - set(found)
+    assert not missing, f"cycle {cycle}: {len(missing)} acknowledged puts lost"
+    unknown = set(found) - sent
+    assert not unknown, f"cycle {cycle}: tasks never sent appeared: {sorted(unknown)[:5]}"
+    resurrected = set(found) & drained_before
+    assert not resurrected, f"cycle {cycle}: acked-and-drained tasks came back"
+    drained_before |= set(found)
+
+
 def run_cycles(
     workdir: Path, wal_mode: str, cycles: int, seed: int, extra: tuple[str, ...] = ()
 ) -> None:
@@ -168,15 +187,7 @@ def run_cycles(
             if cycle == 0:
                 asyncio.run(create_tube(server.port))
             found = asyncio.run(drain(server.port))
-            # Exactly once: no duplicates, every acknowledged put, nothing unknown.
-            assert len(found) == len(set(found)), f"cycle {cycle}: a task came back twice"
-            missing = acked - set(found)
-            assert not missing, f"cycle {cycle}: {len(missing)} acknowledged puts lost"
-            unknown = set(found) - sent
-            assert not unknown, f"cycle {cycle}: tasks never sent appeared: {sorted(unknown)[:5]}"
-            resurrected = set(found) & drained_before
-            assert not resurrected, f"cycle {cycle}: acked-and-drained tasks came back"
-            drained_before |= set(found)
+            check_found(cycle, found, acked, sent, drained_before)
             if cycle == cycles:
                 break
             acked, sent = set(), set()

@@ -37,6 +37,17 @@ def test_ping(env: dict[str, str], server: ServerProc) -> None:
     assert as_json["ok"] is True and as_json["version"] == "2.6.0"
 
 
+def test_ping_is_the_servers_own_even_with_the_servers_etcd_setting(
+    env: dict[str, str], server: ServerProc
+) -> None:
+    # A server's container has QUEUEBOX_ETCD_ENDPOINTS (its own setting); the image's
+    # healthcheck, `queuebox ping`, must still ask that server, not route over a cluster.
+    etcd = {**env, "QUEUEBOX_ETCD_ENDPOINTS": "http://127.0.0.1:9"}
+    done = queuebox("ping", "--connect-timeout", "2", env=etcd)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"PONG from 127.0.0.1:{server.port} ")
+
+
 def test_address_flags_and_queuebox_listen(server: ServerProc) -> None:
     by_flags = queuebox("ping", "--host", "127.0.0.1", "--port", str(server.port))
     assert by_flags.returncode == 0, by_flags.stderr

@@ -91,6 +91,23 @@ def test_torn_tail_of_last_segment_is_skipped_elsewhere_it_is_an_error(tmp_path:
     assert str(path) in str(err.value)
 
 
+def test_a_preallocated_zero_tail_ends_the_records_in_any_segment(tmp_path: Path) -> None:
+    path = _workload(tmp_path)
+    path.write_bytes(path.read_bytes() + bytes(3 << 20))  # FORMAT.md §7: not damage
+    split = 1 << 16  # byte ranges as Spark cuts a file: most of them only zeros
+    with walfile.FileReader(path) as reader:  # not even the last segment's leniency
+        whole = [offset for offset, _ in reader.records()]
+        pieces = []
+        for start in range(0, reader.size, split):
+            pieces += [offset for offset, _ in reader.records(start, start + split)]
+        assert reader.damage == []
+    assert len(whole) == 63 and pieces == whole
+    # Zeros that other bytes follow are damage, as before.
+    path.write_bytes(path.read_bytes() + b"\x01")
+    with walfile.FileReader(path) as reader, pytest.raises(walfile.FormatError):
+        list(reader.records())
+
+
 def test_corrupt_middle_fails_or_is_skipped(tmp_path: Path) -> None:
     path = _workload(tmp_path)
     data = bytearray(path.read_bytes())

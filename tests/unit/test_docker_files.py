@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from queuebox.cli import COMMANDS
-from queuebox.server.settings.config import ConfigError
+from queuebox.server.settings.config import ROUTE, ConfigError
 from queuebox.server.settings.config_load import SCALAR_FIELDS, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -397,21 +397,29 @@ def test_readme_shows_run_compose_the_offline_build_and_the_size() -> None:
 # --- the `ha` profile: etcd, a primary and its replica ---
 
 
-def ha_env(name: str) -> dict[str, str]:
-    """What a server of the profile gets: the example .env, then its `environment`,
-    with ${VAR} taken from the example .env as compose takes it from docker/.env."""
-    example = dict(
+def example_env() -> dict[str, str]:
+    return dict(
         line.split("=", 1)
         for line in (DOCKER / "queuebox.env.example").read_text().splitlines()
         if re.match(r"^[A-Z_]+=", line)
     )
-    env = dict(example)
+
+
+def interpolated(value: str) -> str:
+    """A compose value with ${VAR} (or ${VAR:-default}) taken from the example .env,
+    as compose takes it from docker/.env."""
+    example = example_env()
+    return re.sub(
+        r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: example.get(m.group(1), m.group(2) or ""), value
+    )
+
+
+def ha_env(name: str) -> dict[str, str]:
+    """What a server of the profile gets: the example .env, then its `environment`,
+    interpolated."""
+    env = example_env()
     for key, value in compose()["services"][name]["environment"].items():
-        env[key] = re.sub(
-            r"\$\{(\w+)(?::-([^}]*))?\}",
-            lambda m: example.get(m.group(1), m.group(2) or ""),
-            str(value),
-        )
+        env[key] = interpolated(str(value))
     return env
 
 
@@ -459,6 +467,42 @@ def test_cluster_profile_has_etcd_two_shards_of_two_and_two_routers() -> None:
         assert {k: v["condition"] for k, v in router["depends_on"].items()} == {
             "shard-a-1": "service_healthy", "shard-b-1": "service_healthy"
         }  # fmt: skip
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_cluster_router_logs_in_to_the_shards_as_a_user_with_route(router: str) -> None:
+    # The router logs in to every shard primary as --shard-user with
+    # QUEUEBOX_ROUTER_PASSWORD: a user each shard creates, holding `route`, with
+    # that password; and its own clients log in as the users of its environment.
+    service = compose()["services"][router]
+    command = service["command"]
+    user = interpolated(command[command.index("--shard-user") + 1])
+    password = interpolated(service["environment"]["QUEUEBOX_ROUTER_PASSWORD"])
+    for node in SHARD_NODES:
+        users = load_config({}, ha_env(node)).users
+        assert user in users and ROUTE in users[user].rights, (node, user)
+        own = load_config({}, {"QUEUEBOX_USER": user, "QUEUEBOX_PASSWORD": password}).users
+        assert users[user].hash2 == own[user].hash2, (node, "QUEUEBOX_ROUTER_PASSWORD")
+    assert service["env_file"] == ".env"
+
+
+def test_cluster_publishes_every_port_on_host_loopback_once() -> None:
+    published = []
+    for name, service in compose()["services"].items():
+        for port in service.get("ports", ()):
+            host_side = interpolated(str(port)).rsplit(":", 1)[0]
+            assert host_side.startswith("127.0.0.1:"), (name, port)
+            published.append(host_side)
+    assert len(published) == len(set(published)), published
+
+
+def test_cluster_services_have_a_healthcheck_and_wait_for_etcd() -> None:
+    services = compose()["services"]
+    for name in (*SHARD_NODES, *ROUTERS):
+        assert services[name]["healthcheck"]["test"] == ["CMD", *healthcheck_command()], name
+    for name in SHARD_NODES:
+        assert services[name]["depends_on"]["etcd"]["condition"] == "service_healthy", name
+    assert "healthcheck" in services[ETCD]
 
 
 @pytest.mark.parametrize("name", SHARD_NODES)
@@ -637,3 +681,23 @@ def test_readme_shows_the_ha_profile() -> None:
     readme = (DOCKER / "README.md").read_text()
     for text in ("--profile ha", "etcd.Dockerfile", "QUEUEBOX_ADDRESSES", "primary", "replica"):
         assert text in readme, text
+
+
+def test_docs_cluster_numbers_are_the_check_scripts_output() -> None:
+    readme = (DOCKER / "README.md").read_text()
+    section = readme[readme.index("### Checked: `cluster_check.py`") :]
+    found = re.search(r"```\n(checked .*?)```", section, re.S)
+    assert found is not None, "docker/README.md quotes no output of docker/cluster_check.py"
+    block, script = found.group(1), (DOCKER / "cluster_check.py").read_text()
+    # Each quoted line is one the script prints (its f-strings' fixed words).
+    quoted = ("cluster profile up in", "README producer.py through the routers:",
+              "examples through", "s after the stop", "lost ", "cluster check passed")  # fmt: skip
+    for words in quoted:
+        assert words in block and words in script, words
+    up = re.search(r"cluster profile up in (\d+) s", block)
+    takeover = re.search(r"primary is now \S+, (\d+\.\d) s after the stop", block)
+    assert up and takeover and re.search(r"\blost 0\b", block), block
+    assert "unhealthy" not in block and block.count("running healthy") == 8, block
+    cluster = " ".join((ROOT / "docs" / "cluster.md").read_text().split())
+    assert f"healthy {up.group(1)} s after" in cluster
+    assert f"the replica led {takeover.group(1)} s later" in cluster

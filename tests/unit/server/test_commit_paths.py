@@ -18,7 +18,8 @@ from tests.unit.storage.storage_harness import FaultyFileIO
 
 
 class Watched(FaultyFileIO):
-    """Which thread made each fsync; the next ones slow on cue (a busy disk)."""
+    """Which thread made each sync (fsync, or fdatasync in the segment's
+    preallocated space); the next ones slow on cue (a busy disk)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -27,11 +28,18 @@ class Watched(FaultyFileIO):
         self.hangs = False
 
     def fsync(self, fd: int) -> None:
+        self._watch()
+        super().fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self._watch()
+        super().fdatasync(fd)
+
+    def _watch(self) -> None:
         if self.slow:
             time.sleep(self.slow.pop(0))
         on_loop = threading.current_thread() is threading.main_thread()
         self.threads.append("loop" if on_loop else "writer")
-        super().fsync(fd)
 
     def may_hang(self) -> bool:
         return self.hangs

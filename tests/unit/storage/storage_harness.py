@@ -32,6 +32,9 @@ class FaultyFileIO(FileIO):
         self.calls: dict[str, int] = {}
         self._fd_path: dict[int, Path] = {}
         self.synced: dict[Path, int] = {}  # path -> size at its last fsync
+        # path -> (offset, size) of each write since its last sync: inside a
+        # preallocated file the size does not show them
+        self.unsynced: dict[Path, list[tuple[int, int]]] = {}
 
     def plan(self, op: str, *actions: Any) -> None:
         self._plan.setdefault(op, []).extend(actions)
@@ -58,15 +61,33 @@ class FaultyFileIO(FileIO):
     def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
         short = self._next("pwrite")
         if short is not None:
-            return super().pwrite(fd, data[:short], offset)
+            data = data[:short]
+        path = self._fd_path.get(fd)
+        if path is not None:
+            self.unsynced.setdefault(path, []).append((offset, len(data)))
         return super().pwrite(fd, data, offset)
 
     def fsync(self, fd: int) -> None:
         self._next("fsync")
         super().fsync(fd)
+        self._synced(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self._next("fdatasync")
+        if self._plan.get("fsync"):  # a fault planned for the sync hits either kind
+            self._next("fsync")
+        super().fdatasync(fd)
+        self._synced(fd)
+
+    def fallocate(self, fd: int, offset: int, size: int) -> None:
+        self._next("fallocate")
+        super().fallocate(fd, offset, size)
+
+    def _synced(self, fd: int) -> None:
         path = self._fd_path.get(fd)
         if path is not None:
             self.synced[path] = os.fstat(fd).st_size
+            self.unsynced.pop(path, None)
 
     def ftruncate(self, fd: int, size: int) -> None:
         self._next("ftruncate")
@@ -86,10 +107,19 @@ class FaultyFileIO(FileIO):
         super().unlink(path)
 
     def power_loss(self) -> None:
-        """Cut every file this FileIO wrote to its size at its last fsync."""
+        """Cut every file this FileIO wrote to its size at its last sync, and
+        zero what was written since inside that size (a preallocated file's
+        space reads as zeros again)."""
         for path, size in self.synced.items():
-            if path.exists() and path.stat().st_size > size:
+            if not path.exists():
+                continue
+            if path.stat().st_size > size:
                 os.truncate(path, size)
+            with path.open("r+b") as f:
+                for offset, length in self.unsynced.get(path, []):
+                    if offset < size:
+                        f.seek(offset)
+                        f.write(bytes(min(length, size - offset)))
 
 
 def enospc() -> OSError:
