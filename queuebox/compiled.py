@@ -32,6 +32,9 @@ from importlib.util import find_spec
 # The session and the app: every call reads its caller's fields and the app's
 # (dispatch.admit, run_handler; durability, refuses_changes); the batch of each
 # WAL write (batch) is made and read on every loop turn.
+# The router's frame path (route.peek, frames, spread, and the client's and the
+# shard's connections, Python classes over asyncio.Protocol): every forwarded
+# frame and reply runs through them (docs/cluster.md "Measured").
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.plainframe",
@@ -102,6 +105,11 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.net.connection",
     "queuebox.server.net.legacy15",
     "queuebox.server.runtime.limits",
+    "queuebox.server.route.frames",
+    "queuebox.server.route.peek",
+    "queuebox.server.route.spread",
+    "queuebox.server.route.upstream",
+    "queuebox.server.route.client",
 )
 
 

@@ -113,14 +113,18 @@ def by_id(client: Client, req: Request, task_id: Any) -> None:
 
 
 def put(client: Client, req: Request, args: list[Any]) -> None:
+    forward(client, req, put_shard(client, args[1] if len(args) > 1 else {}))
+
+
+def put_shard(client: Client, opts: Any) -> Shard | None:
+    """Where a put with options `opts` goes (peek.py asks too)."""
     active = client.map.active()
-    opts = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
-    keyed = opts.get("utube", opts.get("key"))
+    keyed = opts.get("utube", opts.get("key")) if isinstance(opts, dict) else None
     if keyed is not None and active:
         # Its utube (or key) always on one shard: its order, one at a time.
-        return forward(client, req, by_hash(keyed, active))
+        return by_hash(keyed, active)
     led = [s for s in active if s.leader] or active
-    forward(client, req, client.spread.pick(led) if led else None)
+    return client.spread.pick(led) if led else None
 
 
 # -- every shard --

@@ -2,9 +2,11 @@
 
 Owns `RouterClient`: the greeting, the login (chap-sha1 against the users the
 shards have: access/users.py; the rights stay the shards' to check, through
-`queuebox.act_as`), PING and ID answered here, every other request handed to
-calls.py, and the client's upstreams: one per shard primary, opened on first
-need and opened again when the shard's primary moved. When the client leaves,
+`queuebox.act_as`), the frames of the common calls handed to peek.py as
+read (a put, a take, a call on one task), PING and ID answered here, every
+other request decoded and handed to calls.py, and the client's upstreams:
+one per shard primary, opened on first need and opened again when the
+shard's primary moved. When the client leaves,
 its upstreams close, so each shard gives its taken tasks back (what a
 router's death does too). Must not decide where a call goes.
 """
@@ -25,6 +27,7 @@ from ..runtime.errors import CallError
 from ..runtime.logs import get_logger
 from .calls import route_call
 from .frames import SCHEMA, failed
+from .peek import route_frames
 from .shardmap import RouterMap, Shard
 from .spread import Spread, forward, to_first
 from .upstream import Login, Traffic, Upstream
@@ -119,6 +122,12 @@ class RouterClient(asyncio.Protocol):
         transport.write(protocol.make_greeting("2.6.0", self.router.instance_uuid, self.salt))
 
     def data_received(self, data: bytes) -> None:
+        if not self._decoder.buffered and not self._decoder.dead:
+            # The common frames (put, take, a call on one task) routed from a few bytes.
+            end = route_frames(self, data, self.router.max_frame)
+            if end == len(data):
+                return
+            data = data[end:]
         try:
             found = self._decoder.feed(data)
         except ProtocolError as e:

@@ -1,7 +1,8 @@
 """The few bytes of a frame a router reads, and the replies it makes itself.
 
 Owns: a reply's code and sync read from its header without decoding its body
-(`head_of`), a reply handed on under another sync (`resynced`: a take the
+(`head_of`), the run of replies at the start of a shard's read that go back to
+the client as they came (`replies_at`), a reply handed on under another sync (`resynced`: a take the
 router made for a client), the length prefix (`framed`), and the errors the
 router answers with: a shard without a primary (may be retried). Must not touch
 sockets or decide where a call goes.
@@ -9,9 +10,11 @@ sockets or decide where a call goes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgpack
+from mypy_extensions import i64
 
 from queuebox.protocol import (
     ErrorCode,
@@ -21,7 +24,7 @@ from queuebox.protocol import (
     encode_data,
     encode_error,
 )
-from queuebox.protocol.constants import KEY_DATA, KEY_REQUEST_TYPE, KEY_SYNC
+from queuebox.protocol.constants import KEY_DATA, KEY_REQUEST_TYPE, KEY_SYNC, RESPONSE_CHUNK
 from queuebox.protocol.rawmsgpack import (
     container_at,
     int_at,
@@ -39,6 +42,7 @@ INTERNAL_SYNC: Final = 1 << 62
 _CODE_AT: Final = b"\x83\x00\xce"
 _SYNC_AT: Final = b"\x01\xcf"
 _FIXED_HEADER: Final = 23
+_CHUNK: Final = RESPONSE_CHUNK.to_bytes(4, "big")  # a push's code, as a fixed header holds it
 _DATA_AT: Final = b"\x81\x30\xdd"  # {DATA: array32}, how a shard packs DATA
 
 
@@ -67,6 +71,29 @@ def head_of(payload: bytes) -> tuple[int, int]:
         return code, sync
     except (IndexError, ValueError):
         return -1, -1
+
+
+def replies_at(data: bytes, taking: Mapping[int, object], forwarded: set[int]) -> tuple[int, int]:
+    """(where they end, how many were in `forwarded`) of the whole replies at the
+    start of `data`, a shard's read, that go back to the client as they are:
+    each in the shard's fixed form under a client's sync, neither a take of the
+    router's (`taking`) nor a push (IPROTO_CHUNK: more to come); their syncs
+    leave `forwarded`. The rest is read frame by frame."""
+    pos: i64 = 0
+    size: i64 = len(data)
+    found: i64 = 0
+    while pos + 5 + _FIXED_HEADER <= size and data[pos] == 0xCE:
+        stop: i64 = pos + 5 + int.from_bytes(data[pos + 1 : pos + 5], "big")
+        if stop > size or not _fixed_at(data, pos + 5) or data[pos + 8 : pos + 12] == _CHUNK:
+            break
+        sync = int.from_bytes(data[pos + 14 : pos + 22], "big")
+        if sync >= INTERNAL_SYNC or sync in taking:
+            break
+        if sync in forwarded:
+            forwarded.discard(sync)
+            found += 1
+        pos = stop
+    return int(pos), int(found)
 
 
 def data_count(payload: bytes) -> int:
@@ -105,10 +132,14 @@ def resynced(payload: bytes, sync: int) -> bytes:
 
 def _fixed(payload: bytes) -> bool:
     """The header is in the shard's fixed 23-byte form."""
+    return _fixed_at(payload, 0)
+
+
+def _fixed_at(data: bytes, at: i64) -> bool:
     return (
-        payload.startswith(_CODE_AT)
-        and payload.startswith(_SYNC_AT, 7)
-        and payload.startswith(b"\x05\xce", 17)
+        data.startswith(_CODE_AT, at)
+        and data.startswith(_SYNC_AT, at + 7)
+        and data.startswith(b"\x05\xce", at + 17)
     )
 
 

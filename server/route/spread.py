@@ -2,8 +2,9 @@
 when nothing names its shard.
 
 Owns `Client` (the connection as calls.py and takes.py see it), `forward`
-(a client's frame to one shard, as it came) and `to_first` (to the first
-shard: a call that names no shard), and `Spread`:
+and `forward_frame` (a client's request, or its frame as read, to one shard,
+as it came) and `to_first` (to the first shard: a call that names no shard),
+and `Spread`:
 round robin, or the less busy of two shards picked at random ("two
 choices", busy = forwarded calls not answered yet); `queuebox router
 --spread` picks, and `queuebox bench` through a router measures both
@@ -60,10 +61,15 @@ class Spread:
 
 
 def forward(client: Client, req: Request, shard: Shard | None) -> None:
+    forward_frame(client, framed(req.payload), req.sync, shard)
+
+
+def forward_frame(client: Client, frame: bytes, sync: int, shard: Shard | None) -> None:
+    """A client's frame (length prefix included) to `shard`, as it came."""
     if shard is None or shard.leader is None:
-        client.send(no_primary(req.sync, shard.name if shard else "(none)"))
+        client.send(no_primary(sync, shard.name if shard else "(none)"))
         return
-    client.upstream(shard).forward(framed(req.payload), req.sync)
+    client.upstream(shard).forward(frame, sync)
 
 
 def to_first(client: Client, req: Request) -> None:

@@ -4,7 +4,8 @@ Owns `Upstream`: connect, log in as the router's service user and call
 `queuebox.act_as(<the client's user>)` before any of the client's frames goes
 out (so nothing ever runs with the service user's rights); then frames
 forwarded as they came, replies handed back as bytes (the client's syncs are
-unique on its connection, so none is rewritten), and the router's own calls
+unique on its connection, so none is rewritten; a read that starts with
+replies to the client goes back in one piece: frames.replies_at), and the router's own calls
 (a take over every shard, await_ready, statistics) under syncs of the
 router's own (frames.INTERNAL_SYNC and above), answered to a future. When the
 connection is lost, every call still in flight is answered: the client's
@@ -25,7 +26,7 @@ from queuebox.protocol.client import Response, decode_response
 from queuebox.protocol.constants import RESPONSE_CHUNK
 
 from ..runtime.logs import get_logger
-from .frames import INTERNAL_SYNC, framed, head_of, no_primary
+from .frames import INTERNAL_SYNC, framed, head_of, no_primary, replies_at
 from .shardmap import Shard
 
 log = get_logger("queuebox.router")
@@ -191,6 +192,16 @@ class Upstream(asyncio.Protocol):
             data = self._greeting[GREETING_SIZE:]
             self._greeting = self._greeting[:GREETING_SIZE]
             self._log_in(protocol.parse_greeting(self._greeting).salt)
+        if not self._splitter.buffered:
+            # The common read: replies to the client's frames, handed on in one piece.
+            end, answered = replies_at(data, self.taking, self.forwarded)
+            if end:
+                if answered:
+                    self._traffic.inflight[self.shard.name] -= answered
+                self._deliver(data if end == len(data) else data[:end])
+                if end == len(data):
+                    return
+                data = data[end:]
         payloads, fatal = self._splitter.split(data)
         for payload in payloads:
             self._reply(payload)

@@ -9,6 +9,7 @@ kills something starts its own.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ import asynctnt
 import pytest
 import tarantool
 
+from queuebox.protocol import ResponseDecoder, encode_auth, encode_call, encode_ping, scramble
+from queuebox.protocol.greeting import parse_greeting
 from queuebox.protocol.placement import owner
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.cluster import wait_state
@@ -230,6 +233,91 @@ def test_the_bundled_client_carries_on_through_another_router_with_its_session(
         assert client.call("queue.statistics", tube)[0]["tasks"]["total"] == 0
     finally:
         client.close()
+        cluster.stop_routers()
+
+
+class RawConn:
+    """A logged-in socket that sends bytes as given and reads replies by sync."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = ResponseDecoder()
+        self.replies: dict[int, Any] = {}
+        salt = parse_greeting(self._exactly(128)).salt
+        self.sock.sendall(encode_auth(1, "tester", scramble(salt, "secret")))
+        assert self.wait([1])[1].ok
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            data += self.sock.recv(n - len(data))
+        return data
+
+    def wait(self, syncs: list[int]) -> dict[int, Any]:
+        while not set(syncs) <= set(self.replies):
+            for reply in self.decoder.feed(self.sock.recv(65536)):
+                self.replies[reply.sync] = reply
+        return {s: self.replies.pop(s) for s in syncs}
+
+
+def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_waits(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    """The router reads a put, a take and a call on a task from a few bytes of
+    their frames and hands the rest to its decoder: one write of both, and a
+    frame cut in two, get every answer a node gives."""
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    router = cluster.router()
+    tube = unique("p")
+    raw = RawConn(router.port)
+    try:
+        put = f"queue.tube.{tube}:put"
+        raw.sock.sendall(encode_call(2, "queue.create_tube", [tube, "fifo"]))
+        assert raw.wait([2])[2].ok
+        stream = [
+            encode_call(10, put, ["a"]),
+            encode_call(11, put, ["b", {}]),
+            encode_call(12, put, ["c", {"key": unique("k")}]),
+            encode_ping(13),  # no call: the decoder's way, the order kept
+            encode_call(14, put, ["d"], call16=True),
+            encode_call(15, put, ["e", "not options"]),
+        ]
+        raw.sock.sendall(b"".join(stream))
+        put_replies = raw.wait([10, 11, 12, 13, 14, 15])
+        assert [r.data[0][2] for s, r in put_replies.items() if s in (10, 11, 12, 15)] == list(
+            "abce"
+        )
+        assert put_replies[13].ok and put_replies[14].data == [
+            [put_replies[14].data[0][0], "r", "d"]
+        ]
+        ids = [put_replies[s].data[0][0] for s in (10, 11, 12, 14, 15)]
+        assert {i % 1024 for i in ids} == {shard_number(n[0]) for n in nodes.values()}
+        # Calls on tasks by id, a take, an id of no shard and one that is not an id;
+        # the fourth frame cut in two: its first half waits for the rest.
+        stream = [
+            encode_call(20, f"queue.tube.{tube}:peek", [ids[0]]),
+            encode_call(21, f"queue.tube.{tube}:delete", [ids[1]]),
+            encode_call(22, f"queue.tube.{tube}:peek", [1000]),
+            encode_call(23, f"queue.tube.{tube}:peek", [ids[2] + 0.5]),
+            encode_call(24, f"queue.tube.{tube}:take", [1]),
+            encode_call(25, f"queue.tube.{tube}:bury", [ids[3]]),
+        ]
+        whole = b"".join(stream)
+        cut = len(b"".join(stream[:3])) + 7
+        raw.sock.sendall(whole[:cut])
+        first = raw.wait([20, 21, 22])
+        raw.sock.sendall(whole[cut:])
+        later = raw.wait([23, 24, 25])
+        assert first[20].data[0][:3] == [ids[0], "r", "a"]
+        assert first[21].data[0][:2] == [ids[1], "-"]
+        assert first[22].error_message == "Task 1000 not found"
+        assert later[23].error_code != 0  # what a node says of a float id
+        assert later[24].data[0][0] in ids and later[24].data[0][1] == "t"
+        assert later[25].data[0][:2] == [ids[3], "!"]
+    finally:
+        raw.sock.close()
         cluster.stop_routers()
 
 

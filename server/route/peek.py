@@ -1,0 +1,197 @@
+"""A client's common calls routed from a few bytes of their frames.
+
+Owns `route_frames`: the whole frames at the start of a client's read, each
+of the plain shape every connector sends (a 4-byte length, a header map of
+uints, a body map of a function name and an argument array), routed without
+decoding the request: a put by its options (the shard calls.py's `put_shard`
+picks), a call on one task (`ack`, `release`, `touch`, `bury`, `delete`,
+`peek`) by its id, a take to takes.py with only its arguments decoded. The
+frame goes on as the client sent it. It stops at the first frame of another
+shape, of another call, or cut short: the rest goes to the request decoder
+and calls.py, so the order of a client's frames is kept. Measured in
+docs/cluster.md "Measured": the whole decode of a put cost a router about
+half of its Python work per put.
+
+Must not decide anything calls.py does not decide (a frame routed here goes
+where calls.py would send it), nor touch sockets, nor judge a call's
+arguments: the shard answers what a single node would.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mypy_extensions import i64
+
+from queuebox.drivers.callnames import parse_name
+from queuebox.protocol import ErrorCode, Request, RequestType
+from queuebox.protocol.constants import KEY_FUNCTION_NAME, KEY_TIMESTAMP, KEY_TUPLE
+from queuebox.protocol.placement import BY_ID_METHODS
+from queuebox.protocol.rawmsgpack import is_map_head, unpackb, value_end
+
+from ..replication.cluster_map import ID_SHARDS
+from ..runtime.logs import get_logger
+from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE, put_shard
+from .frames import failed
+from .spread import Client, forward_frame
+from .takes import take
+
+log = get_logger("queuebox.router")
+_LAST_UINT_KEY: Final = 0x0A  # header keys 0x00..0x0a hold uints (but the timestamp)
+_CALL: Final = int(RequestType.CALL)
+_CALL_16: Final = int(RequestType.CALL_16)
+_PUT: Final = 1
+_BY_ID: Final = 2
+_TAKE: Final = 3
+# A function name's bytes -> (what it is: _PUT, _BY_ID, _TAKE or 0 for anything
+# else, its tube, the name as text). Names come from clients: bounded.
+_routes: dict[bytes, tuple[int, str, str]] = {}
+
+
+def route_frames(client: Client, data: bytes, max_frame: int) -> int:
+    """Route the plain frames at the start of `data`; where the first frame
+    left to the decoder begins (len(data): all were routed)."""
+    pos: i64 = 0
+    size: i64 = len(data)
+    while pos + 5 < size and data[pos] == 0xCE:
+        length: i64 = int.from_bytes(data[pos + 1 : pos + 5], "big")
+        stop: i64 = pos + 5 + length
+        if stop > size or length > max_frame:
+            return int(pos)
+        try:
+            if not _route(client, data, pos, stop):
+                return int(pos)
+        except IndexError:  # a map or an array cut short: the decoder says what is wrong
+            return int(pos)
+        pos = stop
+    return int(pos)
+
+
+def _route(client: Client, data: bytes, at: i64, stop: i64) -> bool:
+    """Route the frame data[at:stop] if it is plain and of a common call."""
+    p: i64 = at + 5
+    n: i64 = data[p] - 0x80  # the header: a fixmap of 1 to 15 uint keys and values
+    if n < 1 or n > 15:
+        return False
+    p += 1
+    kind = -1
+    sync = 0
+    while n:
+        n -= 1
+        key: i64 = data[p]
+        if key > _LAST_UINT_KEY or key == KEY_TIMESTAMP:
+            return False
+        b: i64 = data[p + 1]
+        if b < 0x80:
+            value: int = b
+            p += 2
+        elif 0xCC <= b <= 0xCF:
+            width: i64 = 1 << (b - 0xCC)
+            value = int.from_bytes(data[p + 2 : p + 2 + width], "big")
+            p += 2 + width
+        else:
+            return False
+        if key == 0:
+            kind = value
+        elif key == 1:
+            sync = value
+    if (kind != _CALL and kind != _CALL_16) or data[p] != 0x82:  # body: {name, args}
+        return False
+    name_at: i64 = -1
+    name_end: i64 = 0
+    args_at: i64 = -1
+    p += 1
+    for _ in range(2):
+        key = data[p]
+        if key == KEY_FUNCTION_NAME:
+            b = data[p + 1]
+            if 0xA0 <= b <= 0xBF:
+                name_at = p + 2
+                p = name_at + b - 0xA0
+            elif b == 0xD9:
+                name_at = p + 3
+                p = name_at + data[p + 2]
+            else:
+                return False
+            name_end = p
+        elif key == KEY_TUPLE:
+            args_at = p + 1
+            p = value_end(data, args_at, stop)
+            if p < 0:
+                return False
+        else:
+            return False
+    if p != stop or name_at < 0 or args_at < 0:
+        return False
+    b = data[args_at]
+    if not 0x90 <= b <= 0x9F:  # a fixarray: fewer than 16 arguments
+        return False
+    name = data[name_at:name_end]
+    route = _routes.get(name)
+    if route is None:
+        route = _route_of(name)
+    what = route[0]
+    if what == 0:
+        return False
+    count: i64 = b - 0x90
+    try:
+        if what == _PUT:
+            return _put(client, data, at, stop, sync, args_at + 1, count)
+        if what == _BY_ID:
+            return _by_id(client, data, at, stop, sync, args_at + 1, count)
+        args = unpackb(data[args_at:stop])
+        req = Request(kind, sync, 0, {KEY_FUNCTION_NAME: route[2], KEY_TUPLE: args},
+                      data[at + 5 : stop])  # fmt: skip
+        take(client, req, route[1], route[2], args[0] if args else None)
+    except Exception as e:  # a bug of ours: this client's call fails, the router goes on
+        log.error("routing failed", error=repr(e), exc_info=e)
+        client.send(failed(sync, ErrorCode.ER_PROC_LUA, f"router: {e!r}"))
+    return True
+
+
+def _route_of(name: bytes) -> tuple[int, str, str]:
+    text = name.decode("utf-8", "surrogateescape")
+    parsed = parse_name(text, NAMESPACES, FUNCTIONS)
+    route = (0, "", text)
+    if parsed is not None and parsed[1] is not None:
+        tube, method = str(parsed[1]), parsed[2]
+        if method == "put":
+            route = (_PUT, tube, text)
+        elif method == "take":
+            route = (_TAKE, tube, text)
+        elif method in BY_ID_METHODS:
+            route = (_BY_ID, tube, text)
+    if len(_routes) >= PARSED_CACHE_SIZE:
+        _routes.clear()
+    _routes[name] = route
+    return route
+
+
+def _put(client: Client, data: bytes, at: i64, stop: i64, sync: int, first: i64, n: i64) -> bool:
+    opts: Any = {}
+    if n >= 2:
+        second: i64 = value_end(data, first, stop)
+        if is_map_head(data[second]):
+            try:
+                opts = unpackb(data[second : value_end(data, second, stop)])
+            except Exception:
+                return False  # the decoder's careful way says what is wrong
+    forward_frame(client, data[at:stop], sync, put_shard(client, opts))
+    return True
+
+
+def _by_id(client: Client, data: bytes, at: i64, stop: i64, sync: int, first: i64, n: i64) -> bool:
+    if n < 1:
+        return False
+    b: i64 = data[first]
+    if b < 0x80:
+        task_id: int = b
+    elif 0xCC <= b <= 0xCF:
+        task_id = int.from_bytes(data[first + 1 : first + 1 + (1 << (b - 0xCC))], "big")
+    else:
+        return False  # a float, a negative or no number: calls.py's by_id
+    shard = client.map.shard(task_id % ID_SHARDS)
+    if shard is None:
+        return False  # no shard has it: calls.py asks the first
+    forward_frame(client, data[at:stop], sync, shard)
+    return True
