@@ -79,6 +79,10 @@ def _put_result(data: list[Any]) -> Task:
     return task
 
 
+def _ack_args(task_id: int, result: Any) -> tuple[Any, ...]:
+    return (task_id,) if result is None else (task_id, {"result": result})
+
+
 def _legacy_task(data: list[Any]) -> LegacyTask:
     return LegacyTask.from_tuple(data[0] if isinstance(data[0], list) else data)
 
@@ -186,8 +190,13 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     def ack(tube: str, task_id: int, result: Any = None) -> Call[Task]:
         """ack(id), or ack(id, {result=VALUE}) that hands the server the task's result
         (a server that keeps no results ignores the second argument, as the module does)."""
-        args = (task_id,) if result is None else (task_id, {"result": result})
-        return Call(modern.method(tube, "ack"), args, _task)
+        return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _task)
+
+    @staticmethod
+    def ack_unread(tube: str, task_id: int, result: Any = None) -> Call[None]:
+        """`ack` whose answer is only checked for an error, not read into a Task (a
+        worker's acks: one per task, their answers never looked at)."""
+        return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _nothing)
 
     @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:

@@ -293,9 +293,10 @@ class Link:
         """Run a described queue call (see `clients.calls`) and return its result."""
         orphan = None if call.undo is None else partial(self._undo_late, call)
         payload = partial(iproto.encode, call=call)
-        return iproto.result(
-            call, await self._roundtrip(payload, call.wait, orphan, call.repeatable)
-        )
+        if not self._dial.addresses:  # one address: one send, nothing to retry
+            return iproto.result(call, (await self._send_once(payload, call.wait, orphan))[1])
+        response = await self._roundtrip(payload, call.wait, orphan, call.repeatable)
+        return iproto.result(call, response)
 
     def post(self, call: Call[T]) -> asyncio.Future[T]:
         """Send `call` now and answer a future of its result, without a coroutine of its
