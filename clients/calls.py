@@ -39,6 +39,8 @@ class Call(Generic[T]):
         tolerate: server errors that mean success for this call.
         repeatable: sending it twice does no harm (it reads, or joins a session), so
             it may be sent again after its connection broke mid-call (clients.failover).
+        keyed: a put carrying a key, repeatable only where the server honours keys
+            (queuebox; Tarantool + queue ignores them): the connections ask once.
     """
 
     function: str
@@ -48,6 +50,7 @@ class Call(Generic[T]):
     undo: Callable[[list[Any]], Call[Any] | None] | None = None
     tolerate: Callable[[ServerError], bool] | None = None
     repeatable: bool = False
+    keyed: bool = False
 
 
 def _nothing(data: list[Any]) -> None:
@@ -159,7 +162,9 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         args = (data, options) if options else (data,)
         keyed = "key" in options
         wait = options.get("timeout")
-        return Call(modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed)
+        return Call(
+            modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed, keyed=keyed
+        )
 
     @staticmethod
     def take(tube: str, timeout: float | None) -> Call[Task | None]:
@@ -197,6 +202,12 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         """`ack` whose answer is only checked for an error, not read into a Task (a
         worker's acks: one per task, their answers never looked at)."""
         return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _nothing)
+
+    @staticmethod
+    def status() -> Call[Any]:
+        """queuebox.status: the instance as it sees itself (queuebox only; a Tarantool
+        answers that no such procedure exists, which is how a client tells them apart)."""
+        return Call("queuebox.status", (), _first, repeatable=True)
 
     @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:
