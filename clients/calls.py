@@ -82,6 +82,10 @@ def _put_result(data: list[Any]) -> Task:
     return task
 
 
+def _any_error(error: ServerError) -> bool:
+    return True
+
+
 def _ack_args(task_id: int, result: Any) -> tuple[Any, ...]:
     return (task_id,) if result is None else (task_id, {"result": result})
 
@@ -204,10 +208,11 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _nothing)
 
     @staticmethod
-    def status() -> Call[Any]:
-        """queuebox.status: the instance as it sees itself (queuebox only; a Tarantool
-        answers that no such procedure exists, which is how a client tells them apart)."""
-        return Call("queuebox.status", (), _first, repeatable=True)
+    def honours_keys() -> Call[bool]:
+        """Does the server answer a second put of a key with the first one's task?
+        `queuebox.status` answers on queuebox only: any error (a Tarantool: no such
+        procedure; a user without a read right) reads as no."""
+        return Call("queuebox.status", (), bool, tolerate=_any_error, repeatable=True)
 
     @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:

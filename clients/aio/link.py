@@ -254,13 +254,9 @@ class Link:
         is lost again): not known, so no."""
         if self._keys_honoured is None:
             try:
-                await self.run(modern.status())
-            except ServerError:
-                self._keys_honoured = False
+                self._keys_honoured = await self.run(modern.honours_keys())
             except NetworkError:
-                return False
-            else:
-                self._keys_honoured = True
+                return False  # not known: asked again next time
         return self._keys_honoured
 
     async def _send_once(

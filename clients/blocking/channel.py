@@ -303,13 +303,9 @@ class Channel:
         per connection with `queuebox.status`, which only queuebox answers."""
         if self._keys_honoured is None:
             try:
-                self.run(modern.status())
-            except ServerError:
-                self._keys_honoured = False
+                self._keys_honoured = self.run(modern.honours_keys())
             except NetworkError:
-                return False
-            else:
-                self._keys_honoured = True
+                return False  # not known: asked again next time
         return self._keys_honoured
 
     def run(self, call: Call[T]) -> T:
