@@ -25,8 +25,17 @@ from typing import Any
 
 from queuebox.clients.errors import NetworkError, QueueboxError
 from queuebox.protocol import placement
+from queuebox.protocol.placement import (
+    BY_ID_METHODS,
+    EVERY_SHARD_CALLS,
+    EVERY_SHARD_METHODS,
+    ID_SHARDS,
+    ONE_TASK_CALLS,
+    SCHEDULE_CALLS,
+)
 
 __all__ = [
+    "ID_SHARDS",
     "ClusterView",
     "MapError",
     "Route",
@@ -38,19 +47,9 @@ __all__ = [
     "summed",
 ]
 
-ID_SHARDS = 1024  # id = seq * 1024 + k (docs/cluster.md "Task ids")
 ACTIVE = "active"
-BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
-EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all"})
-EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
+# Which call goes where: the router's tables (protocol/placement.py), and summed here.
 SUMMED_CALLS = frozenset({"queue.statistics"})
-# (tube, id, ...): on the task's shard
-ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
-# One schedule lives on the shard its name hashes to (the router's rule).
-SCHEDULE_CALLS = frozenset(
-    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
-     "queuebox.schedule_delete"}
-)  # fmt: skip
 
 
 class MapError(NetworkError):
@@ -180,14 +179,14 @@ def drop_tube(
 
 
 def owner(task_id: Any) -> int | None:
-    return task_id % ID_SHARDS if isinstance(task_id, int) and task_id >= 0 else None
+    """The shard number a task id names; None for what is not a task id."""
+    return placement.id_shard(task_id)
 
 
 def by_hash(key: Any, shards: list[Shard]) -> Shard:
     """The router's rule (protocol/placement.py: rendezvous hashing over the shard
     numbers), so a utube, a key or a schedule has one home whichever way it came."""
-    chosen = placement.owner(key, [s.number for s in shards])
-    return next(s for s in shards if s.number == chosen)
+    return placement.home(key, shards)
 
 
 @dataclass(frozen=True)
@@ -228,7 +227,7 @@ def route(function: str, args: tuple[Any, ...]) -> Route:
             return Route("id", found) if found is not None else Route("pages")
         return Route("pages") if function == "queuebox.tasks" else Route("first")
     method = parsed[1]
-    if method in BY_ID:
+    if method in BY_ID_METHODS:
         return Route("id", owner(args[0] if args else None))
     if method == "put":
         opts = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}

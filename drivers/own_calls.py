@@ -25,23 +25,14 @@ from .errors import QueueError, module_error, not_buried, not_taken, task_not_fo
 from .keys import WINDOW_OPTION
 from .limits import options_of
 from .listing import list_tasks
-from .ratelimit import OPTION as RATE_LIMIT
 from .result_call import result_call
-from .results import OPTIONS as RESULT_OPTIONS
-from .retention import OPTIONS as RETENTION_OPTIONS
-from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import policy_options
 from .schedules import Schedules
 from .sessions import Ownership, Sessions
 from .tube import Answer, Call, Tube
-from .tubes import TubeRegistry, check_options
+from .tubes import OWN_OPTIONS, TubeRegistry, check_options
 
 Handler = Callable[[Call], Answer]
-
-# What queuebox.tube_options may change on an existing tube.
-TUBE_OPTIONS = frozenset(
-    (*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS, WINDOW_OPTION)
-)
 
 
 def tube_options_answer(tube: Tube) -> dict[str, Any]:
@@ -98,7 +89,7 @@ class OwnCalls(EntryPoints):
             tube = self._named(name)
             changes = options(raw)
             for key in changes:
-                if key not in TUBE_OPTIONS:
+                if key not in OWN_OPTIONS:
                     raise module_error(f"Unknown option {lua_tostring(key)}")
             check_options({**tube.opts, **changes}, type(tube.driver))
             self.registry.update_options(tube, changes)

@@ -186,6 +186,12 @@ class LiveReads:
     def __init__(self, queue: Queue) -> None:
         self._queue = queue
 
+    def tube_changes(self) -> dict[str, int]:
+        """Tube name -> the number of its last create or drop in this queue (a
+        count over every tube): compared with an earlier reading, a changed
+        number says the name was made or dropped since, even back and forth."""
+        return dict(self._queue.registry.changes)
+
     def tubes(self) -> list[LiveTube]:
         """Every served tube, in the order the queue keeps them."""
         waiters = self._queue.waiters

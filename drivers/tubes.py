@@ -22,10 +22,15 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
+from .keys import WINDOW_OPTION
 from .keys import check_options as check_key_options
+from .ratelimit import OPTION as RATE_LIMIT
 from .ratelimit import check_option as check_rate_limit
+from .results import OPTIONS as RESULT_OPTIONS
 from .results import check_options as check_result_options
+from .retention import OPTIONS as RETENTION_OPTIONS
 from .retention import check_options as check_retention
+from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import check_options as check_retry_options
 from .tube import Call, Tube, callback_name
 from .tube_hooks import Shared
@@ -33,6 +38,13 @@ from .tube_hooks import Shared
 QUEUE_SPACE = "_queue"
 RESERVED_PREFIX = "_legacy_"  # the spaces of drivers/legacy/store.py
 ENGINES = ("memtx", "vinyl")
+
+
+# queuebox's own tube options, beside upstream's (what queuebox.tube_options may
+# change on an existing tube); check_options below checks them all.
+OWN_OPTIONS = frozenset(
+    (*RETRY_OPTIONS, RATE_LIMIT, *RETENTION_OPTIONS, *RESULT_OPTIONS, WINDOW_OPTION)
+)
 
 
 def check_options(opts: Mapping[Any, Any], cls: type[TaskStore]) -> None:
@@ -49,6 +61,11 @@ class TubeRegistry:
         self.catalog = catalog
         self.shared = shared
         self.tubes: dict[str, Tube] = {}
+        # name -> the number of the last create or drop of that name (one count for
+        # every tube): a name dropped and made again between two looks reads
+        # differently, which the set of names does not (reads.LiveReads).
+        self.changes: dict[str, int] = {}
+        self._changes = 0
         # Tubes whose driver nobody registered (a plugin not loaded): name -> type.
         # Kept as they are, tasks and all, until a start that knows the driver.
         self.unserved: dict[str, str] = {}
@@ -128,7 +145,12 @@ class TubeRegistry:
     ) -> Tube:
         tube = Tube(name, tube_id, type_, opts, cls, space, self.shared)
         self.tubes[name] = tube
+        self._changed(name)
         return tube
+
+    def _changed(self, name: str) -> None:
+        self._changes += 1
+        self.changes[name] = self._changes
 
     def update_options(self, tube: Tube, changes: Mapping[str, Any]) -> None:
         """Change a tube's options in memory and in its `_queue` row (durable)."""
@@ -151,6 +173,7 @@ class TubeRegistry:
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
+        self._changed(tube.name)
         self.shared.deadlines.discard(("tube", tube.name))
         # Puts waiting for room in a tube that is gone: their retry finds no procedure.
         self.shared.waiters.wake_all(tube.name, "put")

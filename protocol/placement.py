@@ -3,7 +3,10 @@ the one rule the router (server/route/) and the self-routing bundled client
 (clients/) both follow, so a utube, a put key or a schedule has one home
 whichever way a client reaches the cluster.
 
-Owns `owner(key, numbers)`: rendezvous (highest random weight) hashing of a
+Owns which call goes where (the tables below: a call on one task to the
+shard its id names, `id % 1024`; a schedule and a keyed put to the shard its
+name or key hashes to; the calls that go to every shard) and `owner(key,
+numbers)`: rendezvous (highest random weight) hashing of a
 key over the active shards' numbers. Each shard scores the key and the
 highest score wins, so adding a shard moves only the keys the new shard now
 wins (about 1/N of them) and draining one moves only its own; a plain
@@ -16,10 +19,36 @@ Python salts per process).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 _MASK = (1 << 64) - 1
+
+# A task's id names its shard: id = seq * ID_SHARDS + k (docs/cluster.md "Task ids";
+# drivers/driver.py makes them, and keeps its own copy: drivers do not import protocol).
+ID_SHARDS = 1024
+# queue.tube.NAME:METHOD(id, ...): on the task's shard.
+BY_ID_METHODS = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
+# queue.tube.NAME:METHOD(...) and calls that change every shard's copy of a tube.
+EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_change"})
+EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
+# (tube, id, ...): on the task's shard.
+ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
+# (name, ...): one schedule lives on the shard its name hashes to.
+SCHEDULE_CALLS = frozenset(
+    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
+     "queuebox.schedule_delete"}
+)  # fmt: skip
+
+
+def id_shard(task_id: Any) -> int | None:
+    """The shard number a task id names (a Lua number 7.0 reads as 7); None for
+    what is not a task id."""
+    if isinstance(task_id, float) and task_id.is_integer():
+        task_id = int(task_id)
+    if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
+        return task_id % ID_SHARDS
+    return None
 
 
 def key_bytes(key: Any) -> bytes:
@@ -48,3 +77,19 @@ def owner(key: Any, numbers: Iterable[int]) -> int | None:
         if score > best or (score == best and chosen is not None and number < chosen):
             best, chosen = score, number
     return chosen
+
+
+class Numbered(Protocol):
+    """A shard as either side keeps it: what placement reads of it is its number."""
+
+    @property
+    def number(self) -> int: ...
+
+
+S = TypeVar("S", bound=Numbered)
+
+
+def home(key: Any, shards: Sequence[S]) -> S:
+    """The home of a utube, a put key or a schedule among `shards` (not empty)."""
+    number = owner(key, [shard.number for shard in shards])
+    return next(shard for shard in shards if shard.number == number)

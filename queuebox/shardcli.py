@@ -30,9 +30,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from queuebox.clients.blocking import connect as client_connect
-from queuebox.clients.cli.args import ArgumentParser, add_password_arguments, add_tls_arguments
+from queuebox.clients.cli.args import (
+    ArgumentParser,
+    add_password_arguments,
+    add_pem_arguments,
+    add_tls_arguments,
+)
 from queuebox.clients.cli.output import table, terminal_width
 from queuebox.clients.errors import AccessDenied, AuthError, NetworkError, QueueboxError
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_REFUSED = 0, 1, 2, 3, 4, 6
 
@@ -53,28 +59,19 @@ def build_parser(prog: str) -> ArgumentParser:
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="the shard (not for list)")
     etcd = parser.add_argument_group("etcd", "defaults: the server's QUEUEBOX_ETCD_* settings")
-    etcd.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS") or None,
-        help="etcd URLs, http://HOST:PORT[,...] (default: $QUEUEBOX_ETCD_ENDPOINTS)",
+    add_etcd_arguments(etcd, env)
+    add_pem_arguments(
+        etcd,
+        env,
+        "etcd",
+        "QUEUEBOX_ETCD",
+        (
+            "https:// endpoints: PEM CA etcd's certificate is checked with",
+            "https:// endpoints: PEM client certificate shown to etcd",
+            "the PEM private key of --etcd-cert",
+        ),
+        default="",
     )
-    etcd.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX") or "/queuebox",
-        help="the cluster's key prefix (default: $QUEUEBOX_ETCD_PREFIX, else %(default)s)",
-    )
-    for part, what in (
-        ("ca", "https:// endpoints: PEM CA etcd's certificate is checked with"),
-        ("cert", "https:// endpoints: PEM client certificate shown to etcd"),
-        ("key", "the PEM private key of --etcd-cert"),
-    ):
-        name = f"QUEUEBOX_ETCD_{part.upper()}"
-        etcd.add_argument(
-            f"--etcd-{part}",
-            metavar="FILE",
-            default=env.get(name) or "",
-            help=f"{what} (default: ${name})",
-        )
     login = parser.add_argument_group(
         "the shard's primary (remove asks its statistics)",
         "defaults: QUEUEBOX_USER, QUEUEBOX_PASSWORD",

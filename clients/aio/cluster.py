@@ -397,6 +397,11 @@ class ClusterConnection(Connection):
         names = {s.number: s.name for s in self.view.serving()}
         return {names.get(k, str(k)): conn for k, (_, conn) in self._conns.items()}
 
+    async def cluster(self, tube: str | None = None) -> dict[str, Any]:
+        """The cluster per shard, as a router's `queuebox.cluster()` answers it."""
+        conns = {k: conn for k, (_, conn) in self._conns.items()}
+        return await fanout.view(self.view.serving(), conns, tube)
+
 
 def _one_node(what: str) -> QueueboxError:
     return QueueboxError(f"{what}: a single node's call; use shard_connections()")

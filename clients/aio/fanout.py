@@ -3,7 +3,8 @@ once (clients/aio/cluster.py decides which shards and when).
 
 Owns: `page` (queuebox.tasks, a page of one shard at a time, its `next` naming
 the shard as a router's does: ["shard", k, the shard's own cursor]), `kick`
-(up to n buried tasks, shard after shard) and `ready` (one shard's
+(up to n buried tasks, shard after shard), `view` (each shard's statistics, what
+a router's queuebox.cluster() answers) and `ready` (one shard's
 queuebox.await_ready, which waits its slice out when that shard cannot answer).
 Must not read the cluster map (the caller passes the shards' connections).
 """
@@ -59,3 +60,27 @@ async def ready(conn: Connection, tube: str, wait: float) -> None:
         await conn.call("queuebox.await_ready", tube, wait, timeout=wait)
     except QueueboxError:
         await asyncio.sleep(wait)
+
+
+async def view(shards: list[Any], conns: dict[int, Connection], tube: str | None) -> dict[str, Any]:
+    """What a router's `queuebox.cluster()` answers, from the client's own map
+    (`shards`: clients.sharding.Shard, in number order) and connections: each
+    shard's statistics asked at once, a shard without a connection or an
+    answer given its error; no router (None)."""
+
+    async def row(shard: Any) -> dict[str, Any]:
+        found: dict[str, Any] = {"name": shard.name, "number": shard.number,
+                                 "state": shard.state, "primary": shard.leader,
+                                 "statistics": None, "error": None}  # fmt: skip
+        conn = conns.get(shard.number)
+        if conn is None:
+            found["error"] = f"shard {shard.name} has no primary right now"
+            return found
+        try:
+            found["statistics"] = await conn.statistics(tube)
+        except QueueboxError as exc:
+            found["error"] = str(exc)
+        return found
+
+    rows = await asyncio.gather(*(row(shard) for shard in shards))
+    return {"shards": list(rows), "router": None}

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from queuebox.clients.cli import args as cliargs
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 from .conn import BenchError
 from .scenarios import SCENARIOS, Options, Target
@@ -301,10 +302,13 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
         "how fairly takes come from the shards. Prints; judges nothing.",
     )
     group = cliargs.add_connection_arguments(p, tls=False)
-    group.add_argument(
-        "--etcd-endpoints", required=True, metavar="URLS", help="the cluster's etcd (required)"
+    add_etcd_arguments(
+        group,
+        os.environ,
+        required=True,
+        endpoints_help="the cluster's etcd (required unless $QUEUEBOX_ETCD_ENDPOINTS)",
+        prefix_help="its prefix",
     )
-    group.add_argument("--etcd-prefix", default="/queuebox", metavar="P", help="its prefix")
     p.add_argument("--seconds", type=float, default=5.0, help="of put in each phase")
     p.add_argument("--processes", type=_positive_int, default=2, help="client processes")
     p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuebox.clients import aio
+from queuebox.protocol.placement import ID_SHARDS
 
 from .cpu import process_cpu_seconds
-
-ID_SHARDS = 1024
 
 
 @dataclass(frozen=True)

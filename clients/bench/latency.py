@@ -17,7 +17,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,24 +144,23 @@ def bare_sync(directory: Path, count: int = 200) -> dict[str, dict[str, float]]:
     write the file's size)."""
     out: dict[str, dict[str, float]] = {}
     with _scratch(directory) as fd:
-        times = []
-        for i in range(count):
-            began = time.perf_counter_ns()
-            os.pwrite(fd, RECORD, i * len(RECORD))
-            os.fsync(fd)
-            times.append((time.perf_counter_ns() - began) / 1000)
-        out["append + fsync"] = summary(times)
+        out["append + fsync"] = summary(_synced_writes(fd, count, os.fsync))
     with _scratch(directory) as fd:
         try:
             os.posix_fallocate(fd, 0, count * len(RECORD))
         except OSError:
             return out  # no preallocation on this file system: nothing to compare
         os.fsync(fd)
-        times = []
-        for i in range(count):
-            began = time.perf_counter_ns()
-            os.pwrite(fd, RECORD, i * len(RECORD))
-            os.fdatasync(fd)
-            times.append((time.perf_counter_ns() - began) / 1000)
-        out["preallocated + fdatasync"] = summary(times)
+        out["preallocated + fdatasync"] = summary(_synced_writes(fd, count, os.fdatasync))
     return out
+
+
+def _synced_writes(fd: int, count: int, sync: Callable[[int], None]) -> list[float]:
+    """µs of each of `count` records written one after another, each synced."""
+    times = []
+    for i in range(count):
+        began = time.perf_counter_ns()
+        os.pwrite(fd, RECORD, i * len(RECORD))
+        sync(fd)
+        times.append((time.perf_counter_ns() - began) / 1000)
+    return times

@@ -86,6 +86,10 @@ class ClusterConnection(Connection):
     def identify(self, uuid: bytes | None = None) -> bytes:
         return self._wait(self._cluster.identify(uuid))
 
+    def cluster(self, tube: str | None = None) -> dict[str, Any]:
+        """The cluster per shard, as a router's `queuebox.cluster()` answers it."""
+        return self._wait(self._cluster.cluster(tube))
+
     def legacy(self, space: int) -> Any:
         return self._cluster.legacy(space)
 

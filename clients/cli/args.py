@@ -23,12 +23,13 @@ import json
 import os
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from queuebox.clients.failover import parse_addresses
 from queuebox.clients.iproto import parse_address
 from queuebox.clients.tls import tls_context
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3301
 EXIT_USAGE = 2
@@ -207,18 +208,51 @@ def add_tls_arguments(group: Any, env: Mapping[str, str]) -> None:
         help="speak TLS; the server's certificate is checked against the system's CAs "
         "unless --tls-ca (default: $QUEUEBOX_CLIENT_TLS)",
     )
-    for flag, what in (
-        ("ca", "PEM CA the server's certificate is checked with"),
-        ("cert", "PEM client certificate; the server logs it in as the user its CN names"),
-        ("key", "the PEM private key of --tls-cert"),
-    ):
-        name = f"QUEUEBOX_CLIENT_TLS_{flag.upper()}"
+    add_pem_arguments(
+        group,
+        env,
+        "tls",
+        "QUEUEBOX_CLIENT_TLS",
+        (
+            "PEM CA the server's certificate is checked with",
+            "PEM client certificate; the server logs it in as the user its CN names",
+            "the PEM private key of --tls-cert",
+        ),
+        note="; implies --tls",
+    )
+
+
+def add_pem_arguments(
+    group: Any,
+    env: Mapping[str, str],
+    flag: str,
+    variable: str,
+    helps: tuple[str, str, str],
+    default: str | None = None,
+    note: str = "",
+) -> None:
+    """--FLAG-ca, --FLAG-cert and --FLAG-key, PEM files, each defaulting to
+    $VARIABLE_CA (_CERT, _KEY), else `default`; `helps` says what each one is."""
+    for part, what in zip(("ca", "cert", "key"), helps, strict=True):
+        name = f"{variable}_{part.upper()}"
         group.add_argument(
-            f"--tls-{flag}",
+            f"--{flag}-{part}",
             metavar="FILE",
-            default=env.get(name) or None,
-            help=f"{what}; implies --tls (default: ${name})",
+            default=env.get(name) or default,
+            help=f"{what}{note} (default: ${name})",
         )
+
+
+def add_typed(group: Any, *rows: tuple[str, Callable[[str], Any], str]) -> None:
+    """Options of one value each that default to None (the command's own default,
+    or "keep"): one (flag, type, help) row each, so a command lists them as a table."""
+    for flag, kind, text in rows:
+        group.add_argument(flag, type=kind, help=text)
+
+
+def add_seconds(group: Any, flag: str, default: float, text: str) -> None:
+    """A duration option, SECONDS (--timeout, --wait, --wait-for-server, ...)."""
+    group.add_argument(flag, type=seconds, default=default, metavar="SECONDS", help=text)
 
 
 def add_yes_argument(parser: argparse.ArgumentParser) -> None:
@@ -286,17 +320,12 @@ def add_failover_arguments(
         metavar="SECONDS",
         help="with --address: give up finding the writable instance after this long",
     )
-    group.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS") or None,
-        metavar="URLS",
-        help="a sharded cluster: read its map from these etcd endpoints (comma-separated "
-        "http(s) URLs), connect to every shard's primary and route each call to its shard; "
-        "replaces --host/--port/--address (default: $QUEUEBOX_ETCD_ENDPOINTS)",
-    )
-    group.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX") or "/queuebox",
-        metavar="P",
-        help="with --etcd-endpoints: the cluster's prefix ($QUEUEBOX_ETCD_PREFIX if set)",
+    add_etcd_arguments(
+        group,
+        env,
+        endpoints_help="a sharded cluster: read its map from these etcd endpoints "
+        "(comma-separated http(s) URLs), connect to every shard's primary and route each "
+        "call to its shard; replaces --host/--port/--address "
+        "(default: $QUEUEBOX_ETCD_ENDPOINTS)",
+        prefix_help="with --etcd-endpoints: the cluster's prefix ($QUEUEBOX_ETCD_PREFIX if set)",
     )

@@ -38,6 +38,7 @@ from queuebox.clients.errors import AccessDenied, NetworkError
 from queuebox.clients.failover import WRITABLE_STATE, parse_addresses
 
 from . import args as cliargs
+from . import clusterview
 from . import output as cliout
 
 __all__ = [
@@ -48,13 +49,7 @@ __all__ = [
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = cliargs.ArgumentParser(prog=prog, description=description)
     group = cliargs.add_connection_arguments(parser)
-    group.add_argument(
-        "--connect-timeout",
-        type=cliargs.seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="give up connecting after this long",
-    )
+    cliargs.add_seconds(group, "--connect-timeout", 5.0, "give up connecting after this long")
     cliargs.add_failover_arguments(parser, group)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
@@ -226,24 +221,35 @@ CALL_COLUMNS = (
 )  # fmt: skip
 
 
-def stats_table(stats: Mapping[str, Mapping[str, Any]], width: int | None = None) -> str:
+def stats_table(
+    stats: Mapping[str, Mapping[str, Any]],
+    width: int | None = None,
+    shards: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
     """Statistics of several tubes as an aligned text table, one row per tube; the call
-    counters a `width` has no room for are left out (--json has them all)."""
-    header = ["tube", *TASK_COLUMNS, *CALL_COLUMNS]
+    counters a `width` has no room for are left out (--json has them all). With
+    `shards` (tube -> shard -> its statistics: a sharded cluster), each tube's row is
+    its sum, followed by a row per shard."""
+    header = ["tube", *(["shard"] if shards is not None else []), *TASK_COLUMNS, *CALL_COLUMNS]
     rows = []
     for name in sorted(stats):
-        tasks = stats[name].get("tasks", {})
-        calls = stats[name].get("calls", {})
-        rows.append(
-            [name]
-            + [str(tasks.get(key, 0)) for key in TASK_COLUMNS]
-            + [str(calls.get(key, 0)) for key in CALL_COLUMNS]
-        )
+        parts: list[tuple[str | None, Mapping[str, Any]]] = [
+            (clusterview.SUM if shards is not None else None, stats[name])
+        ]
+        parts += sorted((shards or {}).get(name, {}).items())
+        for shard, one in parts:
+            tasks, calls = one.get("tasks", {}), one.get("calls", {})
+            rows.append(
+                [name, *([shard] if shard is not None else [])]
+                + [str(tasks.get(key, 0)) for key in TASK_COLUMNS]
+                + [str(calls.get(key, 0)) for key in CALL_COLUMNS]
+            )
     return cliout.table(header, rows, width)
 
 
 def stats(argv: list[str], prog: str = "queuebox stats") -> int:
-    """Print task counts and call counters of every tube, or of one."""
+    """Print task counts and call counters of every tube, or of one; of a sharded
+    cluster (a router, or --etcd-endpoints), each shard's too."""
     parser = _parser(prog, "Show the statistics of every tube, or of TUBE.")
     parser.add_argument("tube", nargs="?", help="only this tube (default: every tube)")
 
@@ -253,12 +259,19 @@ def stats(argv: list[str], prog: str = "queuebox stats") -> int:
             result = {args.tube: conn.statistics(args.tube)}
         else:
             result = conn.statistics()
+        found = clusterview.view(conn, args.tube)
+        shards = None if found is None else clusterview.per_shard(found, args.tube)
+        for name, by_shard in (shards or {}).items():
+            if name in result:
+                result[name] = {**result[name], "shards": by_shard}
         if args.json:
             print(to_json(result[args.tube] if args.tube else result))
         elif result:
-            print(stats_table(result, cliout.terminal_width()))
+            print(stats_table(result, cliout.terminal_width(), shards))
         else:
             print("no tubes")
+        for failed in [] if found is None else clusterview.failed_shards(found):
+            print(f"{prog}: {failed}", file=sys.stderr)
 
     return _run(prog, parser, argv, body, reads=True)
 
@@ -276,20 +289,14 @@ def put(argv: list[str], prog: str = "queuebox put") -> int:
     parser.add_argument(
         "data", help="the task's data: JSON when it parses, else the text; - for stdin"
     )
-    parser.add_argument(
-        "--pri", type=int, help="priority, smaller first (ttl drivers; default: the tube's)"
-    )
-    parser.add_argument(
-        "--ttl", type=cliargs.seconds, help="seconds the task lives (default: the tube's)"
-    )
-    parser.add_argument(
-        "--ttr",
-        type=cliargs.seconds,
-        help="seconds a consumer has before the task is retaken (default: the tube's)",
-    )
-    parser.add_argument(
-        "--delay", type=cliargs.seconds, help="seconds before the task becomes ready (default 0)"
-    )
+    cliargs.add_typed(
+        parser,
+        ("--pri", int, "priority, smaller first (ttl drivers; default: the tube's)"),
+        ("--ttl", cliargs.seconds, "seconds the task lives (default: the tube's)"),
+        ("--ttr", cliargs.seconds, "seconds a consumer has before the task is retaken "
+         "(default: the tube's)"),
+        ("--delay", cliargs.seconds, "seconds before the task becomes ready (default 0)"),
+    )  # fmt: skip
     parser.add_argument("--utube", help="sub-queue (utube, utubettl; default: none)")
     parser.add_argument(
         "--key",
@@ -324,13 +331,7 @@ def take(argv: list[str], prog: str = "queuebox take") -> int:
         "(done, or ready/delayed after --release).",
     )
     parser.add_argument("tube", help="tube name")
-    parser.add_argument(
-        "--timeout",
-        type=cliargs.seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="how long to wait for a task; 0 answers at once",
-    )
+    cliargs.add_seconds(parser, "--timeout", 0.0, "how long to wait for a task; 0 answers at once")
     parser.add_argument(
         "--release", action="store_true", help="give the task back instead of acking it"
     )

@@ -71,14 +71,11 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
         "to MAX per SECONDS; buried tasks are kept at most --buried-max and --buried-ttl s.",
     )
     parser.add_argument("tube", help="tube name")
-    parser.add_argument(
-        "--max-attempts", type=int, help="takes a task may have; 0: no limit (default: keep)"
-    )
-    parser.add_argument(
-        "--backoff", type=cliargs.seconds, help="first wait in seconds; 0: none (default: keep)"
-    )
-    parser.add_argument(
-        "--backoff-max", type=cliargs.seconds, help="the longest wait (default: keep)"
+    cliargs.add_typed(
+        parser,
+        ("--max-attempts", int, "takes a task may have; 0: no limit (default: keep)"),
+        ("--backoff", cliargs.seconds, "first wait in seconds; 0: none (default: keep)"),
+        ("--backoff-max", cliargs.seconds, "the longest wait (default: keep)"),
     )
     parser.add_argument(
         "--rate-limit",
@@ -100,17 +97,13 @@ def tube_options(argv: list[str], prog: str = "queuebox tube-options") -> int:
         metavar="SECONDS",
         help="drop a buried task after SECONDS; off: keep it (default: keep)",
     )
-    parser.add_argument(
-        "--result-ttl",
-        type=cliargs.seconds,
-        help="seconds a task's result is kept (queuebox result); 0: none (default: keep)",
-    )
-    parser.add_argument(
-        "--key-window",
-        type=cliargs.seconds,
-        help="seconds a put key answers its first task (exactly-once puts); 0: keys "
-        "off (default: keep; a new tube: a day)",
-    )
+    cliargs.add_typed(
+        parser,
+        ("--result-ttl", cliargs.seconds, "seconds a task's result is kept (queuebox result); "
+         "0: none (default: keep)"),
+        ("--key-window", cliargs.seconds, "seconds a put key answers its first task "
+         "(exactly-once puts); 0: keys off (default: keep; a new tube: a day)"),
+    )  # fmt: skip
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:
         changes = {

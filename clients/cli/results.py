@@ -36,12 +36,8 @@ def result(argv: list[str], prog: str = "queuebox result") -> int:
     )
     parser.add_argument("tube", help="tube name")
     parser.add_argument("id", type=int, help="task id")
-    parser.add_argument(
-        "--wait",
-        type=cliargs.seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="how long to wait for a pending task to finish; 0 answers at once",
+    cliargs.add_seconds(
+        parser, "--wait", 0.0, "how long to wait for a pending task to finish; 0 answers at once"
     )
 
     def body(conn: blocking.Connection, args: argparse.Namespace) -> None:

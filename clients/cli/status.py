@@ -6,10 +6,13 @@ the answers side by side: one row per instance with its role, queue state,
 LSN, the primary it knows and the term, and, from the primary's own answer,
 its lag (LSNs and seconds) and whether it is in the in-sync set; a note says
 why an instance stands aside, that etcd does not answer it, that it could
-not be reached, or that it refused the login or the call. Talks to the servers
-through `clients.blocking` only.
+not be reached, or that it refused the login or the call. A router (it answers
+`queuebox.cluster()`), or the cluster under --etcd-endpoints, is shown shard
+by shard instead (clusterview.py): name, number, state, primary, tasks by
+state, and their sum. Talks to the servers through `clients.blocking` only.
 
-Exit codes: 0 every address answered, 1 some did not, 3 none did (6 when every one
+Exit codes: 0 every address answered, 1 some did not (or some shard behind a
+router did not), 3 none did (6 when every one
 refused: a wrong login, or a user without the right to ask), 2 bad usage.
 """
 
@@ -21,12 +24,12 @@ import sys
 from typing import Any
 
 from queuebox.clients import blocking
-from queuebox.clients.cli.commands import _parser
+from queuebox.clients.cli.commands import _connect, _parser
 from queuebox.clients.errors import AccessDenied, AuthError, QueueboxError
 from queuebox.clients.failover import parse_addresses
 
-from . import tables
-from .output import EXIT_REFUSED
+from . import clusterview, tables
+from .output import EXIT_REFUSED, terminal_width
 from .output import EXIT_UNREACHABLE as EXIT_NONE
 
 EXIT_OK, EXIT_SOME = 0, 1
@@ -50,7 +53,24 @@ def ask(host: str, port: int, args: argparse.Namespace) -> dict[str, Any]:
             reconnect=False,
             tls=args.tls,
         ) as conn:
+            found = clusterview.view(conn)
+            if found is not None:  # a router: the cluster behind it, shard by shard
+                return {"address": address, "cluster": clusterview.with_total(found)}
             return {"address": address, "status": conn.call("queuebox.status")[0]}
+    except (AuthError, AccessDenied) as exc:
+        return {"address": address, "error": exc.message, "refused": True}
+    except QueueboxError as exc:
+        return {"address": address, "error": str(exc), "refused": False}
+
+
+def ask_cluster(args: argparse.Namespace) -> dict[str, Any]:
+    """The cluster under --etcd-endpoints, through the self-routing client."""
+    address = f"etcd {args.etcd_endpoints} {args.etcd_prefix}"
+    try:
+        with _connect(args) as conn:  # --etcd-endpoints: the self-routing client
+            found = clusterview.view(conn)
+            assert found is not None  # a self-routing connection always has one
+            return {"address": address, "cluster": clusterview.with_total(found)}
     except (AuthError, AccessDenied) as exc:
         return {"address": address, "error": exc.message, "refused": True}
     except QueueboxError as exc:
@@ -66,6 +86,8 @@ def rows(answers: list[dict[str, Any]]) -> list[dict[str, str]]:
             seen_by_primary.update({r["name"]: r for r in status["replicas"]})
     table = []
     for answer in answers:
+        if "cluster" in answer:
+            continue  # a router's: its own table (clusterview.status_table)
         status = answer.get("status")
         if status is None:
             # What the primary last heard from it, if it is one of its replicas.
@@ -126,6 +148,14 @@ def _note(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
     return "; ".join(notes)
 
 
+def _text(answers: list[dict[str, Any]]) -> str:
+    """The instances' table (when any was asked directly), then each cluster's."""
+    parts = [render(rows(answers))] if any("cluster" not in a for a in answers) else []
+    width = terminal_width()
+    parts += [clusterview.status_table(a["cluster"], width) for a in answers if "cluster" in a]
+    return "\n\n".join(parts)
+
+
 def render(table: list[dict[str, str]]) -> str:
     header = [c.upper() for c in COLUMNS]
     cells = [[row.get(c, "") for c in COLUMNS] for row in table]
@@ -137,22 +167,31 @@ def main(argv: list[str], prog: str = "queuebox status") -> int:
         prog,
         "Ask each instance (every --address, or --host/--port) for its view of the "
         "cluster (queuebox.status()) and print them side by side: role, state, LSN, "
-        "primary, term, in-sync, lag. --failover-timeout is not used.",
+        "primary, term, in-sync, lag. A router, or the cluster under --etcd-endpoints, "
+        "is shown shard by shard (state, primary, tasks) with their sum. "
+        "--failover-timeout is not used.",
     )
     args = parser.parse_args(argv)
-    targets = parse_addresses(args.addresses) if args.addresses else ((args.host, args.port),)
-    answers = [ask(host, port, args) for host, port in targets]
+    if args.etcd_endpoints:
+        answers = [ask_cluster(args)]
+    else:
+        targets = parse_addresses(args.addresses) if args.addresses else ((args.host, args.port),)
+        answers = [ask(host, port, args) for host, port in targets]
     if args.json:
         print(json.dumps({"instances": answers}, ensure_ascii=False, default=str))
     else:
-        print(render(rows(answers)))
+        print(_text(answers))
     failed = sum("error" in a for a in answers)
+    shards_failed = 0  # shards a router (or etcd) named that did not answer
     for answer in answers:
         if "error" in answer:
             why = _why(answer)
             print(f"{prog}: {answer['address']}: {why}: {answer['error']}", file=sys.stderr)
+        for shard in clusterview.failed_shards(answer["cluster"]) if "cluster" in answer else []:
+            shards_failed += 1
+            print(f"{prog}: {answer['address']}: {shard}", file=sys.stderr)
     if not failed:
-        return EXIT_OK
+        return EXIT_SOME if shards_failed else EXIT_OK
     if failed < len(answers):
         return EXIT_SOME
     return EXIT_REFUSED if all(a["refused"] for a in answers) else EXIT_NONE

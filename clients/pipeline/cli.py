@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from queuebox.clients.cli import args as cliargs
+from queuebox.clients.pipeline.target import Target
 
 INPUT_FORMATS = ("parquet", "csv", "json")
 TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
@@ -42,7 +43,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument("--input", required=True, help="file or directory to read")
     load.add_argument("--format", choices=INPUT_FORMATS, default="parquet", help="input format")
     load.add_argument("--tube", required=True, help="tube to put the tasks into")
-    cliargs.add_connection_arguments(load, tls=False)  # Spark's data source speaks plain TCP
+    connection = cliargs.add_connection_arguments(load, tls=False)  # the sink: plain TCP
+    cliargs.add_failover_arguments(load, connection)
     load.add_argument(
         "--create-tube",
         choices=TUBE_TYPES,
@@ -63,8 +65,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="task lifecycle report of a data directory")
     report.add_argument(
         "--data-dir",
+        dest="data_dirs",
+        action="append",
         required=True,
-        help="the server's data directory (on a cluster: a path every executor can read)",
+        help="the server's data directory (on a Spark cluster: a path every executor can "
+        "read); repeat it for a sharded cluster, one directory per shard",
     )
     report.add_argument("--out", required=True, help="output directory")
     report.add_argument(
@@ -105,16 +110,12 @@ def load(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="queuebox-load-") as scratch:
         summary_path = Path(scratch) / "summary.json"
         options = {
-            "host": args.host,
-            "port": str(args.port),
+            **Target.of_args(args).options(),
             "tube": args.tube,
             "window": str(args.window),
             "maxFailures": str(args.max_failures),
             "summaryPath": str(summary_path),
         }
-        for key, value in (("user", args.user), ("password", args.password)):
-            if value is not None:
-                options[key] = value
         if args.create_tube:
             options["createTube"] = args.create_tube
         writer = frame.write.format("queuebox").mode("append").options(**options)
@@ -129,7 +130,7 @@ def report(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     from queuebox.clients.pipeline.sparkenv import Progress
 
     with Progress(spark, "report"):
-        summary = run_report(spark, args.data_dir, args.out, args.bucket, args.tube)
+        summary = run_report(spark, args.data_dirs, args.out, args.bucket, args.tube)
     return summary
 
 
@@ -153,12 +154,12 @@ def short_error(exc: BaseException) -> str:
 def check_tube(args: argparse.Namespace, prog: str) -> int | None:
     """Before a minute of Spark start-up: is the server there, and the tube? An exit
     status and one line when not (the tube may be missing with --create-tube)."""
-    from queuebox.clients import blocking
     from queuebox.clients.errors import AuthError, NetworkError
 
-    where = f"{args.host}:{args.port}"
+    target = Target.of_args(args)
+    where = target.where()
     try:
-        with blocking.connect(args.host, args.port, args.user, args.password) as conn:
+        with target.connect() as conn:
             if args.create_tube or conn.tube_exists(args.tube):
                 return None
     except AuthError as exc:

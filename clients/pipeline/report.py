@@ -20,6 +20,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+from collections.abc import Sequence
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,20 +35,26 @@ if TYPE_CHECKING:
 SUMMARY_BUCKET_ROWS = 60  # rows of the per-bucket table printed per tube in summary.md
 
 
+def _records(spark: SparkSession, data_dir: str, tube: str | None) -> DataFrame:
+    reader = spark.read.format("queuebox").option("path", data_dir)
+    return (reader if tube is None else reader.option("tube", tube)).load()
+
+
 def run_report(
     spark: SparkSession,
-    data_dir: str | Path,
+    data_dirs: str | Path | Sequence[str | Path],
     out_dir: str | Path,
     bucket_seconds: float = 60.0,
     tube: str | None = None,
 ) -> dict[str, Any]:
-    """Read `data_dir`, compute the lifecycle tables, write them under `out_dir`."""
+    """Read `data_dirs` (one server's, or one per shard of a sharded cluster: task ids
+    name their shard, so the shards' records never share a task), compute the
+    lifecycle tables, write them under `out_dir`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    reader = spark.read.format("queuebox").option("path", str(data_dir))
-    if tube is not None:
-        reader = reader.option("tube", tube)
-    records = reader.load().cache()
+    dirs = [str(data_dirs)] if isinstance(data_dirs, str | Path) else [str(d) for d in data_dirs]
+    frames = [_records(spark, d, tube) for d in dirs]
+    records = reduce(lambda a, b: a.unionByName(b), frames).cache()
     events = lifecycle.events(records).cache()
     lives = lifecycle.task_lives(events)
     by_bucket = lifecycle.buckets(events, bucket_seconds)
@@ -66,7 +74,7 @@ def run_report(
         _rows(spark.read.parquet(str(out / "records_by_op.parquet")))
     )
     summary: dict[str, Any] = {
-        "data_dir": str(data_dir),
+        "data_dirs": dirs,
         "bucket_seconds": bucket_seconds,
         "records": tube_records,
         "internal_records": internal,
@@ -139,7 +147,8 @@ def markdown(summary: dict[str, Any]) -> str:
     lines = [
         "# queuebox task lifecycle report",
         "",
-        f"Data directory: `{summary['data_dir']}`; bucket: {summary['bucket_seconds']} s.",
+        f"Data: {', '.join(f'`{d}`' for d in summary['data_dirs'])}; "
+        f"bucket: {summary['bucket_seconds']} s.",
         "Times are seconds: wait = put -> first take, run = last take -> ack.",
         "",
         "## Records read",

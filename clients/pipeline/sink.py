@@ -7,7 +7,13 @@ Must not touch server/, drivers/, storage/; talks to the server only through
 clients.blocking.
 
 Write options (`df.write.format("queuebox").mode("append").option(...).save()`):
-    host, port        server address (default 127.0.0.1:3301)
+    host, port        server address (default 127.0.0.1:3301); a router's address
+                      for a sharded cluster behind routers
+    addresses         "h1:p1,h2:p2": a primary + replicas set, puts follow the writable one
+    etcdEndpoints     a sharded cluster without a router: each partition reads the
+                      cluster map from etcd and puts straight to the shards
+                      (the self-routing client, docs/cluster.md); replaces host/port
+    etcdPrefix        with etcdEndpoints: the cluster's prefix (default /queuebox)
     user, password    credentials (default: guest)
     tube              the tube to put into (required)
     createTube        a tube type (fifo, fifottl, limfifottl, utube, utubettl): create
@@ -38,6 +44,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
+
+from queuebox.clients.pipeline.target import Target
 
 OPTION_COLUMNS = ("pri", "ttl", "ttr", "delay", "utube")
 TUBE_TYPES = ("fifo", "fifottl", "limfifottl", "utube", "utubettl")
@@ -103,10 +111,7 @@ def _settings(options: Any) -> dict[str, Any]:
         raise ValueError(f"queuebox: createTube must be one of {', '.join(TUBE_TYPES)}")
     raw_columns = get("optionColumns")
     return {
-        "host": get("host", "127.0.0.1"),
-        "port": int(get("port", 3301)),
-        "user": get("user"),
-        "password": get("password"),
+        "target": Target.of_options(get),
         "tube": tube,
         "create": create,
         "create_options": json.loads(get("createTubeOptions", "{}")),
@@ -119,23 +124,15 @@ def _settings(options: Any) -> dict[str, Any]:
     }
 
 
-def _connect(settings: dict[str, Any]) -> Any:
-    from queuebox.clients import blocking
-
-    return blocking.connect(
-        settings["host"], settings["port"], settings["user"], settings["password"]
-    )
-
-
 def ensure_tube(settings: dict[str, Any]) -> None:
     """Fail early, with a clear message, when the tube is missing (or create it)."""
-    with _connect(settings) as conn:
+    with settings["target"].connect() as conn:
         if conn.tube_exists(settings["tube"]):
             return
         if settings["create"] is None:
             raise ValueError(
                 f"queuebox: tube {settings['tube']!r} does not exist on "
-                f"{settings['host']}:{settings['port']}; create it first or pass "
+                f"{settings['target'].where()}; create it first or pass "
                 f'.option("createTube", "fifo") (or another tube type)'
             )
         conn.create_tube(settings["tube"], settings["create"], **settings["create_options"])
@@ -173,7 +170,7 @@ class QueueboxWriter(DataSourceWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[Any]) -> PartitionResult:
         result = PartitionResult()
         tube, window = self.settings["tube"], self.settings["window"]
-        with _connect(self.settings) as conn:
+        with self.settings["target"].connect() as conn:
             chunk: list[Any] = []
             for row in iterator:
                 data, options = self.mapping.task(row)

@@ -44,45 +44,28 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--tube", help="tube to work on (default: the @worker.handler's)")
     group = cliargs.add_connection_arguments(parser)
     cliargs.add_failover_arguments(parser, group)
-    group.add_argument(
+    cliargs.add_seconds(
+        group,
         "--wait-for-server",
-        type=cliargs.seconds,
-        default=60.0,
-        metavar="SECONDS",
-        help="keep trying to connect this long when no server answers yet",
+        60.0,
+        "keep trying to connect this long when no server answers yet",
     )
     work = parser.add_argument_group("work")
-    work.add_argument(
-        "--concurrency", type=cliargs.positive_int, help="tasks handled at once (default 1)"
-    )
-    work.add_argument(
-        "--take-timeout", type=cliargs.seconds, help="seconds one take waits (default 5)"
-    )
-    work.add_argument(
-        "--max-attempts",
-        type=cliargs.positive_int,
-        help="tries per task before it is buried, where the tube sets none (default 5)",
-    )
-    work.add_argument(
-        "--backoff",
-        type=cliargs.seconds,
-        help="seconds before the second try, doubling after each (default 1)",
-    )
-    work.add_argument(
-        "--backoff-max", type=cliargs.seconds, help="the longest wait between tries (default 60)"
-    )
-    work.add_argument(
-        "--grace",
-        type=cliargs.seconds,
-        help="seconds running tasks may take to finish after a stop (default 30)",
-    )
-    work.add_argument(
-        "--time-limit",
-        type=cliargs.seconds,
-        help="seconds one call may run: past it the call counts a failed try and its task "
-        "is released (an async function is cancelled; a thread cannot be: its result is "
-        "ignored) (default: no limit)",
-    )
+    cliargs.add_typed(
+        work,
+        ("--concurrency", cliargs.positive_int, "tasks handled at once (default 1)"),
+        ("--take-timeout", cliargs.seconds, "seconds one take waits (default 5)"),
+        ("--max-attempts", cliargs.positive_int, "tries per task before it is buried, where "
+         "the tube sets none (default 5)"),
+        ("--backoff", cliargs.seconds, "seconds before the second try, doubling after each "
+         "(default 1)"),
+        ("--backoff-max", cliargs.seconds, "the longest wait between tries (default 60)"),
+        ("--grace", cliargs.seconds, "seconds running tasks may take to finish after a stop "
+         "(default 30)"),
+        ("--time-limit", cliargs.seconds, "seconds one call may run: past it the call counts "
+         "a failed try and its task is released (an async function is cancelled; a thread "
+         "cannot be: its result is ignored) (default: no limit)"),
+    )  # fmt: skip
     work.add_argument(
         "--traceback", action="store_true", help="log each failure with its traceback"
     )

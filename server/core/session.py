@@ -47,6 +47,7 @@ class Session:
         "schema_version",
         "sync",
         "user",
+        "via",
     )
 
     def __init__(
@@ -71,6 +72,9 @@ class Session:
         self.outlet: Outlet | None = None
         # The sync of the request a pushing handler (registry.Bound.pushes) runs for.
         self.sync = 0
+        # A router's connection acting for one of its clients (queuebox.act_as):
+        # {"router": its name, "peer": the client's address}, for the console.
+        self.via: dict[str, str] | None = None
 
     @property
     def address(self) -> str:

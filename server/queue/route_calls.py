@@ -1,9 +1,11 @@
 """What a shard offers a router (docs/cluster.md "Router"): acting as a client,
 and waiting until a tube has work.
 
-Owns `queuebox.act_as(user)`: the calling connection acts as `user` from then
-on (that user's rights; what it takes is its own, so a close gives it back),
-allowed to a user holding the server-wide `route` right only;
+Owns `queuebox.act_as(user[, {router=NAME, peer=ADDRESS}])`: the calling
+connection acts as `user` from then on (that user's rights; what it takes is
+its own, so a close gives it back), allowed to a user holding the server-wide
+`route` right only; the router's name and its client's address are kept on
+the session for the console's list of connections;
 `queuebox.identify_as(uuid)`: queue.identify(uuid), the session made when no
 connection had it (so a router gives a client's session one UUID on every
 shard); and `queuebox.await_ready(tube, timeout[, {fresh=true}])`: [true]
@@ -42,6 +44,8 @@ def install(app: App, queue: Callable[[], QueueCalls | None]) -> None:
             raise CallError(ErrorCode.ER_PROC_LUA, "queuebox.act_as(user): user is a name")
         if not app.users.exists(user) and user != "guest":
             raise CallError(ErrorCode.ER_NO_SUCH_USER, f"User '{user}' is not found")
+        opts = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+        ctx.via = {k: str(opts.get(k) or "") for k in ("router", "peer")}
         ctx.set_user(user)
         return [True]
 

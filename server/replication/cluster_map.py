@@ -25,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from queuebox.protocol.placement import ID_SHARDS
+
 from .etcd_tls import EtcdTls
 from .leader import LeaderError, etcd_errors, new_client, parse_endpoints, uses_tls
 
-ID_SHARDS = 1024  # drivers/driver.py ID_SHARDS: id = seq * 1024 + k
 ACTIVE = "active"
 DRAINING = "draining"
 STATES = (ACTIVE, DRAINING)

@@ -48,6 +48,10 @@ class ShardState:
     name: str
     number: int
     state: str = "active"  # the map's, as last read (shard_sync.py)
+    # Every shard of the map as last read (shard_sync.py), for the console:
+    # {name, number, state, primary (its leader key's address or None)}.
+    cluster: list[dict[str, Any]] = field(default_factory=list)
+    cluster_read: float | None = None  # time.monotonic() of that read
 
 
 @dataclass

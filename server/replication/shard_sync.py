@@ -3,13 +3,22 @@
 Owns: the loop every node started with `--shard` runs (shard.py learnt its
 number): it watches the cluster's keys (cluster_map.py) and, on a change, at
 each promotion and every RESYNC_S anyway, reads P/map/NAME (the shard's state,
-for `queuebox.shard()`) and, while this node is the running primary, applies
+for `queuebox.shard()`), every shard's entry and leader key (the console's
+cluster map) and, while this node is the running primary, applies
 P/tubes and P/cfg (`apply`): a missing tube is created with its type and
 options; a tube gone from P/tubes that this node saw there (as a primary or a
 replica) is dropped when it has no task, else kept and reported (log,
 `report.kept`, /metrics); P/cfg is given to queue.cfg when it differs from
 what this queue was last given. All of it is idempotent, so a shard that was
-down when a tube was created gets it when it is back. Must not touch the
+down when a tube was created gets it when it is back.
+
+A reading of the map can be older than a tube's change on this shard: the
+router creates or drops a tube on every shard first and writes P/tubes after,
+so a sync that read the map just before that write would undo the call (drop
+the tube just made again, make again the one just dropped). A tube whose
+existence here changed other than by this loop within `SETTLE_S` before the
+map was read is therefore left as it is; the next reading after that settles
+it (the write's watch event, or RESYNC_S). Must not touch the
 election, the map's writes (the CLI and the router make them), queue
 semantics (the queue's own calls do the work).
 """
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -40,6 +50,7 @@ log = get_logger("queuebox.shard")
 RESYNC_S = 5.0  # looked at again this often even without a watch event (a lost watch)
 LOOK_S = 0.25  # a promotion (a new queue) is noticed within this
 RETRY_S = 1.0
+SETTLE_S = 5.0  # a tube made or dropped by a call this recently: the map may lag it
 
 
 class TubeApplier:
@@ -51,6 +62,11 @@ class TubeApplier:
         self.known: set[str] = set()  # tubes seen in P/tubes during this run
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
+        # Each tube name's last create or drop in this queue when this loop last
+        # left it (reads.LiveReads.tube_changes), and when one was last seen made
+        # or dropped since by someone else (a client call): SETTLE_S.
+        self._left: tuple[int, dict[str, int]] | None = None
+        self._changed: dict[str, float] = {}
 
     def apply(
         self,
@@ -58,27 +74,51 @@ class TubeApplier:
         tubes: Mapping[str, TubeSpec],
         cfg: dict[str, Any],
         unreadable: Collection[str] = (),
+        read_at: float = float("inf"),
+        now: float = 0.0,
     ) -> None:
-        """`unreadable`: P/tubes keys that are no tube spec: said, left alone."""
+        """`unreadable`: P/tubes keys that are no tube spec: said, left alone.
+        `read_at`, `now`: when the map was read, and now (the loop's clock)."""
         report = self.report
         report.failed, report.kept, report.differs = {}, {}, {}
         conn_id = self.app.next_conn_id()  # its own, never a client's
         catalog = queue.catalog
         here = reads.tubes(catalog)
+        settling = self._settling(queue, queue.reads().tube_changes(), read_at, now)
         for name, spec in tubes.items():
             self.known.add(name)
             info = here.get(name)
-            if info is None:
+            if info is None and name not in settling:
                 self._create(queue, conn_id, spec)
-            elif info.type != spec.type:
+            elif info is not None and info.type != spec.type:
                 report.differs[name] = f"{info.type} here, {spec.type} in the cluster map"
         for name in unreadable:
             report.failed[name] = "its P/tubes value is not a tube: {type, opts}"
         for name, info in here.items():
-            if name not in tubes and name not in unreadable and name in self.known:
+            if name in tubes or name in unreadable or name in settling:
+                continue
+            if name in self.known:
                 self._drop_if_empty(queue, conn_id, name, info)
         self._cfg(queue, conn_id, cfg)
+        self._left = (id(queue.modern), queue.reads().tube_changes())
         report.syncs += 1
+
+    def _settling(
+        self, queue: QueueCalls, changes: dict[str, int], read_at: float, now: float
+    ) -> set[str]:
+        """The tubes made or dropped here by a call since this loop last looked,
+        or so shortly before the map was read that the map may not show it yet."""
+        if self._left is not None and self._left[0] == id(queue.modern):
+            left = self._left[1]
+            for name, number in changes.items():
+                if left.get(name) != number:
+                    self._changed[name] = now
+        else:
+            self._changed.clear()  # a new queue (a promotion): nothing to compare with
+        for name, at in list(self._changed.items()):
+            if at + SETTLE_S < now:
+                del self._changed[name]
+        return {name for name, at in self._changed.items() if at + SETTLE_S >= read_at}
 
     def _create(self, queue: QueueCalls, conn_id: int, spec: TubeSpec) -> None:
         args = [spec.name, spec.type, {**spec.opts, "if_not_exists": True}]
@@ -185,18 +225,37 @@ class ShardSync:
             await cancel_and_wait(watcher)
 
     async def _watch(self, cluster: ClusterMap) -> None:
-        relevant = (cluster.map_key(self.state.name), cluster.tubes_dir, cluster.cfg_key)
+        # The map (every shard's entry, for the console too), the tubes, the cfg,
+        # and any shard's leader key (the console shows each shard's primary).
+        relevant = (cluster.map_dir, cluster.tubes_dir, cluster.cfg_key)
+        leaders = f"{cluster.prefix}/shards/".encode()
         try:
             with etcd_errors("watch the cluster map"):
                 events = await cluster.client.watch_prefix(f"{cluster.prefix}/".encode())
                 try:
                     async for event in events:
-                        if bytes(event.kv.key).startswith(relevant):
+                        key = bytes(event.kv.key)
+                        if key.startswith(relevant) or (
+                            key.startswith(leaders) and key.endswith(b"/leader")
+                        ):
                             self._wake.set()
                 finally:
                     await events.cancel()
         finally:
             self._wake.set()  # the loop looks at the watch at once
+
+    async def _read_map(self, cluster: ClusterMap) -> None:
+        """Every shard and its primary, for the console's cluster map (no counts:
+        those are each shard's own, docs/console.md)."""
+        entries = await cluster.shards()
+        leaders = await asyncio.gather(*(cluster.leader(name) for name in entries))
+        self.state.cluster = [
+            {"name": e.name, "number": e.number, "state": e.state, "primary": leader}
+            for e, leader in sorted(
+                zip(entries.values(), leaders, strict=True), key=lambda found: found[0].number
+            )
+        ]
+        self.state.cluster_read = time.monotonic()
 
     def _primary(self) -> QueueCalls | None:
         queue = self.role.queue
@@ -205,8 +264,10 @@ class ShardSync:
         return queue
 
     async def sync(self, cluster: ClusterMap) -> None:
+        read_at = asyncio.get_running_loop().time()
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
+        await self._read_map(cluster)
         tubes = await cluster.tubes()
         # A replica learns the cluster's tubes too: promoted, it drops one the map
         # lost meanwhile (it saw it there).
@@ -217,7 +278,8 @@ class ShardSync:
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return
-        self.applier.apply(queue, tubes, cfg, cluster.unreadable)
+        now = asyncio.get_running_loop().time()
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable, read_at, now)
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)

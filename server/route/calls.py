@@ -7,7 +7,7 @@ not found"); a put to the shard its utube or `key` hashes to, else spread
 truncate, release_all, on_task_change, queuebox.tube_options to every shard
 (and P/tubes, P/cfg); a schedule to the shard its name hashes to, and
 queuebox.schedules from every shard; statistics summed; kick(n) shard by shard; a page of
-queuebox.tasks shard by shard; anything else to the first shard. Frames
+queuebox.tasks shard by shard; queuebox.cluster (view.py); anything else to the first shard. Frames
 sent to one shard go as the client sent them. Must not touch sockets (the
 client's connection and its upstreams do), nor judge a call's arguments:
 the shard answers what a single node would.
@@ -21,42 +21,37 @@ from collections.abc import Mapping
 from typing import Any
 
 from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
-from queuebox.protocol import Request, RequestType, call16_shape, encode_data
+from queuebox.protocol import Request, RequestType
 from queuebox.protocol.client import decode_response
-from queuebox.protocol.placement import owner
+from queuebox.protocol.placement import (
+    BY_ID_METHODS as BY_ID,
+)
+from queuebox.protocol.placement import (
+    EVERY_SHARD_CALLS,
+    EVERY_SHARD_METHODS,
+    ONE_TASK_CALLS,
+    SCHEDULE_CALLS,
+    id_shard,
+)
+from queuebox.protocol.placement import home as by_hash
 
-from ..replication.cluster_map import ID_SHARDS, ClusterMap
+from ..replication.cluster_map import ClusterMap
 from ..runtime.logs import get_logger
-from .frames import SCHEMA, failed, no_primary, resynced
+from .frames import answer as _data
+from .frames import failed, no_primary, resynced
 from .shardmap import Shard
 from .spread import Client, forward, to_first
 from .takes import take
 from .upstream import ShardLost
+from .view import CLUSTER_CALL, cluster
 
 log = get_logger("queuebox.router")
 NAMESPACES = ("queue",)
 FUNCTIONS = frozenset(MODULE_ACCESS)
-BY_ID = frozenset({"peek", "ack", "release", "touch", "bury", "delete"})
-EVERY_SHARD_METHODS = frozenset({"drop", "truncate", "release_all", "on_task_change"})
-EVERY_SHARD_CALLS = frozenset({"queue.create_tube", "queue.cfg", "queuebox.tube_options"})
 EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
-# (tube, id): the task's shard answers
-ONE_TASK_CALLS = frozenset({"queuebox.release", "queuebox.kick_task", "queuebox.result"})
-# Schedules (issue 41): one schedule lives on the shard its name hashes to.
-SCHEDULE_CALLS = frozenset(
-    {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
-     "queuebox.schedule_delete"}
-)  # fmt: skip
 UUID_BYTES = 16
 PARSED_CACHE_SIZE = 10_000  # names come from clients: bounded
 _parsed: dict[str, Any] = {}  # a name read once, as the server's registry does
-
-
-def by_hash(key: Any, shards: list[Shard]) -> Shard:
-    """The home of a utube, a put key or a schedule among `shards` (not empty):
-    the rule the self-routing client follows too (protocol/placement.py)."""
-    number = owner(key, [shard.number for shard in shards])
-    return next(shard for shard in shards if shard.number == number)
 
 
 def route_call(client: Client, req: Request) -> None:
@@ -99,14 +94,15 @@ def route_call(client: Client, req: Request) -> None:
         return client.spawn(listed(client, req, name, args))
     if name == "queuebox.tasks":
         return client.spawn(tasks_page(client, req, args))
+    if name == CLUSTER_CALL:
+        return cluster(client, req, args)
     to_first(client, req)
 
 
 def by_id(client: Client, req: Request, task_id: Any) -> None:
-    if isinstance(task_id, float) and task_id.is_integer():
-        task_id = int(task_id)  # a Lua number: the module reads 0.0 as 0
-    if isinstance(task_id, int) and not isinstance(task_id, bool) and task_id >= 0:
-        shard = client.map.shard(task_id % ID_SHARDS)
+    number = id_shard(task_id)  # a Lua number: the module reads 0.0 as 0
+    if number is not None:
+        shard = client.map.shard(number)
         if shard is None:
             # No shard has it: any shard answers what the module answers for a
             # missing task ("Task N not found", or "Task was not taken").
@@ -343,8 +339,3 @@ async def tasks_page(client: Client, req: Request, args: list[Any]) -> None:
             return
         opts.pop("after", None)
     client.send(_data(req, [{"tasks": []}]))
-
-
-def _data(req: Request, data: list[Any]) -> bytes:
-    shaped = call16_shape(data) if req.type == RequestType.CALL_16 else data
-    return encode_data(req.sync, SCHEMA, shaped)

@@ -42,6 +42,7 @@ class Shared(Protocol):
     max_frame: int
     clients: set[RouterClient]
     turn: int
+    name: str
 
 
 log = get_logger("queuebox.router")
@@ -54,6 +55,8 @@ class RouterClient(asyncio.Protocol):
         self.traffic = router.traffic
         self.spread = router.spread
         self.user = GUEST
+        self.router_name = router.name
+        self.peer = ""  # the client's "host:port", told to the shards with act_as
         self.session: bytes | None = None  # queue.identify's UUID, the same on every shard
         self.salt = protocol.new_salt()
         self._decoder = protocol.RequestDecoder(router.max_frame)
@@ -70,7 +73,7 @@ class RouterClient(asyncio.Protocol):
             if up is not None:
                 up.close()  # its primary moved: what it held there goes back
             login, traffic = self.router.login, self.traffic
-            up = Upstream(shard, login, self.user, self.send, traffic, self.session)
+            up = Upstream(shard, login, self.user, self.send, traffic, self.session, self.peer)
             self._ups[shard.number] = up
         return up
 
@@ -98,10 +101,20 @@ class RouterClient(asyncio.Protocol):
         self.router.turn += 1
         return self.router.turn
 
+    def client_count(self) -> int:
+        return len(self.router.clients)
+
+    def shard_names(self) -> list[str]:
+        """The shards this client has a live upstream to (the router's /metrics)."""
+        return [up.shard.name for up in self._ups.values() if up.lost is None]
+
     # -- the connection --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
         self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = f"{peer[0]}:{peer[1]}"
         self.router.clients.add(self)
         transport.write(protocol.make_greeting("2.6.0", self.router.instance_uuid, self.salt))
 

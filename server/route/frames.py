@@ -13,7 +13,14 @@ from typing import Any, Final
 
 import msgpack
 
-from queuebox.protocol import ErrorCode, encode_error
+from queuebox.protocol import (
+    ErrorCode,
+    Request,
+    RequestType,
+    call16_shape,
+    encode_data,
+    encode_error,
+)
 from queuebox.protocol.constants import KEY_DATA, KEY_REQUEST_TYPE, KEY_SYNC
 from queuebox.protocol.rawmsgpack import (
     container_at,
@@ -114,3 +121,9 @@ def no_primary(sync: int, shard: str, why: str = "has no primary right now") -> 
 
 def failed(sync: int, code: int, message: str) -> bytes:
     return encode_error(sync, SCHEMA, code, message)
+
+
+def answer(req: Request, data: list[Any]) -> bytes:
+    """The router's own DATA reply to `req`, in the shape it asked (CALL_16 or CALL)."""
+    shaped = call16_shape(data) if req.type == RequestType.CALL_16 else data
+    return encode_data(req.sync, SCHEMA, shaped)

@@ -16,10 +16,13 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import uuid
 from collections.abc import Iterator
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
+
+from queuebox.protocol.etcdflags import add_etcd_arguments
 
 from ..access.users import Users
 from ..runtime import logs
@@ -39,13 +42,21 @@ class Router:
     def __init__(self, args: argparse.Namespace, users: Users, password: str) -> None:
         self.map = RouterMap(args.etcd_endpoints, args.etcd_prefix)
         self.users = users
-        self.login = Login(args.shard_user, password)
+        self.name: str = args.name or default_name(args.listen)
+        self.login = Login(args.shard_user, password, self.name)
         self.traffic = Traffic()
         self.spread = Spread(args.spread, self.traffic)
         self.instance_uuid = uuid.uuid4()
         self.max_frame = 16 * 1024 * 1024
         self.clients: set[RouterClient] = set()
         self.turn = 0  # takes start one shard further each time (takes.py)
+
+
+def default_name(listen: str) -> str:
+    """The listen address, with this host's name where it names every interface
+    (routers of one compose file all listen on 0.0.0.0:3301)."""
+    host, _, port = listen.rpartition(":")
+    return f"{socket.gethostname()}:{port}" if host in ("", "0.0.0.0", "::", "[::]") else listen
 
 
 class RouterCollector:
@@ -85,6 +96,23 @@ class RouterCollector:
         for s in r.map.serving():
             shards.add_metric([s.name, str(s.number)], int(s.leader is not None))
         yield shards
+        yield _clients_by_shard(r.clients)
+
+
+def _clients_by_shard(clients: set[RouterClient]) -> Metric:
+    """How many of the router's clients, per user, have a connection open to each shard."""
+    counts: dict[tuple[str, str], int] = {}
+    for client in clients:
+        for shard in client.shard_names():
+            counts[(client.user, shard)] = counts.get((client.user, shard), 0) + 1
+    family = GaugeMetricFamily(
+        "queuebox_router_shard_clients",
+        "client connections of a user that have a connection open to the shard",
+        labels=["user", "shard"],
+    )
+    for (user, shard), n in sorted(counts.items()):
+        family.add_metric([user, shard], n)
+    return family
 
 
 async def _metrics(router: Router, host: str, port: int) -> asyncio.Server:
@@ -149,17 +177,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=env.get("QUEUEBOX_ROUTER_LISTEN", "127.0.0.1:3311"),
         help="HOST:PORT to serve IPROTO on (default 127.0.0.1:3311)",
     )
-    p.add_argument(
-        "--etcd-endpoints",
-        default=env.get("QUEUEBOX_ETCD_ENDPOINTS"),
-        required=not env.get("QUEUEBOX_ETCD_ENDPOINTS"),
-        help="etcd URLs",
-    )
-    p.add_argument(
-        "--etcd-prefix",
-        default=env.get("QUEUEBOX_ETCD_PREFIX", "/queuebox"),
-        help="the cluster's prefix (default /queuebox)",
-    )
+    add_etcd_arguments(p, env, required=True)
     p.add_argument(
         "--config",
         default=env.get("QUEUEBOX_CONFIG"),
@@ -171,6 +189,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=env.get("QUEUEBOX_ROUTER_USER", "router"),
         help="the service user, holding the route right, the router logs in as "
         f"(its password: ${PASSWORD_ENV}; default: %(default)s)",
+    )
+    p.add_argument(
+        "--name",
+        default=env.get("QUEUEBOX_ROUTER_NAME"),
+        help="this router's name, shown by the shards beside the connections it opened "
+        "for its clients and by queuebox.cluster() (default: its --listen address, "
+        "with the host's name for 0.0.0.0)",
     )
     p.add_argument(
         "--metrics-listen",

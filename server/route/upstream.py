@@ -46,11 +46,12 @@ class ShardLost(Exception):
 class Login:
     """Who an upstream logs in as, and for whom it acts."""
 
-    __slots__ = ("password", "service_user")
+    __slots__ = ("password", "router_name", "service_user")
 
-    def __init__(self, service_user: str, password: str) -> None:
+    def __init__(self, service_user: str, password: str, router_name: str = "") -> None:
         self.service_user = service_user
         self.password = password
+        self.router_name = router_name  # told to the shards: their consoles show it
 
 
 class Traffic:
@@ -74,12 +75,14 @@ class Upstream(asyncio.Protocol):
         deliver: Callable[[bytes], None],
         traffic: Traffic,
         session: bytes | None = None,
+        peer: str = "",
     ) -> None:
         self.shard = shard
         self.address = shard.leader or ""
         self._login = login
         self.user = user
         self.session = session  # the client's queue session UUID, once it identified
+        self.peer = peer  # the client's address, for the shard's list of connections
         self._deliver = deliver  # the client's transport.write
         self._traffic = traffic
         self._transport: asyncio.Transport | None = None
@@ -153,7 +156,7 @@ class Upstream(asyncio.Protocol):
         """The client logged in again: act as its new user from now on."""
         self.user = user
         if self._transport is not None and self.ready:
-            self._send_login_call("queuebox.act_as", [user])
+            self._send_login_call("queuebox.act_as", self._act_as())
 
     def close(self) -> None:
         if self._transport is not None:
@@ -205,9 +208,14 @@ class Upstream(asyncio.Protocol):
         self._login_syncs.add(sync)
         assert self._transport is not None
         self._transport.write(protocol.encode_auth(sync, login.service_user, scramble))
-        self._send_login_call("queuebox.act_as", [self.user])
+        self._send_login_call("queuebox.act_as", self._act_as())
         if self.session is not None:
             self._send_login_call("queuebox.identify_as", [self.session])
+
+    def _act_as(self) -> list[Any]:
+        """act_as's arguments: the client's user, and who is asking for whom (a
+        shard shows them in its connections: docs/cluster.md "One view")."""
+        return [self.user, {"router": self._login.router_name, "peer": self.peer}]
 
     def _send_login_call(self, name: str, args: list[Any]) -> None:
         sync = next(_syncs)

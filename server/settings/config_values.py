@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from queuebox.protocol.placement import ID_SHARDS
+
 
 def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
@@ -161,7 +163,7 @@ def parse_tube_patterns(value: Any) -> tuple[str, ...]:
 
 # A shard's name is one etcd key segment (P/shards/NAME/...): no slash, short.
 _SHARD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-SHARD_NUMBERS = 1024  # drivers/driver.py ID_SHARDS: the settings do not import drivers
+SHARD_NUMBERS = ID_SHARDS  # a task id names its shard: id % 1024
 
 
 def parse_shard_name(value: Any) -> str:

@@ -1,8 +1,8 @@
 """The console's JSON API: what the page shows, and what it lets an operator do.
 
 Owns: the overview (the server, the tubes the user may read with counts and
-rates, connections and sessions), a tube's tasks by state a page at a time
-(or one task by id, with its result where the tube keeps results), what
+rates, a shard node's cluster map, connections and sessions), a tube's tasks
+by state a page at a time (or one task by id, with its result where the tube keeps results), what
 the user may do on each tube (so the page shows
 only the buttons that user may press), and the actions: put, kick (one, N,
 all), retry (kick) one buried task, bury, release, delete, truncate, create
@@ -30,7 +30,7 @@ from ..core.callas import LocalSession, call_as
 from ..runtime.errors import CallError
 from ..settings.config import ADMIN, READ, WRITE
 from .auth import Login
-from .overview import cluster_view, connections_view, server_view, tube_rows
+from .overview import cluster_view, connections_view, server_view, shards_view, tube_rows
 from .rates import Rates
 from .render import data_view, task_view
 from .served import Served
@@ -127,6 +127,7 @@ class Console:
         view["schedules"] = await self._schedules(request, login.user)
         view["server"] = server_view(self.server)
         view["cluster"] = await self._cluster(request)
+        view["shards"] = shards_view(self.server)
         view.update(connections_view(self.server))
         return web.json_response(view)
 

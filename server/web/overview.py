@@ -2,7 +2,8 @@
 
 Owns: the JSON of the server (version, build, role, WAL and snapshot state,
 memory), of this node's place in a cluster (what `queuebox.status()`
-answers: replication/status.py), of each tube (driver,
+answers: replication/status.py), of a shard node's cluster map (every shard,
+its state and primary, as shard_sync.py last read etcd), of each tube (driver,
 options, counts by state, waiting takes, rates, results and keys) and of the
 connections and queue sessions with the tasks they hold. Which tubes a user sees is decided
 by the caller (console.py asks `queue.statistics` as the user). Must not
@@ -64,6 +65,21 @@ def cluster_view(server: Served) -> dict[str, Any]:
     return status.cluster_view(server.role, server.cluster)
 
 
+def shards_view(server: Served) -> dict[str, Any] | None:
+    """A shard node's (--shard) cluster map as its last read of etcd found it,
+    naming this node's shard; None for a node without --shard."""
+    found = server.shard_status()
+    if found is None:
+        return None
+    state = found[0]
+    read = state.cluster_read
+    return {
+        "this": state.name,
+        "shards": state.cluster,
+        "read_s": None if read is None else round(max(0.0, time.monotonic() - read), 1),
+    }
+
+
 def tube_rows(server: Served, stats: dict[str, Any]) -> list[dict[str, Any]]:
     """The tubes in `stats` (queue.statistics as the user saw it), with their driver."""
     infos = server.store.tubes()
@@ -116,6 +132,8 @@ def connections_view(server: Served) -> dict[str, Any]:
             "port": conn.port,
             "peer": getattr(session, "peer", ""),
             "user": getattr(session, "user", ""),
+            # Through a router: which one, and its client's address (act_as).
+            "via": getattr(session, "via", None),
             "in_flight": conn.in_flight,
             "session": None,
             "holds": [],

@@ -122,7 +122,8 @@ def bench_load(spark: Any, rows: int, partitions: int, window: int) -> None:
         args = SimpleNamespace(
             input=str(source), format="parquet", tube="bench", host="127.0.0.1",
             port=server.port, user=None, password=None, create_tube="fifo", window=window,
-            partitions=partitions, max_failures=0,
+            partitions=partitions, max_failures=0, addresses=[], etcd_endpoints=None,
+            etcd_prefix="/queuebox",
         )  # fmt: skip
         started = time.perf_counter()
         summary = load(spark, args)  # type: ignore[arg-type]

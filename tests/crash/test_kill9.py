@@ -147,7 +147,7 @@ async def load_then_kill(
     server: ServerProc, cycle: int, acked: set[str], sent: set[str], kill_after: float
 ) -> None:
     task = asyncio.create_task(load(server.port, cycle, acked, sent))
-    await asyncio.sleep(kill_after)
+    await asyncio.sleep(kill_after)  # the load runs this long: the kill lands mid-stream
     assert server.proc is not None
     server.proc.send_signal(signal.SIGKILL)
     await asyncio.wait_for(task, timeout=30)

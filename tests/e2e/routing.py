@@ -123,12 +123,17 @@ class Sharded:
 
 class Routed:
     """What a conformance test reads of its `server` when it runs behind a
-    router: the port it connects to (the router's), and the shards behind."""
+    router: the port it connects to (the router's), the shards behind, and the
+    etcd endpoints and prefix of their map (for the self-routing client)."""
 
-    def __init__(self, router: RouterProc, shards: list[ServerProc]) -> None:
+    def __init__(
+        self, router: RouterProc, shards: list[ServerProc], etcd_endpoints: str, prefix: str
+    ) -> None:
         self.port = router.port
         self.router = router
         self.shards = shards
+        self.etcd_endpoints = etcd_endpoints
+        self.prefix = prefix
 
 
 @contextmanager
@@ -146,7 +151,8 @@ def routed_cluster(workdir: Path) -> Iterator[Routed]:
         cluster = Sharded(start, etcd, workdir)
         try:
             nodes = cluster.start()
-            yield Routed(cluster.router(), [found[0] for found in nodes.values()])
+            shards = [found[0] for found in nodes.values()]
+            yield Routed(cluster.router(), shards, etcd.endpoints, cluster.prefix)
         finally:
             cluster.stop_routers()
             for proc in started:

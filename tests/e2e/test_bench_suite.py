@@ -33,6 +33,8 @@ TIMEOUT_S = 600  # a quick suite takes under a minute on a quiet machine
 METRICS = [
     "put/s",
     "server CPU µs per put",
+    "put/s, wal_mode=fsync",
+    "server CPU µs per put, wal_mode=fsync",
     "take+ack pairs/s",
     "server CPU µs per take+ack pair",
     "busy-utubes pairs/s",
@@ -50,8 +52,11 @@ METRICS = [
     "restart from a snapshot, s",
     "recovery from the snapshot (queuebox's log), s",
     "sequential put p50, fsync − write − bare sync, µs",
+    "put/s, wal_mode=fsync / wal_mode=write (queuebox)",
 ]
-QUEUEBOX_ONLY = {m for m in METRICS if "queuebox's log" in m or "bare sync" in m}
+QUEUEBOX_ONLY = {
+    m for m in METRICS if "queuebox's log" in m or "bare sync" in m or "(queuebox)" in m
+}
 
 
 def run_suite(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Any]:
@@ -105,10 +110,10 @@ def test_quick_suite_prints_one_table_of_every_metric_on_both_servers(tmp_path: 
     assert rows[0].startswith("| metric | queuebox | Tarantool + queue |")
     assert [row.split(" | ")[0][2:] for row in rows[1:]] == METRICS
     progress = done.stderr.splitlines()
-    # Alternating: queuebox then the reference, for each part (sequential: write,
-    # fsync; memory: fifo, fifottl).
+    # Alternating: queuebox then the reference, for each part (put and sequential:
+    # write, fsync; memory: fifo, fifottl).
     assert progress[:2] == ["round 1/1: put on queuebox", "round 1/1: put on reference"]
-    assert len(progress) == 2 * 8, done.stderr
+    assert len(progress) == 2 * 9, done.stderr
 
 
 def test_rounds_alternate_and_json_goes_to_stdout(tmp_path: Path) -> None:

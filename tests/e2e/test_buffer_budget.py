@@ -168,7 +168,7 @@ def test_a_frame_is_read_into_one_buffer_of_its_size(start_server: StartServer) 
         data = frame(PING, 1) + big + frame(PING, 3)
         for start in range(0, len(data), 65_536):
             client.send(data[start : start + 65_536])
-            time.sleep(0.002)
+            time.sleep(0.002)  # the load's shape: each piece its own read on the server
         replies = [client.recv() for _ in range(3)]
     assert [r.sync for r in replies] == [1, 2, 3]
     assert replies[1].data == [b"x" * 300_000]

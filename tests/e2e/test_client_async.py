@@ -61,14 +61,16 @@ async def takes_waiting(target: Target, tube: Tube, count: int = 1) -> None:
 
 async def dispose(tube: Tube) -> None:
     """Drop a test's tube; takes a consumer left waiting on the server expire first."""
-    for _ in range(100):
+
+    async def dropped() -> bool:
         await tube.release_all()
         try:
             await tube.drop()
-            return
         except TubeBusy:
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"{tube.name} stayed busy")
+            return False
+        return True
+
+    await wait_for_async(dropped, f"{tube.name} no longer busy", timeout=5)
 
 
 # --- tubes --------------------------------------------------------------------------------
@@ -336,7 +338,7 @@ async def test_consumer_handles_every_task_and_stops(tube: Tube) -> None:
     seen: list[int] = []
 
     async def handle(task: Task) -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the load: a handler that works a while
         seen.append(task.data)
         if len(seen) == 20:
             consumer.stop()

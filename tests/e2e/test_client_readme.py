@@ -9,13 +9,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from queuebox.clients import blocking
 from tests.e2e.serverproc import REPO, ServerProc
+from tests.waiting import wait_for
 
 BLOCK = re.compile(r"^```python\n# (\S+\.py)\n(.*?)^```", re.S | re.M)
 
@@ -64,10 +64,12 @@ def test_readme_examples_run_as_written(server: ServerProc, scripts: dict[str, P
     try:
         with blocking.connect("127.0.0.1", server.port) as conn:
             jobs = conn.tube("jobs")
-            deadline = time.monotonic() + 20
-            while jobs.statistics()["tasks"]["total"] and time.monotonic() < deadline:
+
+            def drained() -> bool:
                 assert consumer.poll() is None, consumer.communicate()
-                time.sleep(0.05)
+                return not jobs.statistics()["tasks"]["total"]
+
+            wait_for(drained, "the consumer through every task", timeout=20)
             assert jobs.statistics()["calls"]["ack"] == 101
     finally:
         consumer.send_signal(signal.SIGTERM)

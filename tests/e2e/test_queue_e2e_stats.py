@@ -13,16 +13,7 @@ import uuid
 import pytest
 import tarantool
 
-VARIANTS = [
-    ("fifo", None),
-    ("fifottl", None),
-    ("limfifottl", None),
-    ("utube", None),
-    ("utube", "ready_buffer"),
-    ("utubettl", None),
-    ("utubettl", "ready_buffer"),
-]
-TTL_DRIVERS = {"fifottl", "limfifottl", "utubettl"}
+from tests.unit.drivers.queue_harness import TTL_DRIVERS, VARIANTS
 
 
 @pytest.mark.parametrize(

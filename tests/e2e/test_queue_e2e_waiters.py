@@ -28,7 +28,7 @@ from tests.e2e.serverproc import (
     login_tester,
     unique,
 )
-from tests.waiting import wait_for, waiting_takes
+from tests.waiting import wait_for, wait_for_waiting_takes, waiting_takes
 
 FOREVER = None
 
@@ -95,9 +95,10 @@ def test_five_waiters_are_served_by_timeout_then_start_then_connection(
     timeouts = {"A": 10, "B": 5, "C": FOREVER, "D": 5, "E": FOREVER}
     with ExitStack() as stack:
         clients = open_clients(stack, server.port, 5)  # opened in the order A..E
-        for client, timeout in zip(clients, timeouts.values(), strict=True):
+        for waiting, (client, timeout) in enumerate(zip(clients, timeouts.values(), strict=True)):
             start_take(client, tube, timeout)
-            time.sleep(0.002)  # distinct wait starts: D waits after B
+            # Each wait begun before the next is sent: D waits after B.
+            wait_for_waiting_takes(server.port, tube, waiting + 1)
         served = []
         for n in range(5):
             assert call(admin, tube, "put", n) == [[n, "r", n]]
@@ -113,7 +114,7 @@ def test_forever_waiters_go_in_connection_order_not_wait_order(
     tube = make_tube(admin, "fifottl")
     with RawClient(server.port) as x, RawClient(server.port) as y:
         start_take(y, tube, FOREVER)  # Y waits first ...
-        time.sleep(0.002)
+        wait_for_waiting_takes(server.port, tube)
         start_take(x, tube, FOREVER)  # ... but X connected first
         call(admin, tube, "put", "first")
         assert next_reply([x, y])[0] == 0

@@ -23,7 +23,7 @@ from tests.e2e.cluster import wait_state
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import RouterProc, Sharded
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
-from tests.waiting import metric, wait_for, wait_for_waiting_takes_async
+from tests.waiting import metric, wait_for, wait_for_async, wait_for_waiting_takes_async
 
 
 def via(router: RouterProc) -> Any:
@@ -157,14 +157,10 @@ async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_give
 
 
 async def wait_for_async_stat(conn: asynctnt.Connection, tube: str, key: str, want: int) -> None:
-    async def value() -> int:
-        return int((await conn.call("queue.statistics", [tube])).body[0]["tasks"][key])
+    async def value() -> bool:
+        return int((await conn.call("queue.statistics", [tube])).body[0]["tasks"][key]) == want
 
-    for _ in range(2000):
-        if await value() == want:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{key} of {tube} never {want}: {await value()}")
+    await wait_for_async(value, f"{key} of {tube} at {want}")
 
 
 def test_a_shard_without_its_primary_is_a_retryable_error_until_its_failover(
@@ -232,6 +228,85 @@ def test_the_bundled_client_carries_on_through_another_router_with_its_session(
             assert task is not None
             assert jobs.ack(task).status == "-"
         assert client.call("queue.statistics", tube)[0]["tasks"]["total"] == 0
+    finally:
+        client.close()
+        cluster.stop_routers()
+
+
+def test_a_router_killed_gives_its_clients_tasks_back_on_every_shard(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    """A router that crashes (SIGKILL: no goodbye to the shards) releases its clients'
+    taken tasks as a disconnect would: its upstreams close, so each shard ends the
+    sessions acting through them (no session ttr here), and the tasks are ready again."""
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    router = cluster.router()
+    tube = unique("k")
+    shards = [nodes["a"][0], nodes["b"][0]]
+    client = via(router)
+    try:
+        client.call("queue.create_tube", [tube, "fifottl", {}])
+        for i in range(4):  # round robin: two on each shard
+            client.call(f"queue.tube.{tube}:put", [i])
+        taken = [client.call(f"queue.tube.{tube}:take", [1]).data[0] for _ in range(4)]
+        assert sorted(t[2] for t in taken) == [0, 1, 2, 3]
+        assert {t[0] % 1024 for t in taken} == {shard_number(n) for n in shards}
+        router.stop(kill=True)
+        for node in shards:
+            with node_conn(node) as direct:
+
+                def back(direct: Any = direct) -> bool:
+                    tasks = direct.call("queue.statistics", [tube]).data[0]["tasks"]
+                    return bool(tasks["taken"] == 0 and tasks["ready"] == 2)
+
+                wait_for(back, f"the tasks of shard {node.port} back to ready")
+    finally:
+        client.close()
+        cluster.stop_routers()
+
+
+def test_tubes_created_and_dropped_in_quick_turns_end_as_the_last_call_left_them(
+    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+) -> None:
+    """The router's drop (every shard, then P/tubes) races each shard's own sync of
+    P/tubes (shard_sync.py reads the whole map on every change): a create and a drop
+    in quick turns must leave every shard with the tube after a create, without it
+    after a drop, and the map agreeing, once the shards' syncs have settled."""
+    from tests.e2e.test_shards import on_map, tubes_of
+
+    cluster = Sharded(start_server, etcd, tmp_path)
+    nodes = cluster.start()
+    router = cluster.router()
+    shards = [nodes["a"][0], nodes["b"][0]]
+    kept, dropped = unique("kept"), unique("gone")
+    client = via(router)
+
+    def in_map() -> set[str]:
+        async def names(m: Any) -> set[str]:
+            return set(await m.tubes())
+
+        return set(on_map(etcd, cluster.prefix, names))
+
+    try:
+        for turn in range(8):  # bounded: 8 turns of create + drop, no wait in between
+            for tube in (kept, dropped):
+                client.call("queue.create_tube", [tube, "fifottl", {"if_not_exists": True}])
+                if turn < 7 or tube == dropped:
+                    client.call(f"queue.tube.{tube}:drop", [])
+        for node in shards:
+            wait_for(lambda n=node: kept in tubes_of(n), f"{kept} on shard {node.port}")
+        wait_for(lambda: kept in in_map() and dropped not in in_map(), "the map settled")
+        for node in shards:
+            wait_for(lambda n=node: dropped not in tubes_of(n), f"{dropped} gone")
+        # One more change of the map: once every shard shows it, each has read the
+        # whole map again after the drops, and a late sync did not bring a tube back.
+        marker = unique("marker")
+        client.call("queue.create_tube", [marker, "fifo", {}])
+        for node in shards:
+            wait_for(lambda n=node: marker in tubes_of(n), f"{marker} on shard {node.port}")
+            assert dropped not in tubes_of(node) and kept in tubes_of(node)
+        client.call(f"queue.tube.{kept}:put", ["still here"])
     finally:
         client.close()
         cluster.stop_routers()

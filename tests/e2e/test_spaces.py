@@ -11,9 +11,7 @@ replica answers selects from its replicated spaces.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import tarantool
 from tests.e2e import select_script
 from tests.e2e.cluster import start_replica
 from tests.e2e.serverproc import SELECT, RawClient, ServerProc, StartServer, login_tester
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_async
 
 EXPECTED = Path(__file__).with_name("select_expected.json")
 
@@ -102,17 +100,17 @@ async def test_asynctnt_finds_a_tube_created_after_it_connected(start_server: St
     try:
         await conn.call("queue.create_tube", ["late", "utube"])
         await conn.call("queue.tube.late:put", ["x", {"utube": "a"}])
+
         # The create moved the schema version: asynctnt fetches the schema again, in
         # the background, as it does after DDL on Tarantool.
-        deadline = time.monotonic() + 10
-        while True:
+        async def selected() -> list[Any] | None:
             try:
-                rows = await conn.select("late", ["r", "a"], index="utube")
-                break
+                return [list(row) for row in await conn.select("late", ["r", "a"], index="utube")]
             except asynctnt.exceptions.TarantoolSchemaError:
-                assert time.monotonic() < deadline, "asynctnt never found the new tube"
-                await asyncio.sleep(0.02)
-        assert [list(row) for row in rows] == [[0, "r", "a", "x"]]
+                return None  # its schema not fetched again yet
+
+        rows = await wait_for_async(selected, "asynctnt to find the new tube", timeout=10)
+        assert rows == [[0, "r", "a", "x"]]
         taken = await conn.select("_queue_session_ids", [])
         assert list(taken) == []
     finally:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from queuebox.protocol import box15
 from queuebox.protocol.box15 import Box15Decoder, Box15Error, Call, Frame
+from tests.property.streams import chunked, mutated
 
 FUZZ = settings(
     max_examples=150,
@@ -23,11 +24,6 @@ names = st.text(max_size=20)
 syncs = st.integers(0, 2**32 - 1)
 calls = st.builds(lambda s, n, a: box15.encode_call(s, n, a), syncs, names, fields)
 pings = st.builds(box15.encode_ping, syncs)
-
-
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)] or [data]
 
 
 def decode(pieces: list[bytes]) -> list[Any]:
@@ -58,20 +54,7 @@ def check(items: list[Any]) -> None:
 
 @st.composite
 def mutated_streams(draw: st.DrawFn) -> bytes:
-    frames = draw(st.lists(calls | pings, min_size=1, max_size=4))
-    data = bytearray(b"".join(frames))
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "cut", "insert", "truncate"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "cut":
-            del data[at : at + draw(st.integers(1, 8))]
-        elif kind == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=8))
-        else:
-            del data[at:]
-    return bytes(data)
+    return mutated(draw, draw(st.lists(calls | pings, min_size=1, max_size=4)))
 
 
 @FUZZ

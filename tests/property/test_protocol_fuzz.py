@@ -4,9 +4,7 @@ ever answer with Requests/Responses or ProtocolError, the same way every time.""
 from __future__ import annotations
 
 import contextlib
-import json
 import string
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -24,10 +22,9 @@ from queuebox.protocol import (
     encode_request,
     parse_greeting,
 )
+from tests.property.streams import chunked, mutated
+from tests.unit.protocol.vectors import VECTORS
 
-VECTORS = json.loads(
-    (Path(__file__).parent.parent / "unit" / "protocol" / "iproto-vectors.json").read_text()
-)
 CLIENT_FRAMES = [
     bytes.fromhex(v["hex"])
     for v in VECTORS
@@ -69,11 +66,6 @@ values = st.recursive(
 uints = st.integers(min_value=0, max_value=2**64 - 1)
 
 
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)] or [data]
-
-
 def feed_all(decoder: Any, pieces: list[bytes]) -> list[Any]:
     """Feed pieces until a fatal error; a raise is only allowed once dead."""
     out: list[Any] = []
@@ -100,21 +92,7 @@ def check_items(items: list[Any]) -> None:
 
 @st.composite
 def mutated_streams(draw: st.DrawFn) -> bytes:
-    data = bytearray(
-        b"".join(draw(st.lists(st.sampled_from(CLIENT_FRAMES), min_size=1, max_size=4)))
-    )
-    for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "cut", "insert", "truncate"]))
-        at = draw(st.integers(0, max(len(data) - 1, 0)))
-        if kind == "flip" and data:
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "cut":
-            del data[at : at + draw(st.integers(1, 8))]
-        elif kind == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=8))
-        else:
-            del data[at:]
-    return bytes(data)
+    return mutated(draw, draw(st.lists(st.sampled_from(CLIENT_FRAMES), min_size=1, max_size=4)))
 
 
 @FUZZ

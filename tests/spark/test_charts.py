@@ -103,7 +103,7 @@ def test_internal_records_are_not_listed_as_tube_events() -> None:
     assert [r["op"] for r in tubes] == ["insert", "delete"]
     assert [r["op"] for r in internal] == ["create_space", "insert"]
     summary = {
-        "data_dir": "/d", "bucket_seconds": 1.0, "records": tubes, "internal_records": internal,
+        "data_dirs": ["/d"], "bucket_seconds": 1.0, "records": tubes, "internal_records": internal,
         "totals": [], "buckets": [],
     }  # fmt: skip
     text = markdown(summary)

@@ -60,7 +60,7 @@ def test_load_parquet_then_take_everything_back(
     args = Namespace(
         input=str(source), format="parquet", tube="loaded", host="127.0.0.1",
         port=server.port, user=None, password=None, create_tube="fifottl", window=64,
-        partitions=3, max_failures=0,
+        partitions=3, max_failures=0, addresses=[], etcd_endpoints=None, etcd_prefix="/queuebox",
     )  # fmt: skip
     summary = cli.load(spark, args)
     assert summary == {

@@ -44,7 +44,11 @@ def test_settings_validate() -> None:
     with pytest.raises(ValueError, match="createTube must be one of"):
         sink._settings({"tube": "t", "createTube": "lifo"})
     settings = sink._settings({"tube": "t", "port": "3302", "optionColumns": "pri, utube"})
-    assert (settings["port"], settings["option_columns"]) == (3302, ("pri", "utube"))
+    assert (settings["target"].port, settings["option_columns"]) == (3302, ("pri", "utube"))
+    cluster = sink._settings({"tube": "t", "etcdEndpoints": "http://e:2379", "etcdPrefix": "/p"})
+    assert cluster["target"].options() == {
+        "host": "127.0.0.1", "port": "3301", "etcdEndpoints": "http://e:2379", "etcdPrefix": "/p",
+    }  # fmt: skip
 
 
 def test_summary_adds_partitions_up() -> None:

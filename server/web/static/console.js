@@ -225,6 +225,19 @@ function drawCluster(cluster) {
     : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no replication peers"))]));
 }
 
+// The sharded cluster's map from etcd (a node started with --shard), this node's shard marked.
+function drawShards(shards) {
+  $("#shards-section").hidden = false;
+  const age = shards.read_s === null ? "not read from etcd yet" : `read from etcd ${fmt.seconds(shards.read_s)} ago`;
+  $("#shards-note").textContent = `${age}; counts per shard: queuebox stats through a router`;
+  $("#shards tbody").replaceChildren(...shards.shards.map((s) =>
+    el("tr", { "data-shard": s.name, class: s.name === shards.this ? "this" : "" },
+      el("td", {}, s.name), el("td", { class: "num" }, s.number),
+      el("td", { class: s.state === "active" ? "good" : "warn" }, s.state),
+      el("td", { class: s.primary ? "" : "warn" }, s.primary ?? "no primary"),
+      el("td", {}, s.name === shards.this ? "this node's shard" : ""))));
+}
+
 function holds(list) {
   return list.length ? list.map(([tube, id]) => `${tube}:${id}`).join(", ") : "–";
 }
@@ -232,7 +245,7 @@ function holds(list) {
 function drawConnections(data) {
   $("#connections tbody").replaceChildren(...data.connections.map((c) =>
     el("tr", { "data-conn": c.id }, el("td", { class: "num" }, c.id), el("td", {}, c.port), el("td", {}, c.peer),
-      el("td", {}, c.user), el("td", { class: "num" }, c.in_flight), el("td", { class: "mono" }, c.session ?? "–"),
+      el("td", { class: "via" }, c.via ? `${c.via.router} (${c.via.peer || "?"})` : "–"), el("td", {}, c.user), el("td", { class: "num" }, c.in_flight), el("td", { class: "mono" }, c.session ?? "–"),
       el("td", { class: "holds" }, holds(c.holds)))));
   $("#pending").hidden = data.pending_sessions.length === 0;
   $("#pending tbody").replaceChildren(...data.pending_sessions.map((s) =>
@@ -277,6 +290,7 @@ async function refresh() {
   drawSchedules(data.schedules ?? []);
   if (data.server) drawServer(data.server);
   if (data.cluster) drawCluster(data.cluster);
+  if (data.shards) drawShards(data.shards);
   if (data.connections) drawConnections(data);
   if (view.tube) await refreshTube();
 }

@@ -16,16 +16,13 @@ from tests.unit.drivers.queue_harness import (
     Q,
     error_of,
     make_tube,
+    variant,
 )
 
 
 @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
 def h(request: pytest.FixtureRequest) -> Q:
-    harness = Q()
-    type_, mode = request.param
-    make_tube(harness, "t", type_, mode, max_attempts=3, backoff=1)
-    harness.type = type_  # type: ignore[attr-defined]
-    return harness
+    return variant(request, max_attempts=3, backoff=1)
 
 
 def info(h: Q, task_id: int, tube: str = "t") -> dict[str, Any]:

@@ -12,16 +12,13 @@ from tests.unit.drivers.queue_harness import (
     Q,
     error_of,
     make_tube,
+    variant,
 )
 
 
 @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
 def h(request: pytest.FixtureRequest) -> Q:
-    harness = Q()
-    type_, mode = request.param
-    make_tube(harness, "t", type_, mode)
-    harness.type = type_  # type: ignore[attr-defined]
-    return harness
+    return variant(request)
 
 
 def put(h: Q, data: str, **opts: object) -> list:

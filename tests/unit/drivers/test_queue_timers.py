@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from queuebox.drivers.queue import Queue
-from tests.unit.drivers.queue_harness import SEC, T0, TTL_DRIVERS, Q, error_of, make_tube
+from tests.unit.drivers.queue_harness import SEC, T0, TTL_DRIVERS, Q, error_of, make_tube, variant
 
 TTL_VARIANTS = [("fifottl", None), ("limfifottl", None), ("utubettl", None)]
 TTL_VARIANTS += [("utubettl", "ready_buffer")]
@@ -14,11 +14,7 @@ TTL_IDS = ["fifottl", "limfifottl", "utubettl", "utubettl-ready_buffer"]
 
 @pytest.fixture(params=TTL_VARIANTS, ids=TTL_IDS)
 def h(request: pytest.FixtureRequest) -> Q:
-    harness = Q()
-    type_, mode = request.param
-    make_tube(harness, "t", type_, mode)
-    harness.type = type_  # type: ignore[attr-defined]
-    return harness
+    return variant(request)
 
 
 def test_delayed_task_is_not_taken_during_its_delay_and_is_after(h: Q) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from queuebox.protocol import (
@@ -21,9 +18,8 @@ from queuebox.protocol import (
     encode_request,
 )
 from queuebox.protocol.constants import KEY_FUNCTION_NAME, KEY_TUPLE, RequestType
+from tests.unit.protocol.vectors import BY_NAME, VECTORS
 
-VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
-BY_NAME = {v["name"]: bytes.fromhex(v["hex"]) for v in VECTORS}
 REPLIES = [
     v["name"]
     for v in VECTORS

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import json
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +19,8 @@ from queuebox.protocol import (
     password_hash2,
     scramble,
 )
+from tests.unit.protocol.vectors import BY_NAME
 
-VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
-BY_NAME = {v["name"]: bytes.fromhex(v["hex"]) for v in VECTORS}
 UUID = uuid.UUID("6bed3894-f0ee-49c6-a80d-c7bcb47c0b2f")
 SALT_TEXT = "rHGF75dRwh5NWbNJbld59EnVfUFVY96VVdrP9hPnvMU="
 SALT = base64.b64decode(SALT_TEXT)

@@ -3,9 +3,6 @@ PROTOCOL.md §7."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import msgpack
 import pytest
 
@@ -19,9 +16,8 @@ from queuebox.protocol import (
     RequestType,
     encode_data,
 )
+from tests.unit.protocol.vectors import BY_NAME, VECTORS
 
-VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
-BY_NAME = {v["name"]: bytes.fromhex(v["hex"]) for v in VECTORS}
 GARBAGE = {"garbage_length_is_string", "garbage_http"}
 CLIENT_FRAMES = [
     v["name"] for v in VECTORS if v["direction"] == "client->server" and v["name"] not in GARBAGE

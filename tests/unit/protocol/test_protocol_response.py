@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -21,9 +19,8 @@ from queuebox.protocol import (
     encode_ok,
     encode_reply,
 )
+from tests.unit.protocol.vectors import BY_NAME
 
-VECTORS = json.loads(Path(__file__).with_name("iproto-vectors.json").read_text())
-BY_NAME = {v["name"]: bytes.fromhex(v["hex"]) for v in VECTORS}
 SCHEMA = 81  # what the captured Tarantool used
 
 

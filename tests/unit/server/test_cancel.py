@@ -16,6 +16,7 @@ from queuebox.server.replication.applier import Applier
 from queuebox.server.runtime.loop import cancel_and_wait
 from queuebox.server.settings.config import Config
 from queuebox.storage.engine import Engine
+from tests.waiting import wait_for_async
 
 
 async def test_a_cancel_lost_in_wait_for_is_repeated() -> None:
@@ -32,7 +33,8 @@ async def test_a_cancel_lost_in_wait_for_is_repeated() -> None:
     await asyncio.sleep(0)
     inner[-1].set_exception(ConnectionRefusedError())
     task.cancel()  # the same turn: wait_for raises the OSError instead
-    await asyncio.sleep(0.01)
+    # The lost cancel shows as the task waiting again (or, where asyncio keeps it, done).
+    await wait_for_async(lambda: len(inner) == 2 or task.done(), "the task past its cancel")
     await asyncio.wait_for(cancel_and_wait(task), 5)
     assert task.cancelled()
 
@@ -51,6 +53,7 @@ async def test_an_applier_reconnecting_to_a_dead_primary_always_stops(tmp_path: 
         for _ in range(60):
             applier = Applier(Config(replication_timeout=0.25), engine, lambda: None, "r", source)
             applier.start()
+            # Not an order: a random moment of its reconnect loop to stop it at.
             await asyncio.sleep(random.uniform(0, 0.02))
             await asyncio.wait_for(applier.stop(), 5)
             assert applier.stopped

@@ -3,7 +3,6 @@ every line, structlog's and the stdlib logging module's alike."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
@@ -13,6 +12,7 @@ import structlog
 
 from queuebox.server.runtime import logs
 from queuebox.server.runtime.logs import MAX_KEYS, RateLimitedLog
+from tests.waiting import wait_for_async
 
 
 class Lines:
@@ -102,10 +102,8 @@ async def test_on_the_loop_the_count_comes_without_a_next_line() -> None:
     for i in range(4):
         log.warning("paused", n=i)
     assert len(out.lines) == 1
-    for _ in range(100):  # bounded: the summary is due after 50 ms
-        await asyncio.sleep(0.01)
-        if len(out.lines) == 2:
-            break
+    # The summary is due after 50 ms on the loop's clock.
+    await wait_for_async(lambda: len(out.lines) == 2, "the suppressed count", timeout=5)
     assert out.lines[-1] == ("warning", "paused", {"n": 3, "suppressed": 2})
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -19,6 +18,7 @@ from queuebox.server.net.connection import Connection
 from queuebox.server.runtime.errors import CallError
 from queuebox.server.settings.config import READ, WRITE, Config, UserSpec
 from tests.unit.server.fake_transport import Durable, FakeTransport
+from tests.waiting import wait_for_async
 
 
 def frame(request_type: int, sync: int, body: dict[int, Any] | None = None) -> bytes:
@@ -63,15 +63,6 @@ class Harness:
 
     def take_replies(self) -> list[tuple[int, int, dict[int, Any]]]:
         return replies(b"".join(self.take_writes()))
-
-
-async def turns_until(done: Callable[[], bool]) -> None:
-    """Lets the loop run until done(), for at most 5 s: a bound, not a speed
-    check (on a busy machine the code's 10 ms timers fire late)."""
-    for _ in range(500):
-        if done():
-            return
-        await asyncio.sleep(0.01)
 
 
 def make_app(**settings: Any) -> App:
@@ -135,7 +126,7 @@ async def test_in_flight_cap_pauses_reading(app: App) -> None:
     h = open_conn(app)
     h.feed(b"".join(call(sync, "queuebox.sleep", 0.01) for sync in range(1, 4)))
     assert h.transport.paused
-    await turns_until(lambda: len(replies(b"".join(h.transport.writes))) == 3)
+    await wait_for_async(lambda: len(replies(b"".join(h.transport.writes))) == 3)
     assert len(h.take_replies()) == 3
     assert not h.transport.paused
 
@@ -154,7 +145,7 @@ async def test_both_pressures_must_clear(app: App) -> None:
     h = open_conn(app)
     h.conn.pause_writing()
     h.feed(call(1, "queuebox.sleep", 0.01))  # arrived before the pause took effect
-    await asyncio.sleep(0.05)
+    await wait_for_async(lambda: h.conn.in_flight == 0, "the sleep finished", timeout=5)
     assert h.transport.paused  # the sleep finished, but writes are still backed up
     h.conn.resume_writing()
     assert not h.transport.paused
@@ -235,14 +226,14 @@ async def test_awaitable_barrier_that_is_not_a_future(app: App) -> None:
     done: list[int] = []
 
     async def commit() -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the load: a commit that takes a while
         done.append(1)
 
     app.durability = Durable(commit)
     h = open_conn(app)
     h.feed(call(1, "queuebox.echo", "x"))
     assert h.take_writes() == []
-    await turns_until(lambda: bool(h.transport.writes))
+    await wait_for_async(lambda: bool(h.transport.writes))
     assert done == [1] and h.take_replies() == [(0, 1, {0x30: ["x"]})]
 
 
@@ -312,7 +303,7 @@ async def test_a_throttled_auth_runs_later_and_what_follows_it_after_it() -> Non
     h.feed(right + call(3, "queuebox.test.whoami"))
     assert h.take_replies() == [] and h.transport.paused  # the AUTH waits its turn
     h.feed(call(4, "queuebox.test.whoami"))  # read before the pause: waits as well
-    await turns_until(lambda: not h.transport.paused)
+    await wait_for_async(lambda: not h.transport.paused)
     got = h.take_replies()
     assert [(code, sync) for code, sync, _ in got] == [(0, 2), (0, 3), (0, 4)]
     assert got[1][2][0x30][0] == got[2][2][0x30][0] == "u"
@@ -352,7 +343,7 @@ async def test_reply_to_a_closed_connection_is_dropped(app: App) -> None:
     h.feed(call(1, "queuebox.sleep", 0.01))
     h.conn.connection_lost(None)
     h.transport.closed = True
-    await turns_until(lambda: h.conn.in_flight == 0)
+    await wait_for_async(lambda: h.conn.in_flight == 0)
     assert h.take_writes() == []
     assert h.conn.in_flight == 0
 

@@ -84,3 +84,33 @@ async def test_a_value_that_is_no_tube_is_said_and_never_drops_one(queue: QueueC
     applier.apply(queue, {}, {}, unreadable={"jobs"})
     assert tubes(queue) == {"jobs": "fifo"}
     assert "not a tube" in applier.report.failed["jobs"]
+
+
+async def test_a_reading_older_than_a_calls_change_leaves_that_tube_until_it_settles(
+    queue: QueueCalls,
+) -> None:
+    """The router makes a tube on every shard, then writes P/tubes: a map read
+    before that write must not drop the tube; a drop likewise must not be undone
+    by a map read before the key went. After SETTLE_S the map is followed again."""
+    from queuebox.server.replication.shard_sync import SETTLE_S
+
+    applier = TubeApplier(queue.app)
+    jobs = specs(("jobs", "fifo", {}))
+    applier.apply(queue, jobs, {}, read_at=0.0, now=0.0)
+    queue.modern.call(1, "queue.tube.jobs:drop", [])  # a client's drop, the map lags
+    applier.apply(queue, jobs, {}, read_at=1.0, now=1.0)
+    assert tubes(queue) == {}  # not made again from the stale reading
+    queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])  # made again by a call
+    applier.apply(queue, {}, {}, read_at=2.0, now=2.0)
+    assert tubes(queue) == {"jobs": "fifo"}  # not dropped by a reading without it
+    later = 2.0 + SETTLE_S + 0.1
+    applier.apply(queue, {}, {}, read_at=later, now=later)
+    assert tubes(queue) == {}  # settled: the map says no such tube, and it is empty
+    assert applier.report.dropped == 1
+    # Back and forth between two looks: the same names, but made again since.
+    applier.apply(queue, jobs, {}, read_at=later, now=later)
+    assert tubes(queue) == {"jobs": "fifo"}
+    queue.modern.call(1, "queue.tube.jobs:drop", [])
+    queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])
+    applier.apply(queue, {}, {}, read_at=later + 1, now=later + 1)  # a stale reading
+    assert tubes(queue) == {"jobs": "fifo"}

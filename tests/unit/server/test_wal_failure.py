@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from queuebox.drivers.reads import LiveReads
 from queuebox.server.core.app import App
 from queuebox.server.core.session import Session
 from queuebox.server.core.store import Store
@@ -62,6 +63,10 @@ class Harness:
 
     async def call(self, conn_id: int, name: str, *args: Any) -> list[Any]:
         return await self.send(conn_id, name, *args)
+
+    def waiting_takes(self) -> int:
+        """Takes waiting for a task of the queue in force (the drivers' read API)."""
+        return sum(tube.waiting_takes for tube in LiveReads(self.queue.modern).tubes())
 
     async def close(self) -> None:
         await self.store.close()
@@ -117,8 +122,7 @@ async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     h.store.commit.loop_sync_max_s = 0.0  # never on the loop (as under load)
     await h.call(1, "queue.create_tube", "jobs", "fifo", {})
     waiting = h.send(3, "queue.tube.jobs:take", 5)
-    await asyncio.sleep(0.01)
-    assert not waiting.done()
+    assert h.waiting_takes() == 1 and not waiting.done()
 
     faulty.plan("pwrite", OSError(errno.EIO, "I/O error"))
     put = h.send(1, "queue.tube.jobs:put", "lost")
@@ -128,8 +132,7 @@ async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     assert h.queue.reloads == 1  # once, however many batches the failure cancelled
 
     second = h.send(3, "queue.tube.jobs:take", 5)
-    await asyncio.sleep(0.01)
-    assert not second.done()
+    assert h.waiting_takes() == 1 and not second.done()
     await h.call(1, "queue.tube.jobs:put", "kept")
     assert await asyncio.wait_for(second, 2) == [[0, "t", "kept"]]
     assert h.queue.reloads == 1
@@ -148,13 +151,13 @@ async def test_a_batch_written_on_the_loop_fails_the_put_before_a_waiting_take_c
     h.store.commit.loop_sync_max_s = float("inf")  # however slow this disk is now
     await h.call(1, "queue.create_tube", "jobs", "fifo", {})
     waiting = h.send(3, "queue.tube.jobs:take", 5)
-    await asyncio.sleep(0.01)
+    assert h.waiting_takes() == 1
 
     faulty.plan("pwrite", OSError(errno.EIO, "I/O error"))
     with pytest.raises(WalFailed):
         await h.send(1, "queue.tube.jobs:put", "lost")
-    await asyncio.sleep(0.01)
-    assert not waiting.done() and h.queue.reloads == 1
+    # The reload that undid the put kept the take waiting, in the queue now in force.
+    assert h.waiting_takes() == 1 and not waiting.done() and h.queue.reloads == 1
     await h.call(1, "queue.tube.jobs:put", "kept")
     assert await asyncio.wait_for(waiting, 2) == [[0, "t", "kept"]]
     assert (h.store.commit.written_on_loop > 0) == (wal_mode == "fsync")
