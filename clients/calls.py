@@ -39,6 +39,8 @@ class Call(Generic[T]):
         tolerate: server errors that mean success for this call.
         repeatable: sending it twice does no harm (it reads, or joins a session), so
             it may be sent again after its connection broke mid-call (clients.failover).
+        keyed: a put carrying a key, repeatable only where the server honours keys
+            (queuebox; Tarantool + queue ignores them): the connections ask once.
     """
 
     function: str
@@ -48,6 +50,7 @@ class Call(Generic[T]):
     undo: Callable[[list[Any]], Call[Any] | None] | None = None
     tolerate: Callable[[ServerError], bool] | None = None
     repeatable: bool = False
+    keyed: bool = False
 
 
 def _nothing(data: list[Any]) -> None:
@@ -77,6 +80,14 @@ def _put_result(data: list[Any]) -> Task:
     if task is None:
         raise QueueFull("the tube is full (limfifottl capacity) and put timed out")
     return task
+
+
+def _any_error(error: ServerError) -> bool:
+    return True
+
+
+def _ack_args(task_id: int, result: Any) -> tuple[Any, ...]:
+    return (task_id,) if result is None else (task_id, {"result": result})
 
 
 def _legacy_task(data: list[Any]) -> LegacyTask:
@@ -155,7 +166,9 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         args = (data, options) if options else (data,)
         keyed = "key" in options
         wait = options.get("timeout")
-        return Call(modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed)
+        return Call(
+            modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed, keyed=keyed
+        )
 
     @staticmethod
     def take(tube: str, timeout: float | None) -> Call[Task | None]:
@@ -186,8 +199,20 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
     def ack(tube: str, task_id: int, result: Any = None) -> Call[Task]:
         """ack(id), or ack(id, {result=VALUE}) that hands the server the task's result
         (a server that keeps no results ignores the second argument, as the module does)."""
-        args = (task_id,) if result is None else (task_id, {"result": result})
-        return Call(modern.method(tube, "ack"), args, _task)
+        return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _task)
+
+    @staticmethod
+    def ack_unread(tube: str, task_id: int, result: Any = None) -> Call[None]:
+        """`ack` whose answer is only checked for an error, not read into a Task (a
+        worker's acks: one per task, their answers never looked at)."""
+        return Call(modern.method(tube, "ack"), _ack_args(task_id, result), _nothing)
+
+    @staticmethod
+    def honours_keys() -> Call[bool]:
+        """Does the server answer a second put of a key with the first one's task?
+        `queuebox.status` answers on queuebox only: any error (a Tarantool: no such
+        procedure; a user without a read right) reads as no."""
+        return Call("queuebox.status", (), bool, tolerate=_any_error, repeatable=True)
 
     @staticmethod
     def tasks(tube: str, opts: Mapping[str, Any]) -> Call[dict[str, Any]]:

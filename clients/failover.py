@@ -22,6 +22,12 @@ is repeatable: within the tube's key window the server answers a second put of t
 with the task the first one made (docs/workers.md "Exactly-once puts"), so sending it
 again after an unknown outcome never makes a second task.
 
+That holds where the server honours keys (queuebox). Tarantool + queue ignores the key
+option, so a keyed put sent again there could make a second task: before sending a keyed
+put again after a lost connection or an unknown outcome, the connection asks the server
+once whether it is queuebox (`queuebox.status` answers; a read-only refusal is sent again anyway,
+it was not applied), and otherwise raises as for a put without a key.
+
 A retry first finds the writable instance again (connect to each address in turn, ask
 `queue.state()`), then re-joins the queue session the client had (`queue.identify(uuid)`),
 then sends the call once more; a call is sent at most `MAX_ATTEMPTS` times.

@@ -50,9 +50,10 @@ class Options:
             worker started before its server); 0 fails at once.
         tls: speak TLS with this context (`clients.tls.tls_context`); None: plain TCP.
         put_keys: give every put a key of its own (a uuid4) unless it names one, so a
-            put whose outcome is unknown is sent again safely (`clients.calls.put_key`).
-            False: puts carry a key only when they name one (a Tarantool + queue
-            server ignores keys: there a put is never repeated).
+            put whose outcome is unknown is sent again safely (`clients.calls.put_key`)
+            where the server honours keys (queuebox; the connection asks once: a
+            Tarantool + queue server ignores keys, and there a put is never repeated).
+            False: puts carry a key only when they name one.
     """
 
     connect_timeout: float = 5.0

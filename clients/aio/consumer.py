@@ -105,17 +105,21 @@ class Consumer:
             self._stopping.clear()
 
     async def _work(self) -> None:
+        # The slot (the asyncio task running this loop) is looked up once, not per task:
+        # a subclass keeps it to cancel a take or a handler (clients.worker).
+        slot = asyncio.current_task()
+        assert slot is not None, "a slot is an asyncio task"
         while not self._stopping.is_set():
-            task = await self._next_task()
+            task = await self._next_task(slot)
             if task is None:
                 continue
             self._busy += 1
             try:
-                await self._handle(task)
+                await self._handle(slot, task)
             finally:
                 self._busy -= 1
 
-    async def _next_task(self) -> Task | None:
+    async def _next_task(self, slot: asyncio.Task[Any]) -> Task | None:
         take = asyncio.ensure_future(self.tube._take(self.take_timeout))
         self._waiting.add(take)
         try:
@@ -142,7 +146,7 @@ class Consumer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), self.retry_delay)
 
-    async def _handle(self, task: Task) -> None:
+    async def _handle(self, slot: asyncio.Task[Any], task: Task) -> None:
         self.tube._held[task.id] = False
         try:
             await self.handler(task)

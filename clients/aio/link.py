@@ -87,6 +87,7 @@ class Link:
         self._session_lock = asyncio.Lock()
         self.greeting: protocol.Greeting | None = None
         self.reconnects = 0
+        self._keys_honoured: bool | None = None  # asked once, when a keyed put needs it
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -216,11 +217,13 @@ class Link:
         orphan: Orphan | None,
         repeatable: bool = False,
         on_push: PushHandler | None = None,
+        keyed: bool = False,
     ) -> protocol.Response:
         """Send one request (payload(sync) -> bytes) and wait for its reply.
 
         Following the writable instance, a reply ER_READONLY or a connection broken
-        mid-call sends it again on the instance found next, as `failover.verdict` says.
+        mid-call sends it again on the instance found next, as `failover.verdict` says
+        (a keyed put only where the server honours keys: `_honours_keys`).
         """
         attempts = failover.MAX_ATTEMPTS if self._dial.addresses and self._opts.reconnect else 1
         for attempt in range(1, attempts + 1):
@@ -230,13 +233,31 @@ class Link:
             except ConnectionLost:
                 if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
                     raise
+                if keyed and not await self._honours_keys():
+                    raise
                 continue
             if last or response.ok:
                 return response
             if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
                 return response
+            unknown = failover.outcome_unknown(response.error_code)
+            if keyed and unknown and not await self._honours_keys():
+                return response
             self._leave(wire)
         raise AssertionError("the last attempt returns or raises")
+
+    async def _honours_keys(self) -> bool:
+        """Does the server answer a second put of a key with the first one's task, so
+        that a keyed put whose outcome is unknown may be sent again? queuebox does,
+        Tarantool + queue ignores keys. Asked once per connection, the first time it
+        matters: `queuebox.status` answers on queuebox only. No answer (the connection
+        is lost again): not known, so no."""
+        if self._keys_honoured is None:
+            try:
+                self._keys_honoured = await self.run(modern.honours_keys())
+            except NetworkError:
+                return False  # not known: asked again next time
+        return self._keys_honoured
 
     async def _send_once(
         self,
@@ -293,9 +314,12 @@ class Link:
         """Run a described queue call (see `clients.calls`) and return its result."""
         orphan = None if call.undo is None else partial(self._undo_late, call)
         payload = partial(iproto.encode, call=call)
-        return iproto.result(
-            call, await self._roundtrip(payload, call.wait, orphan, call.repeatable)
+        if not self._dial.addresses:  # one address: one send, nothing to retry
+            return iproto.result(call, (await self._send_once(payload, call.wait, orphan))[1])
+        response = await self._roundtrip(
+            payload, call.wait, orphan, call.repeatable, keyed=call.keyed
         )
+        return iproto.result(call, response)
 
     def post(self, call: Call[T]) -> asyncio.Future[T]:
         """Send `call` now and answer a future of its result, without a coroutine of its

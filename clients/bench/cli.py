@@ -119,13 +119,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     load.add_argument(
         "--async-concurrency",
         type=_positive_int,
-        default=32,
+        default=64,
         help="worker: the async functions' --concurrency",
     )
     load.add_argument(
         "--thread-concurrency",
         type=_positive_int,
-        default=8,
+        default=16,
         help="worker: the threads' --concurrency",
     )
     load.add_argument("--tube", help="tube name (default bench_<scenario>)")

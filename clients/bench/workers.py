@@ -41,8 +41,11 @@ async def noop_async(data: Any) -> None:
 @dataclass(frozen=True)
 class WorkerPart:
     tasks: int
-    async_concurrency: int = 32
-    thread_concurrency: int = 8
+    # Measured (docs/workers.md "Speed"): 64 async slots beat 32 (a burst of 32 tasks
+    # overlaps less with the server) and 128 (more per turn, no more overlap); 16
+    # threads split their burst over two writes, 8 fit in one and wait in turn.
+    async_concurrency: int = 64
+    thread_concurrency: int = 16
     max_time: float = 600.0
     tube: str = "bench_worker"
 

@@ -83,6 +83,7 @@ class Channel:
         self._session: bytes | None = None
         self.greeting: protocol.Greeting | None = None
         self.reconnects = 0
+        self._keys_honoured: bool | None = None  # asked once, when a keyed put needs it
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -266,10 +267,16 @@ class Channel:
                 log.warning("could not undo an abandoned %s: %s", call.function, exc)
 
     def _request(
-        self, payload: _Payload, wait: float | None, call: Call[Any] | None, repeatable: bool
+        self,
+        payload: _Payload,
+        wait: float | None,
+        call: Call[Any] | None,
+        repeatable: bool,
+        keyed: bool = False,
     ) -> protocol.Response:
         """`_exchange`; following the writable instance, a reply ER_READONLY or a
-        connection broken mid-call sends it again there, as `failover.verdict` says."""
+        connection broken mid-call sends it again there, as `failover.verdict` says
+        (a keyed put only where the server honours keys: `_honours_keys`)."""
         attempts = failover.MAX_ATTEMPTS if self._addresses and self._opts.reconnect else 1
         for attempt in range(1, attempts + 1):
             last = attempt == attempts
@@ -278,18 +285,34 @@ class Channel:
             except ConnectionLost:
                 if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
                     raise
+                if keyed and not self._honours_keys():
+                    raise
                 continue
             if last or response.ok:
                 return response
             if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
                 return response
+            unknown = failover.outcome_unknown(response.error_code)
+            if keyed and unknown and not self._honours_keys():
+                return response
             self._leave_read_only()
         raise AssertionError("the last attempt returns or raises")
+
+    def _honours_keys(self) -> bool:
+        """As the asyncio client's (`clients.aio.link.Link._honours_keys`): asked once
+        per connection with `queuebox.status`, which only queuebox answers."""
+        if self._keys_honoured is None:
+            try:
+                self._keys_honoured = self.run(modern.honours_keys())
+            except NetworkError:
+                return False  # not known: asked again next time
+        return self._keys_honoured
 
     def run(self, call: Call[T]) -> T:
         """Run a described queue call (see `clients.calls`) and return its result."""
         payload = _payload_of(call)
-        return iproto.result(call, self._request(payload, call.wait, call, call.repeatable))
+        response = self._request(payload, call.wait, call, call.repeatable, call.keyed)
+        return iproto.result(call, response)
 
     def run_many(self, calls: Iterable[Call[T]], window: int) -> list[T]:
         """Run calls pipelined, at most `window` in flight; results in order.

@@ -164,12 +164,10 @@ class Worker(Consumer):
                 await asyncio.wait(set(self._acks), timeout=ACKS_AT_STOP_S)
 
     # -- taking --
-    async def _next_task(self) -> Task | None:
+    async def _next_task(self, slot: asyncio.Task[Any]) -> Task | None:
         """The slot takes itself, without a task per take: `stop()` cancels the slot
         while it waits (a task a cancelled take still gets is released by the
         connection, `calls.modern.take`'s undo)."""
-        slot = asyncio.current_task()
-        assert slot is not None, "a slot is an asyncio task"
         self._taking.add(slot)
         connection = self.tube.connection
         try:
@@ -194,10 +192,8 @@ class Worker(Consumer):
             slot.cancel()
 
     # -- one task --
-    async def _handle(self, task: Task) -> None:
+    async def _handle(self, slot: asyncio.Task[Any], task: Task) -> None:
         _CURRENT.set(task)  # this slot's context; a thread gets a copy
-        slot = asyncio.current_task()
-        assert slot is not None, "a slot is an asyncio task"
         self._running[task.id] = slot
         if self._keep_alive is not None:
             self._keep_alive.started(task)
@@ -281,8 +277,8 @@ class Worker(Consumer):
         self._acks.add(reply)
         reply.add_done_callback(partial(self._acked, task.id))
 
-    def _ack_call(self, task: Task, result: Any) -> Call[Task]:
-        call = modern.ack(self.tube.name, task.id, result)
+    def _ack_call(self, task: Task, result: Any) -> Call[None]:
+        call = modern.ack_unread(self.tube.name, task.id, result)
         if result is not None:
             try:
                 iproto.encode(0, call)
@@ -293,7 +289,7 @@ class Worker(Consumer):
                     self.tube.name,
                     exc,
                 )
-                call = modern.ack(self.tube.name, task.id)
+                call = modern.ack_unread(self.tube.name, task.id)
         return call
 
     def _acked(self, task_id: int, reply: asyncio.Future[Any]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +74,17 @@ queue.tube.slow = {
     end,
     release = function(self, id) table.insert(released, id) return {id, 'r', 'late task'} end,
 }
+function queue.state() return 'RUNNING' end
+-- A put that counts itself and waits for the test: Tarantool + queue ignores a put's key.
+keyed_puts = 0
+queue.tube.keyed = {
+    put = function(self, data, opts)
+        keyed_puts = keyed_puts + 1
+        hold('keyed-put')
+        return {keyed_puts, 'r', data}
+    end,
+}
+function keyed_put_count() return keyed_puts end
 function queue.create_tube(name, kind, opts)
     -- the real module returns the tube object, which CALL cannot serialize
     return function() end
@@ -282,6 +294,57 @@ async def test_async_calls_in_flight_fail_when_the_connection_is_cut(
             with pytest.raises(ConnectionLost):
                 await pending
             assert await conn.call("echo", 1) == [1]
+
+
+async def test_a_keyed_put_cut_mid_call_is_not_sent_again_to_tarantool(
+    tarantool: TarantoolProc,
+) -> None:
+    """Following the writable instance, a keyed put whose connection broke is sent again
+    only where the server honours keys: Tarantool + queue ignores them (a second send
+    could make a second task), so the put's unknown outcome is raised, sent once."""
+    from queuebox.clients.errors import ConnectionLost
+
+    with forward(tarantool.port) as proxy:
+        address = f"127.0.0.1:{proxy.port}"
+        async with aconnect(0, addresses=[address], backoff_initial=0.01) as conn:
+            (before,) = await conn.call("keyed_put_count")
+            put = asyncio.ensure_future(conn.tube("keyed").put("x"))  # keyed by default
+            await wait_for_async(lambda: held(conn, "keyed-put"), "the put running")
+            proxy.cut_all()
+            with pytest.raises(ConnectionLost):
+                await asyncio.wait_for(put, 10)  # a put sent again would be held again
+            assert await conn.call("keyed_put_count") == [before + 1]
+            assert await conn.call("let_go", "keyed-put") == [True]
+
+
+def test_blocking_keyed_put_cut_mid_call_is_not_sent_again_to_tarantool(
+    tarantool: TarantoolProc,
+) -> None:
+    from queuebox.clients.errors import ConnectionLost
+
+    with forward(tarantool.port) as proxy:
+        address = f"127.0.0.1:{proxy.port}"
+        with (
+            bconnect(0, addresses=[address], backoff_initial=0.01) as conn,
+            bconnect(tarantool.port) as watcher,
+        ):
+            before = watcher.call("keyed_put_count")[0]
+            outcome: list[BaseException] = []
+
+            def put() -> None:
+                try:
+                    conn.tube("keyed").put("x")
+                except BaseException as exc:  # noqa: BLE001 - handed to the test
+                    outcome.append(exc)
+
+            putter = threading.Thread(target=put)
+            putter.start()
+            wait_for(lambda: watcher.call("is_held", "keyed-put") == [True], "the put running")
+            proxy.cut_all()
+            putter.join(10)  # a put sent again would be held again
+            assert not putter.is_alive() and isinstance(outcome[0], ConnectionLost)
+            assert watcher.call("keyed_put_count") == [before + 1]
+            assert watcher.call("let_go", "keyed-put") == [True]
 
 
 async def test_async_without_reconnect_a_cut_is_final(tarantool: TarantoolProc) -> None:

@@ -17,6 +17,7 @@ from queuebox.protocol import (
     encode_ping,
     encode_request,
 )
+from queuebox.protocol.constants import KEY_FUNCTION_NAME, KEY_TUPLE, RequestType
 from tests.unit.protocol.vectors import BY_NAME, VECTORS
 
 REPLIES = [
@@ -41,6 +42,19 @@ def test_encoders_match_asynctnt_bytes() -> None:
     assert encode_call(7, "ret_nil", [], call16=True) == BY_NAME["call16_ret_nil_request"]
     assert encode_eval(21, "return 1, 2, ...", ["x"]) == BY_NAME["eval_request_asynctnt"]
     assert encode_call(24, "sleep_ret", (0.3, "slow")) == BY_NAME["pipelined_slow_request"]
+
+
+@pytest.mark.parametrize("sync", [0, 1, 127, 128, 255, 256, 2**16, 2**32 - 1, 2**32, 2**64 - 1])
+@pytest.mark.parametrize("call16", [False, True])
+def test_encode_call_is_the_two_maps_packed_whole(sync: int, call16: bool) -> None:
+    # encode_call writes the header and the body's keys by hand; every width of the sync
+    # (fixint, uint8..uint64) and both call types give the bytes of the generic encoder.
+    args = [0.5, {"key": "é"}, list(range(20))]
+    kind = RequestType.CALL_16 if call16 else RequestType.CALL
+    body = {KEY_FUNCTION_NAME: "queue.tube.jobs:take", KEY_TUPLE: args}
+    expected = encode_request(kind, sync, body)
+    assert encode_call(sync, "queue.tube.jobs:take", args, call16=call16) == expected
+    assert request_of(expected).sync == sync
 
 
 def test_encoders_decode_like_other_clients_frames() -> None:
