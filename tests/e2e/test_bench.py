@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from queuebox.clients.bench.histogram import LatencyHistogram, PerSecond, bucket_bounds, bucket_of
+from queuebox.clients.bench.workers import WorkerPart
 from tests.e2e.serverproc import REPO, ServerProc, clean_env
 
 TIMEOUT_S = 120  # per bench run; a run takes a second or two
@@ -219,7 +220,8 @@ def test_the_worker_part_works_off_every_task_in_one_worker_process(
     assert [row["mode"] for row in doc["modes"]] == ["async", "threads"]
     for row in doc["modes"]:
         assert 0 < row["tasks_timed"] <= 300 and row["tasks_per_s"] > 0
-    assert re.search(r"^async +32 +[\d,]+ ", output, re.MULTILINE), output
+    default = WorkerPart(tasks=300).async_concurrency  # the table names the default
+    assert re.search(rf"^async +{default} +[\d,]+ ", output, re.MULTILINE), output
 
 
 def test_plot_writes_a_png(server: ServerProc, tmp_path: Path) -> None:

@@ -97,13 +97,16 @@ def test_ending_is_visible_while_the_last_wal_write_finishes(
         c.call("queue.create_tube", [tube, "fifo"])
         c.call("queuebox.test.stall_io", ["fsync", LEASE_TTL + 6])
     putter, _ = in_thread(lambda: connect_and_put(first, tube))
+    # One connection, logged in before the pause: after it, asking takes one
+    # round trip, not a login and a schema read, which on a loaded machine
+    # could outlast the step-down's bound and miss ENDING.
     with connect(first) as c:
         wait_for_stall(c)  # the put's WAL write hangs in its fsync
-    frozen(first, LEASE_TTL + 1)  # resumed past its lease: it steps down at once
-    seen = [state(first)]
-    while seen[-1] == "ENDING" and len(seen) < 1000:
-        seen.append(state(first))
-        time.sleep(0.02)
+        frozen(first, LEASE_TTL + 1)  # resumed past its lease: it steps down at once
+        seen = [str(c.call("queue.state").data[0])]
+        while seen[-1] == "ENDING" and len(seen) < 1000:
+            time.sleep(0.02)  # the pace of the polling, not an order of events
+            seen.append(str(c.call("queue.state").data[0]))
     # ENDING until the write was done (or the step's bound, two lease periods,
     # passed); then WAITING, and, alone in its cluster, it takes the vacant key
     # again at once: STARTUP, RUNNING.
