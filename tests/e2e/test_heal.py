@@ -286,6 +286,10 @@ def test_a_promotion_that_cannot_finish_gives_the_key_up_then_succeeds(
         r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
         put_many(c, tube, 1, "its write hangs on the replica")
         wait_for_stall(r)
+        # The replica campaigns once that write is done (a candidate publishes
+        # the LSN it has written), so its promotion's own sync must hang too:
+        # a second stall, armed now, for the next sync, whichever comes first.
+        r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
     assert first.proc is not None
     first.proc.kill()
     wait_for(
