@@ -1,18 +1,25 @@
-"""Group commit: one WAL write (and one fsync) per turn of the event loop.
+"""Group commit: one WAL write (and one fsync) per turn of the event loop,
+or per write of the writer thread, whichever is fewer.
 
 Owns: the single writer thread, the batch currently being gathered and the
 futures that requests await before they are answered. A handler changes data
 synchronously; the connection then awaits `barrier()`: the first change of a
 loop turn schedules a flush for the end of the turn, so every change made in
-that turn goes to disk in one write, and every request of the turn is answered
-once that write is durable under `wal_mode`.
+that turn goes to disk in one write (or, while the writer thread is busy,
+with the next turns' in the write after it), and every request is answered
+once the write holding its change is durable under `wal_mode`.
 
 Where the write happens: with `on_loop` (wal_mode=write, where durable means
 "handed to the OS") the batch is written by the loop itself at the end of
 the turn: one write() of the turn's records, measured cheaper than handing
 it to the writer thread and back (no thread switch, no contention for the
 GIL). With fsync, the write and its fsync go to the writer thread, so the
-loop does not wait for the disk, except for a batch that is alone: nothing
+loop does not wait for the disk; one batch at a time: the changes of every
+turn that ends while it is written gather in the next batch, which goes as
+soon as the thread is done (one sync for all of them, however many turns
+they took; a batch per turn queued behind the thread would each pay its own
+sync and hand-off, and under load the disk's sync time, not the loop, set
+the rate: docs/performance.md). The exception is a batch that is alone: nothing
 in flight, a few records (one request in flight, as a producer that waits
 for each durable put) and the disk's recent syncs short (`LOOP_SYNC_MAX_S`).
 The loop then writes and syncs it itself: the round trip to the writer
@@ -113,7 +120,10 @@ class GroupCommit:
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
-        self._in_flight: set[asyncio.Future[None]] = set()
+        # fsync mode: the batch on the writer thread now, if any. One at a time:
+        # changes made meanwhile gather (over as many turns as the write takes)
+        # and go as the next batch as soon as it is done (`_written`).
+        self._writing: asyncio.Future[None] | None = None
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
         self.batches_written = 0
@@ -153,6 +163,8 @@ class GroupCommit:
     def _end_of_turn(self) -> None:
         # Whatever changed before now is written (or failed) first: a callback
         # registered while this turn's future was pending always finds it done.
+        if self._writing is not None:
+            return  # fsync mode, the thread is busy: the batch waits for its write (_written)
         self._flush()
         after = self._after_write
         if after:
@@ -160,7 +172,9 @@ class GroupCommit:
             for callback in after:
                 callback()
 
-    def _flush(self) -> None:
+    def _flush(self, under_load: bool = False) -> None:
+        """Write the gathered batch: here (on_loop, or a lone batch) or on the
+        writer thread (`under_load`: it gathered while the thread wrote)."""
         done, self._gathering = self._gathering, None
         if done is None:
             return  # commit_now() wrote them already
@@ -171,18 +185,21 @@ class GroupCommit:
         if self.on_loop:
             self._write_here(batch, done)
             return
-        if self._alone(batch):
+        if not under_load and self._alone(batch):
             self.written_on_loop += 1
             self._write_here(batch, done)
             return
-        self._in_flight.add(done)
+        self._to_thread(batch, done)
+
+    def _to_thread(self, batch: Batch, done: asyncio.Future[None]) -> None:
+        self._writing = done
         written = self._loop.run_in_executor(self._executor, self._synced, batch)
         written.add_done_callback(lambda f: self._written(f, batch, done))
 
     def _alone(self, batch: Batch) -> bool:
         """fsync mode: may the loop write and sync `batch` itself (see the top)?"""
         return (
-            not self._in_flight
+            self._writing is None
             and batch.count <= ALONE_RECORDS
             and self._last_sync_s < self.loop_sync_max_s
             and not self._may_hang()
@@ -218,12 +235,16 @@ class GroupCommit:
     def _written(
         self, result: asyncio.Future[float], batch: Batch, done: asyncio.Future[None]
     ) -> None:
-        self._in_flight.discard(done)
+        self._writing = None
         error = result.exception()
         if error is None:
             self._succeeded(batch, done, result.result())
         else:
             self._failed(batch, done, error)
+        # Every change made while the thread wrote goes in one batch now, however
+        # many turns it spans: one write and one sync for all of them.
+        if self._gathering is not None:
+            self._flush(under_load=True)
 
     def _succeeded(self, batch: Batch, done: asyncio.Future[None], seconds: float) -> None:
         self.batches_written += 1
@@ -246,8 +267,8 @@ class GroupCommit:
 
     async def drain(self) -> None:
         """Wait until everything changed so far is written (used at shutdown)."""
-        while self._gathering is not None or self._in_flight:
-            pending = [f for f in (self._gathering, *self._in_flight) if f is not None]
+        while self._gathering is not None or self._writing is not None:
+            pending = [f for f in (self._gathering, self._writing) if f is not None]
             await asyncio.gather(*pending, return_exceptions=True)
         if self._journal.has_pending():
             waiter = self.barrier()

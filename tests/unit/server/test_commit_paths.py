@@ -2,7 +2,8 @@
 written and synced by the loop itself (no round trip to the writer thread);
 a batch with others in flight, a big one, one after a slow sync, or over a
 file layer that may hang goes to the writer thread (group commit under load,
-a loop that keeps answering)."""
+a loop that keeps answering). One batch at a time is on the thread: what
+changes while it is written, over any number of turns, is the next batch."""
 
 from __future__ import annotations
 
@@ -109,4 +110,30 @@ async def test_a_file_layer_that_may_hang_keeps_syncs_off_the_loop(tmp_path: Pat
     f.files.hangs = True
     await f.change()
     assert f.files.threads == ["writer"] and commit.written_on_loop == 0
+    commit.close()
+
+
+async def test_turns_that_change_while_the_thread_writes_share_the_next_sync(
+    tmp_path: Path,
+) -> None:
+    f = Fsynced(tmp_path)
+    commit = f.commit
+    f.files.hangs = True  # every batch to the thread
+    f.files.slow = [0.2]  # the first batch's sync is still running below
+    first = f.change()
+    await asyncio.sleep(0)  # its turn ends: on the thread
+    later = []
+    for _ in range(5):  # five turns, each with its own change, while it syncs
+        later.append(f.change())
+        await asyncio.sleep(0)
+    assert all(barrier is later[0] for barrier in later)  # one batch gathers them
+    assert not first.done() and not later[0].done()
+    await asyncio.gather(first, *later)
+    # Two syncs: the first batch's, then one for the five turns' changes.
+    assert f.files.threads == ["writer", "writer"] and commit.batches_written == 2
+    f.engine.close()
+    reopened = Engine(tmp_path, "fsync", clock=lambda: 1.0)
+    reopened.open()
+    assert len(reopened.catalog.space("t")) == 6
+    reopened.close()
     commit.close()
