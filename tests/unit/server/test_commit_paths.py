@@ -8,11 +8,14 @@ changes while it is written, over any number of turns, is the next batch."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 import time
 from pathlib import Path
 
-from queuebox.server.runtime.commit import ALONE_RECORDS, LOOP_SYNC_MAX_S, GroupCommit
+import pytest
+
+from queuebox.server.runtime.commit import ALONE_RECORDS, LOOP_SYNC_MAX_S, GroupCommit, WalFailed
 from queuebox.storage.engine import Engine
 from queuebox.storage.indexdef import IndexDef
 from tests.unit.storage.storage_harness import FaultyFileIO
@@ -136,4 +139,23 @@ async def test_turns_that_change_while_the_thread_writes_share_the_next_sync(
     reopened.open()
     assert len(reopened.catalog.space("t")) == 6
     reopened.close()
+    commit.close()
+
+
+async def test_a_failed_write_fails_the_turns_that_gathered_behind_it(tmp_path: Path) -> None:
+    f = Fsynced(tmp_path)
+    commit = f.commit
+    f.files.hangs = True
+    f.files.slow = [0.2]
+    f.files.plan("fsync", OSError(errno.EIO, "I/O error"))  # the first batch's sync
+    first = f.change()
+    await asyncio.sleep(0)
+    later = f.change(3)  # gathers while the first batch is on the thread
+    await asyncio.sleep(0)
+    for barrier in (first, later):  # the later changes built on the failed one: undone
+        with pytest.raises(WalFailed):
+            await barrier
+    assert len(f.space) == 0
+    await f.change()  # the next batch is written
+    assert len(f.space) == 1 and f.files.threads[-1] == "writer"
     commit.close()
