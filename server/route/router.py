@@ -20,12 +20,13 @@ import socket
 import uuid
 from collections.abc import Iterator
 
-from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
+from prometheus_client.core import CollectorRegistry, Metric
 
 from queuebox.protocol.etcdflags import add_etcd_arguments
 
 from ..access.users import Users
 from ..runtime import logs
+from ..runtime.families import gauge
 from ..runtime.loop import run
 from ..settings.config_load import load_config
 from ..web.metrics import exposition
@@ -67,35 +68,31 @@ class RouterCollector:
 
     def collect(self) -> Iterator[Metric]:
         r, t = self.router, self.router.traffic
-        forwarded = GaugeMetricFamily(
-            "queuebox_router_forwarded_total", "client calls sent on to a shard", labels=["shard"]
+        yield gauge(
+            "queuebox_router_forwarded_total",
+            "client calls sent on to a shard",
+            labels=["shard"],
+            samples=dict(sorted(t.forwarded.items())),
         )
-        own = GaugeMetricFamily(
+        yield gauge(
             "queuebox_router_own_calls_total",
             "the router's own calls to a shard (takes, waits, sums)",
             labels=["shard"],
+            samples=dict(sorted(t.own_calls.items())),
         )
-        for shard, n in sorted(t.forwarded.items()):
-            forwarded.add_metric([shard], n)
-        for shard, n in sorted(t.own_calls.items()):
-            own.add_metric([shard], n)
-        yield forwarded
-        yield own
-        yield GaugeMetricFamily("queuebox_router_upstreams", "connections to shards", t.open)
-        yield GaugeMetricFamily("queuebox_router_clients", "client connections", len(r.clients))
-        yield GaugeMetricFamily(
+        yield gauge("queuebox_router_upstreams", "connections to shards", t.open)
+        yield gauge("queuebox_router_clients", "client connections", len(r.clients))
+        yield gauge(
             "queuebox_router_etcd_ok",
             "1: the shard map is etcd's; 0: etcd unreachable, the last map read is served",
             int(r.map.etcd_ok),
         )
-        shards = GaugeMetricFamily(
+        yield gauge(
             "queuebox_router_shard_primary",
             "1 when the shard has a primary",
             labels=["shard", "number"],
+            samples={(s.name, str(s.number)): int(s.leader is not None) for s in r.map.serving()},
         )
-        for s in r.map.serving():
-            shards.add_metric([s.name, str(s.number)], int(s.leader is not None))
-        yield shards
         yield _clients_by_shard(r.clients)
 
 
@@ -105,14 +102,12 @@ def _clients_by_shard(clients: set[RouterClient]) -> Metric:
     for client in clients:
         for shard in client.shard_names():
             counts[(client.user, shard)] = counts.get((client.user, shard), 0) + 1
-    family = GaugeMetricFamily(
+    return gauge(
         "queuebox_router_shard_clients",
         "client connections of a user that have a connection open to the shard",
         labels=["user", "shard"],
+        samples=dict(sorted(counts.items())),
     )
-    for (user, shard), n in sorted(counts.items()):
-        family.add_metric([user, shard], n)
-    return family
 
 
 async def _metrics(router: Router, host: str, port: int) -> asyncio.Server:
