@@ -20,7 +20,7 @@ Channel states (the reconnect happens inside the next call, within its timeout):
 Given several addresses (`clients.failover`), connecting means finding the writable
 instance (each address in turn until one's `queue.state()` says RUNNING, with backoff,
 for at most `failover_timeout`, else `NoWritableInstance`); a reply ER_READONLY drops
-the socket, and calls are retried on the instance found next as `failover.verdict` says.
+the socket, and calls are retried on the instance found next as `failover.Resend` says.
 With one address and `wait_for_server`, the first connection is tried the same way for
 that long.
 """
@@ -48,7 +48,6 @@ from queuebox.clients.errors import (
 )
 
 T = TypeVar("T")
-LOST = failover.Event.LOST_IN_FLIGHT
 log = logging.getLogger("queuebox.client")
 
 __all__ = ["Channel"]
@@ -275,32 +274,26 @@ class Channel:
         keyed: bool = False,
     ) -> protocol.Response:
         """`_exchange`; following the writable instance, a reply ER_READONLY or a
-        connection broken mid-call sends it again there, as `failover.verdict` says
-        (a keyed put only where the server honours keys: `_honours_keys`)."""
+        connection broken mid-call sends it again there, as `failover.Resend` says
+        (a keyed put only where the server honours keys: `_again`)."""
         attempts = failover.MAX_ATTEMPTS if self._addresses and self._opts.reconnect else 1
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
+        resend = failover.Resend(attempts, repeatable, keyed)
+        while True:
             try:
                 response = self._exchange(payload, wait, call)
             except ConnectionLost:
-                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
-                    raise
-                if keyed and not self._honours_keys():
-                    raise
-                continue
-            if last or response.ok:
-                return response
-            if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
-                return response
-            unknown = failover.outcome_unknown(response.error_code)
-            if keyed and unknown and not self._honours_keys():
+                if self._again(resend.after_loss()):
+                    continue
+                raise
+            if not self._again(resend.after_reply(response)):
                 return response
             self._leave_read_only()
-        raise AssertionError("the last attempt returns or raises")
 
-    def _honours_keys(self) -> bool:
-        """As the asyncio client's (`clients.aio.link.Link._honours_keys`): asked once
-        per connection with `queuebox.status`, which only queuebox answers."""
+    def _again(self, step: failover.Next) -> bool:
+        """As the asyncio client's (`clients.aio.link.Link._again`): for AGAIN_IF_KEYS,
+        asked once per connection with `queuebox.status`, which only queuebox answers."""
+        if step is not failover.Next.AGAIN_IF_KEYS:
+            return step is failover.Next.AGAIN
         if self._keys_honoured is None:
             try:
                 self._keys_honoured = self.run(modern.honours_keys())
