@@ -71,14 +71,14 @@ class Target:
         return self.addresses or f"{self.host}:{self.port}"
 
     def connect(self) -> Any:
-        from queuebox.clients import blocking
+        from queuebox.clients.cli.connect import connect
 
-        return blocking.connect(
+        return connect(
             self.host,
             self.port,
             self.user,
             self.password,
-            addresses=self.addresses or None,
-            etcd_endpoints=self.etcd_endpoints or None,
+            addresses=self.addresses,
+            etcd_endpoints=self.etcd_endpoints,
             etcd_prefix=self.etcd_prefix,
         )
