@@ -60,13 +60,7 @@ def _connect(args: argparse.Namespace) -> blocking.Connection:
     if args.addresses and not args.etcd_endpoints and getattr(args, "reads_only", False):
         return _connect_for_reads(args)
     return connect(
-        args.host,
-        args.port,
-        args.user,
-        args.password,
-        addresses=args.addresses,
-        etcd_endpoints=args.etcd_endpoints,
-        etcd_prefix=args.etcd_prefix,
+        args,
         failover_timeout=args.failover_timeout,
         connect_timeout=args.connect_timeout,
         call_timeout=30.0,

@@ -10,30 +10,25 @@ it. Must not read flags (args.py does) nor import server/.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from queuebox.clients import blocking
 
 
-def connect(
-    host: str,
-    port: int,
-    user: str | None,
-    password: str | None,
-    *,
-    addresses: str | Iterable[str | tuple[str, int]] | None = None,
-    etcd_endpoints: str | None = None,
-    etcd_prefix: str = "/queuebox",
-    **options: Any,
-) -> blocking.Connection:
-    """`blocking.connect` to the target; `options` are its other keywords."""
-    if etcd_endpoints:  # the cluster's map says where each call goes
+def connect(where: Any, **options: Any) -> blocking.Connection:
+    """`blocking.connect` to `where`: a command's parsed arguments (args.py's
+    connection and failover flags) or the pipeline's `Target`, which name it alike
+    (host, port, user, password, addresses, etcd_endpoints, etcd_prefix).
+    `options` are `blocking.connect`'s other keywords."""
+    if where.etcd_endpoints:  # the cluster's map says where each call goes
         return blocking.connect(
-            user=user,
-            password=password,
-            etcd_endpoints=etcd_endpoints,
-            etcd_prefix=etcd_prefix,
+            user=where.user,
+            password=where.password,
+            etcd_endpoints=where.etcd_endpoints,
+            etcd_prefix=where.etcd_prefix,
             **options,
         )
-    return blocking.connect(host, port, user, password, addresses=addresses or None, **options)
+    return blocking.connect(
+        where.host, where.port, where.user, where.password, addresses=where.addresses or None,
+        **options,
+    )  # fmt: skip

@@ -73,12 +73,4 @@ class Target:
     def connect(self) -> Any:
         from queuebox.clients.cli.connect import connect
 
-        return connect(
-            self.host,
-            self.port,
-            self.user,
-            self.password,
-            addresses=self.addresses,
-            etcd_endpoints=self.etcd_endpoints,
-            etcd_prefix=self.etcd_prefix,
-        )
+        return connect(self)
