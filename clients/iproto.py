@@ -21,7 +21,9 @@ from queuebox.clients.errors import NetworkError, error_from_reply
 
 T = TypeVar("T")
 
-__all__ = ["GREETING_SIZE", "Options", "Syncs", "auth_request", "encode", "parse_address"]
+__all__ = [
+    "GREETING_SIZE", "Options", "Peer", "Syncs", "auth_request", "encode", "parse_address"
+]  # fmt: skip
 
 GREETING_SIZE = 128
 
@@ -84,6 +86,25 @@ class Options:
         if self.call_timeout is None or (wait is None):
             return None
         return self.call_timeout + max(wait, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Where a connection goes and as whom, as both clients' connections take it:
+    host:port, or the addresses of a primary + replicas set (`clients.failover`:
+    the writable one is followed), the login (None: guest) and the settings."""
+
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    options: Options
+    addresses: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def first(self) -> tuple[str, int]:
+        """Where the first connection goes: the first address, or host:port."""
+        return self.addresses[0] if self.addresses else (self.host, self.port)
 
 
 class Syncs:

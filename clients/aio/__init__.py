@@ -129,4 +129,4 @@ def connect(
         )
         return _Connecting(cluster)
     several = () if addresses is None else failover.parse_addresses(addresses)
-    return _Connecting(Connection(host, port, user, password, options, several))
+    return _Connecting(Connection(iproto.Peer(host, port, user, password, options, several)))

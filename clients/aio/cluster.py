@@ -138,7 +138,7 @@ class ClusterConnection(Connection):
         if shard.leader is None:
             return  # no primary right now: the old connection may still answer, or fail
         host, port = iproto.parse_address(shard.leader)
-        conn = Connection(host, port, self._user, self._password, self._opts)
+        conn = Connection(iproto.Peer(host, port, self._user, self._password, self._opts))
         try:
             await conn.start()
             if had is not None and had[1].session is not None:

@@ -58,22 +58,12 @@ log = logging.getLogger("queuebox.client")
 class Link:
     """One connection's socket, reconnects and requests (Connection is the API)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-    ) -> None:
-        self._opts = options
-        self.put_keys = options.put_keys  # tubes key every put (clients.calls.put_key)
+    def __init__(self, peer: iproto.Peer) -> None:
+        self._opts = peer.options
+        self.put_keys = peer.options.put_keys  # tubes key every put (clients.calls.put_key)
         self._syncs = iproto.Syncs()
         # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._dial = Dialer(
-            (host, port), addresses, user, password, options, self._syncs, self._lost
-        )
+        self._dial = Dialer(peer, self._syncs, self._lost)
         self.host, self.port = self._dial.at
         self._leaving: set[Wire] = set()
         self._wire: Wire | None = None

@@ -47,8 +47,8 @@ from queuebox.clients.errors import (
     ServerError,
 )
 
-T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
+T = TypeVar("T")
 
 __all__ = ["Channel"]
 
@@ -58,20 +58,12 @@ _Payload = Callable[[int], bytes]
 class Channel:
     """One socket to queuebox (or Tarantool + queue), for one thread at a time."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-    ) -> None:
-        self.host, self.port = addresses[0] if addresses else (host, port)
+    def __init__(self, peer: iproto.Peer) -> None:
+        self.host, self.port = peer.first
         # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._addresses = addresses
-        self._user, self._password = user, password
-        self._opts = options
+        self._addresses = peer.addresses
+        self._user, self._password = peer.user, peer.password
+        self._opts = peer.options
         self._syncs = iproto.Syncs()
         self._link: Link | None = None
         self._replies: dict[int, protocol.Response] = {}
