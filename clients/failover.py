@@ -4,7 +4,8 @@ Owns: reading a list of addresses (`parse_addresses`), what counts as the writab
 (`queue.state()` answers RUNNING) and the retry decision table: after a call was refused
 as read-only, or its connection broke, may the client run it again on the writable
 instance it finds next (`verdict`; one call's sends by it: `Resend`)? The async and
-blocking connections both ask here, so the two clients decide alike. Must not touch sockets, the event loop or the clock.
+blocking connections both ask here, so the two clients decide alike. Must not touch
+sockets, the event loop or the clock.
 
     what happened to the call             repeatable (reads,   changes data (writes)
                                           keyed puts)

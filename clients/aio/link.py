@@ -214,8 +214,9 @@ class Link:
         mid-call sends it again on the instance found next, as `failover.Resend` says
         (a keyed put only where the server honours keys: `_again`).
         """
-        attempts = failover.MAX_ATTEMPTS if self._dial.addresses and self._opts.reconnect else 1
-        resend = failover.Resend(attempts, repeatable, keyed)
+        if not (self._dial.addresses and self._opts.reconnect):  # one send, nothing to resend
+            return (await self._send_once(payload, wait, orphan, on_push))[1]
+        resend = failover.Resend(failover.MAX_ATTEMPTS, repeatable, keyed)
         while True:
             try:
                 wire, response = await self._send_once(payload, wait, orphan, on_push)

@@ -268,8 +268,9 @@ class Channel:
         """`_exchange`; following the writable instance, a reply ER_READONLY or a
         connection broken mid-call sends it again there, as `failover.Resend` says
         (a keyed put only where the server honours keys: `_again`)."""
-        attempts = failover.MAX_ATTEMPTS if self._addresses and self._opts.reconnect else 1
-        resend = failover.Resend(attempts, repeatable, keyed)
+        if not (self._addresses and self._opts.reconnect):  # one send, nothing to resend
+            return self._exchange(payload, wait, call)
+        resend = failover.Resend(failover.MAX_ATTEMPTS, repeatable, keyed)
         while True:
             try:
                 response = self._exchange(payload, wait, call)
