@@ -15,6 +15,7 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mypy_extensions import mypyc_attr
@@ -141,12 +142,17 @@ class FileIO:
         os.close(fd)
 
 
+def _quiet(op: str, seconds: float) -> None:
+    """Nobody listens to the stalls (a unit test's file layer)."""
+
+
 class InjectedFaults(FileIO):
     """A FileIO that fails on cue, for the server's test hooks (tests over real
     sockets cannot swap the class in the server process): fail(op, err, count)
     makes the next `count` calls of `op` raise OSError(err); stall(op, seconds,
-    count) makes them take that long first (a disk that hangs); stalls_to_come(op)
-    says how many of those have not begun."""
+    count) makes them take that long first (a disk that hangs), and `on_stall`
+    hears of each as it begins (the server logs it: a test waits for that line,
+    as any call it made would wait behind the hung write)."""
 
     # "fsync" covers fdatasync too: a test failing the sync fails either kind.
     OPS = ("create", "pwrite", "fsync", "rename", "fallocate")
@@ -154,6 +160,7 @@ class InjectedFaults(FileIO):
     def __init__(self) -> None:
         self._planned: dict[str, list[int]] = {op: [] for op in self.OPS}
         self._stalls: dict[str, list[float]] = {op: [] for op in self.OPS}
+        self.on_stall: Callable[[str, float], None] = _quiet
 
     def fail(self, op: str, err: int, count: int = 1) -> None:
         self._known(op)
@@ -162,12 +169,6 @@ class InjectedFaults(FileIO):
     def stall(self, op: str, seconds: float, count: int = 1) -> None:
         self._known(op)
         self._stalls[op].extend([seconds] * count)
-
-    def stalls_to_come(self, op: str) -> int:
-        """How many stalls of `op` are armed and not begun: a test waits for 0 to
-        know the call it meant to hang is hanging now."""
-        self._known(op)
-        return len(self._stalls[op])
 
     def may_hang(self) -> bool:
         return any(self._stalls.values())
@@ -179,7 +180,9 @@ class InjectedFaults(FileIO):
     def _check(self, op: str) -> None:
         stalls = self._stalls[op]
         if stalls:
-            time.sleep(stalls.pop(0))
+            seconds = stalls.pop(0)
+            self.on_stall(op, seconds)
+            time.sleep(seconds)
         planned = self._planned[op]
         if planned:
             err = planned.pop(0)

@@ -88,13 +88,18 @@ async def wait_for_waiting_takes_async(
     await asyncio.to_thread(wait_for_waiting_takes, port, tube, count, user, password)
 
 
-def wait_for_stall(conn: tarantool.Connection, op: str = "fsync", timeout: float = 20.0) -> None:
-    """Until the server's stalled `op` (armed by `queuebox.test.stall_io`) hangs."""
-    wait_for(
-        lambda: conn.call("queuebox.test.stalls_to_come", [op]).data == [0],
-        f"the stalled {op} to begin",
-        timeout,
-    )
+def wait_for_stall(
+    log: Callable[[], str], op: str = "fsync", count: int = 1, timeout: float = 20.0
+) -> None:
+    """Until the server whose log `log` reads has begun `count` stalled `op` calls
+    (armed by `queuebox.test.stall_io`). Read from the log, not asked: a call would
+    wait behind the hung write it asks about."""
+
+    def begun() -> bool:
+        lines = log().splitlines()
+        return sum("a stalled disk call begins" in x and f"op={op}" in x for x in lines) >= count
+
+    wait_for(begun, f"the stalled {op} to begin", timeout)
 
 
 def metric(port: int, name: str, **labels: str) -> float | None:

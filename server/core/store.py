@@ -274,13 +274,12 @@ async def build_store(
 
 def install_fault_hooks(app: App, faults: InjectedFaults) -> None:
     """`queuebox.test.fail_io` and `stall_io` arm the faults of the data directory;
-    `stalls_to_come` tells a test when the stalled call has begun."""
+    a stalled call's beginning is logged (from the thread that makes it): a test
+    waits for that line, since a call it made would wait behind the hung write."""
     registry = app.registry  # read_only_ok: a replica's disk can fail too
     registry.register("queuebox.test.fail_io", _fail_io(faults), ADMIN, read_only_ok=True)
     registry.register("queuebox.test.stall_io", _stall_io(faults), ADMIN, read_only_ok=True)
-    registry.register(
-        "queuebox.test.stalls_to_come", _stalls_to_come(faults), ADMIN, read_only_ok=True
-    )
+    faults.on_stall = _log_stall
 
 
 def _fail_io(faults: InjectedFaults) -> Handler:
@@ -304,10 +303,5 @@ def _stall_io(faults: InjectedFaults) -> Handler:
     return stall_io
 
 
-def _stalls_to_come(faults: InjectedFaults) -> Handler:
-    def stalls_to_come(ctx: CallContext, args: list[Any]) -> list[Any]:
-        """queuebox.test.stalls_to_come(op): how many armed stalls of `op` have not
-        begun (0: the call meant to hang hangs now, or is done)."""
-        return [faults.stalls_to_come(str(args[0]))]
-
-    return stalls_to_come
+def _log_stall(op: str, seconds: float) -> None:
+    log.warning("test hook: a stalled disk call begins", op=op, seconds=seconds)

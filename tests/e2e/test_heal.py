@@ -101,7 +101,7 @@ def test_ending_is_visible_while_the_last_wal_write_finishes(
     # round trip, not a login and a schema read, which on a loaded machine
     # could outlast the step-down's bound and miss ENDING.
     with connect(first) as c:
-        wait_for_stall(c)  # the put's WAL write hangs in its fsync
+        wait_for_stall(first.log)  # the put's WAL write hangs in its fsync
         frozen(first, LEASE_TTL + 1)  # resumed past its lease: it steps down at once
         seen = [str(c.call("queue.state").data[0])]
         while seen[-1] == "ENDING" and len(seen) < 1000:
@@ -285,11 +285,9 @@ def test_a_promotion_that_cannot_finish_gives_the_key_up_then_succeeds(
         wait_equal(c, r, tube)
         r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
         put_many(c, tube, 1, "its write hangs on the replica")
-        wait_for_stall(r)
-        # The replica campaigns once that write is done (a candidate publishes
-        # the LSN it has written), so its promotion's own sync must hang too:
-        # a second stall, armed now, for the next sync, whichever comes first.
-        r.call("queuebox.test.stall_io", ["fsync", 4 * LEASE_TTL + 1])
+    # From the log, not asked: a call to the replica made in the turn that
+    # applied the record would wait behind its hung write, past the kill.
+    wait_for_stall(second.log)
     assert first.proc is not None
     first.proc.kill()
     wait_for(

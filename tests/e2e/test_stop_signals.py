@@ -111,8 +111,7 @@ def test_during_a_promotion(start_server: StartServer, signum: int) -> None:
         r.call("queuebox.test.stall_io", ["fsync", 5])
     with connect(primary) as p:
         p.call("queue.create_tube", ["stalled", "fifo"])  # its write hangs on the replica
-    with connect(replica) as r:
-        wait_for_stall(r)
+    wait_for_stall(replica.log)
     answers: list[Any] = []
 
     def promote() -> None:
