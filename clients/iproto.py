@@ -56,6 +56,10 @@ class Options:
             where the server honours keys (queuebox; the connection asks once: a
             Tarantool + queue server ignores keys, and there a put is never repeated).
             False: puts carry a key only when they name one.
+        write_every: the asyncio client writes at most this many requests at a time
+            (None: every request made in one turn of its event loop in one write).
+            The worker runner sets it (clients.worker.WRITE_EVERY): its burst of acks
+            and takes then leaves in pieces the server starts on at once.
     """
 
     connect_timeout: float = 5.0
@@ -69,6 +73,7 @@ class Options:
     wait_for_server: float = 0.0
     tls: ssl.SSLContext | None = None
     put_keys: bool = True
+    write_every: int | None = None
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up

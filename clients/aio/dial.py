@@ -61,8 +61,9 @@ class Dialer:
         transport: asyncio.Transport | None = None
         try:
             async with asyncio.timeout(self._opts.connect_timeout):
+                every = self._opts.write_every
                 transport, wire = await loop.create_connection(
-                    lambda: Wire(self._on_lost), host, port, ssl=self._opts.tls
+                    lambda: Wire(self._on_lost, every), host, port, ssl=self._opts.tls
                 )
                 self.greeting = iproto.check_greeting(await wire.greeting)
                 sync = self._syncs.next()

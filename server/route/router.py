@@ -28,6 +28,7 @@ from ..access.users import Users
 from ..runtime import logs
 from ..runtime.families import gauge
 from ..runtime.loop import run
+from ..settings.config import Config
 from ..settings.config_load import load_config
 from ..web.metrics import exposition
 from .client import RouterClient, close_all
@@ -218,6 +219,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+def client_users(config: Config, service_user: str) -> Users:
+    """Whom the router's clients may log in as: the users of its config, less its
+    own service user (QUEUEBOX_ROUTER_USER + _PASSWORD define it there too):
+    a client acting as that user would keep `route`, and could act as anyone."""
+    return Users({name: u for name, u in config.users.items() if name != service_user})
+
+
 def main(argv: list[str], prog: str = "queuebox router") -> int:
     args = build_parser(prog).parse_args(argv)
     logs.configure(args.log_format)
@@ -226,7 +234,7 @@ def main(argv: list[str], prog: str = "queuebox router") -> int:
     if not password:
         log.error(f"no password for the service user: set {PASSWORD_ENV}")
         return 2
-    users = Users(config.users)
+    users = client_users(config, args.shard_user)
     try:
         run(serve(args, users, password), args.loop)
     except Exception as e:
