@@ -3,8 +3,9 @@
 Owns: reading a list of addresses (`parse_addresses`), what counts as the writable one
 (`queue.state()` answers RUNNING) and the retry decision table: after a call was refused
 as read-only, or its connection broke, may the client run it again on the writable
-instance it finds next (`verdict`)? The async and blocking connections both ask here, so
-the two clients decide alike. Must not touch sockets, the event loop or the clock.
+instance it finds next (`verdict`; one call's sends by it: `Resend`)? The async and
+blocking connections both ask here, so the two clients decide alike. Must not touch
+sockets, the event loop or the clock.
 
     what happened to the call             repeatable (reads,   changes data (writes)
                                           keyed puts)
@@ -46,6 +47,8 @@ __all__ = [
     "WRITABLE_STATE",
     "Address",
     "Event",
+    "Next",
+    "Resend",
     "Verdict",
     "parse_addresses",
     "after_reply",
@@ -110,6 +113,46 @@ def after_reply(code: int, repeatable: bool) -> Verdict:
     if outcome_unknown(code):
         return verdict(Event.OUTCOME_UNKNOWN, repeatable)
     return Verdict.RAISE
+
+
+class Next(enum.Enum):
+    """What a connection does after one send of a call (`Resend`)."""
+
+    DONE = "done"  # hand the reply (or the ConnectionLost) to the caller
+    AGAIN = "again"  # find the writable instance, send the call there
+    AGAIN_IF_KEYS = "again_if_keys"  # AGAIN where the server honours keys, else DONE
+
+
+class Resend:
+    """One call's sends while following the writable instance, without I/O: after
+    each send, what next. The asyncio and blocking connections run their sends by
+    it, so the two clients send a call again alike; each asks its server itself
+    whether it honours keys (AGAIN_IF_KEYS: a keyed put sent again after a lost
+    connection or an unknown outcome)."""
+
+    __slots__ = ("_keyed", "_left", "_repeatable")
+
+    def __init__(self, attempts: int, repeatable: bool, keyed: bool) -> None:
+        self._left = attempts
+        self._repeatable = repeatable
+        self._keyed = keyed
+
+    def after_loss(self) -> Next:
+        """The connection broke with the call in flight."""
+        self._left -= 1
+        if not self._left or verdict(Event.LOST_IN_FLIGHT, self._repeatable) is Verdict.RAISE:
+            return Next.DONE
+        return Next.AGAIN_IF_KEYS if self._keyed else Next.AGAIN
+
+    def after_reply(self, response: protocol.Response) -> Next:
+        """A reply came: an answer, or an error that may mean the call goes again."""
+        self._left -= 1
+        if not self._left or response.ok:
+            return Next.DONE
+        code = response.error_code
+        if after_reply(code, self._repeatable) is Verdict.RAISE:
+            return Next.DONE
+        return Next.AGAIN_IF_KEYS if self._keyed and outcome_unknown(code) else Next.AGAIN
 
 
 _OUTCOME_UNKNOWN = frozenset(

@@ -21,7 +21,9 @@ from queuebox.clients.errors import NetworkError, error_from_reply
 
 T = TypeVar("T")
 
-__all__ = ["GREETING_SIZE", "Options", "Syncs", "auth_request", "encode", "parse_address"]
+__all__ = [
+    "GREETING_SIZE", "Options", "Peer", "Syncs", "auth_request", "encode", "parse_address"
+]  # fmt: skip
 
 GREETING_SIZE = 128
 
@@ -54,6 +56,10 @@ class Options:
             where the server honours keys (queuebox; the connection asks once: a
             Tarantool + queue server ignores keys, and there a put is never repeated).
             False: puts carry a key only when they name one.
+        write_every: the asyncio client writes at most this many requests at a time
+            (None: every request made in one turn of its event loop in one write).
+            The worker runner sets it (clients.worker.WRITE_EVERY): its burst of acks
+            and takes then leaves in pieces the server starts on at once.
     """
 
     connect_timeout: float = 5.0
@@ -67,6 +73,7 @@ class Options:
     wait_for_server: float = 0.0
     tls: ssl.SSLContext | None = None
     put_keys: bool = True
+    write_every: int | None = None
 
     def backoff(self, rand: Callable[[], float] = random.random) -> Iterator[float]:
         """The successive delays between reconnect attempts (endless): exponential up
@@ -84,6 +91,25 @@ class Options:
         if self.call_timeout is None or (wait is None):
             return None
         return self.call_timeout + max(wait, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """Where a connection goes and as whom, as both clients' connections take it:
+    host:port, or the addresses of a primary + replicas set (`clients.failover`:
+    the writable one is followed), the login (None: guest) and the settings."""
+
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    options: Options
+    addresses: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def first(self) -> tuple[str, int]:
+        """Where the first connection goes: the first address, or host:port."""
+        return self.addresses[0] if self.addresses else (self.host, self.port)
 
 
 class Syncs:

@@ -157,22 +157,24 @@ def put_tube(
     opts: dict[str, Any],
     timeout: float = 2.0,
     tls: ssl.SSLContext | None = None,
-) -> None:
-    """Write P/tubes/NAME, so a shard added later creates the tube too."""
+) -> int:
+    """Write P/tubes/NAME, so a shard added later creates the tube too; the
+    write's etcd revision (told to the shards: placement.TUBE_WRITTEN)."""
     value = json.dumps({"type": kind, "opts": opts}).encode()
     body = {
         "key": _b64(f"{prefix.rstrip('/')}/tubes/{name}"),
         "value": base64.b64encode(value).decode(),
     }
-    _ask(endpoints, "/v3/kv/put", body, timeout, tls)
+    return int(_ask(endpoints, "/v3/kv/put", body, timeout, tls)["header"]["revision"])
 
 
 def drop_tube(
     endpoints: str, prefix: str, name: str, timeout: float = 2.0, tls: ssl.SSLContext | None = None
-) -> None:
-    """Delete P/tubes/NAME: the shards drop it where it is empty (docs/cluster.md)."""
+) -> int:
+    """Delete P/tubes/NAME: the shards drop it where it is empty (docs/cluster.md);
+    the etcd revision from which a reading no longer has it."""
     body = {"key": _b64(f"{prefix.rstrip('/')}/tubes/{name}")}
-    _ask(endpoints, "/v3/kv/deleterange", body, timeout, tls)
+    return int(_ask(endpoints, "/v3/kv/deleterange", body, timeout, tls)["header"]["revision"])
 
 
 # -- routing --------------------------------------------------------------------------

@@ -39,6 +39,11 @@ SCHEDULE_CALLS = frozenset(
     {"queuebox.schedule", "queuebox.schedule_pause", "queuebox.schedule_resume",
      "queuebox.schedule_delete"}
 )  # fmt: skip
+# After create_tube or drop went to every shard and P/tubes was written, the
+# router or self-routing client tells each shard that write's etcd revision:
+# (tube, revision). The shard follows the map for that tube only from a reading
+# that new (server/replication/shard_sync.py).
+TUBE_WRITTEN = "queuebox.tube_written"
 
 
 def id_shard(task_id: Any) -> int | None:

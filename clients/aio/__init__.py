@@ -72,6 +72,7 @@ def connect(
     wait_for_server: float = 0.0,
     tls: ssl.SSLContext | None = None,
     put_keys: bool = True,
+    write_every: int | None = None,
     etcd_endpoints: str | None = None,
     etcd_prefix: str = "/queuebox",
     etcd_tls: ssl.SSLContext | None = None,
@@ -104,6 +105,9 @@ def connect(
     never a second one (docs/client.md "Exactly-once puts"). False for a Tarantool +
     queue server, which ignores keys.
 
+    `write_every`: write at most this many requests at a time (`iproto.Options`);
+    None, the default, writes all that one turn of the event loop made at once.
+
     `etcd_endpoints` (``"http://etcd1:2379,http://etcd2:2379"``; host, port and
     addresses are then ignored) routes by itself over the sharded cluster under
     `etcd_prefix`: it reads the cluster map (etcd's HTTP JSON gateway, re-read every
@@ -122,6 +126,7 @@ def connect(
         wait_for_server=wait_for_server,
         tls=tls,
         put_keys=put_keys,
+        write_every=write_every,
     )
     if etcd_endpoints:
         cluster = ClusterConnection(
@@ -129,4 +134,4 @@ def connect(
         )
         return _Connecting(cluster)
     several = () if addresses is None else failover.parse_addresses(addresses)
-    return _Connecting(Connection(host, port, user, password, options, several))
+    return _Connecting(Connection(iproto.Peer(host, port, user, password, options, several)))

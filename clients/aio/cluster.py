@@ -35,6 +35,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from queuebox.clients.sharding import ClusterView, Route, Shard
+from queuebox.protocol.placement import TUBE_WRITTEN
 
 if TYPE_CHECKING:
     import ssl
@@ -138,7 +139,7 @@ class ClusterConnection(Connection):
         if shard.leader is None:
             return  # no primary right now: the old connection may still answer, or fail
         host, port = iproto.parse_address(shard.leader)
-        conn = Connection(host, port, self._user, self._password, self._opts)
+        conn = Connection(iproto.Peer(host, port, self._user, self._password, self._opts))
         try:
             await conn.start()
             if had is not None and had[1].session is not None:
@@ -292,18 +293,22 @@ class ClusterConnection(Connection):
         answers = await asyncio.gather(*(conn.run(raw) for conn in conns))
         # The shards first: P/tubes then makes it on a shard added later (and a shard's
         # sync, racing this call, finds it made).
+        written: tuple[str, int] | None = None
         if call.function == "queue.create_tube" and len(call.args) >= 2:
             opts = call.args[2] if len(call.args) > 2 else {}
-            await asyncio.to_thread(
+            written = call.args[0], await asyncio.to_thread(
                 sharding.put_tube, self.endpoints, self.prefix, call.args[0], call.args[1],
                 dict(opts), self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
         parsed = sharding.split(call.function)
         if parsed is not None and parsed[1] == "drop":
-            await asyncio.to_thread(
+            written = parsed[0], await asyncio.to_thread(
                 sharding.drop_tube, self.endpoints, self.prefix, parsed[0],
                 self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
+        if written is not None:  # each shard follows the map for it from that revision on
+            told = Call(TUBE_WRITTEN, written, list)
+            await asyncio.gather(*(conn.run(told) for conn in conns), return_exceptions=True)
         if where.kind == "summed":
             return call.parse([sharding.summed([a[0] if a else {} for a in answers])])
         if where.kind == "listed":

@@ -38,20 +38,13 @@ class Dialer:
     """Opens wires for one `Connection`; `at` is the address of the last one opened."""
 
     def __init__(
-        self,
-        at: failover.Address,
-        addresses: tuple[failover.Address, ...],
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        syncs: iproto.Syncs,
-        on_lost: Callable[[Wire], None],
+        self, peer: iproto.Peer, syncs: iproto.Syncs, on_lost: Callable[[Wire], None]
     ) -> None:
-        self.at = addresses[0] if addresses else at
+        self.at = peer.first
         # Several addresses: find the writable one; none: always `at`.
-        self.addresses = addresses
-        self._user, self._password = user, password
-        self._opts = options
+        self.addresses = peer.addresses
+        self._user, self._password = peer.user, peer.password
+        self._opts = peer.options
         self._syncs = syncs
         self._on_lost = on_lost
         self.greeting: protocol.Greeting | None = None
@@ -68,8 +61,9 @@ class Dialer:
         transport: asyncio.Transport | None = None
         try:
             async with asyncio.timeout(self._opts.connect_timeout):
+                every = self._opts.write_every
                 transport, wire = await loop.create_connection(
-                    lambda: Wire(self._on_lost), host, port, ssl=self._opts.tls
+                    lambda: Wire(self._on_lost, every), host, port, ssl=self._opts.tls
                 )
                 self.greeting = iproto.check_greeting(await wire.greeting)
                 sync = self._syncs.next()

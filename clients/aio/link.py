@@ -25,7 +25,7 @@ Given several addresses (`clients.failover`), connecting means finding the writa
 instance: each address in turn until one's `queue.state()` says RUNNING, rounds repeated
 with backoff for at most `failover_timeout` (then BROKEN with `NoWritableInstance`). A
 reply ER_READONLY sends the connection back to RECONNECTING (the old socket closes once
-its calls are answered), and calls are retried there as `failover.verdict` says.
+its calls are answered), and calls are retried there as `failover.Resend` says.
 """
 
 from __future__ import annotations
@@ -52,29 +52,18 @@ from queuebox.clients.errors import (
 )
 
 T = TypeVar("T")
-LOST = failover.Event.LOST_IN_FLIGHT
 log = logging.getLogger("queuebox.client")
 
 
 class Link:
     """One connection's socket, reconnects and requests (Connection is the API)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-    ) -> None:
-        self._opts = options
-        self.put_keys = options.put_keys  # tubes key every put (clients.calls.put_key)
+    def __init__(self, peer: iproto.Peer) -> None:
+        self._opts = peer.options
+        self.put_keys = peer.options.put_keys  # tubes key every put (clients.calls.put_key)
         self._syncs = iproto.Syncs()
         # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._dial = Dialer(
-            (host, port), addresses, user, password, options, self._syncs, self._lost
-        )
+        self._dial = Dialer(peer, self._syncs, self._lost)
         self.host, self.port = self._dial.at
         self._leaving: set[Wire] = set()
         self._wire: Wire | None = None
@@ -222,36 +211,31 @@ class Link:
         """Send one request (payload(sync) -> bytes) and wait for its reply.
 
         Following the writable instance, a reply ER_READONLY or a connection broken
-        mid-call sends it again on the instance found next, as `failover.verdict` says
-        (a keyed put only where the server honours keys: `_honours_keys`).
+        mid-call sends it again on the instance found next, as `failover.Resend` says
+        (a keyed put only where the server honours keys: `_again`).
         """
-        attempts = failover.MAX_ATTEMPTS if self._dial.addresses and self._opts.reconnect else 1
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
+        if not (self._dial.addresses and self._opts.reconnect):  # one send, nothing to resend
+            return (await self._send_once(payload, wait, orphan, on_push))[1]
+        resend = failover.Resend(failover.MAX_ATTEMPTS, repeatable, keyed)
+        while True:
             try:
                 wire, response = await self._send_once(payload, wait, orphan, on_push)
             except ConnectionLost:
-                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
-                    raise
-                if keyed and not await self._honours_keys():
-                    raise
-                continue
-            if last or response.ok:
-                return response
-            if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
-                return response
-            unknown = failover.outcome_unknown(response.error_code)
-            if keyed and unknown and not await self._honours_keys():
+                if await self._again(resend.after_loss()):
+                    continue
+                raise
+            if not await self._again(resend.after_reply(response)):
                 return response
             self._leave(wire)
-        raise AssertionError("the last attempt returns or raises")
 
-    async def _honours_keys(self) -> bool:
-        """Does the server answer a second put of a key with the first one's task, so
-        that a keyed put whose outcome is unknown may be sent again? queuebox does,
-        Tarantool + queue ignores keys. Asked once per connection, the first time it
-        matters: `queuebox.status` answers on queuebox only. No answer (the connection
-        is lost again): not known, so no."""
+    async def _again(self, step: failover.Next) -> bool:
+        """Send the call again? For AGAIN_IF_KEYS: does the server answer a second put
+        of a key with the first one's task? queuebox does, Tarantool + queue ignores
+        keys. Asked once per connection, the first time it matters: `queuebox.status`
+        answers on queuebox only. No answer (the connection is lost again): not
+        known, so no."""
+        if step is not failover.Next.AGAIN_IF_KEYS:
+            return step is failover.Next.AGAIN
         if self._keys_honoured is None:
             try:
                 self._keys_honoured = await self.run(modern.honours_keys())

@@ -19,14 +19,6 @@ from queuebox.clients.errors import ConnectionLost
 
 __all__ = ["Orphan", "Wire"]
 
-# The most requests one write carries. A burst made in one turn of the loop (a worker's
-# acks and next takes, one pair for each reply it read) leaves in pieces: the server
-# starts on the first piece while the rest are being made, instead of each side waiting
-# for the other's whole batch in turn. Measured with a worker (docs/workers.md "Speed"):
-# 16 doubles its rate over one write a turn; 32 split only bursts of more than 16 tasks
-# (none with 16 threads); 8 cost more writes for no more speed.
-WRITE_EVERY = 16
-
 Orphan = Callable[[protocol.Response], None]
 PushHandler = Callable[[protocol.Response], None]
 
@@ -34,12 +26,14 @@ PushHandler = Callable[[protocol.Response], None]
 class Wire(asyncio.Protocol):
     """One TCP connection: the greeting, reply framing and the replies' waiters.
 
-    Requests written in one loop iteration leave together, at most WRITE_EVERY to a
-    write. A reply nobody waits for any more (its call timed out or was cancelled) goes
-    to that call's orphan handler, if it left one, else it is dropped.
+    Requests written in one loop iteration leave together, at most `write_every` to a
+    write when that is set (iproto.Options.write_every), else all in one. A reply
+    nobody waits for any more (its call timed out or was cancelled) goes to that
+    call's orphan handler, if it left one, else it is dropped.
     """
 
-    def __init__(self, on_lost: Callable[[Wire], None]) -> None:
+    def __init__(self, on_lost: Callable[[Wire], None], write_every: int | None = None) -> None:
+        self._write_every = write_every or 0  # 0: one write a turn, however many requests
         self._loop = asyncio.get_running_loop()
         self.greeting: asyncio.Future[bytes] = self._loop.create_future()
         self._head = bytearray()
@@ -118,7 +112,7 @@ class Wire(asyncio.Protocol):
         if not out:
             self._loop.call_soon(self._flush)
         out.append(payload)
-        if len(out) >= WRITE_EVERY:
+        if self._write_every and len(out) >= self._write_every:
             self._flush()
         return waiter
 

@@ -77,4 +77,4 @@ def connect(
             etcd_endpoints, etcd_prefix, user, password, options, map_refresh, etcd_tls
         )
     several = () if addresses is None else failover.parse_addresses(addresses)
-    return Connection(host, port, user, password, options, several, pool_size).start()
+    return Connection(iproto.Peer(host, port, user, password, options, several), pool_size).start()

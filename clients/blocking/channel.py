@@ -20,7 +20,7 @@ Channel states (the reconnect happens inside the next call, within its timeout):
 Given several addresses (`clients.failover`), connecting means finding the writable
 instance (each address in turn until one's `queue.state()` says RUNNING, with backoff,
 for at most `failover_timeout`, else `NoWritableInstance`); a reply ER_READONLY drops
-the socket, and calls are retried on the instance found next as `failover.verdict` says.
+the socket, and calls are retried on the instance found next as `failover.Resend` says.
 With one address and `wait_for_server`, the first connection is tried the same way for
 that long.
 """
@@ -47,9 +47,8 @@ from queuebox.clients.errors import (
     ServerError,
 )
 
-T = TypeVar("T")
-LOST = failover.Event.LOST_IN_FLIGHT
 log = logging.getLogger("queuebox.client")
+T = TypeVar("T")
 
 __all__ = ["Channel"]
 
@@ -59,20 +58,12 @@ _Payload = Callable[[int], bytes]
 class Channel:
     """One socket to queuebox (or Tarantool + queue), for one thread at a time."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-    ) -> None:
-        self.host, self.port = addresses[0] if addresses else (host, port)
+    def __init__(self, peer: iproto.Peer) -> None:
+        self.host, self.port = peer.first
         # Several addresses: follow the writable one (failover mode); none: just host:port.
-        self._addresses = addresses
-        self._user, self._password = user, password
-        self._opts = options
+        self._addresses = peer.addresses
+        self._user, self._password = peer.user, peer.password
+        self._opts = peer.options
         self._syncs = iproto.Syncs()
         self._link: Link | None = None
         self._replies: dict[int, protocol.Response] = {}
@@ -275,32 +266,27 @@ class Channel:
         keyed: bool = False,
     ) -> protocol.Response:
         """`_exchange`; following the writable instance, a reply ER_READONLY or a
-        connection broken mid-call sends it again there, as `failover.verdict` says
-        (a keyed put only where the server honours keys: `_honours_keys`)."""
-        attempts = failover.MAX_ATTEMPTS if self._addresses and self._opts.reconnect else 1
-        for attempt in range(1, attempts + 1):
-            last = attempt == attempts
+        connection broken mid-call sends it again there, as `failover.Resend` says
+        (a keyed put only where the server honours keys: `_again`)."""
+        if not (self._addresses and self._opts.reconnect):  # one send, nothing to resend
+            return self._exchange(payload, wait, call)
+        resend = failover.Resend(failover.MAX_ATTEMPTS, repeatable, keyed)
+        while True:
             try:
                 response = self._exchange(payload, wait, call)
             except ConnectionLost:
-                if last or failover.verdict(LOST, repeatable) is failover.Verdict.RAISE:
-                    raise
-                if keyed and not self._honours_keys():
-                    raise
-                continue
-            if last or response.ok:
-                return response
-            if failover.after_reply(response.error_code, repeatable) is failover.Verdict.RAISE:
-                return response
-            unknown = failover.outcome_unknown(response.error_code)
-            if keyed and unknown and not self._honours_keys():
+                if self._again(resend.after_loss()):
+                    continue
+                raise
+            if not self._again(resend.after_reply(response)):
                 return response
             self._leave_read_only()
-        raise AssertionError("the last attempt returns or raises")
 
-    def _honours_keys(self) -> bool:
-        """As the asyncio client's (`clients.aio.link.Link._honours_keys`): asked once
-        per connection with `queuebox.status`, which only queuebox answers."""
+    def _again(self, step: failover.Next) -> bool:
+        """As the asyncio client's (`clients.aio.link.Link._again`): for AGAIN_IF_KEYS,
+        asked once per connection with `queuebox.status`, which only queuebox answers."""
+        if step is not failover.Next.AGAIN_IF_KEYS:
+            return step is failover.Next.AGAIN
         if self._keys_honoured is None:
             try:
                 self._keys_honoured = self.run(modern.honours_keys())

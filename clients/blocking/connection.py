@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from queuebox import protocol
-from queuebox.clients import failover, iproto
+from queuebox.clients import iproto
 from queuebox.clients.blocking.channel import Channel
 from queuebox.clients.blocking.legacy import LegacyQueue
 from queuebox.clients.blocking.tube import Tube
@@ -40,22 +40,13 @@ class Connection:
     """A blocking connection to queuebox (or Tarantool + queue), safe to share between
     threads. Create it with `connect()`; use it as a context manager, or `close()` it."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        user: str | None,
-        password: str | None,
-        options: iproto.Options,
-        addresses: tuple[failover.Address, ...] = (),
-        pool_size: int = DEFAULT_POOL_SIZE,
-    ) -> None:
+    def __init__(self, peer: iproto.Peer, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
-        self._make = lambda: Channel(host, port, user, password, options, addresses)
-        self.host, self.port = addresses[0] if addresses else (host, port)
+        self._make = lambda: Channel(peer)
+        self.host, self.port = peer.first
         self.pool_size = pool_size
-        self.put_keys = options.put_keys  # tubes key every put (clients.calls.put_key)
+        self.put_keys = peer.options.put_keys  # tubes key every put (clients.calls.put_key)
         self._lock = threading.Lock()
         self._free = threading.Condition(self._lock)
         self._channels: list[Channel] = []

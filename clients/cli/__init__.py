@@ -7,6 +7,7 @@ to connect, help and errors, text or JSON output and exit codes).
 - `options.py`: tube-options (retries, rate limit, buried retention)
 - `schedules.py`: schedule add, list, pause, resume, delete
 - `status.py`: the cluster as its instances see it
+- `connect.py`: the one connection a command (or the pipeline's target) opens
 - `args.py`: connection flags and argument types every command line shares
   (also the worker's, the bench's and the pipeline's)
 - `output.py`: tables that fit the terminal, JSON, and exit codes

@@ -40,6 +40,7 @@ from queuebox.clients.failover import WRITABLE_STATE, parse_addresses
 from . import args as cliargs
 from . import clusterview
 from . import output as cliout
+from .connect import connect
 
 __all__ = [
     "create_tube", "drop_tube", "peek", "ping", "promote", "put", "stats", "take", "tubes"
@@ -56,29 +57,16 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _connect(args: argparse.Namespace) -> blocking.Connection:
-    if args.etcd_endpoints:
-        return blocking.connect(
-            user=args.user,
-            password=args.password,
-            connect_timeout=args.connect_timeout,
-            failover_timeout=args.failover_timeout,
-            tls=args.tls,
-            etcd_endpoints=args.etcd_endpoints,
-            etcd_prefix=args.etcd_prefix,
-        )
-    if args.addresses and getattr(args, "reads_only", False):
+    if args.addresses and not args.etcd_endpoints and getattr(args, "reads_only", False):
         return _connect_for_reads(args)
-    return blocking.connect(
-        args.host,
-        args.port,
-        args.user,
-        args.password,
-        addresses=args.addresses or None,
+    return connect(
+        args,
         failover_timeout=args.failover_timeout,
         connect_timeout=args.connect_timeout,
         call_timeout=30.0,
-        # One address: fail fast. Several: a read-only refusal means finding the writable one.
-        reconnect=bool(args.addresses),
+        # One address: fail fast. Several: a read-only refusal means finding the writable
+        # one. A cluster: the self-routing client's default, as before.
+        reconnect=bool(args.addresses or args.etcd_endpoints),
         tls=args.tls,
     )
 

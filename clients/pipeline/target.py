@@ -71,14 +71,6 @@ class Target:
         return self.addresses or f"{self.host}:{self.port}"
 
     def connect(self) -> Any:
-        from queuebox.clients import blocking
+        from queuebox.clients.cli.connect import connect
 
-        return blocking.connect(
-            self.host,
-            self.port,
-            self.user,
-            self.password,
-            addresses=self.addresses or None,
-            etcd_endpoints=self.etcd_endpoints or None,
-            etcd_prefix=self.etcd_prefix,
-        )
+        return connect(self)

@@ -120,10 +120,9 @@ async def _call(s: Session, name: str, args: list[Any]) -> list[Any]:
             result = await result
     except Exception as exc:
         failure = _as_call_error(exc, name)
-    # Even after an error: the call may have changed data. A put waits for the
-    # quorum of what it answers even when its key found an earlier put's task.
-    durability = s.app.durability
-    barrier = durability.confirmed() if bound.raw_data else durability.barrier()
+    # Even after an error: the call may have changed data, or answered from
+    # changes not yet confirmed.
+    barrier = s.app.durability.barrier(bound.writes)
     if barrier is not None:
         try:
             await barrier

@@ -38,7 +38,7 @@ from ..access.rights import access_denied
 from ..runtime.errors import CallError, error_code_and_message, read_only_error
 from ..runtime.logs import RateLimitedLog, get_logger
 from ..settings.config import READ
-from .registry import Bound, Handler
+from .registry import Bound
 from .session import Session
 
 log = get_logger("queuebox.calls")
@@ -170,9 +170,7 @@ def handle_call(req: Request, s: Session, call16: bool = False) -> Reply:
             args = [data] if len(args) == 1 else [data, *args[1:]]
     elif bound.pushes:
         s.sync = req.sync  # read by the handler before it first waits
-    return run_handler(
-        s, req.sync, name, bound.call, [] if args is None else args, call16, bound.raw_data
-    )
+    return run_handler(s, req.sync, name, bound, [] if args is None else args, call16)
 
 
 def handle_call16(req: Request, s: Session) -> Reply:
@@ -196,48 +194,39 @@ def handle_eval(req: Any, s: Session) -> Reply:
         raise access_denied("", s.user, "universe")
     if access != READ and s.app.refuses_changes():
         raise read_only_error()
-    return run_handler(s, req.sync, expr, found.call, req.args, call16=False)
+    return run_handler(s, req.sync, expr, found, req.args, call16=False)
 
 
 def run_handler(
-    s: Session,
-    sync: int,
-    name: str,
-    handler: Handler,
-    args: list[Any],
-    call16: bool,
-    put: bool = False,
+    s: Session, sync: int, name: str, bound: Bound, args: list[Any], call16: bool
 ) -> Reply:
-    """Run `handler` inline; if it returns an awaitable, finish in a coroutine.
+    """Run `bound`'s handler inline; if it returns an awaitable, finish in a coroutine.
 
-    After the handler, the reply waits for `app.durability.barrier()` when
-    that returns something, so no change is acknowledged before it is durable.
-    A `put`'s reply waits for `confirmed()` instead: a put answered by its key
-    changed nothing, yet acknowledges the task an earlier put made, which
-    must be as durable (replicated to the quorum) as any acknowledged put.
+    After the handler, the reply waits for `app.durability.barrier(bound.writes)`
+    when that returns something: what it waits for (the WAL write, the quorum)
+    is durability's rule, the same for every call.
     """
     try:
         # object: the checks below are the contract (the compiled build trusts annotations).
-        result: object = handler(s, args)
+        result: object = bound.call(s, args)
         if type(result) is list and not call16:
             reply = encode_answer(sync, s.schema_version, result)
         elif isinstance(result, list | tuple):
             reply = encode_result(s, sync, list(result), call16)
         elif isinstance(result, Awaitable):
-            return _finish(s, sync, name, result, call16, put)
+            return _finish(s, sync, name, result, call16, bound.writes)
         else:
             raise TypeError(f"handler of {name!r} returned {type(result).__name__}, not a list")
     except Exception as exc:
         reply = error_reply(s, sync, exc, name)
-    durability = s.app.durability
-    barrier = durability.confirmed() if put else durability.barrier()
+    barrier = s.app.durability.barrier(bound.writes)
     if barrier is None:
         return reply
     return Held(barrier, sync, reply)
 
 
 async def _finish(
-    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool, put: bool
+    s: Session, sync: int, name: str, awaitable: Awaitable[Any], call16: bool, writes: bool
 ) -> bytes | Held:
     """The reply of a call that waited; held for the durability barrier like an
     inline one (the connection sends it after the turn's WAL write, in the same
@@ -258,8 +247,7 @@ async def _finish(
     except Exception as exc:
         reply = error_reply(s, sync, exc, name)
     try:
-        durability = s.app.durability
-        barrier = durability.confirmed() if put else durability.barrier()
+        barrier = s.app.durability.barrier(writes)
     except Exception as exc:  # never ack what may not be durable
         return barrier_failed(s, sync, exc)
     return reply if barrier is None else Held(barrier, sync, reply)

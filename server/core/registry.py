@@ -30,10 +30,14 @@ from typing import Any, Protocol
 from queuebox.drivers.callnames import CallPath, split_name
 
 from ..access.rights import Grant
-from ..settings.config import CALL_RIGHTS
+from ..settings.config import ADMIN, CALL_RIGHTS, MANAGE, WRITE
 
 CallResult = list[Any] | Awaitable[list[Any]]
 RESOLVED_CACHE_SIZE = 10_000  # resolved dynamic names kept at most
+# The rights of calls that change data: their replies wait for the quorum of
+# every change so far (commit.py's Durability.barrier). Not `replication` (a
+# replica's join must not wait for itself) nor `route` (act_as changes nothing).
+WRITE_ACCESS = frozenset({WRITE, MANAGE, ADMIN})
 
 
 class CallContext(Protocol):
@@ -63,9 +67,12 @@ class Bound:
     the arguments and the handler checks it); `raw_data`: its first argument
     is a task's data, handed on as the client's msgpack bytes (storage's
     Packed), never decoded; `pushes`: it pushes to its caller before it
-    answers (IPROTO chunks with the request's sync, as box.session.push)."""
+    answers (IPROTO chunks with the request's sync, as box.session.push);
+    `writes`: it has write access (its right is in WRITE_ACCESS, and it is not
+    a call that changes no data, `changes_nothing`: register's read_only_ok),
+    so its reply never acknowledges unconfirmed data (Durability.barrier)."""
 
-    __slots__ = ("call", "pushes", "raw_data", "right", "tube")
+    __slots__ = ("call", "pushes", "raw_data", "right", "tube", "writes")
 
     def __init__(
         self,
@@ -75,12 +82,14 @@ class Bound:
         *,
         raw_data: bool = False,
         pushes: bool = False,
+        changes_nothing: bool = False,
     ) -> None:
         self.call = call
         self.right = right
         self.tube = tube
         self.raw_data = raw_data
         self.pushes = pushes
+        self.writes = right in WRITE_ACCESS and not changes_nothing
 
 
 Resolver = Callable[[str, CallPath], Bound | None]
@@ -133,7 +142,7 @@ class Registry:
         if split_name(name) is None:
             raise ValueError(f"{name!r} is not a function name a client can call")
         self._fixed[name] = self._resolved[name] = Bound(
-            handler, _check_access(access), raw_data=raw_data
+            handler, _check_access(access), raw_data=raw_data, changes_nothing=read_only_ok
         )
 
     def add_resolver(self, resolver: Resolver, *, first: bool = False) -> None:

@@ -129,16 +129,16 @@ def handle_call(frame: Frame, s: Session, queue: QueueCalls) -> Reply:
     try:
         result = found.call(s, list(call.args))
         if not isinstance(result, list):
-            return _finish(frame, s, name, result)
+            return _finish(frame, s, name, result, found.writes)
         reply = encode_result(frame, name, result)
     except Exception as exc:
         reply = error_reply(frame, exc)
-    barrier = s.app.durability.barrier()
+    barrier = s.app.durability.barrier(found.writes)
     return reply if barrier is None else Held(barrier, frame.sync, reply)
 
 
 async def _finish(
-    frame: Frame, s: Session, name: str, waiting: Awaitable[list[Any]]
+    frame: Frame, s: Session, name: str, waiting: Awaitable[list[Any]], writes: bool
 ) -> bytes | Held:
     """A waiting take: its answer, held for the durability barrier like an inline
     one (dispatch._finish)."""
@@ -149,7 +149,7 @@ async def _finish(
     except Exception as exc:
         reply = error_reply(frame, exc)
     try:
-        barrier = s.app.durability.barrier()
+        barrier = s.app.durability.barrier(writes)
     except Exception as exc:  # never ack what may not be durable
         return wal_failed(s, frame.sync, exc)
     return reply if barrier is None else Held(barrier, frame.sync, reply)

@@ -136,6 +136,7 @@ class ClusterMap:
         # P/tubes/ keys the last `tubes()` could not read as a tube: not applied,
         # and never taken for a tube that left the map.
         self.unreadable: frozenset[str] = frozenset()
+        self.tubes_revision = 0  # the etcd revision of the last `tubes()` reading
 
     def map_key(self, name: str) -> bytes:
         return self.map_dir + name.encode()
@@ -245,6 +246,7 @@ class ClusterMap:
     async def tubes(self) -> dict[str, TubeSpec]:
         with etcd_errors("read the cluster's tubes"):
             found = await self.client.get_prefix(self.tubes_dir)
+        self.tubes_revision = int(found.header.revision)
         specs, unreadable = {}, set()
         for kv in found:
             name = bytes(kv.key)[len(self.tubes_dir) :].decode()
@@ -256,16 +258,23 @@ class ClusterMap:
         self.unreadable = frozenset(unreadable)
         return specs
 
-    async def put_tube(self, name: str, type_: str, opts: Mapping[str, Any] | None = None) -> None:
-        """Make TUBE a tube of every shard (a shard's primary creates it)."""
+    async def put_tube(self, name: str, type_: str, opts: Mapping[str, Any] | None = None) -> int:
+        """Make TUBE a tube of every shard (a shard's primary creates it); the
+        revision of the write."""
         spec = TubeSpec(name, type_, _plain(opts or {}, f"tube {name}'s options"))
         with etcd_errors("write the cluster's tube"):
-            await self.client.put(self.tubes_dir + name.encode(), spec.encode())
+            put = await self.client.put(self.tubes_dir + name.encode(), spec.encode())
+        return int(put.header.revision)
 
-    async def drop_tube(self, name: str) -> None:
-        """TUBE is no longer a tube of every shard (each drops it once empty)."""
+    async def drop_tube(self, name: str) -> int:
+        """TUBE is no longer a tube of every shard (each drops it once empty); the
+        revision from which a reading no longer has it."""
+        key = self.tubes_dir + name.encode()
         with etcd_errors("remove the cluster's tube"):
-            await self.client.delete(self.tubes_dir + name.encode())
+            deleted = await self.client.delete(key)
+            if deleted is None:  # not there: any reading from now on agrees
+                deleted = await self.client.get_prefix(key, keys_only=True)
+        return int(deleted.header.revision)
 
     async def cfg(self) -> dict[str, Any]:
         with etcd_errors("read the cluster's queue.cfg"):

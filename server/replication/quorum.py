@@ -83,7 +83,6 @@ class Quorum:
         self.insync.on_change = self._progress
         self.active = False  # taking writes: between begin() and abandon()
         self.reached = 0  # the newest LSN answered (or answerable) to clients
-        self._asked = 0  # the LSN the latest waiting reply asked for
         self._waits: deque[_Wait] = deque()
         self._lag_timer: asyncio.TimerHandle | None = None
         # Set by failover.py before a promotion: S as published at the takeover.
@@ -95,32 +94,20 @@ class Quorum:
         answered by a previous primary (or a previous run)."""
         self.active = True
         self.reached = max(self.reached, lsn)
-        self._asked = max(self._asked, lsn)
         self.insync.begin(lsn, self.carried_over)
         self.carried_over = frozenset()
 
     def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None:
-        """What a reply waits for: the local write `local`, then the quorum for `lsn`."""
-        if local is None or not self.need or not self.active or lsn <= self.reached:
-            return local  # a read-only instance's reads never wait for replicas
-        if lsn <= self._asked:
-            # Nothing changed since the previous reply asked: this request only
-            # read (it still waits for the local write of what it may have seen).
-            return local
-        self._asked = lsn
-        return self._wait_for(local, lsn)
-
-    def confirmed(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None:
-        """What a reply waits for that acknowledges data it may not have changed
-        itself (a put answered by its key with the task an earlier put made): the
-        quorum for every change up to `lsn`, even one whose own wait has timed out
+        """What the reply of a call with write access waits for (the rule is
+        commit.py's `Durability.barrier`): the local write `local`, then the
+        quorum for every change up to `lsn`, the call's own or ones it answers
+        from without changing anything, even one whose own wait has timed out
         (216) and that no reply waits for any more."""
         if not self.need or not self.active or lsn <= self.reached:
-            return local
+            return local  # a read-only instance's calls never wait for replicas
         waits = self._waits
         if waits and waits[-1].lsn >= lsn:
             return waits[-1].future  # already waited for, up to here
-        self._asked = max(self._asked, lsn)
         return self._wait_for(local, lsn)
 
     def _wait_for(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None]:

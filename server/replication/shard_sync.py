@@ -15,10 +15,15 @@ down when a tube was created gets it when it is back.
 A reading of the map can be older than a tube's change on this shard: the
 router creates or drops a tube on every shard first and writes P/tubes after,
 so a sync that read the map just before that write would undo the call (drop
-the tube just made again, make again the one just dropped). A tube whose
-existence here changed other than by this loop within `SETTLE_S` before the
-map was read is therefore left as it is; the next reading after that settles
-it (the write's watch event, or RESYNC_S). Must not touch the
+the tube just made again, make again the one just dropped). A tube a call
+made or dropped here is therefore left as the call left it until this loop
+applies a reading of the map at least as new as the router's write for that
+call: the router tells each shard the etcd revision of its P/tubes write
+(`queuebox.tube_written(tube, revision)`, TUBE_WRITTEN) before it answers
+its client, and a reading whose revision is older than that, or a newer call
+on the same tube since, leaves the tube alone. A change no router tells of
+(a call made on the shard itself, a router that died before it told) stands
+until one does. Must not touch the
 election, the map's writes (the CLI and the router make them), queue
 semantics (the queue's own calls do the work).
 """
@@ -33,12 +38,16 @@ from typing import Any
 
 from queuebox.drivers import reads
 from queuebox.drivers.errors import QueueError
+from queuebox.protocol import ErrorCode
+from queuebox.protocol.placement import TUBE_WRITTEN
 
 from ..core.app import App
+from ..core.registry import CallContext
 from ..queue.queue_calls import QueueCalls
+from ..runtime.errors import CallError
 from ..runtime.logs import RateLimitedLog, get_logger
 from ..runtime.loop import cancel_and_wait
-from ..settings.config import Config
+from ..settings.config import ADMIN, Config
 from .cluster_map import ClusterMap, TubeSpec, connect
 from .etcd_tls import EtcdTls
 from .leader import LeaderError, etcd_errors
@@ -50,7 +59,6 @@ log = get_logger("queuebox.shard")
 RESYNC_S = 5.0  # looked at again this often even without a watch event (a lost watch)
 LOOK_S = 0.25  # a promotion (a new queue) is noticed within this
 RETRY_S = 1.0
-SETTLE_S = 5.0  # a tube made or dropped by a call this recently: the map may lag it
 
 
 class TubeApplier:
@@ -63,10 +71,20 @@ class TubeApplier:
         self.report = SyncReport()
         self._cfg_given: tuple[int, dict[str, Any]] | None = None  # (id of the queue, cfg)
         # Each tube name's last create or drop in this queue when this loop last
-        # left it (reads.LiveReads.tube_changes), and when one was last seen made
-        # or dropped since by someone else (a client call): SETTLE_S.
+        # left it (reads.LiveReads.tube_changes); the tubes a call made or dropped
+        # since, left alone: name -> that change's number; and what routers told
+        # of them: name -> (the revision of their P/tubes write, the name's change
+        # number then). See the top.
         self._left: tuple[int, dict[str, int]] | None = None
-        self._changed: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._told: dict[str, tuple[int, int]] = {}
+
+    def told(self, queue: QueueCalls, name: str, revision: int) -> None:
+        """A router wrote P/tubes/NAME at `revision` after it made or dropped the
+        tube here: a reading at least that new settles the tube."""
+        number = queue.reads().tube_changes().get(name)
+        if number is not None:
+            self._told[name] = (revision, number)
 
     def apply(
         self,
@@ -74,17 +92,16 @@ class TubeApplier:
         tubes: Mapping[str, TubeSpec],
         cfg: dict[str, Any],
         unreadable: Collection[str] = (),
-        read_at: float = float("inf"),
-        now: float = 0.0,
+        revision: int = 0,
     ) -> None:
         """`unreadable`: P/tubes keys that are no tube spec: said, left alone.
-        `read_at`, `now`: when the map was read, and now (the loop's clock)."""
+        `revision`: the etcd revision of this reading of P/tubes."""
         report = self.report
         report.failed, report.kept, report.differs = {}, {}, {}
         conn_id = self.app.next_conn_id()  # its own, never a client's
         catalog = queue.catalog
         here = reads.tubes(catalog)
-        settling = self._settling(queue, queue.reads().tube_changes(), read_at, now)
+        settling = self._settling(queue, queue.reads().tube_changes(), revision)
         for name, spec in tubes.items():
             self.known.add(name)
             info = here.get(name)
@@ -103,22 +120,24 @@ class TubeApplier:
         self._left = (id(queue.modern), queue.reads().tube_changes())
         report.syncs += 1
 
-    def _settling(
-        self, queue: QueueCalls, changes: dict[str, int], read_at: float, now: float
-    ) -> set[str]:
-        """The tubes made or dropped here by a call since this loop last looked,
-        or so shortly before the map was read that the map may not show it yet."""
+    def _settling(self, queue: QueueCalls, changes: dict[str, int], revision: int) -> set[str]:
+        """The tubes a call made or dropped here that no reading as new as the
+        router's write for that call (`told`) has settled yet."""
+        held, told = self._held, self._told
         if self._left is not None and self._left[0] == id(queue.modern):
             left = self._left[1]
             for name, number in changes.items():
                 if left.get(name) != number:
-                    self._changed[name] = now
-        else:
-            self._changed.clear()  # a new queue (a promotion): nothing to compare with
-        for name, at in list(self._changed.items()):
-            if at + SETTLE_S < now:
-                del self._changed[name]
-        return {name for name, at in self._changed.items() if at + SETTLE_S >= read_at}
+                    held[name] = number
+        else:  # a new queue (a promotion): nothing to compare with
+            held.clear()
+            told.clear()
+        for name, (written, number) in list(told.items()):
+            if held.get(name) != number:
+                del told[name]  # a call changed the tube again since: wait to be told of it
+            elif written <= revision:
+                del told[name], held[name]
+        return set(held)
 
     def _create(self, queue: QueueCalls, conn_id: int, spec: TubeSpec) -> None:
         args = [spec.name, spec.type, {**spec.opts, "if_not_exists": True}]
@@ -179,7 +198,21 @@ class ShardSync:
         return self.applier.report
 
     def start(self) -> None:
+        # admin: the right of the create_tube or drop it follows (the router
+        # calls it as its client, on the same connection).
+        self.app.registry.register(TUBE_WRITTEN, self._tube_written, ADMIN, replace=True)
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def _tube_written(self, ctx: CallContext, args: list[Any]) -> list[Any]:
+        name, revision = [*args, None, None][:2]
+        if not isinstance(name, str) or type(revision) is not int:
+            raise CallError(ErrorCode.ER_PROC_LUA, f"{TUBE_WRITTEN}(tube, revision)")
+        queue = self._primary()
+        if queue is None:
+            return [False]  # a replica's loop applies nothing
+        self.applier.told(queue, name, revision)
+        self._wake.set()  # the next reading may settle it
+        return [True]
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -264,7 +297,6 @@ class ShardSync:
         return queue
 
     async def sync(self, cluster: ClusterMap) -> None:
-        read_at = asyncio.get_running_loop().time()
         entry = await cluster.shard(self.state.name)
         self.state.state = entry.state if entry is not None else "removed"
         await self._read_map(cluster)
@@ -278,12 +310,11 @@ class ShardSync:
         queue = self._primary()  # looked at again: the awaits let a step-down in
         if queue is None:
             return
-        now = asyncio.get_running_loop().time()
-        self.applier.apply(queue, tubes, cfg, cluster.unreadable, read_at, now)
+        self.applier.apply(queue, tubes, cfg, cluster.unreadable, cluster.tubes_revision)
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)
-        written = self.app.durability.barrier()
+        written = self.app.durability.barrier(False)
         if written is not None:
             try:
                 await written

@@ -31,6 +31,7 @@ from queuebox.protocol.placement import (
     EVERY_SHARD_METHODS,
     ONE_TASK_CALLS,
     SCHEDULE_CALLS,
+    TUBE_WRITTEN,
     id_shard,
 )
 from queuebox.protocol.placement import home as by_hash
@@ -167,24 +168,34 @@ async def _every_shard(
             return
         first = first or payload
     assert first is not None
-    await _cluster_wide(client.map.cluster, name, args)
+    written = await _cluster_wide(client.map.cluster, name, args)
+    if written is not None:  # a tube made or dropped: each shard learns the write's revision
+        told = [client.upstream(s).call(TUBE_WRITTEN, list(written)) for s, _ in sent]
+        for reply in await asyncio.gather(*told, return_exceptions=True):
+            if not isinstance(reply, bytes) or decode_response(reply).error_code:
+                log.warning("a shard was not told of the cluster's tube", call=name)
     client.send(resynced(first, req.sync))
 
 
-async def _cluster_wide(cluster: ClusterMap | None, name: str, args: list[Any]) -> None:
-    """What every shard now has, written where a shard that was down finds it."""
+async def _cluster_wide(
+    cluster: ClusterMap | None, name: str, args: list[Any]
+) -> tuple[str, int] | None:
+    """What every shard now has, written where a shard that was down finds it;
+    for a tube made or dropped, (tube, the revision of the write)."""
     if cluster is None:
-        return
+        return None
     try:
         if name == "queue.create_tube" and len(args) >= 2 and isinstance(args[0], str):
             opts = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
-            await cluster.put_tube(args[0], str(args[1]), opts)
-        elif name.endswith(":drop"):
-            await cluster.drop_tube(name.rsplit(":", 1)[0].split(".", 2)[2])
-        elif name == "queue.cfg" and args and isinstance(args[0], dict):
+            return args[0], await cluster.put_tube(args[0], str(args[1]), opts)
+        if name.endswith(":drop"):
+            tube = name.rsplit(":", 1)[0].split(".", 2)[2]
+            return tube, await cluster.drop_tube(tube)
+        if name == "queue.cfg" and args and isinstance(args[0], dict):
             await cluster.put_cfg(args[0])
     except Exception as e:  # the shards have it: a shard down now misses it, said
         log.warning("could not write the cluster-wide change to etcd", call=name, error=str(e))
+    return None
 
 
 def identify(client: Client, req: Request, value: Any) -> None:

@@ -20,13 +20,15 @@ import socket
 import uuid
 from collections.abc import Iterator
 
-from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
+from prometheus_client.core import CollectorRegistry, Metric
 
 from queuebox.protocol.etcdflags import add_etcd_arguments
 
 from ..access.users import Users
 from ..runtime import logs
+from ..runtime.families import gauge
 from ..runtime.loop import run
+from ..settings.config import Config
 from ..settings.config_load import load_config
 from ..web.metrics import exposition
 from .client import RouterClient, close_all
@@ -67,35 +69,31 @@ class RouterCollector:
 
     def collect(self) -> Iterator[Metric]:
         r, t = self.router, self.router.traffic
-        forwarded = GaugeMetricFamily(
-            "queuebox_router_forwarded_total", "client calls sent on to a shard", labels=["shard"]
+        yield gauge(
+            "queuebox_router_forwarded_total",
+            "client calls sent on to a shard",
+            labels=["shard"],
+            samples=dict(sorted(t.forwarded.items())),
         )
-        own = GaugeMetricFamily(
+        yield gauge(
             "queuebox_router_own_calls_total",
             "the router's own calls to a shard (takes, waits, sums)",
             labels=["shard"],
+            samples=dict(sorted(t.own_calls.items())),
         )
-        for shard, n in sorted(t.forwarded.items()):
-            forwarded.add_metric([shard], n)
-        for shard, n in sorted(t.own_calls.items()):
-            own.add_metric([shard], n)
-        yield forwarded
-        yield own
-        yield GaugeMetricFamily("queuebox_router_upstreams", "connections to shards", t.open)
-        yield GaugeMetricFamily("queuebox_router_clients", "client connections", len(r.clients))
-        yield GaugeMetricFamily(
+        yield gauge("queuebox_router_upstreams", "connections to shards", t.open)
+        yield gauge("queuebox_router_clients", "client connections", len(r.clients))
+        yield gauge(
             "queuebox_router_etcd_ok",
             "1: the shard map is etcd's; 0: etcd unreachable, the last map read is served",
             int(r.map.etcd_ok),
         )
-        shards = GaugeMetricFamily(
+        yield gauge(
             "queuebox_router_shard_primary",
             "1 when the shard has a primary",
             labels=["shard", "number"],
+            samples={(s.name, str(s.number)): int(s.leader is not None) for s in r.map.serving()},
         )
-        for s in r.map.serving():
-            shards.add_metric([s.name, str(s.number)], int(s.leader is not None))
-        yield shards
         yield _clients_by_shard(r.clients)
 
 
@@ -105,14 +103,12 @@ def _clients_by_shard(clients: set[RouterClient]) -> Metric:
     for client in clients:
         for shard in client.shard_names():
             counts[(client.user, shard)] = counts.get((client.user, shard), 0) + 1
-    family = GaugeMetricFamily(
+    return gauge(
         "queuebox_router_shard_clients",
         "client connections of a user that have a connection open to the shard",
         labels=["user", "shard"],
+        samples=dict(sorted(counts.items())),
     )
-    for (user, shard), n in sorted(counts.items()):
-        family.add_metric([user, shard], n)
-    return family
 
 
 async def _metrics(router: Router, host: str, port: int) -> asyncio.Server:
@@ -223,6 +219,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+def client_users(config: Config, service_user: str) -> Users:
+    """Whom the router's clients may log in as: the users of its config, less its
+    own service user (QUEUEBOX_ROUTER_USER + _PASSWORD define it there too):
+    a client acting as that user would keep `route`, and could act as anyone."""
+    return Users({name: u for name, u in config.users.items() if name != service_user})
+
+
 def main(argv: list[str], prog: str = "queuebox router") -> int:
     args = build_parser(prog).parse_args(argv)
     logs.configure(args.log_format)
@@ -231,7 +234,7 @@ def main(argv: list[str], prog: str = "queuebox router") -> int:
     if not password:
         log.error(f"no password for the service user: set {PASSWORD_ENV}")
         return 2
-    users = Users(config.users)
+    users = client_users(config, args.shard_user)
     try:
         run(serve(args, users, password), args.loop)
     except Exception as e:

@@ -46,8 +46,10 @@ in build.py over each store opened (at start, and again after a replica's
 re-bootstrap), from the group commit, the optional quorum of synchronous
 replication and the listeners of every written batch, in order:
 
-    reply ◀── Durability.barrier() ◀── the quorum (replicas' acks), if any
-                                  ◀── GroupCommit.barrier(): this turn's write
+    reply ◀── Durability.barrier(acknowledges) ◀── the quorum of every change so
+                                               far (replicas' acks): a call with
+                                               write access, synchronous mode
+                                              ◀── GroupCommit.barrier(): this turn's write
     a batch written ──▶ observers(records, bytes, seconds)  (metrics)
                     ──▶ listeners(batch)  (the replication feed, event streams),
                         each only while its audience is not empty
@@ -284,8 +286,6 @@ class QuorumBarrier(Protocol):
 
     def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
 
-    def confirmed(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
-
 
 BatchListener = Callable[[Any], None]
 # A listener with its audience (the subscribed replicas, the open event
@@ -325,26 +325,23 @@ class Durability:
         if commit is not None:
             commit.report = self
 
-    def barrier(self) -> Awaitable[Any] | None:
-        """What the reply to a call that may have changed data awaits, or None."""
+    def barrier(self, acknowledges: bool) -> Awaitable[Any] | None:
+        """What a reply awaits before it goes out, or None. The safety rule, kept
+        here only: the reply of a call with write access (dispatch passes
+        Bound.writes as `acknowledges`) never acknowledges unconfirmed data. It
+        waits for this turn's WAL write and, under synchronous replication, for
+        the quorum of every change so far, whether the call changed data or
+        answered from what earlier calls changed (a put found by its key,
+        create_tube of a tube that exists, a touch of a task whose take waits
+        for its quorum), even after their own waits timed out. A read, and a
+        change made outside any call (expiries, a rebuild: no reply), wait only
+        for this turn's write, never for replicas."""
         commit = self._commit
         local = None if commit is None else commit.barrier()
         quorum = self._quorum
-        if quorum is None or self._last_lsn is None:
+        if not acknowledges or quorum is None or self._last_lsn is None:
             return local
         return quorum.barrier(local, self._last_lsn())
-
-    def confirmed(self) -> Awaitable[Any] | None:
-        """What the reply to a put awaits: `barrier()`, and the quorum of every
-        change so far even when the put changed nothing (answered by its key with
-        a task an earlier put made, perhaps one whose quorum timed out): the
-        answer acknowledges that task."""
-        commit = self._commit
-        local = None if commit is None else commit.barrier()
-        quorum = self._quorum
-        if quorum is None or self._last_lsn is None:
-            return local
-        return quorum.confirmed(local, self._last_lsn())
 
     def commit_now(self) -> None:
         """wal_mode=write: make every change so far durable before returning."""

@@ -3,8 +3,8 @@
 Owns: making a gauge, a counter or a histogram family from a name, a help
 text and either one value or its samples by label values. Must not read any
 state nor know a metric's name: the callers (server/web/metrics.py, the
-cluster's replication/cluster_metrics.py) read their numbers at scrape time
-and hand them over.
+cluster's replication/cluster_metrics.py, the router's route/router.py) read
+their numbers at scrape time and hand them over.
 
 A sample's key is its label values in the order of `labels`: one string for
 one label, a tuple for more.

@@ -23,6 +23,7 @@ from typing import Any
 from queuebox.protocol import password_hash2
 
 from .config import (
+    ROUTE,
     TUBE_RIGHTS,
     Config,
     ConfigError,
@@ -254,7 +255,9 @@ def toml_layer(path: str) -> tuple[dict[str, Any], dict[str, UserSpec]]:
 
 
 def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, UserSpec]]:
-    """Settings from QUEUEBOX_* variables; QUEUEBOX_USER + QUEUEBOX_PASSWORD add one user."""
+    """Settings from QUEUEBOX_* variables; QUEUEBOX_USER + QUEUEBOX_PASSWORD add one user,
+    QUEUEBOX_ROUTER_USER + QUEUEBOX_ROUTER_PASSWORD the service user routers log in
+    as, holding the `route` right only (the same two variables a router reads)."""
     settings: dict[str, Any] = {}
     for key in ("listen", *SCALAR_FIELDS):
         name = ENV_PREFIX + key.upper()
@@ -273,6 +276,9 @@ def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, UserSpe
             )
         table["rights"] = env.get(ENV_PREFIX + "USER_RIGHTS", "all")
         users[user] = _parse_user(user, table)
+    router, password = env.get(ENV_PREFIX + "ROUTER_USER"), env.get(ENV_PREFIX + "ROUTER_PASSWORD")
+    if router and password:
+        users[router] = _parse_user(router, {"password": password, "rights": ROUTE})
     return settings, users
 
 

@@ -8,7 +8,8 @@ Starts etcd, shards a and b (one node each, `serve --shard`), two routers
 machine, then drives each with pipelined CALLs over raw sockets (the load
 generator's own CPU is small and the same for all). CPU is each process's
 user+system time from /proc over the phase; per call it is that time over
-the calls the phase made. Goal (issue 40): a router at most 1/3 of a shard's
+the calls the phase made; beside it, each process's read and write system
+calls per call (/proc/PID/io). Goal (issue 40): a router at most 1/3 of a shard's
 CPU per put and per take+ack pair. On a 2-core machine the router and the
 shards share the cores: the put rates say what the cores allowed.
 """
@@ -40,6 +41,12 @@ GOAL = 1 / 3  # issue 40: a router core feeds three shard cores
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def syscalls(pid: int) -> int:
+    """The process's read and write system calls so far (/proc/PID/io)."""
+    found = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(found["syscr"]) + int(found["syscw"])
 
 
 class Conn:
@@ -103,14 +110,19 @@ async def take_acks(port: int, tube: str, count: int, conns: int) -> None:
 
 
 def measure(pids: dict[str, int], work: Callable[[], Any]) -> tuple[float, dict[str, float]]:
+    """The phase's wall time, and each process's CPU seconds in it (and, as
+    "NAME calls", its read and write system calls)."""
     before = {name: cpu_s(pid) for name, pid in pids.items()}
+    calls = {name: syscalls(pid) for name, pid in pids.items()}
     started = time.monotonic()
     asyncio.run(work())
     wall = time.monotonic() - started
-    return wall, {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
+    used = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
+    return wall, used | {f"{n} calls": syscalls(pid) - calls[n] for n, pid in pids.items()}
 
 
-def report(what: str, count: int, wall: float, cpu: dict[str, float]) -> None:
+def report(what: str, count: int, wall: float, measured: dict[str, float]) -> None:
+    cpu = {name: used for name, used in measured.items() if not name.endswith(" calls")}
     per = {name: used / count * 1e6 for name, used in cpu.items()}
     text = ", ".join(f"{name} {us:.1f} µs" for name, us in per.items())
     # Each call ran on one shard: the shards' CPU over all calls is a shard's per call.
@@ -121,6 +133,10 @@ def report(what: str, count: int, wall: float, cpu: dict[str, float]) -> None:
         met = "met" if share <= GOAL else "not met"
         ratio = f"; a shard {shards:.1f} µs, router/shard {share:.2f} (goal <= 0.33: {met})"
     print(f"{what:<28} {count / wall:>9.0f}/s  CPU per call: {text}{ratio}")
+    calls = ", ".join(
+        f"{name[:-6]} {n / count:.2f}" for name, n in measured.items() if name.endswith(" calls")
+    )
+    print(f"{'':<28} read+write system calls per call: {calls}")
 
 
 def main() -> None:

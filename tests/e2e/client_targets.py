@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,10 @@ class TarantoolProc:
 def proxy_to(target: Target) -> Iterator[FaultProxy]:
     with forward(target.port, target.host) as proxy:
         yield proxy
+
+
+def cut_seen(conn: Any) -> bool:
+    """Every socket of a blocking connection has the server's EOF waiting, as its
+    next call finds first (`Link.peer_closed`): after a proxy's cut, a test waits
+    for this before the call that must reconnect, instead of sleeping."""
+    return all(ch._link is None or ch._link.peer_closed() for ch in list(conn._channels))

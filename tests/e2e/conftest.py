@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.e2e.etcdproc import EtcdProc, need_etcd
-from tests.e2e.routing import Routed, routed_cluster
+from tests.e2e.routing import Routed, Sharded, routed_cluster
 from tests.e2e.serverproc import USERS_TOML, ServerProc, StartServer, login_tester
 from tests.e2e.serverproc import start_proc as _start
 
@@ -138,6 +138,17 @@ def etcd(tmp_path: Path) -> Iterator[EtcdProc]:
     need_etcd()
     with EtcdProc(tmp_path / "etcd") as proc:
         yield proc
+
+
+@pytest.fixture
+def sharded(start_server: StartServer, etcd: EtcdProc, tmp_path: Path) -> Iterator[Sharded]:
+    """Shards a and b under one etcd prefix, not started yet (`sharded.start()`),
+    and the routers and router logins the test makes, stopped and closed after it."""
+    cluster = Sharded(start_server, etcd, tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.stop_routers()
 
 
 # --- the console in a browser (Playwright is imported only by the tests that use it) ---

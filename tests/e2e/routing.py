@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.e2e import serverproc
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import EtcdCluster, wait_state
 from tests.e2e.etcdproc import EtcdProc, need_etcd
@@ -30,7 +31,7 @@ CLUSTER_TOML = (
 class RouterProc:
     """One `queuebox router` process on a free port; `stop()` always ends it."""
 
-    def __init__(self, workdir: Path, etcd: EtcdProc, prefix: str, *args: str) -> None:
+    def __init__(self, workdir: Path, endpoints: str, prefix: str, *args: str) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.config = workdir / "users.toml"
         self.config.write_text(CLUSTER_TOML)
@@ -40,7 +41,7 @@ class RouterProc:
         self.args = [
             "--listen", f"127.0.0.1:{self.port}",
             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--etcd-endpoints", etcd.endpoints, "--etcd-prefix", prefix,
+            "--etcd-endpoints", endpoints, "--etcd-prefix", prefix,
             "--config", str(self.config), "--shard-user", "router", *args,
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
@@ -102,6 +103,7 @@ class Sharded:
         for group in self.groups.values():
             group.prefix = self.prefix
         self.routers: list[RouterProc] = []
+        self._logins: list[Any] = []
 
     def start(self, nodes: int = 1) -> dict[str, list[ServerProc]]:
         started = {name: group.start(nodes) for name, group in self.groups.items()}
@@ -109,14 +111,22 @@ class Sharded:
             wait_state(found[0], "RUNNING")
         return started
 
-    def router(self, *args: str) -> RouterProc:
-        proc = RouterProc(
-            self.workdir / f"router{len(self.routers)}", self.etcd, self.prefix, *args
-        )
+    def router(self, *args: str, endpoints: str | None = None) -> RouterProc:
+        """A router started on the shards' map (read from etcd, or at `endpoints`)."""
+        workdir = self.workdir / f"router{len(self.routers)}"
+        proc = RouterProc(workdir, endpoints or self.etcd.endpoints, self.prefix, *args)
         self.routers.append(proc)
         return proc.start()
 
+    def login(self, router: RouterProc) -> Any:
+        """tarantool-python on `router` as `tester`, closed by `stop_routers`."""
+        conn = serverproc.login_tester(router.port)
+        self._logins.append(conn)
+        return conn
+
     def stop_routers(self) -> None:
+        for conn in self._logins:
+            conn.close()
         for proc in self.routers:
             proc.stop()
 

@@ -3,7 +3,6 @@ QUEUEBOX_TEST_TARANTOOL names one): the same API as the asyncio client, without 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +18,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from tests.e2e import client_targets
-from tests.e2e.client_targets import Target, unique
+from tests.e2e.client_targets import Target, cut_seen, unique
 from tests.proxy import FaultProxy
 from tests.waiting import wait_for
 
@@ -167,7 +166,7 @@ def test_reconnect_after_a_cut_keeps_taken_tasks_with_cfg_ttr(
             put = tube.put("mine")
             assert worker.tube(tube.name).take(1) is not None
             proxy_to.cut_all()
-            time.sleep(0.05)
+            wait_for(lambda: cut_seen(worker), "the cut seen")
             assert tube.peek(put).status is Status.TAKEN
             assert worker.tube(tube.name).ack(put).status is Status.DONE
             assert worker.reconnects == 1

@@ -274,10 +274,8 @@ async def test_async_session_survives_the_switch_to_a_promoted_replica(pair: Pai
         assert taken is not None
         replicated(pair, tube.name)
         pair.primary.stop()
-        for _ in range(500):  # an ack sent before the loss is seen would be a lost write
-            if not conn.connected:
-                break
-            await asyncio.sleep(0.01)
+        # An ack sent before the loss is seen would be a lost write.
+        await wait_for_async(lambda: not conn.connected, "the loss seen", 5)
         acking = asyncio.ensure_future(tube.ack(taken))
         promote(pair.replica)
         assert (await asyncio.wait_for(acking, 15)).status is Status.DONE

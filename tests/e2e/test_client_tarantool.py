@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from queuebox.clients.errors import (
     QueueError,
     ServerError,
 )
-from tests.e2e.client_targets import TarantoolProc, free_port
+from tests.e2e.client_targets import TarantoolProc, cut_seen, free_port
 from tests.proxy import forward
 from tests.waiting import wait_for, wait_for_async
 
@@ -366,7 +365,7 @@ def test_blocking_reconnects_after_a_cut_and_rejoins_the_session(
         conn.ensure_session()
         before = len(conn.call("identified_list")[0])
         proxy.cut_all()
-        time.sleep(0.05)
+        wait_for(lambda: cut_seen(conn), "the cut seen")
         assert conn.call("echo", "again") == ["again"]
         rows = conn.call("identified_list")[0]
         assert [as_bytes(row) for row in rows[before:]] == [SESSION]

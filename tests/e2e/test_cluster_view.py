@@ -17,7 +17,6 @@ commands as subprocesses.
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from playwright.sync_api import Page, expect
 from tests.e2e.browserpage import log_in
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.etcdproc import EtcdProc
-from tests.e2e.routing import RouterProc, Sharded
+from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
 from tests.e2e.test_cli_client import queuebox
 from tests.e2e.webclient import Web, http_port
@@ -157,45 +156,33 @@ def test_status_stats_and_tasks_show_every_shard_and_their_sum(
         cluster.stop_routers()
 
 
-def test_a_router_cut_off_from_etcd_serves_with_its_map_and_says_so(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
-) -> None:
-    cluster = Sharded(start_server, etcd, tmp_path)
-    cluster.start()
+def test_a_router_cut_off_from_etcd_serves_with_its_map_and_says_so(sharded: Sharded) -> None:
+    sharded.start()
     network = Network()
     # The router reaches etcd only through this proxy; the shards reach it directly
     # (their elections go on: only the router loses etcd).
-    with FaultProxy("etcd", network, lambda: etcd.client_port, src="router") as proxy:
-        through = types.SimpleNamespace(endpoints=f"http://127.0.0.1:{proxy.port}")
-        router = RouterProc(tmp_path / "router", through, cluster.prefix)  # type: ignore[arg-type]
-        router.start()
-        conn = None
-        try:
-            conn = login_tester(router.port)
-            tube = unique("cut")
-            conn.call("queue.create_tube", tube, "fifo", {})
-            assert metric(router.metrics_port, "queuebox_router_etcd_ok") == 1
-            network.cut("router", "etcd")
-            wait_for(
-                lambda: metric(router.metrics_port, "queuebox_router_etcd_ok") == 0,
-                what="the router saying etcd is away",
-            )
-            # Calls keep working with the map it has: puts on both shards, takes.
-            ids = [conn.call(f"queue.tube.{tube}:put", i).data[0][0] for i in range(4)]
-            assert len({i % 1024 for i in ids}) == 2
-            got = [conn.call(f"queue.tube.{tube}:take", 1).data[0][0] for _ in ids]
-            assert sorted(got) == sorted(ids)
-            for task_id in got:
-                conn.call(f"queue.tube.{tube}:ack", task_id)
-            assert "etcd unreachable: serving with the shard map it has" in router.log()
-            network.heal()
-            wait_for(
-                lambda: metric(router.metrics_port, "queuebox_router_etcd_ok") == 1,
-                what="the router saying etcd answers again",
-            )
-            assert conn.call(f"queue.tube.{tube}:put", "after").data[0][1] == "r"
-        finally:
-            if conn is not None:
-                conn.close()
-            router.stop()
-            cluster.stop_routers()
+    with FaultProxy("etcd", network, lambda: sharded.etcd.client_port, src="router") as proxy:
+        router = sharded.router(endpoints=f"http://127.0.0.1:{proxy.port}")
+        conn = sharded.login(router)
+        tube = unique("cut")
+        conn.call("queue.create_tube", tube, "fifo", {})
+        assert metric(router.metrics_port, "queuebox_router_etcd_ok") == 1
+        network.cut("router", "etcd")
+        wait_for(
+            lambda: metric(router.metrics_port, "queuebox_router_etcd_ok") == 0,
+            what="the router saying etcd is away",
+        )
+        # Calls keep working with the map it has: puts on both shards, takes.
+        ids = [conn.call(f"queue.tube.{tube}:put", i).data[0][0] for i in range(4)]
+        assert len({i % 1024 for i in ids}) == 2
+        got = [conn.call(f"queue.tube.{tube}:take", 1).data[0][0] for _ in ids]
+        assert sorted(got) == sorted(ids)
+        for task_id in got:
+            conn.call(f"queue.tube.{tube}:ack", task_id)
+        assert "etcd unreachable: serving with the shard map it has" in router.log()
+        network.heal()
+        wait_for(
+            lambda: metric(router.metrics_port, "queuebox_router_etcd_ok") == 1,
+            what="the router saying etcd answers again",
+        )
+        assert conn.call(f"queue.tube.{tube}:put", "after").data[0][1] == "r"

@@ -5,6 +5,9 @@ sockets, a real etcd.
 - A put waiting for its quorum when the primary loses its lease gets
   ER_QUORUM_WAIT (222), whose text says the outcome is unknown; a put sent
   after that is refused before it is applied (ER_READONLY, 7).
+- A call with write access that changes nothing answers from data that may not
+  be confirmed (a put found by its key, create_tube of a tube that exists): it
+  waits for the quorum of every change so far, as a change does.
 - A quorum timeout (216) is an unknown outcome too: the bundled client, its
   puts made without keys (`put_keys=False`), raises `OutcomeUnknown` for both
   and never sends the put again. (A keyed put, its default, is sent again
@@ -169,6 +172,39 @@ def test_a_put_answered_by_its_key_waits_for_the_quorum_of_the_put_it_names(
         assert task[2] == "once"
         with connect(replica) as r:
             assert r.call(f"queue.tube.{tube}:peek", [task[0]]).data[0] == task
+    finally:
+        conn.close()
+
+
+def test_any_call_with_write_access_answering_from_unconfirmed_data_waits_for_it(
+    start_server: StartServer,
+) -> None:
+    """Not only a put: `create_tube` of a tube that exists (if_not_exists) changes
+    nothing, yet its answer says the tube is there. While the tube's creation
+    waits for a replica (216), so does that answer; once a replica follows, it
+    is answered."""
+    primary = alone_with_a_quorum(start_server, timeout_s=0.5)
+    tube = unique("exists")
+    conn = tarantool.Connection(
+        "127.0.0.1", primary.port, user="tester", password="secret", socket_timeout=40
+    )
+    again = [tube, "fifo", {"if_not_exists": True}]
+    try:
+        for attempt in range(2):  # the creation, then the same call again (no change)
+            with pytest.raises(tarantool.DatabaseError) as err:
+                conn.call("queue.create_tube", again)
+            assert err.value.args[0] == ER_SYNC_QUORUM_TIMEOUT, (attempt, err.value.args)
+        start_replica(start_server, primary)
+
+        def answered() -> Any:
+            try:
+                conn.call("queue.create_tube", again)
+            except tarantool.DatabaseError as e:  # until the replica is in the in-sync set
+                assert e.args[0] == ER_SYNC_QUORUM_TIMEOUT, e.args
+                return False
+            return True
+
+        wait_for(answered, "create_tube answered once a replica follows")
     finally:
         conn.close()
 

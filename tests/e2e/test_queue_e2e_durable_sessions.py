@@ -30,19 +30,27 @@ def status(conn: tarantool.Connection, task_id: int) -> bytes:
     return conn.call("queue.tube.jobs:peek", task_id).data[0][1]  # type: ignore[no-any-return]
 
 
+def take_in_a_session(a: tarantool.Connection, anonymous: tarantool.Connection) -> bytes:
+    """Tube jobs with tasks 0-2; `a` takes task 0 in its identified session (ttr 60,
+    kept across a restart or a failover), `anonymous` task 1 with no session;
+    returns `a`'s session."""
+    a.call("queue.create_tube", "jobs", "fifo")
+    for data in ("a", "b", "c"):
+        a.call("queue.tube.jobs:put", data)
+    (session,) = a.call("queue.identify").data
+    assert a.call("queue.cfg", {"ttr": 60, "in_replicaset": True}).data == []
+    assert a.call("queue.tube.jobs:take", 0).data == [[0, b"t", b"a"]]
+    assert anonymous.call("queue.tube.jobs:take", 0).data == [[1, b"t", b"b"]]
+    return session  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
 def test_a_second_client_reclaims_the_session_after_a_restart_and_acks(
     start_server: StartServer, kill: bool
 ) -> None:
     server = start_server()
     with closing(connect(server)) as a, closing(connect(server)) as anonymous:
-        a.call("queue.create_tube", "jobs", "fifo")
-        for data in ("a", "b", "c"):
-            a.call("queue.tube.jobs:put", data)
-        (session,) = a.call("queue.identify").data
-        assert a.call("queue.cfg", {"ttr": 60, "in_replicaset": True}).data == []
-        assert a.call("queue.tube.jobs:take", 0).data == [[0, b"t", b"a"]]
-        assert anonymous.call("queue.tube.jobs:take", 0).data == [[1, b"t", b"b"]]
+        session = take_in_a_session(a, anonymous)
     server.restart(kill)
     with closing(connect(server)) as b:
         assert [status(b, i) for i in range(3)] == [b"t", b"r", b"r"]
@@ -54,13 +62,7 @@ def test_a_second_client_reclaims_the_session_after_a_restart_and_acks(
 def test_a_client_reclaims_its_session_on_a_promoted_replica(start_server: StartServer) -> None:
     primary = start_primary(start_server)
     with closing(connect(primary)) as a, closing(connect(primary)) as anonymous:
-        a.call("queue.create_tube", "jobs", "fifo")
-        for data in ("a", "b", "c"):
-            a.call("queue.tube.jobs:put", data)
-        (session,) = a.call("queue.identify").data
-        assert a.call("queue.cfg", {"ttr": 60, "in_replicaset": True}).data == []
-        assert a.call("queue.tube.jobs:take", 0).data == [[0, b"t", b"a"]]
-        assert anonymous.call("queue.tube.jobs:take", 0).data == [[1, b"t", b"b"]]
+        session = take_in_a_session(a, anonymous)
         replica = start_replica(start_server, primary)
         with cluster.connect(primary) as p, cluster.connect(replica) as r:
             # The journal rows were written with the takes, before the last one.

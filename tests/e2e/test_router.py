@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import asynctnt
@@ -23,14 +22,9 @@ from queuebox.protocol.greeting import parse_greeting
 from queuebox.protocol.placement import owner
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.cluster import wait_state
-from tests.e2e.etcdproc import EtcdProc
-from tests.e2e.routing import RouterProc, Sharded
-from tests.e2e.serverproc import ServerProc, StartServer, login_tester, unique
+from tests.e2e.routing import Sharded
+from tests.e2e.serverproc import ServerProc, unique
 from tests.waiting import metric, wait_for, wait_for_async, wait_for_waiting_takes_async
-
-
-def via(router: RouterProc) -> Any:
-    return login_tester(router.port)
 
 
 def shard_number(node: ServerProc) -> int:
@@ -45,75 +39,68 @@ def error_of(call: Any) -> tuple[int, str]:
 
 
 def test_calls_on_tasks_go_to_their_shard_and_puts_spread(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    router = cluster.router()
-    try:
-        conn = via(router)
-        tube = unique("r")
-        conn.call("queue.create_tube", tube, "fifottl", {})
-        ids = [conn.call(f"queue.tube.{tube}:put", f"t{i}").data[0][0] for i in range(6)]
-        numbers = {shard_number(n[0]) for n in nodes.values()}
-        assert {i % 1024 for i in ids} == numbers  # both shards got tasks
-        # peek, bury, kick, delete, touch, release, ack: each on the task's own shard.
-        assert conn.call(f"queue.tube.{tube}:peek", ids[1]).data[0][:2] == [ids[1], "r"]
-        assert conn.call(f"queue.tube.{tube}:bury", ids[1]).data[0][1] == "!"
-        assert conn.call(f"queue.tube.{tube}:bury", ids[2]).data[0][1] == "!"
-        assert conn.call(f"queue.tube.{tube}:kick", 5).data[0] == 2
-        assert conn.call(f"queue.tube.{tube}:delete", ids[0]).data[0][0] == ids[0]
-        taken = [conn.call(f"queue.tube.{tube}:take", 1).data[0] for _ in range(5)]
-        assert sorted(t[0] for t in taken) == sorted(ids[1:])
-        assert conn.call(f"queue.tube.{tube}:touch", taken[0][0], 10).data[0][1] == "t"
-        assert conn.call(f"queue.tube.{tube}:release", taken[1][0]).data[0][1] == "r"
-        for task in taken[2:]:
-            assert conn.call(f"queue.tube.{tube}:ack", task[0]).data[0][1] == "-"
-        # statistics: the shards' counts summed.
-        stats = conn.call("queue.statistics", tube).data[0]
-        assert stats["tasks"]["taken"] == 1 and stats["tasks"]["ready"] == 1
-        assert stats["calls"]["put"] == 6 and stats["calls"]["ack"] == 3
-        # An id that names no shard; an id of a known shard that has no such task.
-        assert (
-            error_of(lambda: conn.call(f"queue.tube.{tube}:peek", 1000))[1] == "Task 1000 not found"
+    nodes = sharded.start()
+    router = sharded.router()
+    conn = sharded.login(router)
+    tube = unique("r")
+    conn.call("queue.create_tube", tube, "fifottl", {})
+    ids = [conn.call(f"queue.tube.{tube}:put", f"t{i}").data[0][0] for i in range(6)]
+    numbers = {shard_number(n[0]) for n in nodes.values()}
+    assert {i % 1024 for i in ids} == numbers  # both shards got tasks
+    # peek, bury, kick, delete, touch, release, ack: each on the task's own shard.
+    assert conn.call(f"queue.tube.{tube}:peek", ids[1]).data[0][:2] == [ids[1], "r"]
+    assert conn.call(f"queue.tube.{tube}:bury", ids[1]).data[0][1] == "!"
+    assert conn.call(f"queue.tube.{tube}:bury", ids[2]).data[0][1] == "!"
+    assert conn.call(f"queue.tube.{tube}:kick", 5).data[0] == 2
+    assert conn.call(f"queue.tube.{tube}:delete", ids[0]).data[0][0] == ids[0]
+    taken = [conn.call(f"queue.tube.{tube}:take", 1).data[0] for _ in range(5)]
+    assert sorted(t[0] for t in taken) == sorted(ids[1:])
+    assert conn.call(f"queue.tube.{tube}:touch", taken[0][0], 10).data[0][1] == "t"
+    assert conn.call(f"queue.tube.{tube}:release", taken[1][0]).data[0][1] == "r"
+    for task in taken[2:]:
+        assert conn.call(f"queue.tube.{tube}:ack", task[0]).data[0][1] == "-"
+    # statistics: the shards' counts summed.
+    stats = conn.call("queue.statistics", tube).data[0]
+    assert stats["tasks"]["taken"] == 1 and stats["tasks"]["ready"] == 1
+    assert stats["calls"]["put"] == 6 and stats["calls"]["ack"] == 3
+    # An id that names no shard; an id of a known shard that has no such task.
+    assert error_of(lambda: conn.call(f"queue.tube.{tube}:peek", 1000))[1] == "Task 1000 not found"
+    missing = 999 * 1024 + ids[0] % 1024
+    assert error_of(lambda: conn.call(f"queue.tube.{tube}:peek", missing))[1] == (
+        f"Task {missing} not found"
+    )
+    # A schedule lives on the shard its name hashes to; the list is every shard's.
+    conn.call("queuebox.schedule", "nightly", tube, {"every": 3600})
+    conn.call("queuebox.schedule", "hourly", tube, {"every": 60})
+    names = sorted(s["name"] for s in conn.call("queuebox.schedules").data[0])
+    assert names == ["hourly", "nightly"]
+    # A put key has one home (the rule the self-routing client follows too), so a
+    # second put of it answers the first task; a result is read on the task's shard.
+    kept = unique("k")
+    conn.call("queue.create_tube", kept, "fifo", {"result_ttl": 60})
+    for n in range(8):
+        first = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
+        again = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
+        assert again[0] == first[0] and first[0] % 1024 == owner(f"key-{n}", numbers)
+    results = {}
+    for _ in range(8):
+        task = conn.call(f"queue.tube.{kept}:take", 1).data[0]
+        conn.call(f"queue.tube.{kept}:ack", task[0], {"result": task[2] * 10})
+        results[task[0]] = task[2] * 10
+    assert {i % 1024 for i in results} == numbers  # both shards hold results
+    for task_id, value in results.items():
+        read = conn.call("queuebox.result", kept, task_id).data[0]
+        assert read["status"] == "done" and read["result"] == value
+    conn.close()  # what it held (the taken task) goes back on its shard
+    with node_conn(nodes["a"][0]) as a, node_conn(nodes["b"][0]) as b:
+        wait_for(
+            lambda: (
+                sum(c.call("queue.statistics", tube).data[0]["tasks"]["taken"] for c in (a, b)) == 0
+            ),
+            what="the closed client's task back",
         )
-        missing = 999 * 1024 + ids[0] % 1024
-        assert error_of(lambda: conn.call(f"queue.tube.{tube}:peek", missing))[1] == (
-            f"Task {missing} not found"
-        )
-        # A schedule lives on the shard its name hashes to; the list is every shard's.
-        conn.call("queuebox.schedule", "nightly", tube, {"every": 3600})
-        conn.call("queuebox.schedule", "hourly", tube, {"every": 60})
-        names = sorted(s["name"] for s in conn.call("queuebox.schedules").data[0])
-        assert names == ["hourly", "nightly"]
-        # A put key has one home (the rule the self-routing client follows too), so a
-        # second put of it answers the first task; a result is read on the task's shard.
-        kept = unique("k")
-        conn.call("queue.create_tube", kept, "fifo", {"result_ttl": 60})
-        for n in range(8):
-            first = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
-            again = conn.call(f"queue.tube.{kept}:put", n, {"key": f"key-{n}"}).data[0]
-            assert again[0] == first[0] and first[0] % 1024 == owner(f"key-{n}", numbers)
-        results = {}
-        for _ in range(8):
-            task = conn.call(f"queue.tube.{kept}:take", 1).data[0]
-            conn.call(f"queue.tube.{kept}:ack", task[0], {"result": task[2] * 10})
-            results[task[0]] = task[2] * 10
-        assert {i % 1024 for i in results} == numbers  # both shards hold results
-        for task_id, value in results.items():
-            read = conn.call("queuebox.result", kept, task_id).data[0]
-            assert read["status"] == "done" and read["result"] == value
-        conn.close()  # what it held (the taken task) goes back on its shard
-        with node_conn(nodes["a"][0]) as a, node_conn(nodes["b"][0]) as b:
-            wait_for(
-                lambda: (
-                    sum(c.call("queue.statistics", tube).data[0]["tasks"]["taken"] for c in (a, b))
-                    == 0
-                ),
-                what="the closed client's task back",
-            )
-    finally:
-        cluster.stop_routers()
 
 
 async def atnt(port: int) -> asynctnt.Connection:
@@ -123,11 +110,10 @@ async def atnt(port: int) -> asynctnt.Connection:
 
 
 async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_gives_back(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    r1, r2 = cluster.router(), cluster.router()  # two routers side by side
+    nodes = sharded.start()
+    r1, r2 = sharded.router(), sharded.router()  # two routers side by side
     a, b = nodes["a"][0], nodes["b"][0]
     tube = unique("w")
     consumer, other, on_a, on_b = [await atnt(p) for p in (r1.port, r2.port, a.port, b.port)]
@@ -156,7 +142,6 @@ async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_give
     finally:
         for conn in (consumer, other, on_a, on_b):
             await conn.disconnect()
-        cluster.stop_routers()
 
 
 async def wait_for_async_stat(conn: asynctnt.Connection, tube: str, key: str, want: int) -> None:
@@ -167,48 +152,42 @@ async def wait_for_async_stat(conn: asynctnt.Connection, tube: str, key: str, wa
 
 
 def test_a_shard_without_its_primary_is_a_retryable_error_until_its_failover(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start(nodes=2)  # each shard: a primary and a replica
-    router = cluster.router()
-    conn = via(router)
-    try:
-        tube = unique("f")
-        conn.call("queue.create_tube", tube, "fifo", {})
-        ids = [conn.call(f"queue.tube.{tube}:put", i).data[0][0] for i in range(4)]
-        a_number = shard_number(nodes["a"][0])
-        on_a = next(i for i in ids if i % 1024 == a_number)
-        nodes["a"][0].stop(timeout=0.1)  # SIGTERM, then SIGKILL: the primary is gone
-        started = time.monotonic()
-        code, message = error_of(lambda: conn.call(f"queue.tube.{tube}:peek", on_a))
-        assert "shard a" in message and "retried" in message, (code, message)
-        assert time.monotonic() - started < 5
-        # Shard b goes on meanwhile; after the failover a's calls work, no restart.
-        assert conn.call(f"queue.tube.{tube}:put", "b-ok").data[0][2] == "b-ok"
-        wait_state(nodes["a"][1], "RUNNING")
+    nodes = sharded.start(nodes=2)  # each shard: a primary and a replica
+    router = sharded.router()
+    conn = sharded.login(router)
+    tube = unique("f")
+    conn.call("queue.create_tube", tube, "fifo", {})
+    ids = [conn.call(f"queue.tube.{tube}:put", i).data[0][0] for i in range(4)]
+    a_number = shard_number(nodes["a"][0])
+    on_a = next(i for i in ids if i % 1024 == a_number)
+    nodes["a"][0].stop(timeout=0.1)  # SIGTERM, then SIGKILL: the primary is gone
+    started = time.monotonic()
+    code, message = error_of(lambda: conn.call(f"queue.tube.{tube}:peek", on_a))
+    assert "shard a" in message and "retried" in message, (code, message)
+    assert time.monotonic() - started < 5
+    # Shard b goes on meanwhile; after the failover a's calls work, no restart.
+    assert conn.call(f"queue.tube.{tube}:put", "b-ok").data[0][2] == "b-ok"
+    wait_state(nodes["a"][1], "RUNNING")
 
-        def peeked() -> bool:
-            try:
-                return conn.call(f"queue.tube.{tube}:peek", on_a).data[0][0] == on_a
-            except tarantool.DatabaseError as e:
-                assert "retried" in e.args[1] or "not found" in e.args[1], e.args
-                return False
+    def peeked() -> bool:
+        try:
+            return conn.call(f"queue.tube.{tube}:peek", on_a).data[0][0] == on_a
+        except tarantool.DatabaseError as e:
+            assert "retried" in e.args[1] or "not found" in e.args[1], e.args
+            return False
 
-        wait_for(peeked, what="shard a served by its new primary through the router")
-    finally:
-        conn.close()
-        cluster.stop_routers()
+    wait_for(peeked, what="shard a served by its new primary through the router")
 
 
 def test_the_bundled_client_carries_on_through_another_router_with_its_session(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
     from queuebox.clients.blocking import connect
 
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    r1, r2 = cluster.router(), cluster.router()
+    nodes = sharded.start()
+    r1, r2 = sharded.router(), sharded.router()
     tube = unique("s")
     client = connect(
         user="tester", password="secret", addresses=f"127.0.0.1:{r1.port},127.0.0.1:{r2.port}"
@@ -233,7 +212,6 @@ def test_the_bundled_client_carries_on_through_another_router_with_its_session(
         assert client.call("queue.statistics", tube)[0]["tasks"]["total"] == 0
     finally:
         client.close()
-        cluster.stop_routers()
 
 
 class RawConn:
@@ -262,14 +240,13 @@ class RawConn:
 
 
 def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_waits(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
     """The router reads a put, a take and a call on a task from a few bytes of
     their frames and hands the rest to its decoder: one write of both, and a
     frame cut in two, get every answer a node gives."""
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    router = cluster.router()
+    nodes = sharded.start()
+    router = sharded.router()
     tube = unique("p")
     raw = RawConn(router.port)
     try:
@@ -318,44 +295,38 @@ def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_w
         assert later[25].data[0][:2] == [ids[3], "!"]
     finally:
         raw.sock.close()
-        cluster.stop_routers()
 
 
 def test_a_router_killed_gives_its_clients_tasks_back_on_every_shard(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
     """A router that crashes (SIGKILL: no goodbye to the shards) releases its clients'
     taken tasks as a disconnect would: its upstreams close, so each shard ends the
     sessions acting through them (no session ttr here), and the tasks are ready again."""
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    router = cluster.router()
+    nodes = sharded.start()
+    router = sharded.router()
     tube = unique("k")
     shards = [nodes["a"][0], nodes["b"][0]]
-    client = via(router)
-    try:
-        client.call("queue.create_tube", [tube, "fifottl", {}])
-        for i in range(4):  # round robin: two on each shard
-            client.call(f"queue.tube.{tube}:put", [i])
-        taken = [client.call(f"queue.tube.{tube}:take", [1]).data[0] for _ in range(4)]
-        assert sorted(t[2] for t in taken) == [0, 1, 2, 3]
-        assert {t[0] % 1024 for t in taken} == {shard_number(n) for n in shards}
-        router.stop(kill=True)
-        for node in shards:
-            with node_conn(node) as direct:
+    client = sharded.login(router)
+    client.call("queue.create_tube", [tube, "fifottl", {}])
+    for i in range(4):  # round robin: two on each shard
+        client.call(f"queue.tube.{tube}:put", [i])
+    taken = [client.call(f"queue.tube.{tube}:take", [1]).data[0] for _ in range(4)]
+    assert sorted(t[2] for t in taken) == [0, 1, 2, 3]
+    assert {t[0] % 1024 for t in taken} == {shard_number(n) for n in shards}
+    router.stop(kill=True)
+    for node in shards:
+        with node_conn(node) as direct:
 
-                def back(direct: Any = direct) -> bool:
-                    tasks = direct.call("queue.statistics", [tube]).data[0]["tasks"]
-                    return bool(tasks["taken"] == 0 and tasks["ready"] == 2)
+            def back(direct: Any = direct) -> bool:
+                tasks = direct.call("queue.statistics", [tube]).data[0]["tasks"]
+                return bool(tasks["taken"] == 0 and tasks["ready"] == 2)
 
-                wait_for(back, f"the tasks of shard {node.port} back to ready")
-    finally:
-        client.close()
-        cluster.stop_routers()
+            wait_for(back, f"the tasks of shard {node.port} back to ready")
 
 
 def test_tubes_created_and_dropped_in_quick_turns_end_as_the_last_call_left_them(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path
+    sharded: Sharded,
 ) -> None:
     """The router's drop (every shard, then P/tubes) races each shard's own sync of
     P/tubes (shard_sync.py reads the whole map on every change): a create and a drop
@@ -363,38 +334,33 @@ def test_tubes_created_and_dropped_in_quick_turns_end_as_the_last_call_left_them
     after a drop, and the map agreeing, once the shards' syncs have settled."""
     from tests.e2e.test_shards import on_map, tubes_of
 
-    cluster = Sharded(start_server, etcd, tmp_path)
-    nodes = cluster.start()
-    router = cluster.router()
+    nodes = sharded.start()
+    router = sharded.router()
     shards = [nodes["a"][0], nodes["b"][0]]
     kept, dropped = unique("kept"), unique("gone")
-    client = via(router)
+    client = sharded.login(router)
 
     def in_map() -> set[str]:
         async def names(m: Any) -> set[str]:
             return set(await m.tubes())
 
-        return set(on_map(etcd, cluster.prefix, names))
+        return set(on_map(sharded.etcd, sharded.prefix, names))
 
-    try:
-        for turn in range(8):  # bounded: 8 turns of create + drop, no wait in between
-            for tube in (kept, dropped):
-                client.call("queue.create_tube", [tube, "fifottl", {"if_not_exists": True}])
-                if turn < 7 or tube == dropped:
-                    client.call(f"queue.tube.{tube}:drop", [])
-        for node in shards:
-            wait_for(lambda n=node: kept in tubes_of(n), f"{kept} on shard {node.port}")
-        wait_for(lambda: kept in in_map() and dropped not in in_map(), "the map settled")
-        for node in shards:
-            wait_for(lambda n=node: dropped not in tubes_of(n), f"{dropped} gone")
-        # One more change of the map: once every shard shows it, each has read the
-        # whole map again after the drops, and a late sync did not bring a tube back.
-        marker = unique("marker")
-        client.call("queue.create_tube", [marker, "fifo", {}])
-        for node in shards:
-            wait_for(lambda n=node: marker in tubes_of(n), f"{marker} on shard {node.port}")
-            assert dropped not in tubes_of(node) and kept in tubes_of(node)
-        client.call(f"queue.tube.{kept}:put", ["still here"])
-    finally:
-        client.close()
-        cluster.stop_routers()
+    for turn in range(8):  # bounded: 8 turns of create + drop, no wait in between
+        for tube in (kept, dropped):
+            client.call("queue.create_tube", [tube, "fifottl", {"if_not_exists": True}])
+            if turn < 7 or tube == dropped:
+                client.call(f"queue.tube.{tube}:drop", [])
+    for node in shards:
+        wait_for(lambda n=node: kept in tubes_of(n), f"{kept} on shard {node.port}")
+    wait_for(lambda: kept in in_map() and dropped not in in_map(), "the map settled")
+    for node in shards:
+        wait_for(lambda n=node: dropped not in tubes_of(n), f"{dropped} gone")
+    # One more change of the map: once every shard shows it, each has read the
+    # whole map again after the drops, and a late sync did not bring a tube back.
+    marker = unique("marker")
+    client.call("queue.create_tube", [marker, "fifo", {}])
+    for node in shards:
+        wait_for(lambda n=node: marker in tubes_of(n), f"{marker} on shard {node.port}")
+        assert dropped not in tubes_of(node) and kept in tubes_of(node)
+    client.call(f"queue.tube.{kept}:put", ["still here"])

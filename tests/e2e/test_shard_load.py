@@ -12,18 +12,17 @@ import asyncio
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from queuebox.clients import aio
 from queuebox.clients.errors import QueueboxError
-from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import Sharded
-from tests.e2e.serverproc import ServerProc, StartServer, unique
+from tests.e2e.serverproc import ServerProc, unique
 from tests.e2e.test_self_routing import shard_number
 from tests.e2e.test_shards import shard_cli
+from tests.waiting import wait_for
 
 LOAD_LIMIT_S = 40.0  # the whole load, at most
 REFRESH_S = 0.2
@@ -93,49 +92,42 @@ class Load:
                 self.errors.append(f"take/ack: {exc}")
 
 
-def wait_until(check: Any, timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout, f"no {what} within {timeout} s"
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
 @pytest.mark.parametrize("via", ["client", "router"])
 def test_a_shard_added_gets_tasks_and_one_drained_and_removed_loses_none(
-    start_server: StartServer, etcd: EtcdProc, tmp_path: Path, via: str
+    sharded: Sharded, via: str
 ) -> None:
-    cluster = Sharded(start_server, etcd, tmp_path)
+    cluster, etcd = sharded, sharded.etcd
     (a1,) = cluster.groups["a"].start(1)
     tube = unique("load")
     router = cluster.router().port if via == "router" else None
     load = Load(etcd.endpoints, cluster.prefix, tube, router)
     load.thread.start()
     try:
-        wait_until(lambda: len(load.acked) > 20, 15, "tasks acked on shard a")
+        wait_for(lambda: len(load.acked) > 20, "tasks acked on shard a", 15)
         (b1,) = cluster.groups["b"].start(1)
         b = shard_number(b1)
         # Within seconds (a loaded machine's: the suite runs beside other work).
-        took = wait_until(lambda: load.ids_on(b), 20, f"put on shard b ({load.errors[-3:]})")
+        served = time.monotonic()
+        wait_for(lambda: load.ids_on(b), f"a put on shard b ({load.errors[-3:]})", 20)
+        took = time.monotonic() - served
         print(f"\nadded shard b received its first put {took:.2f} s after it served")
         drained = shard_cli(etcd, cluster.prefix, "drain", "b")
         assert drained.returncode == 0, drained.stderr
-        wait_until(lambda: load.sees_draining(b), 5, "the client seeing b drain")
+        wait_for(lambda: load.sees_draining(b), "the client seeing b drain", 5)
         count = len(load.put)
-        wait_until(lambda: len(load.put) > count + 2, 5, "puts after the drain")  # in flight
+        wait_for(lambda: len(load.put) > count + 2, "puts after the drain", 5)  # in flight
         on_b = len(load.ids_on(b))
-        wait_until(lambda: len(load.put) > count + 20, 10, "more puts after the drain")
-        wait_until(lambda: held(b1, tube) == 0, 20, "shard b emptied by the consumers")
+        wait_for(lambda: len(load.put) > count + 20, "more puts after the drain", 10)
+        wait_for(lambda: held(b1, tube) == 0, "shard b emptied by the consumers", 20)
         assert len(load.ids_on(b)) == on_b, "a put landed on the draining shard"
         removed = shard_cli(etcd, cluster.prefix, "remove", "b")
         assert removed.returncode == 0, removed.stderr
         load.stop_puts.set()
-        wait_until(lambda: sorted(load.acked) == sorted(load.put), 20, "every put acked")
+        wait_for(lambda: sorted(load.acked) == sorted(load.put), "every put acked", 20)
     finally:
         load.stop_puts.set()
         load.stop_all.set()
         load.thread.join(LOAD_LIMIT_S)
-        cluster.stop_routers()
     errors = load.errors
     if via == "router":
         # A router puts on a shard added a moment ago before its primary has made

@@ -218,8 +218,7 @@ async def test_the_library_worker_and_the_decorator(server: ServerProc, tmp_path
         await tube.put_many(["a", "b", "c"])
         running = worker.Worker(tube, plain, concurrency=2, take_timeout=0.5)
         runner = asyncio.ensure_future(running.run())
-        while running.handled < 3:
-            await asyncio.sleep(0.02)
+        await wait_for_async(lambda: running.handled >= 3, "3 tasks handled")
         running.stop()
         await asyncio.wait_for(runner, 10)
         assert sorted(seen) == [(0, "a"), (1, "b"), (2, "c")]

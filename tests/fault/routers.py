@@ -31,7 +31,7 @@ KINDS = ("kill", "pause", "cut-clients")
 class Routers:
     def __init__(self, workdir: Path, etcd: EtcdProc) -> None:
         self.network = Network()
-        self.procs = {n: RouterProc(workdir / n, etcd, ETCD_PREFIX) for n in NAMES}
+        self.procs = {n: RouterProc(workdir / n, etcd.endpoints, ETCD_PREFIX) for n in NAMES}
         for proc in self.procs.values():  # the round's users, and the service user
             proc.config.write_text(users_toml())
         self.proxies = {

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from queuebox.cli import COMMANDS
+from queuebox.server.route.router import client_users
 from queuebox.server.settings.config import ROUTE, ConfigError
 from queuebox.server.settings.config_load import SCALAR_FIELDS, load_config
 
@@ -462,28 +463,38 @@ def test_cluster_profile_has_etcd_two_shards_of_two_and_two_routers() -> None:
         assert command[:2] == ["queuebox", "router"]
         assert command[command.index("--listen") + 1] == "0.0.0.0:3301"
         assert command[command.index("--etcd-endpoints") + 1] == "http://etcd:2379"
-        assert command[command.index("--shard-user") + 1] == "${QUEUEBOX_USER}"
-        assert router["environment"] == {"QUEUEBOX_ROUTER_PASSWORD": "${QUEUEBOX_PASSWORD}"}
+        assert command[command.index("--shard-user") + 1] == "${QUEUEBOX_ROUTER_USER:-router}"
+        # Its password comes from .env alone (QUEUEBOX_ROUTER_PASSWORD), never the app's.
+        assert "environment" not in router, router.get("environment")
         assert {k: v["condition"] for k, v in router["depends_on"].items()} == {
             "shard-a-1": "service_healthy", "shard-b-1": "service_healthy"
         }  # fmt: skip
 
 
 @pytest.mark.parametrize("router", ROUTERS)
-def test_cluster_router_logs_in_to_the_shards_as_a_user_with_route(router: str) -> None:
+def test_cluster_router_logs_in_to_the_shards_as_a_service_user_holding_route_only(
+    router: str,
+) -> None:
     # The router logs in to every shard primary as --shard-user with
-    # QUEUEBOX_ROUTER_PASSWORD: a user each shard creates, holding `route`, with
-    # that password; and its own clients log in as the users of its environment.
+    # QUEUEBOX_ROUTER_PASSWORD (both from .env): a user each shard creates from the
+    # same two variables, holding `route` and nothing else, with that password. Its
+    # own clients log in as the .env user, never as the service user.
     service = compose()["services"][router]
+    assert service["env_file"] == ".env"
     command = service["command"]
     user = interpolated(command[command.index("--shard-user") + 1])
-    password = interpolated(service["environment"]["QUEUEBOX_ROUTER_PASSWORD"])
+    env = example_env()
+    assert user == env["QUEUEBOX_ROUTER_USER"] != env["QUEUEBOX_USER"]
+    password = env["QUEUEBOX_ROUTER_PASSWORD"]
+    assert password != env["QUEUEBOX_PASSWORD"]
     for node in SHARD_NODES:
         users = load_config({}, ha_env(node)).users
-        assert user in users and ROUTE in users[user].rights, (node, user)
+        assert users[user].rights == {ROUTE}, (node, user, users[user].rights)
+        assert not users[user].tubes, (node, users[user].tubes)
         own = load_config({}, {"QUEUEBOX_USER": user, "QUEUEBOX_PASSWORD": password}).users
         assert users[user].hash2 == own[user].hash2, (node, "QUEUEBOX_ROUTER_PASSWORD")
-    assert service["env_file"] == ".env"
+    clients = client_users(load_config({}, example_env()), user)
+    assert clients.exists(env["QUEUEBOX_USER"]) and not clients.exists(user)
 
 
 def test_cluster_publishes_every_port_on_host_loopback_once() -> None:

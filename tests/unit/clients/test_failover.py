@@ -11,12 +11,15 @@ from queuebox.clients import iproto
 from queuebox.clients.calls import AUTO_KEY_WINDOW_S, Call, legacy, modern, put_key
 from queuebox.clients.failover import (
     Event,
+    Next,
+    Resend,
     Verdict,
     after_reply,
     parse_addresses,
     refused_read_only,
     verdict,
 )
+from queuebox.protocol import Response
 
 
 @pytest.mark.parametrize(
@@ -112,6 +115,29 @@ def test_an_unknown_outcome_sends_a_keyed_put_again_and_raises_anything_else() -
         assert after_reply(code, repeatable=False) is Verdict.RAISE
     assert after_reply(7, repeatable=False) is Verdict.RETRY  # read-only: not applied
     assert after_reply(32, repeatable=True) is Verdict.RAISE  # a queue error stays one
+
+
+def _reply(error: int = 0) -> Response:
+    return Response(0x8000 | error if error else 0, 1, 1, {})
+
+
+def test_resend_sends_again_as_the_table_says_and_asks_about_keys_only_for_a_keyed_call() -> None:
+    write, read, keyed_put = Resend(4, False, False), Resend(4, True, False), Resend(4, True, True)
+    assert write.after_reply(_reply()) is Next.DONE
+    assert write.after_reply(_reply(7)) is Next.AGAIN  # read-only: not applied
+    assert write.after_reply(_reply(216)) is Next.DONE  # applied, may not survive
+    assert write.after_loss() is Next.DONE  # may have run: the caller decides
+    assert read.after_loss() is Next.AGAIN and read.after_reply(_reply(222)) is Next.AGAIN
+    assert read.after_reply(_reply(32)) is Next.DONE  # a queue error stays one
+    assert keyed_put.after_loss() is Next.AGAIN_IF_KEYS
+    assert keyed_put.after_reply(_reply(216)) is Next.AGAIN_IF_KEYS
+    assert keyed_put.after_reply(_reply(7)) is Next.AGAIN  # not applied: keys do not matter
+
+
+def test_resend_stops_at_the_last_attempt() -> None:
+    one, two = Resend(1, True, False), Resend(2, True, False)
+    assert one.after_loss() is Next.DONE
+    assert two.after_reply(_reply(7)) is Next.AGAIN and two.after_reply(_reply(7)) is Next.DONE
 
 
 def test_a_key_of_the_client_is_fresh_and_short_lived_one_of_the_caller_is_kept() -> None:

@@ -146,3 +146,14 @@ def variant(request: pytest.FixtureRequest, **opts: Any) -> Q:
     make_tube(harness, "t", type_, mode, **opts)
     harness.type = type_  # type: ignore[attr-defined]
     return harness
+
+
+def variants(**opts: Any) -> Any:
+    """A fixture `h`: a harness with tube "t" made with `opts`, once per VARIANTS entry
+    (a module says ``h = variants(key_window=10)``)."""
+
+    @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
+    def h(request: pytest.FixtureRequest) -> Q:
+        return variant(request, **opts)
+
+    return h

@@ -11,18 +11,13 @@ import pytest
 from queuebox.drivers.keys import DEFAULT_WINDOW_S, KEYS_SPACE, MAX_KEY_CHARS
 from tests.unit.drivers.queue_harness import (
     SEC,
-    VARIANT_IDS,
-    VARIANTS,
     Q,
     error_of,
     make_tube,
-    variant,
+    variants,
 )
 
-
-@pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
-def h(request: pytest.FixtureRequest) -> Q:
-    return variant(request, key_window=10)
+h = variants(key_window=10)
 
 
 def rows(h: Q) -> list[tuple[Any, ...]]:

@@ -11,18 +11,13 @@ from queuebox.drivers.retries import JOURNAL_SPACE
 from tests.unit.drivers.queue_harness import (
     SEC,
     TTL_DRIVERS,
-    VARIANT_IDS,
-    VARIANTS,
     Q,
     error_of,
     make_tube,
-    variant,
+    variants,
 )
 
-
-@pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
-def h(request: pytest.FixtureRequest) -> Q:
-    return variant(request, max_attempts=3, backoff=1)
+h = variants(max_attempts=3, backoff=1)
 
 
 def info(h: Q, task_id: int, tube: str = "t") -> dict[str, Any]:

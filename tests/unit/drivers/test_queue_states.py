@@ -7,18 +7,13 @@ import pytest
 from tests.unit.drivers.queue_harness import (
     SEC,
     TTL_DRIVERS,
-    VARIANT_IDS,
-    VARIANTS,
     Q,
     error_of,
     make_tube,
-    variant,
+    variants,
 )
 
-
-@pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
-def h(request: pytest.FixtureRequest) -> Q:
-    return variant(request)
+h = variants()
 
 
 def put(h: Q, data: str, **opts: object) -> list:

@@ -104,7 +104,7 @@ class Durable(Durability):
         self._commit_now = commit_now
         self.on_loop = commit_now is not None
 
-    def barrier(self) -> Awaitable[Any] | None:
+    def barrier(self, acknowledges: bool) -> Awaitable[Any] | None:
         return self._barrier()
 
     def commit_now(self) -> None:

@@ -141,11 +141,11 @@ async def test_who_hears_of_each_write(journal: Journal) -> None:
         listeners=[(audience, lambda batch: heard.append((batch.first_lsn, batch.last_lsn)))],
     )
     journal.change("a")  # LSN 2: the space was 1
-    await durability.barrier()
+    await durability.barrier(True)
     audience.add("replica")
     journal.change("b")
     journal.change("c")
-    await durability.barrier()
+    await durability.barrier(True)
     assert heard == [(3, 4)]
     assert [records for records, _ in observed] == [1, 2]
     assert all(nbytes > 0 for _, nbytes in observed)

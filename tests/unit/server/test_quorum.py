@@ -11,6 +11,7 @@ import pytest
 
 from queuebox.protocol import ErrorCode
 from queuebox.server.replication.quorum import Quorum
+from queuebox.server.runtime.commit import Durability
 from queuebox.server.runtime.errors import CallError
 from tests.waiting import wait_for_async
 
@@ -57,7 +58,6 @@ async def test_without_a_quorum_and_for_what_is_reached_nothing_waits() -> None:
     quorum.ack("a", 7)
     await settle()
     assert quorum.barrier(local, 7) is local
-    assert quorum.barrier(None, 8) is None  # the request changed nothing
 
 
 async def test_a_read_only_instance_never_waits_for_replicas() -> None:
@@ -110,16 +110,21 @@ async def test_a_failed_local_write_is_a_refusal_and_abandoning_an_unknown_outco
     assert quorum.barrier(local2, 3) is local2
 
 
-async def test_a_request_that_changed_nothing_does_not_wait_for_the_quorum() -> None:
+async def test_a_read_never_waits_for_the_quorum_a_call_with_write_access_always() -> None:
+    """The rule (Durability.barrier): in the turn of a write, a read waits for the
+    local write only; a call with write access that changed nothing (create_tube
+    of a tube that exists) waits for the quorum of the write it may answer from."""
     quorum = await started(need=1)
     local = asyncio.get_running_loop().create_future()
+    durability = Durability(quorum=quorum, last_lsn=lambda: 3)
     write = quorum.barrier(local, 3)
     assert write is not local
-    # A read in the same turn, after the write: the same LSN, nothing new.
-    assert quorum.barrier(local, 3) is local
+    assert durability.barrier(False) is None  # no group commit here: nothing local
+    assert durability.barrier(True) is write  # changed nothing: the same LSN, still held
     quorum.ack("a", 3)
     await settle()
     assert write.done()  # type: ignore[union-attr]
+    assert durability.barrier(True) is None  # confirmed: nothing to wait for
 
 
 async def test_a_replica_joins_only_once_it_has_everything_answered_so_far() -> None:
@@ -223,24 +228,24 @@ async def test_a_promotion_carries_the_published_set_over() -> None:
 
 
 async def test_a_put_answered_by_its_key_waits_for_the_quorum_even_after_a_timeout() -> None:
-    """`confirmed`: a reply that acknowledges a change it did not make (a keyed
-    put finding an earlier put's task) waits for the quorum of every change so
-    far; after that change's own wait timed out (216) it waits again, and times
-    out again, until a replica confirms it. A read (`barrier` with nothing
-    changed) still answers at once."""
+    """A reply that acknowledges a change it did not make (a keyed put finding an
+    earlier put's task) waits for the quorum of every change so far; after that
+    change's own wait timed out (216) it waits again, and times out again, until
+    a replica confirms it. A read still answers at once."""
     quorum = await started(need=1, timeout_s=0.05)
+    durability = Durability(quorum=quorum, last_lsn=lambda: 10)
     first = quorum.barrier(await written(), 10)  # the first put: LSN 10
     with pytest.raises(CallError) as timed_out:
         await first  # type: ignore[misc]
     assert timed_out.value.code == ErrorCode.ER_SYNC_QUORUM_TIMEOUT
-    assert quorum.barrier(None, 10) is None  # a read of it: not held
-    again = quorum.confirmed(None, 10)  # the put sent again: its key finds LSN 10
+    assert durability.barrier(False) is None  # a read of it: not held
+    again = durability.barrier(True)  # the put sent again: its key finds LSN 10
     assert isinstance(again, asyncio.Future)
     with pytest.raises(CallError):
         await again
-    held = quorum.confirmed(None, 10)
-    assert isinstance(held, asyncio.Future) and quorum.confirmed(None, 10) is held
+    held = durability.barrier(True)
+    assert isinstance(held, asyncio.Future) and durability.barrier(True) is held
     quorum.ack("a", 10)
     await settle()
     assert held.done() and held.exception() is None
-    assert quorum.confirmed(None, 10) is None  # confirmed: nothing to wait for
+    assert durability.barrier(True) is None  # confirmed: nothing to wait for

@@ -86,31 +86,38 @@ async def test_a_value_that_is_no_tube_is_said_and_never_drops_one(queue: QueueC
     assert "not a tube" in applier.report.failed["jobs"]
 
 
-async def test_a_reading_older_than_a_calls_change_leaves_that_tube_until_it_settles(
+async def test_a_reading_older_than_the_routers_write_leaves_a_calls_tube_alone(
     queue: QueueCalls,
 ) -> None:
-    """The router makes a tube on every shard, then writes P/tubes: a map read
-    before that write must not drop the tube; a drop likewise must not be undone
-    by a map read before the key went. After SETTLE_S the map is followed again."""
-    from queuebox.server.replication.shard_sync import SETTLE_S
-
+    """The router makes a tube on every shard, then writes P/tubes, then tells each
+    shard that write's revision: a map read before that write must not drop the
+    tube; a drop likewise must not be undone by a map read before the key went.
+    A reading at least as new as the revision told follows the map again."""
     applier = TubeApplier(queue.app)
     jobs = specs(("jobs", "fifo", {}))
-    applier.apply(queue, jobs, {}, read_at=0.0, now=0.0)
-    queue.modern.call(1, "queue.tube.jobs:drop", [])  # a client's drop, the map lags
-    applier.apply(queue, jobs, {}, read_at=1.0, now=1.0)
+    applier.apply(queue, jobs, {}, revision=10)
+    queue.modern.call(1, "queue.tube.jobs:drop", [])  # a client's drop; the map lags
+    applier.apply(queue, jobs, {}, revision=11)
     assert tubes(queue) == {}  # not made again from the stale reading
+    applier.told(queue, "jobs", 12)  # the router deleted P/tubes/jobs at revision 12
+    applier.apply(queue, jobs, {}, revision=11)  # read before that delete
+    assert tubes(queue) == {}
     queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])  # made again by a call
-    applier.apply(queue, {}, {}, read_at=2.0, now=2.0)
+    applier.apply(queue, {}, {}, revision=12)  # the delete's reading: older than this call
     assert tubes(queue) == {"jobs": "fifo"}  # not dropped by a reading without it
-    later = 2.0 + SETTLE_S + 0.1
-    applier.apply(queue, {}, {}, read_at=later, now=later)
-    assert tubes(queue) == {}  # settled: the map says no such tube, and it is empty
+    applier.told(queue, "jobs", 13)  # ... whose put is at 13
+    applier.apply(queue, {}, {}, revision=12)
+    assert tubes(queue) == {"jobs": "fifo"}
+    applier.apply(queue, jobs, {}, revision=13)  # settled: the map and the shard agree
+    assert tubes(queue) == {"jobs": "fifo"}
+    applier.apply(queue, {}, {}, revision=14)  # the map followed again: gone, and empty
+    assert tubes(queue) == {}
     assert applier.report.dropped == 1
-    # Back and forth between two looks: the same names, but made again since.
-    applier.apply(queue, jobs, {}, read_at=later, now=later)
+    # Back and forth between two looks, told only of the first: the second call holds it.
+    applier.apply(queue, jobs, {}, revision=15)
     assert tubes(queue) == {"jobs": "fifo"}
     queue.modern.call(1, "queue.tube.jobs:drop", [])
+    applier.told(queue, "jobs", 16)
     queue.modern.call(1, "queue.create_tube", ["jobs", "fifo"])
-    applier.apply(queue, {}, {}, read_at=later + 1, now=later + 1)  # a stale reading
+    applier.apply(queue, {}, {}, revision=16)  # a reading of the drop's write
     assert tubes(queue) == {"jobs": "fifo"}

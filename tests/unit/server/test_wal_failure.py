@@ -50,11 +50,12 @@ class Harness:
         assert found is not None, name
         ctx = Session(self.app, conn_id, self.closed)
         result = found.call(ctx, list(args))
-        barrier = self.app.durability.barrier() if isinstance(result, list) else None
+        durability = self.app.durability
+        barrier = durability.barrier(found.writes) if isinstance(result, list) else None
 
         async def reply() -> list[Any]:
             answer = result if isinstance(result, list) else await result
-            after = barrier if isinstance(result, list) else self.app.durability.barrier()
+            after = barrier if isinstance(result, list) else durability.barrier(found.writes)
             if after is not None:
                 await after
             return answer
