@@ -2,7 +2,7 @@
 
 Owns the length prefix (every uint form a client may send), the frame size
 limit and the partial tail between feeds, which a caller may take over once
-the tail's frame size is known (`frame_size`, `take_tail`: the server reads
+the tail's frame size is known (`frame_size`, `take_partial`: the server reads
 a big frame's rest straight into one buffer of that size). Shared by the
 server-side request decoder and the client-side response decoder. It does
 not look inside a payload; that is request.py's and client.py's job.
@@ -64,7 +64,7 @@ class FrameSplitter:
     so a hostile peer cannot make us allocate or wait for it.
     """
 
-    __slots__ = ("max_frame", "_tail", "_need", "_dead", "_frame_size")
+    __slots__ = ("max_frame", "_tail", "_need", "_dead", "frame_size")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         if max_frame < 0:
@@ -75,7 +75,10 @@ class FrameSplitter:
         # re-reading a prefix on every chunk of a large frame.
         self._need = 1
         self._dead = False
-        self._frame_size = 0
+        # The whole size (prefix included) of the frame the tail begins, once
+        # its prefix is in; 0 when the tail is empty or only part of a prefix.
+        # An attribute, not a property: the server reads it after every read.
+        self.frame_size = 0
 
     @property
     def dead(self) -> bool:
@@ -86,19 +89,13 @@ class FrameSplitter:
         """Bytes held back waiting for the rest of their frame."""
         return len(self._tail)
 
-    @property
-    def frame_size(self) -> int:
-        """The whole size (prefix included) of the frame the tail begins, once its
-        prefix is in; 0 when the tail is empty or only part of a prefix."""
-        return self._frame_size
-
-    def take_tail(self) -> bytes:
+    def take_partial(self) -> bytes:
         """The tail's bytes, handed over: the splitter starts again at a frame
         boundary, as if the caller consumed that frame itself."""
         tail = bytes(self._tail)
         self._tail = bytearray()
         self._need = 1
-        self._frame_size = 0
+        self.frame_size = 0
         return tail
 
     def split(
@@ -141,7 +138,7 @@ class FrameSplitter:
             frames.append(data[start:stop])
             pos = stop
         self._need = need
-        self._frame_size = frame_size
+        self.frame_size = frame_size
         if pos < size:
             tail += memoryview(data)[pos:]
         return frames, None
@@ -150,7 +147,7 @@ class FrameSplitter:
         """Refuse all further input (the caller found the stream corrupt)."""
         self._dead = True
         self._tail = bytearray()
-        self._frame_size = 0
+        self.frame_size = 0
 
     def _die(self, message: str) -> ProtocolError:
         self.kill()

@@ -43,59 +43,55 @@ def decode_plain(payload: bytes) -> Request | None:
     """The Request of a plain call's frame (the payload after its length),
     or None: not plain, decode it the careful way."""
     try:
-        return _plain(payload)
+        end: i64 = len(payload)
+        n: i64 = payload[0] - 0x80  # a fixmap of 1 to 15 entries
+        if n < 1 or n > 15:
+            return None
+        pos: i64 = 1
+        kind: int = 0
+        sync: int = 0
+        schema: int = 0
+        while n:
+            n -= 1
+            key: i64 = payload[pos]
+            if key > _LAST_UINT_KEY or key == KEY_TIMESTAMP:
+                return None
+            value, pos = _uint_value(payload, pos + 1, end)
+            if pos < 0:
+                return None
+            if key == KEY_REQUEST_TYPE:
+                kind = value
+            elif key == KEY_SYNC:
+                sync = value
+            elif key == KEY_SCHEMA_VERSION:
+                schema = value
+        n = payload[pos] - 0x80
+        if n < 1 or n > 15:
+            return None
+        pos += 1
+        body: dict[int, Any] = {}
+        first_at: i64 = 0
+        first_end: i64 = 0
+        while n:
+            n -= 1
+            key = payload[pos]
+            if key == KEY_FUNCTION_NAME:
+                b: i64 = payload[pos + 1]
+                if not (0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB):  # not a string
+                    return None
+                body[KEY_FUNCTION_NAME], pos = _item(payload, pos + 1, end)
+            elif key == KEY_TUPLE:
+                args, first_at, first_end, pos = _array(payload, pos + 1, end)
+                body[KEY_TUPLE] = args
+            else:
+                return None
+            if pos < 0:
+                return None
+        if pos != end:
+            return None
+        return Request(kind, sync, schema, body, payload, first_at, first_end)
     except IndexError:  # cut short: the careful way says where
         return None
-
-
-def _plain(payload: bytes) -> Request | None:
-    end: i64 = len(payload)
-    n: i64 = payload[0] - 0x80  # a fixmap of 1 to 15 entries
-    if n < 1 or n > 15:
-        return None
-    pos: i64 = 1
-    kind: int = 0
-    sync: int = 0
-    schema: int = 0
-    while n:
-        n -= 1
-        key: i64 = payload[pos]
-        if key > _LAST_UINT_KEY or key == KEY_TIMESTAMP:
-            return None
-        value, pos = _uint_value(payload, pos + 1, end)
-        if pos < 0:
-            return None
-        if key == KEY_REQUEST_TYPE:
-            kind = value
-        elif key == KEY_SYNC:
-            sync = value
-        elif key == KEY_SCHEMA_VERSION:
-            schema = value
-    n = payload[pos] - 0x80
-    if n < 1 or n > 15:
-        return None
-    pos += 1
-    body: dict[int, Any] = {}
-    first_at: i64 = 0
-    first_end: i64 = 0
-    while n:
-        n -= 1
-        key = payload[pos]
-        if key == KEY_FUNCTION_NAME:
-            b: i64 = payload[pos + 1]
-            if not (0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB):  # not a string
-                return None
-            body[KEY_FUNCTION_NAME], pos = _item(payload, pos + 1, end)
-        elif key == KEY_TUPLE:
-            args, first_at, first_end, pos = _array(payload, pos + 1, end)
-            body[KEY_TUPLE] = args
-        else:
-            return None
-        if pos < 0:
-            return None
-    if pos != end:
-        return None
-    return Request(kind, sync, schema, body, payload, first_at, first_end)
 
 
 def _uint_value(data: bytes, pos: i64, end: i64) -> tuple[int, i64]:

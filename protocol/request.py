@@ -219,31 +219,24 @@ class RequestDecoder:
     ProtocolError(fatal=True).
     """
 
-    __slots__ = ("_splitter",)
+    __slots__ = ("splitter",)
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self._splitter = FrameSplitter(max_frame)
+        # Its frames: a caller may take an incomplete one over once its size is
+        # known (`frame_size`, `take_partial`) and give it back whole (feed_frame).
+        self.splitter = FrameSplitter(max_frame)
 
     @property
     def dead(self) -> bool:
-        return self._splitter.dead
+        return self.splitter.dead
 
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete frame held until the rest arrives."""
-        return self._splitter.buffered
-
-    @property
-    def frame_size(self) -> int:
-        """Whole size of the incomplete frame held, once its prefix is in (else 0):
-        a caller may take it over (take_partial) and give it back whole (feed_frame)."""
-        return self._splitter.frame_size
-
-    def take_partial(self) -> bytes:
-        return self._splitter.take_tail()
+        return self.splitter.buffered
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Request | ProtocolError]:
-        payloads, fatal = self._splitter.split(data)
+        payloads, fatal = self.splitter.split(data)
         out: list[Request | ProtocolError] = []
         append = out.append
         for payload in payloads:

@@ -96,17 +96,14 @@ def decode_header(data: bytes) -> FileHeader:
 _LENGTH_CRCS: Final = [_crc32(n.to_bytes(4, "big")) for n in range(_COPY_FOR_CRC + 1)]
 
 
-def _length_crc(n: int) -> int:
-    return _LENGTH_CRCS[n] if n <= _COPY_FOR_CRC else _crc32(n.to_bytes(4, "big"))
-
-
 def encode_frame(body: bytes) -> bytes:
     n = len(body)
     if not 0 < n <= MAX_BODY:
         raise ValueError(f"record body of {n} bytes cannot be framed")
     # Through the Finals: compiled, `zlib.crc32` and `_FRAME.pack` were an
     # attribute lookup each, every record.
-    return _FRAME_PACK(MARKER, _crc32(body, _length_crc(n)), n) + body
+    length_crc = _LENGTH_CRCS[n] if n <= _COPY_FOR_CRC else _crc32(n.to_bytes(4, "big"))
+    return _FRAME_PACK(MARKER, _crc32(body, length_crc), n) + body
 
 
 def sound_end(buf: bytes, view: memoryview, pos: int) -> int:

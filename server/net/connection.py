@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from time import perf_counter
-from typing import Any, cast
+from typing import cast
 
 from queuebox import protocol
 from queuebox.protocol import ErrorCode, ProtocolError, Request
@@ -36,9 +36,10 @@ log = get_logger("queuebox.conn")
 class Connection(ConnectionShell):
     def __init__(self, app: App) -> None:
         super().__init__(app)
-        # Its own name for its own type: reading.py knows it as `decoder`.
         self._requests = protocol.RequestDecoder(app.config.max_frame)
-        self.decoder = self._requests
+        # reading.py's `decoder` is what cuts frames: the splitter, asked
+        # straight (no property that asks it on every read).
+        self.decoder = self._requests.splitter
 
     def opened(self, transport: asyncio.Transport) -> None:
         app = self.app
@@ -90,17 +91,14 @@ class Connection(ConnectionShell):
         self.close()
         return []
 
-    def handle(self, items: list[Any]) -> None:
-        if self._deferred is not None:  # read before the pause took effect: wait too
-            self._deferred.extend(items)
-            return
-        self._handle(items)
-
-    def _handle(self, items: list[Request | ProtocolError]) -> None:
+    def handle(self, items: list[Request | ProtocolError]) -> None:
         """The request loop: run each request through the table in order and
         queue its reply (`Replies`: bytes, and with wal_mode=write a reply held
         for this turn's WAL write, in place); hand the shell what goes out later
         (`answer`), defer a throttled AUTH and what follows it, answer a bad frame."""
+        if self._deferred is not None:  # read before the pause took effect: wait too
+            self._deferred.extend(items)
+            return
         session = self.session
         replies = self.replies
         table = REQUEST_TABLE
@@ -152,7 +150,7 @@ class Connection(ConnectionShell):
         if items is None or self._closing or self._stopped:
             return  # connection_lost gives the AUTH's reserved time back
         self._deferred = None
-        self._handle(items)
+        self.handle(items)
         self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -124,17 +124,12 @@ class BudgetedReading(asyncio.BufferedProtocol):
                 self._frame_done()
         elif self._discard:
             self._discard -= nbytes
-        else:
-            self._feed(bytes(_SCRATCH[:nbytes]))
+        elif not (self._closing or self._stopped):
+            self.handle(self.decode(bytes(_SCRATCH[:nbytes])))
+            if self.decoder.frame_size and not (self._closing or self._stopped):
+                self._take_frame()
 
     # --- the budget ---
-
-    def _feed(self, data: bytes) -> None:
-        if self._closing or self._stopped:
-            return
-        self.handle(self.decode(data))
-        if self.decoder.frame_size and not (self._closing or self._stopped):
-            self._take_frame()
 
     def _take_frame(self) -> None:
         """The decoder holds the start of a frame whose size it knows: read the

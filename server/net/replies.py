@@ -51,17 +51,12 @@ class Replies:
         """Some queued reply waits for this turn's WAL write."""
         return bool(self._awaiting)
 
-    def take_awaiting(self) -> Awaiting:
-        """The replies that wait for the WAL write, handed over to `settle`."""
+    def settle(self, failed: Callable[[int, BaseException | None], bytes]) -> list[Held]:
+        """After the WAL write, every reply that waited for it: one whose
+        barrier failed becomes `failed(sync, error)`; one whose barrier is
+        still pending leaves its place and comes back, in order, for the
+        caller to hold until done. None waits for the write any more."""
         awaiting, self._awaiting = self._awaiting, []
-        return awaiting
-
-    def settle(
-        self, awaiting: Awaiting, failed: Callable[[int, BaseException | None], bytes]
-    ) -> list[Held]:
-        """After the WAL write: a reply whose barrier failed becomes
-        `failed(sync, error)`; one whose barrier is still pending leaves its
-        place and comes back, in order, for the caller to hold until done."""
         out = self._out
         pending: list[Held] = []
         written = None  # a barrier seen done without error: the turn's replies share one

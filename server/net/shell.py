@@ -71,7 +71,7 @@ class ConnectionShell(WatchedConnection):
         self.in_flight = 0
         self._max_in_flight = app.config.max_in_flight_per_conn
         # This turn's replies; with wal_mode=write some wait in place for the
-        # turn's WAL write, and flush() writes first (_confirm).
+        # turn's WAL write, and flush() writes first.
         self.replies = Replies()
         # Replies waiting for a durability barrier, per barrier future.
         self._held: dict[asyncio.Future[Any], list[Held]] = {}
@@ -214,7 +214,12 @@ class ConnectionShell(WatchedConnection):
         self._flush_scheduled = False
         replies = self.replies
         if replies.awaiting_write():
-            self._confirm()
+            # Write the WAL now (if this turn's write has not come yet); a reply
+            # whose barrier failed becomes its error, one not written by
+            # commit_now after all is held until it is.
+            self.app.durability.commit_now()
+            for held in replies.settle(self.barrier_failed):
+                self._hold_until_done(held)
         out = replies.take()
         if not out:
             return
@@ -223,15 +228,6 @@ class ConnectionShell(WatchedConnection):
             return
         transport.write(out[0] if len(out) == 1 else b"".join(out))
         self._account()  # what the peer has not taken counts in the buffer budget
-
-    def _confirm(self) -> None:
-        """Write the WAL now; a reply whose barrier failed becomes its error."""
-        replies = self.replies
-        awaiting = replies.take_awaiting()
-        self.app.durability.commit_now()
-        # Not written by commit_now after all: wait for it.
-        for held in replies.settle(awaiting, self.barrier_failed):
-            self._hold_until_done(held)
 
     # --- what the listener's shutdown uses ---
 

@@ -51,11 +51,10 @@ async def test_after_the_write_each_reply_is_sent_failed_or_held() -> None:
     replies.add(b"plain")
     for sync, barrier in ((1, written), (2, broken), (3, later), (4, written)):
         assert replies.add_in_place(Held(barrier, sync, f"reply {sync}".encode()))
-    awaiting = replies.take_awaiting()
-    assert not replies.awaiting_write()
     written.set_result(None)
     broken.set_exception(OSError("disk"))
-    pending = replies.settle(awaiting, failed)
+    pending = replies.settle(failed)
+    assert not replies.awaiting_write()
     assert [(h.barrier, h.sync, h.reply) for h in pending] == [(later, 3, b"reply 3")]
     assert replies.take() == [
         b"plain",
