@@ -135,13 +135,12 @@ class EntryPoints:
                 self._advance(now)
             finally:
                 self._depth -= 1
-                self._flush_wakes()
+                if self._wakes:
+                    self._flush_wakes()
         else:
             self._depth -= 1
 
     def _flush_wakes(self) -> None:
-        if not self._wakes:
-            return
         # The list itself is Waiters' notify target: emptied in place.
         wakes, self._wakes[:] = list(self._wakes), []
         failure: BaseException | None = None

@@ -229,6 +229,12 @@ class Queue(OwnCalls):
 
     # -- plumbing --
     def _advance(self, now: int) -> None:
+        """Run every event due at `now`, in deadline order; the outermost entry
+        point first settles what dependencies' parents finished in it
+        (dependencies.py), so on leaving, that comes before the wakes run."""
+        deps = self.deps
+        if self._depth == 1 and (deps.finished or deps.gone):
+            deps.settle(self.settler, now)
         deadlines = self.deadlines
         while (earliest := deadlines.earliest) is not None and earliest <= now:
             first = deadlines.first()
@@ -322,16 +328,6 @@ class Queue(OwnCalls):
         self.registry.drop(tube)
         self.deps.tube_dropped(tube.name)
         return [True]
-
-    def _leave(self, now: int) -> None:
-        """The outermost entry point settles what dependencies' parents finished
-        in it (dependencies.py) before the wakes run."""
-        deps = self.deps
-        try:
-            if self._depth == 1 and (deps.finished or deps.gone):
-                deps.settle(self.settler, now)
-        finally:
-            super()._leave(now)
 
     # -- module-level calls --
     def _create_tube(self, call: Call) -> Answer:

@@ -36,7 +36,7 @@ from .results import PENDING, result_row
 from .results import answer as result_answer
 from .retries import F_REASON, journal_row, policy_of, policy_options
 from .sessions import session_text
-from .stats import TubeStats
+from .tube_hooks import TubeStats
 from .tubes import QUEUE_SPACE
 from .untimed import UntimedStore
 

@@ -50,8 +50,7 @@ from .keys import Keys, key_text
 from .limits import TubeLimits
 from .results import Results, result_of
 from .retries import Retries
-from .stats import TubeStats
-from .tube_hooks import MAX_REASON, Shared, TubeHooks
+from .tube_hooks import MAX_REASON, Shared, TubeHooks, TubeStats
 
 
 # Compiled (setup.py), still a base for Python classes: the legacy API's LegacyBlocked.
@@ -220,9 +219,6 @@ class Tube(TubeHooks):
             self.sync_deadline()
 
     # -- helpers --
-    def _answer(self, task: Any) -> list[Any]:
-        return [self.driver.normalize(task)]
-
     def _options(self, method: str, value: Any) -> dict[Any, Any]:
         """A method's options; ignored unless a table where the driver never reads them."""
         if method in self.driver.IGNORES_OPTS and not isinstance(value, dict):
@@ -262,7 +258,7 @@ class Tube(TubeHooks):
             self.keys.add(key, task[0], call.now, opts)
         if waits is not None:
             task = self._wait(task, *waits)
-        return self._answer(task)
+        return [self.driver.normalize(task)]
 
     def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
@@ -286,7 +282,7 @@ class Tube(TubeHooks):
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
             self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
-            return self._answer(task)
+            return [self.driver.normalize(task)]
         wait_us = U64_MAX if timeout is None else to_us(timeout)
         if wait_us <= 0:
             return []
@@ -303,7 +299,7 @@ class Tube(TubeHooks):
             return []
         tid = self._owned(call, call.arg(0))
         self.stats.inc("touch")  # upstream counts here, and the driver again: +2
-        return self._answer(self.driver.touch(tid, delta_us))
+        return [self.driver.normalize(self.driver.touch(tid, delta_us))]
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
@@ -322,7 +318,7 @@ class Tube(TubeHooks):
         self.result_settled(tid)
         if self.shared.deps.children:
             self.shared.deps.parent_finished((self.name, tid), None)
-        return self._answer(done(task))
+        return [self.driver.normalize(done(task))]
 
     def release(self, call: Call) -> Answer:
         opts = self._options("release", call.arg(1))
@@ -332,11 +328,11 @@ class Tube(TubeHooks):
         reason = opts.get("reason")
         if isinstance(reason, str):
             why = f"{RELEASED}: {reason[:MAX_REASON]}"
-            return self._answer(self.driver.release(tid, opts, call.now, why))
-        return self._answer(self.driver.release(tid, opts, call.now))
+            return [self.driver.normalize(self.driver.release(tid, opts, call.now, why))]
+        return [self.driver.normalize(self.driver.release(tid, opts, call.now))]
 
     def peek(self, call: Call) -> Answer:
-        return self._answer(self._existing(call.arg(0)))
+        return [self.driver.normalize(self._existing(call.arg(0)))]
 
     def bury(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
@@ -351,7 +347,7 @@ class Tube(TubeHooks):
         if task[1] != BURIED:
             task = self.driver.bury(task[0])
         self.retries.buried(task[0], None if reason is None else reason[:MAX_REASON])
-        return self._answer(task)
+        return [self.driver.normalize(task)]
 
     def kick(self, call: Call) -> Answer:
         count = lua_or(call.arg(0), 1)
@@ -369,7 +365,7 @@ class Tube(TubeHooks):
         task = self._existing(call.arg(0))
         self.driver.delete(task[0])
         self.result_settled(task[0])
-        return self._answer(done(task))
+        return [self.driver.normalize(done(task))]
 
     def truncate(self, call: Call) -> Answer:
         self.driver.truncate()

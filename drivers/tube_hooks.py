@@ -1,7 +1,9 @@
 """What a tube hears and what follows from it: statistics, wakeups, listeners,
 results, dependencies and exactly-once keys.
 
-Owns: `Shared`, the queue-wide state every tube works with, and `TubeHooks`,
+Owns: `Shared`, the queue-wide state every tube works with; `TubeStats`, one
+tube's statistics (QUEUE.md §7) kept incrementally as it hears its changes;
+and `TubeHooks`,
 the base of `tube.Tube`: the driver's `TaskEvents` (a change counted by the
 module's names, handed to listeners, and to retention, keys and
 dependencies), retries' `BurialListener` (a burial fails the task's result
@@ -19,14 +21,14 @@ the tube's, set by each call).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .deadlines import Deadlines
 from .dependencies import CANCEL, Dependencies, Settler, on_failure_of, parse_after
 from .dependencies import name as task_name
-from .driver import BURIED, DONE, TaskStore
+from .driver import BURIED, DELAYED, DONE, READY, TAKEN, TaskStore
 from .errors import module_error
 from .events import TaskChange, event_name, live_change, module_names
 from .keys import F_DONE, F_TASK, Keys
@@ -35,7 +37,6 @@ from .limits import TubeLimits
 from .results import PENDING, Results, answer
 from .retries import F_REASON, Journal, Retries
 from .sessions import Ownership, Sessions
-from .stats import TubeStats
 from .task_events import TaskEvents
 from .waiters import Waiters
 
@@ -59,6 +60,44 @@ class Shared:
     settler: Settler | None = None
     # The shard number every new task id ends in (driver.py `next_id`); None: unsharded.
     id_shard: int | None = None
+
+
+CALL_KEYS = (
+    "ack", "bury", "delete", "kick", "put", "release", "take", "touch", "ttl", "ttr", "delay"
+)  # fmt: skip
+
+
+class TubeStats:
+    """One tube's call counters (all 11 keys always present, extra keys such
+    as utubettl's "delayed" appear on first use), the `done` counter (acks +
+    deletes + ttl expiries: every "delete" counts one, and ack is counted as
+    upstream does it, +ack −delete after a delete) and the report format.
+    Task counts by status come from the driver, which updates them on every
+    write, so a report never scans. In memory only: they start from zero
+    after a restart or a drop (truncate leaves them alone)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = dict.fromkeys(CALL_KEYS, 0)
+        self.done = 0
+
+    def inc(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if name == "delete":
+            self.done += 1
+
+    def dec(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) - 1
+
+    def report(self, counts: Mapping[str, int]) -> dict[str, Any]:
+        tasks = {
+            "ready": counts[READY],
+            "taken": counts[TAKEN],
+            "buried": counts[BURIED],
+            "delayed": counts[DELAYED],
+            "done": self.done,
+            "total": counts[READY] + counts[TAKEN] + counts[BURIED] + counts[DELAYED],
+        }
+        return {"tasks": tasks, "calls": dict(self.calls)}
 
 
 def result_wait(task_id: int) -> str:

@@ -83,7 +83,6 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.callnames",
     "queuebox.drivers.queue_cfg",
     "queuebox.drivers.sessions",
-    "queuebox.drivers.stats",
     "queuebox.drivers.tube",
     "queuebox.drivers.tube_hooks",
     "queuebox.drivers.tubes",
