@@ -94,6 +94,10 @@ class Index:
         # key's place in the key within a group, and the primary's dict lookup.
         within = parts[gw:]
         self._by_primary = primary is not None and all(p in within for p in primary_parts)
+        # Whether a change can collide with another tuple here: a unique entry
+        # key that does not hold the primary key (one that does is unique when
+        # the primary is). The space asks only these indexes, per change.
+        self.checks_unique = self.unique and not self._by_primary
         self._primary_get: Callable[[Any], Any] = _none
         self._pk_of: Callable[[Any], Any] = _same
         # The same fields read from a row (rows.py): a row's key within its
@@ -253,9 +257,7 @@ class Index:
 
     # -- maintained by Space: `t` a tuple, `row` what the space holds for it --
     def _check_insert(self, t: Tuple, space: str, replacing: Any) -> None:
-        # An entry key holding the primary key is unique when the primary is.
-        if not self.unique or self._by_primary:
-            return
+        # Asked only when checks_unique.
         found = self._groups.get(self._group_of(t))
         if found is None:
             return

@@ -62,6 +62,13 @@ Change = list[Any]  # a WAL record's fields, by position (a DDL record's)
 _NOTES: Final[dict[str, bytes]] = {}
 _NOTES_KEPT: Final = 256
 
+# A record's LSN and time as msgpack writes them (the LSN in its shortest
+# form, the time a float 64), by the LSN's form: one C call, where a Packer's
+# call on a list of the two cost three times the instructions.
+_LSN: Final = uint_packs("", b"", "Bd")
+_LSN_TS: Final = _LSN[0]  # Final: C globals in the compiled build
+_LSN_HEADS: Final = _LSN[1]
+
 
 def change_record(
     pack: Callable[[Any], bytes], lsn: int, ts: float, op: str, space: Space, old: Any, new: Any
@@ -73,7 +80,12 @@ def change_record(
     it from the record that wrote it). Only the LSN and the timestamp are
     packed per record: the op, the space's id and name once per space and op
     (the space keeps them), a note once per note."""
-    head = _lsn_ts(pack, lsn, ts)
+    # pack([lsn, ts]) without its array head, in one struct call (_LSN_TS).
+    form = int_form(lsn)
+    if type(ts) is float and form >= 0:
+        head = _LSN_TS[form](_LSN_HEADS[form], lsn, 0xCB, ts)
+    else:
+        head = pack([lsn, ts])[1:]  # an int time (a test's clock)
     tail = space.record_fields.get(op)
     if tail is None:
         tail = space.record_fields[op] = pack([OP_CODES[op], space.id, space.name])[1:]
@@ -88,22 +100,6 @@ def change_record(
         if len(_NOTES) < _NOTES_KEPT:
             _NOTES[note] = packed
     return b"".join((b"\x97", head, tail, arg, packed))
-
-
-# A record's LSN and time as msgpack writes them (the LSN in its shortest
-# form, the time a float 64), by the LSN's form: one C call, where a Packer's
-# call on a list of the two cost three times the instructions.
-_LSN: Final = uint_packs("", b"", "Bd")
-_LSN_TS: Final = _LSN[0]  # Final: C globals in the compiled build
-_LSN_HEADS: Final = _LSN[1]
-
-
-def _lsn_ts(pack: Callable[[Any], bytes], lsn: int, ts: float) -> bytes:
-    """pack([lsn, ts]) without its array head."""
-    form = int_form(lsn)
-    if type(ts) is float and form >= 0:
-        return _LSN_TS[form](_LSN_HEADS[form], lsn, 0xCB, ts)
-    return pack([lsn, ts])[1:]  # an int time (a test's clock)
 
 
 def _key_of(pack: Callable[[Any], bytes], space: Space, row: Any) -> bytes:

@@ -116,6 +116,9 @@ class Space:
             self.indexes[d.name] = Index(d, pk_parts, self.primary, codec)
         self._all = list(self.indexes.values())
         self._secondary = self._all[1:]
+        # The indexes that can refuse a tuple (a duplicate key), found once.
+        self._checked = [idx for idx in self._all if idx.checks_unique]
+        self._checked_secondary = self._checked[1:]
         self.on_change = on_change
         # The owner's word for why its next changes are made (a queue: the event,
         # "take", "ttl"...); the engine writes it with each change's WAL record.
@@ -156,7 +159,7 @@ class Space:
     def insert(self, t: Tuple) -> Tuple:
         t = tuple(t)
         row = self._row_of(t)
-        for idx in self._all:
+        for idx in self._checked:
             idx._check_insert(t, self.name, None)
         self._store(None, (), t, row)
         return t
@@ -167,7 +170,7 @@ class Space:
         old = self.primary.row(self.primary.key_of(t))
         was = () if old is None else self._decode(old)
         row = self._row_of(t)
-        for idx in self._secondary:
+        for idx in self._checked_secondary:
             idx._check_insert(t, self.name, old)
         self._store(old, was, t, row)
         return t
@@ -185,7 +188,7 @@ class Space:
         if self.primary.key_of(t) != key:
             raise StorageError("an update may not change the primary key")
         row = self._row_of(t, old, changes)
-        for idx in self._secondary:
+        for idx in self._checked_secondary:
             idx._check_insert(t, self.name, old)
         self._store(old, was, t, row)
         return t
