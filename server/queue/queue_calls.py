@@ -3,8 +3,9 @@
 Owns: the binding of the pure queue cores (`drivers.queue.Queue`, the modern
 API, and `drivers.legacy.LegacyQueue`, the 1.5-era API) to the function
 registry and to the Tarantool 1.5 port's names (`resolve_legacy`), the EVAL
-texts real clients send, the single deadline timer over both cores, and the
-connect/disconnect notifications. A call that must wait (Blocked) is handed
+texts real clients send, the wall clock the cores are given (`wall_clock_us`),
+the single deadline timer over both cores, and the connect/disconnect
+notifications. A call that must wait (Blocked) is handed
 to waiting.py.
 
 Must not touch: queue semantics (the cores own them), sockets, the WAL
@@ -16,6 +17,7 @@ when it steps down (replication/role.py); an uninstalled one is dead for good.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,7 +34,7 @@ from ..core.app import App
 from ..core.registry import Bound, CallContext, Handler
 from ..runtime.logs import RateLimitedLog, get_logger
 from ..settings.config import ADMIN, READ
-from .timers import DeadlineTimer, wall_clock_us
+from .timers import DeadlineTimer
 from .waiting import WaitingCalls
 
 log = get_logger("queuebox.queue")
@@ -50,6 +52,13 @@ EVAL_CREATE = "local name, type, cfg = ... ; queue.create_tube(name, type, cfg)"
 EVAL_EXISTS = "local name = ... ; return queue.tube[name] ~= nil"
 EVAL_VERSION = "return queue._VERSION"
 EVAL_STATE = "return queue.state()"
+
+
+def wall_clock_us() -> int:
+    """Epoch microseconds: the clock the queue cores, their timer and their
+    waiting calls are given (what a core stores in `created` and `next_event`).
+    Here, beside the cores it is given to: every call reads it."""
+    return time.time_ns() // 1000
 
 
 class QueueCalls:

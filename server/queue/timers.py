@@ -1,6 +1,7 @@
 """The one timer of the server: sleep until the queue's earliest deadline, then tick.
 
-Owns: the asyncio timer handle and the wall clock the queue core is given.
+Owns: the asyncio timer handle. The clock it reads (epoch µs) is the one the
+queue cores are given (queue_calls.py `wall_clock_us`).
 Delays ending, ttr and ttl expiring and sessions expiring all live in the
 queue core's single deadline structure; this module only asks it for the
 earliest one (`next_deadline()`, O(1)), sleeps until then and calls
@@ -13,18 +14,12 @@ Must not touch: queue semantics, sockets.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 import structlog
 
 log = structlog.get_logger("queuebox.timers")
-
-
-def wall_clock_us() -> int:
-    """Epoch microseconds: what the queue core stores in `created` and `next_event`."""
-    return time.time_ns() // 1000
 
 
 class Deadlines(Protocol):
@@ -36,7 +31,7 @@ class DeadlineTimer:
     def __init__(
         self,
         deadlines: Deadlines,
-        clock_us: Callable[[], int] = wall_clock_us,
+        clock_us: Callable[[], int],
         after_tick: Callable[[], None] | None = None,
     ) -> None:
         self._deadlines = deadlines
