@@ -147,7 +147,7 @@ class QueueCalls:
         for conn_id in self.app.connections:
             self._connected(conn_id)
         self.waits.wake_all()
-        self.app.durability.barrier(False)  # the rebuild's own changes (taken -> ready)
+        self.app.durability.barrier(acknowledges=False)  # the rebuild: taken -> ready
         self.timer.rearm()
 
     # -- registration --
@@ -338,7 +338,7 @@ class QueueCalls:
 
     def _after_tick(self) -> None:
         # Expiries changed data outside any request: make them durable too.
-        self.app.durability.barrier(False)  # no reply: the WAL write only
+        self.app.durability.barrier(acknowledges=False)  # no reply: the WAL write only
 
     def _connected(self, conn_id: int) -> None:
         for core in self.cores:

@@ -241,7 +241,7 @@ class Role:
         queue.install()
         self.idle_state = WAITING
         _hook(queue, "start")  # the module's STARTUP: each driver's start()
-        self.app.durability.barrier(False)  # the rebuild's own changes go to the WAL
+        self.app.durability.barrier(acknowledges=False)  # the rebuild's own changes go to the WAL
 
     def rolled_back(self) -> None:
         """A WAL write failed and its changes were undone in the spaces: the

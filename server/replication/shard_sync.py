@@ -314,7 +314,7 @@ class ShardSync:
         kept = self.report.kept
         if kept:
             self._say.warning("tubes gone from the cluster map kept: not empty", kept=kept)
-        written = self.app.durability.barrier(False)
+        written = self.app.durability.barrier(acknowledges=False)
         if written is not None:
             try:
                 await written
