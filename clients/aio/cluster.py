@@ -308,7 +308,11 @@ class ClusterConnection(Connection):
             )  # fmt: skip
         if written is not None:  # each shard follows the map for it from that revision on
             told = Call(TUBE_WRITTEN, written, list)
-            await asyncio.gather(*(conn.run(told) for conn in conns), return_exceptions=True)
+            replies = await asyncio.gather(
+                *(conn.run(told) for conn in conns), return_exceptions=True
+            )
+            if any(isinstance(reply, Exception) for reply in replies):  # as the router says it
+                log.warning("a shard was not told of the cluster's tube %s", written[0])
         if where.kind == "summed":
             return call.parse([sharding.summed([a[0] if a else {} for a in answers])])
         if where.kind == "listed":
