@@ -239,6 +239,10 @@ class Tube(TubeHooks):
             raise not_taken()
         return tid
 
+    def _answer(self, task: Any) -> list[Any]:
+        """The answer of a method that acts on one task: the task as the driver shows it."""
+        return [self.driver.normalize(task)]
+
     # -- the methods --
     def put(self, call: Call) -> Answer:
         data = call.args[0] if call.args else MISSING
@@ -258,7 +262,7 @@ class Tube(TubeHooks):
             self.keys.add(key, task[0], call.now, opts)
         if waits is not None:
             task = self._wait(task, *waits)
-        return [self.driver.normalize(task)]
+        return self._answer(task)
 
     def _no_room(self, call: Call, opts: dict[Any, Any]) -> Answer:
         # No room (limfifottl): upstream compares `elapsed > timeout`, i.e. timeout < n.
@@ -282,7 +286,7 @@ class Tube(TubeHooks):
                 self.retries.took(task[0])
             session = self.shared.sessions.session_of(call.conn_id)
             self.shared.owners.take(self.name, task[0], session, call.conn_id, call.now)
-            return [self.driver.normalize(task)]
+            return self._answer(task)
         wait_us = U64_MAX if timeout is None else to_us(timeout)
         if wait_us <= 0:
             return []
@@ -299,7 +303,7 @@ class Tube(TubeHooks):
             return []
         tid = self._owned(call, call.arg(0))
         self.stats.inc("touch")  # upstream counts here, and the driver again: +2
-        return [self.driver.normalize(self.driver.touch(tid, delta_us))]
+        return self._answer(self.driver.touch(tid, delta_us))
 
     def ack(self, call: Call) -> Answer:
         tid = self._owned(call, call.arg(0))
@@ -318,7 +322,7 @@ class Tube(TubeHooks):
         self.result_settled(tid)
         if self.shared.deps.children:
             self.shared.deps.parent_finished((self.name, tid), None)
-        return [self.driver.normalize(done(task))]
+        return self._answer(done(task))
 
     def release(self, call: Call) -> Answer:
         opts = self._options("release", call.arg(1))
@@ -328,11 +332,11 @@ class Tube(TubeHooks):
         reason = opts.get("reason")
         if isinstance(reason, str):
             why = f"{RELEASED}: {reason[:MAX_REASON]}"
-            return [self.driver.normalize(self.driver.release(tid, opts, call.now, why))]
-        return [self.driver.normalize(self.driver.release(tid, opts, call.now))]
+            return self._answer(self.driver.release(tid, opts, call.now, why))
+        return self._answer(self.driver.release(tid, opts, call.now))
 
     def peek(self, call: Call) -> Answer:
-        return [self.driver.normalize(self._existing(call.arg(0)))]
+        return self._answer(self._existing(call.arg(0)))
 
     def bury(self, call: Call) -> Answer:
         task = self._existing(call.arg(0))
@@ -347,7 +351,7 @@ class Tube(TubeHooks):
         if task[1] != BURIED:
             task = self.driver.bury(task[0])
         self.retries.buried(task[0], None if reason is None else reason[:MAX_REASON])
-        return [self.driver.normalize(task)]
+        return self._answer(task)
 
     def kick(self, call: Call) -> Answer:
         count = lua_or(call.arg(0), 1)
@@ -365,7 +369,7 @@ class Tube(TubeHooks):
         task = self._existing(call.arg(0))
         self.driver.delete(task[0])
         self.result_settled(task[0])
-        return [self.driver.normalize(done(task))]
+        return self._answer(done(task))
 
     def truncate(self, call: Call) -> Answer:
         self.driver.truncate()
