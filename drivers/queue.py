@@ -146,7 +146,7 @@ class Queue(OwnCalls):
         if tube is None and handler is None:
             return None
         live, run = self.registry.tubes, method or ""
-        clock, deadlines, advance, leave = self._clock, self.deadlines, self._advance, self._leave
+        clock, deadlines = self._clock, self.deadlines
 
         def bound(conn_id: int, args: list[Any]) -> Answer:
             # _entry() spelled out: this is the path of every request.
@@ -155,14 +155,14 @@ class Queue(OwnCalls):
             try:
                 earliest = deadlines.earliest
                 if earliest is not None and earliest <= now:
-                    advance(now)
+                    self._advance(now)  # methods of self: native calls when compiled
                 call = Call(conn_id, name, list(args or ()), now)
                 if tube is not None:
                     return tube.run_method(live, run, call)
                 assert handler is not None
                 return handler(call)
             finally:
-                leave(now)
+                self._leave(now)
 
         # `tube:put` keeps its data as the client's bytes (the dot form has no self).
         takes_data = module == "tube:" and method == "put"

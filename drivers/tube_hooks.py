@@ -152,9 +152,9 @@ class TubeHooks(TaskEvents):
             names = module_names(event_name(note, _op(old, new)), driver.DELAY_STAT)
             if note is not None:  # a change nobody named is named by its op: not cached
                 self._counted[note] = names
-        inc = self.stats.inc
+        stats = self.stats  # stats.inc, not a bound method kept: a native call compiled
         for name in names:
-            inc(name)
+            stats.inc(name)
         if self.limits.retention is not None:
             self.limits.changed(old, new)
         deps = self.shared.deps

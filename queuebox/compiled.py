@@ -32,6 +32,9 @@ from importlib.util import find_spec
 # The session and the app: every call reads its caller's fields and the app's
 # (dispatch.admit, run_handler; durability, refuses_changes); the batch of each
 # WAL write (batch) is made and read on every loop turn.
+# A tube's options read on every call and change (limits, results, retries,
+# keys, dependencies: `limits.retention`, `retries.policy`, `deps.children`):
+# compiled, those reads are native, not attribute lookups by name.
 # The router's frame path (route.peek, frames, spread, and the client's and the
 # shard's connections, Python classes over asyncio.Protocol): every forwarded
 # frame and reply runs through them (docs/cluster.md "Measured").
@@ -87,6 +90,11 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.tube_hooks",
     "queuebox.drivers.tubes",
     "queuebox.drivers.waiters",
+    "queuebox.drivers.limits",
+    "queuebox.drivers.results",
+    "queuebox.drivers.retries",
+    "queuebox.drivers.keys",
+    "queuebox.drivers.dependencies",
     "queuebox.server.core.registry",
     "queuebox.server.core.dispatch",
     "queuebox.server.core.session",

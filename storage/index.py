@@ -75,7 +75,7 @@ class Index:
         codec: Codec = PLAIN,
     ) -> None:
         self.definition = definition
-        self._decode: Callable[[Any], Tuple] = codec.decode
+        self._codec = codec
         self.name = definition.name
         self.unique = definition.unique
         parts = definition.parts
@@ -135,7 +135,7 @@ class Index:
         return self._tuple(found.get(key[gw] if self._single else key[gw:]))
 
     def _tuple(self, row: Any) -> Tuple | None:
-        return None if row is None else self._decode(row)
+        return None if row is None else self._codec.decode(row)
 
     def first(self, prefix: Key = ()) -> Tuple | None:
         """The smallest tuple whose key starts with `prefix` (all tuples for ())."""
@@ -194,7 +194,7 @@ class Index:
         if found is None:
             return
         low = after[gw] if self._single else tuple(after[gw:])
-        get, decode = found.get, self._decode
+        get, decode = found.get, self._codec.decode
         for key in found.keys(low):
             if key != low:
                 yield decode(get(key))
@@ -225,7 +225,7 @@ class Index:
             keys = iter((prefix[0],) if prefix[0] in found else ())
         else:
             keys = found.keys(prefix, prefix + (TOP,), reverse=reverse)
-        get, decode = found.get, self._decode
+        get, decode = found.get, self._codec.decode
         for key in keys:
             yield decode(get(key))
 

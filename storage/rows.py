@@ -329,8 +329,9 @@ class RowCodec:
         return t
 
 
-class PlainCodec:
-    """A temporary space's: the tuple is the row."""
+class PlainCodec(RowCodec):
+    """A temporary space's: the tuple is the row. A RowCodec, so a space and
+    an index call either through one native type (no Python-level call)."""
 
     __slots__ = ()
 
@@ -350,5 +351,5 @@ class PlainCodec:
         return itemgetter(*parts)
 
 
-Codec = RowCodec | PlainCodec
+Codec = RowCodec  # or its PlainCodec
 PLAIN = PlainCodec()

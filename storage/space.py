@@ -101,11 +101,9 @@ class Space:
         self.id = definition.id
         self.name = definition.name
         self.temporary = definition.temporary
-        codec = PLAIN if definition.temporary else RowCodec()
-        self._encode = codec.encode
-        self._patch = codec.patch
-        self._decode = codec.decode
-        self._column = codec.column
+        # Called as methods of one type, not kept as bound methods: the
+        # compiled build calls them natively, once or more per change.
+        self.codec = codec = PLAIN if definition.temporary else RowCodec()
         pk_parts = definition.indexes[0].parts
         # The primary key is the row's first field (a task's id): a delete's
         # record slices it from the row (records.py).
@@ -141,18 +139,18 @@ class Space:
 
     def row_key(self, row: Any) -> Key:
         """The primary key of a row this space holds (or held)."""
-        return self.primary.key_of(self._decode(row))
+        return self.primary.key_of(self.codec.decode(row))
 
     def tuple_of(self, row: Any) -> Tuple:
         """The tuple of a row this space holds (or held): what the change hook
         and the engine's undo entries carry."""
-        return self._decode(row)
+        return self.codec.decode(row)
 
     def _row_of(self, t: Tuple, old: Any = None, changed: Iterable[int] = ()) -> Any:
         """The row of `t`; with `old`, the row of a tuple that differs from
         `t` at the fields `changed` alone (an update: those are packed again)."""
         try:
-            return self._encode(t) if old is None else self._patch(old, t, changed)
+            return self.codec.encode(t) if old is None else self.codec.patch(old, t, changed)
         except Unencodable as e:
             raise UnloggableChange(f"change to space {self.name!r} not made: {e}") from e
 
@@ -168,7 +166,7 @@ class Space:
         """Insert or overwrite by primary key; returns the new tuple."""
         t = tuple(t)
         old = self.primary.row(self.primary.key_of(t))
-        was = () if old is None else self._decode(old)
+        was = () if old is None else self.codec.decode(old)
         row = self._row_of(t)
         for idx in self._checked_secondary:
             idx._check_insert(t, self.name, old)
@@ -180,7 +178,7 @@ class Space:
         old = self.primary.row(key)
         if old is None:
             raise NoSuchTuple(self.primary.name, self.name)
-        was = self._decode(old)
+        was = self.codec.decode(old)
         new = list(was)
         for no, value in changes.items():
             new[no] = value
@@ -198,7 +196,7 @@ class Space:
         old = self.primary.row(key)
         if old is None:
             return None
-        t = self._decode(old)
+        t = self.codec.decode(old)
         for idx in self._all:
             idx._remove(t)
         self._notify("delete", old, None)
@@ -235,11 +233,11 @@ class Space:
         """Undo a change: put the row `old` back where the row `new` is (either
         may be None)."""
         if new is not None:
-            t = self._decode(new)
+            t = self.codec.decode(new)
             for idx in self._all:
                 idx._remove(t)
         if old is not None:
-            t = self._decode(old)
+            t = self.codec.decode(old)
             for idx in self._all:
                 idx._put_back(t, old)
 
@@ -264,7 +262,7 @@ class Space:
         def column(field: int) -> list[Any]:
             found = columns.get(field)
             if found is None:
-                found = columns[field] = self._column(rows, field)
+                found = columns[field] = self.codec.column(rows, field)
             return found
 
         try:

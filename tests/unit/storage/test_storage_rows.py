@@ -114,7 +114,7 @@ def test_a_change_record_is_its_fields_as_the_file_packer_writes_them(
     is sliced from the row)."""
     space = Space(SpaceDef(700, name, (IndexDef("pk", (0,)),)))
     space.note = note
-    row = space._encode(t)
+    row = space.codec.encode(t)
     arg = [t[0]] if op == "delete" else list(t)
     fields = [lsn, ts, OP_CODES[op], 700, name, arg]
     want = file_packb(fields if note is None else [*fields, note])
@@ -130,7 +130,7 @@ def test_a_deleted_rows_key_is_packed_as_its_first_field(key: Any, more: int) ->
     for parts in ((0,), (0, 1)):
         space = Space(SpaceDef(701, "k", (IndexDef("pk", parts),)))
         t = (key, *range(more + 1))
-        record = change_record(packer(), 9, 1.5, "delete", space, space._encode(t), None)
+        record = change_record(packer(), 9, 1.5, "delete", space, space.codec.encode(t), None)
         assert msgpack.unpackb(record)[5] == list(t[: len(parts)])
 
 
