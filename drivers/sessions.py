@@ -100,9 +100,9 @@ class Ownership:
         entry = owners.pop(task_id, None)
         if entry is None:
             return
+        # The tube's map stays when empty: a consumer that takes and acks one task
+        # at a time would make a new one per pair (clear_tube lets it go).
         session = entry[0]
-        if not owners:
-            del self._owner[tube]
         held = self._held[session]
         held.discard((tube, task_id))
         if not held:
@@ -113,6 +113,7 @@ class Ownership:
     def clear_tube(self, tube: str) -> None:
         for task_id in list(self._owner.get(tube, ())):
             self.clear(tube, task_id)
+        self._owner.pop(tube, None)
 
     def tube_has_taken(self, tube: str) -> bool:
         return bool(self._owner.get(tube))

@@ -170,6 +170,7 @@ class TubeRegistry:
         tube.limits.drop()
         tube.results.clear()
         tube.keys.clear()
+        self.shared.owners.clear_tube(tube.name)  # nothing taken: its empty map goes
         tube.driver.drop_spaces(self.catalog)
         self._space.delete((tube.name,))
         del self.tubes[tube.name]
