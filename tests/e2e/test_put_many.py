@@ -8,29 +8,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from queuebox.clients import aio
 from queuebox.clients.errors import ConnectionLost, QueueFull
-from tests.e2e import client_targets
 from tests.e2e.client_targets import Target, unique
 from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import StartServer
+from tests.e2e.test_client_async import conn, proxy_to, target
 from tests.proxy import FaultProxy
 from tests.waiting import wait_for_async
 
-target = client_targets.target
-proxy_to = client_targets.proxy_to
-
-
-@pytest.fixture
-async def conn(target: Target) -> AsyncIterator[aio.Connection]:
-    async with aio.connect(**target.kwargs(), call_timeout=10) as connection:
-        yield connection
+__all__ = ["conn", "proxy_to", "target"]  # the client tests' fixtures, used here
 
 
 async def test_put_many_answers_in_order_each_task_with_a_key_of_its_own(
