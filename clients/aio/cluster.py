@@ -9,8 +9,9 @@ shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
 create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
 whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
-call of `Connection` works). Must not touch sockets (each shard's `Connection`
-does).
+call of `Connection` works); `run_many` (put_many's puts, spread over the
+shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
+(each shard's `Connection` does).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from queuebox.clients import failover, iproto, sharding
-from queuebox.clients.aio import bulk, fanout
+from queuebox.clients.aio import fanout
 from queuebox.clients.aio.connection import Connection
+from queuebox.clients.aio.spread import SpreadPuts
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import (
     ConnectionLost,
@@ -48,7 +49,7 @@ NEW_SHARD_S = 30.0  # a shard this young may still be making the cluster's tubes
 TASK_NOT_FOUND = 0x7E  # the queue module's error code for "Task N not found"
 
 
-class ClusterConnection(Connection):
+class ClusterConnection(SpreadPuts, Connection):
     """Every shard primary of a cluster, behind one connection's API: a `Connection`
     whose queue calls (create_tube, statistics, tubes, schedules, ...) run through
     `run`, routed; it opens no socket of its own, so Link's state is never set up."""
@@ -201,51 +202,6 @@ class ClusterConnection(Connection):
         if where.kind == "key":
             return await self._keyed(call, where)
         return await self._retrying(call, lambda: self._pick(where))
-
-    async def run_many(
-        self, calls: Iterable[Call[T]], window: int, wait: float | None = None, spread: bool = True
-    ) -> list[T]:
-        """Many puts (`Tube.put_many`): with `spread` round robin over the active
-        shards that have a primary, else all to the home shard of the first call's
-        key or utube; each shard's share through its connection's `post` (no
-        coroutine each, `clients.aio.bulk`). A put refused before it ran (read-only,
-        a young shard without the tube) runs again as `run` places it; one lost in
-        flight goes again to the shard it went to, if it has a key (else
-        `ConnectionLost`, as `put` says)."""
-        calls = iter(calls)
-        first = next(calls, None)
-        if first is None:
-            return []
-        where = sharding.route(first.function, first.args)
-        if spread or where.kind == "spread":
-            active = [s.number for s in self.view.active() if s.number in self._conns]
-        else:
-            home = self._pick(where)
-            active = [home.number] if home is not None and home.number in self._conns else []
-        if not active:
-            return await bulk.run_many(itertools.chain([first], calls), window, self._post_run)
-        start = next(self._spread)
-        numbers = [active[(start + i) % len(active)] for i in range(len(active))]
-
-        def post(index: int, call: Call[T]) -> asyncio.Future[T]:
-            return self._conns[numbers[index % len(numbers)]][1].post(call)
-
-        def recover(index: int, call: Call[T], error: BaseException) -> Awaitable[T] | None:
-            if isinstance(error, ConnectionLost):  # it may have run: only a keyed put again
-                number = numbers[index % len(numbers)]
-                retry = self._retrying(call, lambda: self.view.shards.get(number))
-                return retry if call.repeatable else None
-            if isinstance(error, TubeNotFound | NetworkError) or (
-                isinstance(error, ServerError) and failover.refused_read_only(error.code)
-            ):
-                return self.run(call)  # it did not run: placed afresh
-            return None
-
-        patience = self._opts.deadline_for(wait)
-        return await bulk.run_many(itertools.chain([first], calls), window, post, patience, recover)
-
-    def _post_run(self, index: int, call: Call[T]) -> asyncio.Future[T]:
-        return asyncio.get_running_loop().create_task(self.run(call))
 
     async def _keyed(self, call: Call[T], where: Route) -> T:
         """A put by its key's (or utube's) hash: always that shard, so a put sent again
