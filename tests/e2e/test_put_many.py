@@ -1,7 +1,8 @@
 """`Tube.put_many` (docs/client.md) against a real node and a real cluster of two
 shards through the self-routing client: results in the order of the items, the
 window, the first error stops the batch, each task its own key, round robin over
-the shards and a utube's tasks on its home shard, a cut connection.
+the shards and a utube's tasks on its home shard, a cut connection, puts refused as
+read-only sent again to the writable instance.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from tests.e2e.etcdproc import EtcdProc
 from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import StartServer
 from tests.e2e.test_client_async import conn, proxy_to, target
-from tests.proxy import FaultProxy
+from tests.e2e.test_client_failover import FAST, Pair, pair, replicated
+from tests.proxy import FaultProxy, forward
 from tests.waiting import wait_for_async
 
-__all__ = ["conn", "proxy_to", "target"]  # the client tests' fixtures, used here
+__all__ = ["conn", "pair", "proxy_to", "target"]  # other tests' fixtures, used here
 
 
 async def test_put_many_answers_in_order_each_task_with_a_key_of_its_own(
@@ -105,3 +107,20 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             assert (await single.statistics())["tasks"]["ready"] == 6
 
     asyncio.run(run())
+
+
+async def test_put_many_refused_as_read_only_goes_to_the_writable_one(pair: Pair) -> None:
+    # As test_client_failover's put: the address found writable starts refusing
+    # changes while the client stays connected; every refused put is sent again.
+    tube_name = unique("refused")
+    with forward(pair.primary.port) as proxy:
+        addresses = [f"127.0.0.1:{proxy.port}", pair.at(pair.primary)]
+        async with aio.connect(addresses=addresses, **FAST) as conn:
+            tube = await conn.create_tube(tube_name, "fifo")
+            replicated(pair, tube_name)
+            proxy.switch(pair.replica.port)
+            tasks = await tube.put_many(range(50), window=16)
+            assert [t.data for t in tasks] == list(range(50))
+            assert len({t.id for t in tasks}) == 50
+            assert conn.port == pair.primary.port
+            assert (await tube.statistics())["tasks"]["ready"] == 50
