@@ -9,8 +9,9 @@ shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
 create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
 whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
-call of `Connection` works). Must not touch sockets (each shard's `Connection`
-does).
+call of `Connection` works); `run_many` (put_many's puts, spread over the
+shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
+(each shard's `Connection` does).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio import fanout
 from queuebox.clients.aio.connection import Connection
+from queuebox.clients.aio.spread import SpreadPuts
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import (
     ConnectionLost,
@@ -35,7 +37,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from queuebox.clients.sharding import ClusterView, Route, Shard
-from queuebox.protocol.placement import TUBE_WRITTEN
+from queuebox.protocol.placement import TUBE_WRITTEN, tube_write
 
 if TYPE_CHECKING:
     import ssl
@@ -47,7 +49,7 @@ NEW_SHARD_S = 30.0  # a shard this young may still be making the cluster's tubes
 TASK_NOT_FOUND = 0x7E  # the queue module's error code for "Task N not found"
 
 
-class ClusterConnection(Connection):
+class ClusterConnection(SpreadPuts, Connection):
     """Every shard primary of a cluster, behind one connection's API: a `Connection`
     whose queue calls (create_tube, statistics, tubes, schedules, ...) run through
     `run`, routed; it opens no socket of its own, so Link's state is never set up."""
@@ -294,16 +296,16 @@ class ClusterConnection(Connection):
         # The shards first: P/tubes then makes it on a shard added later (and a shard's
         # sync, racing this call, finds it made).
         written: tuple[str, int] | None = None
-        if call.function == "queue.create_tube" and len(call.args) >= 2:
-            opts = call.args[2] if len(call.args) > 2 else {}
-            written = call.args[0], await asyncio.to_thread(
-                sharding.put_tube, self.endpoints, self.prefix, call.args[0], call.args[1],
-                dict(opts), self._opts.connect_timeout, self._etcd_tls,
+        change = tube_write(call.function, call.args)
+        if change is not None and change.tube_type is not None:
+            written = change.tube, await asyncio.to_thread(
+                sharding.put_tube, self.endpoints, self.prefix, change.tube, change.tube_type,
+                change.opts,
+                self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
-        parsed = sharding.split(call.function)
-        if parsed is not None and parsed[1] == "drop":
-            written = parsed[0], await asyncio.to_thread(
-                sharding.drop_tube, self.endpoints, self.prefix, parsed[0],
+        elif change is not None:
+            written = change.tube, await asyncio.to_thread(
+                sharding.drop_tube, self.endpoints, self.prefix, change.tube,
                 self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
         if written is not None:  # each shard follows the map for it from that revision on
