@@ -10,7 +10,6 @@ sockets or decide where a call goes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 import msgpack
@@ -73,12 +72,13 @@ def head_of(payload: bytes) -> tuple[int, int]:
         return -1, -1
 
 
-def replies_at(data: bytes, taking: Mapping[int, object], forwarded: set[int]) -> tuple[int, int]:
+def replies_at(data: bytes, taking: dict[int, Any], forwarded: set[int]) -> tuple[int, int]:
     """(where they end, how many were in `forwarded`) of the whole replies at the
     start of `data`, a shard's read, that go back to the client as they are:
-    each in the shard's fixed form under a client's sync, neither a take of the
-    router's (`taking`) nor a push (IPROTO_CHUNK: more to come); their syncs
-    leave `forwarded`. The rest is read frame by frame."""
+    each in the shard's fixed form under a client's sync, not a push
+    (IPROTO_CHUNK: more to come), and if it answers a take(0) the router sent
+    for the client (`taking`), one with a task or an error; their syncs leave
+    `forwarded` and `taking`. The rest is read frame by frame."""
     pos: i64 = 0
     size: i64 = len(data)
     found: i64 = 0
@@ -87,8 +87,12 @@ def replies_at(data: bytes, taking: Mapping[int, object], forwarded: set[int]) -
         if stop > size or not _fixed_at(data, pos + 5) or data[pos + 8 : pos + 12] == _CHUNK:
             break
         sync = int.from_bytes(data[pos + 14 : pos + 22], "big")
-        if sync >= INTERNAL_SYNC or sync in taking:
+        if sync >= INTERNAL_SYNC:
             break
+        if sync in taking:
+            if not _found_at(data, pos + 5, stop):
+                break  # no task: takes.py asks the other shards
+            del taking[sync]
         if sync in forwarded:
             forwarded.discard(sync)
             found += 1
@@ -128,6 +132,19 @@ def resynced(payload: bytes, sync: int) -> bytes:
     header: dict[int, Any] = msgpack.unpackb(payload[:pos], strict_map_key=False)
     header[KEY_SYNC] = sync  # a header without a sync (no shard sends one)
     return framed(msgpack.packb(header) + payload[pos:])
+
+
+def _found_at(data: bytes, at: i64, stop: i64) -> bool:
+    """The fixed-form reply data[at:stop] is an error, or DATA of one item or
+    more (a take's task); False for an empty DATA or another shape."""
+    if data[at + 3 : at + 7] != b"\x00\x00\x00\x00":
+        return True  # an error: the client gets it as the shard said it
+    body: i64 = at + _FIXED_HEADER
+    return (
+        body + 7 <= stop
+        and data.startswith(_DATA_AT, body)
+        and (data[body + 3 : body + 7] != b"\x00\x00\x00\x00")
+    )
 
 
 def _fixed(payload: bytes) -> bool:

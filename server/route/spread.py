@@ -3,7 +3,7 @@ when nothing names its shard.
 
 Owns `Client` (the connection as calls.py and takes.py see it), `forward`
 and `forward_frame` (a client's request, or its frame as read, to one shard,
-as it came) and `to_first` (to the first shard: a call that names no shard),
+as it came) and `to_first`/`first` (the first shard: a call that names no shard),
 and `Spread`:
 round robin, or the less busy of two shards picked at random ("two
 choices", busy = forwarded calls not answered yet); `queuebox router
@@ -13,6 +13,7 @@ choices", busy = forwarded calls not answered yet); `queuebox router
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable
 from typing import Protocol
@@ -29,6 +30,7 @@ SPREADS = ("round-robin", "two")
 class Client(Protocol):
     """What a routed call needs of the client's connection (client.py)."""
 
+    loop: asyncio.AbstractEventLoop
     map: RouterMap
     traffic: Traffic
     spread: Spread
@@ -73,5 +75,10 @@ def forward_frame(client: Client, frame: bytes, sync: int, shard: Shard | None) 
 
 
 def to_first(client: Client, req: Request) -> None:
+    forward(client, req, first(client))
+
+
+def first(client: Client) -> Shard | None:
+    """Where a call that names no shard goes: the first shard with a primary."""
     serving = [s for s in client.map.serving() if s.leader] or client.map.serving()
-    forward(client, req, serving[0] if serving else None)
+    return serving[0] if serving else None
