@@ -3,7 +3,7 @@
 Owns `route_frames`: the whole frames at the start of a client's read, each
 of the plain shape every connector sends (a 4-byte length, a header map of
 uints, a body map of a function name and an argument array), routed without
-decoding the request: a put by its options (the shard calls.py's `put_shard`
+decoding the request: a put by its options (the shard spread.py's `put_shard`
 picks), a call on one task (`ack`, `release`, `touch`, `bury`, `delete`,
 `peek`) by its id, a take to takes.py with only its arguments decoded (no
 Request made). The
@@ -32,9 +32,9 @@ from queuebox.protocol.rawmsgpack import is_map_head, unpackb, value_end
 
 from ..replication.cluster_map import ID_SHARDS
 from ..runtime.logs import get_logger
-from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE, put_shard
+from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE
 from .frames import failed
-from .spread import Client, forward_frame
+from .spread import Client, forward_frame, put_shard
 from .takes import take_frame
 
 log = get_logger("queuebox.router")

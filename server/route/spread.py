@@ -3,8 +3,8 @@ when nothing names its shard.
 
 Owns `Client` (the connection as calls.py and takes.py see it), `forward`
 and `forward_frame` (a client's request, or its frame as read, to one shard,
-as it came) and `to_first`/`first` (the first shard: a call that names no shard),
-and `Spread`:
+as it came), `to_first`/`first` (the first shard: a call that names no shard),
+`put_shard` (a put's shard: its utube's or key's hash, else the spread) and `Spread`:
 round robin, or the less busy of two shards picked at random ("two
 choices", busy = forwarded calls not answered yet); `queuebox router
 --spread` picks, and `queuebox bench` through a router measures both
@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable
-from typing import Protocol
+from typing import Any, Protocol
 
 from queuebox.protocol import Request
+from queuebox.protocol.placement import home as by_hash
 
 from .frames import framed, no_primary
 from .shardmap import RouterMap, Shard
@@ -60,6 +61,17 @@ class Spread:
             return a if busy.get(a.name, 0) <= busy.get(b.name, 0) else b
         self._next += 1
         return shards[self._next % len(shards)]
+
+
+def put_shard(client: Client, opts: Any) -> Shard | None:
+    """Where a put with options `opts` goes (calls.py and peek.py ask)."""
+    active = client.map.active()
+    keyed = opts.get("utube", opts.get("key")) if opts and isinstance(opts, dict) else None
+    if keyed is not None and active:
+        # Its utube (or key) always on one shard: its order, one at a time.
+        return by_hash(keyed, active)
+    led = client.map.spread_over()
+    return client.spread.pick(led) if led else None
 
 
 def forward(client: Client, req: Request, shard: Shard | None) -> None:

@@ -48,7 +48,7 @@ def take_frame(
         # not a number: the shard says what a node says
         return forward_frame(client, framed(payload), sync, first(client))
     deadline = None if timeout is None else client.loop.time() + max(0.0, float(timeout))
-    shards = [s for s in client.map.serving() if s.leader]
+    shards = client.map.led()
     if not shards:
         client.send(no_primary(sync, "(every shard)"))
         return
