@@ -126,6 +126,7 @@ class RouterClient(asyncio.Protocol):
         transport.write(protocol.make_greeting("2.6.0", self.router.instance_uuid, self.salt))
 
     def data_received(self, data: bytes) -> None:
+        self.spread.new_read()
         if not self._decoder.buffered and not self._decoder.dead:
             # The common frames (put, take, a call on one task) routed from a few bytes.
             end = route_frames(self, data, self.router.max_frame)
