@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 _MASK = (1 << 64) - 1
 
@@ -44,6 +44,29 @@ SCHEDULE_CALLS = frozenset(
 # (tube, revision). The shard follows the map for that tube only from a reading
 # that new (server/replication/shard_sync.py).
 TUBE_WRITTEN = "queuebox.tube_written"
+
+
+class TubeWrite(NamedTuple):
+    """What a cluster-wide call writes to P/tubes once every shard has it:
+    `tube_type` None for a drop (the key deleted)."""
+
+    tube: str
+    tube_type: str | None
+    opts: dict[str, Any]
+
+
+def tube_write(function: str, args: Sequence[Any]) -> TubeWrite | None:
+    """create_tube(name, type[, opts]) and queue.tube.NAME:drop() change the
+    cluster's tube list (the router and the self-routing client write it, then
+    tell each shard the write's revision: TUBE_WRITTEN); None for any other call."""
+    if function == "queue.create_tube":
+        if len(args) < 2 or not isinstance(args[0], str):
+            return None  # the shards refused it already
+        opts = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
+        return TubeWrite(args[0], str(args[1]), dict(opts))
+    if function.startswith("queue.tube.") and function.endswith(":drop"):
+        return TubeWrite(function[len("queue.tube.") : -len(":drop")], None, {})
+    return None
 
 
 def id_shard(task_id: Any) -> int | None:

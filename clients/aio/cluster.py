@@ -35,7 +35,7 @@ from queuebox.clients.errors import (
     TubeNotFound,
 )
 from queuebox.clients.sharding import ClusterView, Route, Shard
-from queuebox.protocol.placement import TUBE_WRITTEN
+from queuebox.protocol.placement import TUBE_WRITTEN, tube_write
 
 if TYPE_CHECKING:
     import ssl
@@ -294,16 +294,16 @@ class ClusterConnection(Connection):
         # The shards first: P/tubes then makes it on a shard added later (and a shard's
         # sync, racing this call, finds it made).
         written: tuple[str, int] | None = None
-        if call.function == "queue.create_tube" and len(call.args) >= 2:
-            opts = call.args[2] if len(call.args) > 2 else {}
-            written = call.args[0], await asyncio.to_thread(
-                sharding.put_tube, self.endpoints, self.prefix, call.args[0], call.args[1],
-                dict(opts), self._opts.connect_timeout, self._etcd_tls,
+        change = tube_write(call.function, call.args)
+        if change is not None and change.tube_type is not None:
+            written = change.tube, await asyncio.to_thread(
+                sharding.put_tube, self.endpoints, self.prefix, change.tube, change.tube_type,
+                change.opts,
+                self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
-        parsed = sharding.split(call.function)
-        if parsed is not None and parsed[1] == "drop":
-            written = parsed[0], await asyncio.to_thread(
-                sharding.drop_tube, self.endpoints, self.prefix, parsed[0],
+        elif change is not None:
+            written = change.tube, await asyncio.to_thread(
+                sharding.drop_tube, self.endpoints, self.prefix, change.tube,
                 self._opts.connect_timeout, self._etcd_tls,
             )  # fmt: skip
         if written is not None:  # each shard follows the map for it from that revision on

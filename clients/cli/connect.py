@@ -10,12 +10,33 @@ it. Must not read flags (args.py does) nor import server/.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from queuebox.clients import blocking
 
 
-def connect(where: Any, **options: Any) -> blocking.Connection:
+class Where(Protocol):
+    """What `connect` reads of its target: a command's parsed arguments
+    (`addresses` a list of (host, port)) or the pipeline's `Target` (a string)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def password(self) -> str | None: ...
+    @property
+    def addresses(self) -> str | Sequence[tuple[str, int]] | None: ...
+    @property
+    def etcd_endpoints(self) -> str | None: ...
+    @property
+    def etcd_prefix(self) -> str: ...
+
+
+def connect(where: Where, **options: Any) -> blocking.Connection:
     """`blocking.connect` to `where`: a command's parsed arguments (args.py's
     connection and failover flags) or the pipeline's `Target`, which name it alike
     (host, port, user, password, addresses, etcd_endpoints, etcd_prefix).

@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from queuebox.clients.errors import (
@@ -43,7 +44,7 @@ from .tables import table as table  # the one aligned-table helper, for the comm
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
 EXIT_REFUSED = 6
 
-C = TypeVar("C")
+C = TypeVar("C", bound=AbstractContextManager[Any])
 
 
 class NotFound(QueueboxError):
@@ -117,7 +118,7 @@ def run(
     args = parser.parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     try:
-        with connect(args) as conn:  # type: ignore[attr-defined]
+        with connect(args) as conn:
             body(conn, args)
     except QueueboxError as exc:
         for kind, code, message in _ERRORS:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from queuebox.clients import blocking
 
 # The sink's write option behind each field (sink.py's docstring lists them).
 OPTIONS = {
@@ -70,7 +73,7 @@ class Target:
             return f"the cluster at {self.etcd_endpoints} (prefix {self.etcd_prefix})"
         return self.addresses or f"{self.host}:{self.port}"
 
-    def connect(self) -> Any:
+    def connect(self) -> blocking.Connection:
         from queuebox.clients.cli.connect import connect
 
         return connect(self)

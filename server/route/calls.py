@@ -33,6 +33,7 @@ from queuebox.protocol.placement import (
     SCHEDULE_CALLS,
     TUBE_WRITTEN,
     id_shard,
+    tube_write,
 )
 from queuebox.protocol.placement import home as by_hash
 
@@ -174,12 +175,11 @@ async def _cluster_wide(
     if cluster is None:
         return None
     try:
-        if name == "queue.create_tube" and len(args) >= 2 and isinstance(args[0], str):
-            opts = args[2] if len(args) > 2 and isinstance(args[2], dict) else {}
-            return args[0], await cluster.put_tube(args[0], str(args[1]), opts)
-        if name.endswith(":drop"):
-            tube = name.rsplit(":", 1)[0].split(".", 2)[2]
-            return tube, await cluster.drop_tube(tube)
+        change = tube_write(name, args)
+        if change is not None and change.tube_type is not None:
+            return change.tube, await cluster.put_tube(change.tube, change.tube_type, change.opts)
+        if change is not None:
+            return change.tube, await cluster.drop_tube(change.tube)
         if name == "queue.cfg" and args and isinstance(args[0], dict):
             await cluster.put_cfg(args[0])
     except Exception as e:  # the shards have it: a shard down now misses it, said

@@ -23,6 +23,7 @@ from typing import Any
 from queuebox.protocol import password_hash2
 
 from .config import (
+    REPLICATION,
     ROUTE,
     TUBE_RIGHTS,
     Config,
@@ -300,6 +301,7 @@ def load_config(
     for layer_settings, layer_users in layers:
         settings.update(layer_settings)
         users.update(layer_users)
+    _replication_login(env, users)
     for key, value in (flags or {}).items():
         if value is not None:
             _apply(f"--{key.replace('_', '-')}", key, value, settings)
@@ -311,6 +313,25 @@ def load_config(
     check_tls(config)
     check_shard(config)
     return config
+
+
+def _replication_login(env: Mapping[str, str], users: dict[str, UserSpec]) -> None:
+    """QUEUEBOX_REPLICATION_USER with QUEUEBOX_REPLICATION_PASSWORD (or _FILE) is
+    the login a replica uses; a name no other layer defines becomes a user of its
+    own holding the `replication` right alone, so that every node reading the same
+    environment (docker/compose.yaml) accepts its replicas without handing them
+    the application user's rights. A name defined elsewhere (QUEUEBOX_USER, a TOML
+    [users] table) keeps its own rights."""
+    name = env.get(ENV_PREFIX + "REPLICATION_USER")
+    if not name or name in users:
+        return
+    if ENV_PREFIX + "REPLICATION_PASSWORD_FILE" in env:
+        table = {"password_file": env[ENV_PREFIX + "REPLICATION_PASSWORD_FILE"]}
+    elif ENV_PREFIX + "REPLICATION_PASSWORD" in env:
+        table = {"password": env[ENV_PREFIX + "REPLICATION_PASSWORD"]}
+    else:
+        return  # a login no server of this environment defines: the primary's config does
+    users[name] = _parse_user(name, {**table, "rights": REPLICATION})
 
 
 def check_archive(config: Config) -> None:

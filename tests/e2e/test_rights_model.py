@@ -76,6 +76,36 @@ def has_tube(port: int, tube: str) -> bool:
         return admin.call("queue.statistics", tube).error is None
 
 
+def test_replicas_log_in_as_the_environments_replication_user_with_that_right_alone(
+    start_server: StartServer,
+) -> None:
+    # docker/compose.yaml's way: every node reads the same environment, which
+    # names the app user and the replication login; the login is a user of its
+    # own on every node, allowed to replicate and nothing else.
+    env = {
+        "QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "apppw",
+        "QUEUEBOX_REPLICATION_USER": "rep", "QUEUEBOX_REPLICATION_PASSWORD": "reppw",
+    }  # fmt: skip
+    primary = start_primary(start_server, env=env)
+    tube = unique("envrepl")
+    with client(primary.port, "app", "apppw") as app:
+        assert app.call("queue.create_tube", tube, "fifo").error is None
+        assert app.call(f"queue.tube.{tube}:put", "x").error is None
+    with client(primary.port, "rep", "reppw") as rep:
+        for name, args in ((f"queue.tube.{tube}:put", ["y"]), ("queue.statistics", [])):
+            assert denied(rep.call(name, *args), name, "rep")
+        assert denied(rep.call("queue.create_tube", "t", "fifo"), "queue.create_tube", "rep")
+    replica = start_server(
+        "--listen", "127.0.0.1:0", "--replication-source", f"127.0.0.1:{primary.port}", env=env
+    )  # fmt: skip
+
+    def followed() -> bool:
+        with client(replica.port, "app", "apppw") as app:
+            return app.call(f"queue.tube.{tube}:peek", 0).data == [[0, "r", "x"]]
+
+    wait_for(followed, what="the replica following as the replication user")
+
+
 GUEST_CALLS = [
     ("queue.tube.{t}:put", ["guest"]),
     ("queue.tube.{t}:take", [0]),

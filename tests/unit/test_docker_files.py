@@ -23,7 +23,7 @@ import yaml
 
 from queuebox.cli import COMMANDS
 from queuebox.server.route.router import client_users
-from queuebox.server.settings.config import ROUTE, ConfigError
+from queuebox.server.settings.config import REPLICATION, ROUTE, ConfigError
 from queuebox.server.settings.config_load import SCALAR_FIELDS, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -445,8 +445,15 @@ def test_ha_servers_settings_are_the_servers(name: str) -> None:
     assert config.etcd_endpoints == ("http://etcd:2379",)
     assert config.advertise == f"{name}:3301"
     assert (config.listen_host, config.listen_port) == ("0.0.0.0", 3301)
-    # Either may lead after a failover: both can log in to the other.
-    assert (config.replication_user, config.replication_password) == ("app", "change-me")
+    # Either may lead after a failover: both can log in to the other, as a user
+    # holding the replication right alone (from .env, as the router's service user).
+    example = example_env()
+    user, password = example["QUEUEBOX_REPLICATION_USER"], example["QUEUEBOX_REPLICATION_PASSWORD"]
+    assert (config.replication_user, config.replication_password) == (user, password)
+    assert user != example["QUEUEBOX_USER"] and password != example["QUEUEBOX_PASSWORD"]
+    assert config.users[user].rights == {REPLICATION} and not config.users[user].tubes
+    own = load_config({}, {"QUEUEBOX_USER": user, "QUEUEBOX_PASSWORD": password}).users
+    assert config.users[user].hash2 == own[user].hash2
     if name == "replica":
         assert config.replication_source == (("primary", 3301),)
     else:
@@ -536,8 +543,11 @@ def test_cluster_shard_nodes_settings_are_the_servers(name: str) -> None:
 def test_ha_replication_password_comes_from_the_env_file(name: str) -> None:
     server = compose()["services"][name]
     assert server["env_file"] == ".env"
-    assert server["environment"]["QUEUEBOX_REPLICATION_USER"] == "${QUEUEBOX_USER}"
-    assert server["environment"]["QUEUEBOX_REPLICATION_PASSWORD"] == "${QUEUEBOX_PASSWORD}"
+    # Both variables come from .env as they are: nothing in compose.yaml names
+    # the login or writes its password (nor falls back to the app user's).
+    assert not {"QUEUEBOX_REPLICATION_USER", "QUEUEBOX_REPLICATION_PASSWORD"} & set(
+        server["environment"]
+    )
     assert "change-me" not in (DOCKER / "compose.yaml").read_text()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from queuebox.protocol.placement import key_bytes, owner
+from queuebox.protocol.placement import TubeWrite, key_bytes, owner, tube_write
 
 KEYS = [f"user-{i}" for i in range(3000)]
 
@@ -42,3 +42,18 @@ def test_no_shard_no_home_and_keys_of_any_type() -> None:
     assert key_bytes(b"\x00") == b"\x00"
     assert key_bytes(7) == b"7"
     assert owner(7, [0, 1, 2]) == owner(7, [0, 1, 2]) is not None
+
+
+def test_create_tube_and_drop_are_the_calls_that_write_the_clusters_tube_list() -> None:
+    assert tube_write("queue.create_tube", ["jobs", "fifottl", {"ttl": 5}]) == TubeWrite(
+        "jobs", "fifottl", {"ttl": 5}
+    )
+    assert tube_write("queue.create_tube", ["jobs", "fifo"]) == TubeWrite("jobs", "fifo", {})
+    assert tube_write("queue.tube.a.b:drop", []) == TubeWrite("a.b", None, {})
+
+
+def test_calls_that_write_no_tube_list_entry() -> None:
+    assert tube_write("queue.create_tube", ["jobs"]) is None  # the shards refuse it
+    assert tube_write("queue.create_tube", [7, "fifo"]) is None
+    assert tube_write("queue.tube.jobs:truncate", []) is None
+    assert tube_write("queue.cfg", [{"ttr": 1}]) is None

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from queuebox.protocol import password_hash2
 from queuebox.server.settings.config import (
     ADMIN,
     ALL_RIGHTS,
     NO_RIGHTS,
     READ,
+    REPLICATION,
     WRITE,
     Config,
     ConfigError,
@@ -89,6 +91,22 @@ def test_env_user_gets_all_rights() -> None:
     config = load_config({}, {"QUEUEBOX_USER": "app", "QUEUEBOX_PASSWORD": "pw"})
     assert config.users["app"].hash2 == hash2("pw")
     assert config.users["app"].rights == ALL_RIGHTS
+
+
+def test_env_replication_login_is_a_user_with_the_replication_right_alone() -> None:
+    env = {**USER_ENV, "QUEUEBOX_REPLICATION_USER": "rep", "QUEUEBOX_REPLICATION_PASSWORD": "rp"}
+    users = load_config({}, env).users
+    assert users["rep"].rights == {REPLICATION} and not users["rep"].tubes
+    assert users["rep"].hash2 == password_hash2("rp")
+    assert users["app"].rights != {REPLICATION}
+
+
+def test_env_replication_login_named_elsewhere_keeps_its_own_rights() -> None:
+    # QUEUEBOX_USER as the replication login (and no password of its own: a login
+    # that the primary's configuration defines) create no user.
+    same = {**USER_ENV, "QUEUEBOX_REPLICATION_USER": "app", "QUEUEBOX_REPLICATION_PASSWORD": "x"}
+    assert load_config({}, same).users["app"].hash2 == password_hash2("pw")
+    assert "rep" not in load_config({}, {**USER_ENV, "QUEUEBOX_REPLICATION_USER": "rep"}).users
 
 
 def test_env_user_without_password_is_refused() -> None:
