@@ -78,3 +78,4 @@ def test_the_replies_a_read_starts_with_go_back_whole_up_to_the_first_other_fram
     push = mine[0][:8] + (0x80).to_bytes(4, "big") + mine[0][12:]  # IPROTO_CHUNK: more to come
     assert replies_at(push + mine[1], {}, {1, 2}) == (0, 0)
     assert replies_at(b"", {}, set()) == (0, 0)
+    assert data_count(mine[0][5:20]) == -1  # shorter than a fixed header: read by keys
