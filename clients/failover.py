@@ -146,10 +146,16 @@ class Resend:
 
     def after_reply(self, response: protocol.Response) -> Next:
         """A reply came: an answer, or an error that may mean the call goes again."""
-        self._left -= 1
-        if not self._left or response.ok:
+        if response.ok:
+            self._left -= 1
             return Next.DONE
-        code = response.error_code
+        return self.after_error(response.error_code)
+
+    def after_error(self, code: int) -> Next:
+        """An error reply of code `code` came."""
+        self._left -= 1
+        if not self._left:
+            return Next.DONE
         if after_reply(code, self._repeatable) is Verdict.RAISE:
             return Next.DONE
         return Next.AGAIN_IF_KEYS if self._keyed and outcome_unknown(code) else Next.AGAIN

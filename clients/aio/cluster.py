@@ -9,8 +9,9 @@ shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
 create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
 whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
-call of `Connection` works). Must not touch sockets (each shard's `Connection`
-does).
+call of `Connection` works); `run_many` (put_many's puts, spread over the
+shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
+(each shard's `Connection` does).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio import fanout
 from queuebox.clients.aio.connection import Connection
+from queuebox.clients.aio.spread import SpreadPuts
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import (
     ConnectionLost,
@@ -47,7 +49,7 @@ NEW_SHARD_S = 30.0  # a shard this young may still be making the cluster's tubes
 TASK_NOT_FOUND = 0x7E  # the queue module's error code for "Task N not found"
 
 
-class ClusterConnection(Connection):
+class ClusterConnection(SpreadPuts, Connection):
     """Every shard primary of a cluster, behind one connection's API: a `Connection`
     whose queue calls (create_tube, statistics, tubes, schedules, ...) run through
     `run`, routed; it opens no socket of its own, so Link's state is never set up."""

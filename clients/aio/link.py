@@ -33,12 +33,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any, Self, TypeVar
 
 from queuebox import protocol
 from queuebox.clients import failover, iproto
+from queuebox.clients.aio import bulk
 from queuebox.clients.aio.dial import Dialer
 from queuebox.clients.aio.wire import Orphan, PushHandler, Wire
 from queuebox.clients.calls import Call, modern
@@ -311,16 +312,59 @@ class Link:
         acks, which leave in the same write as its next take). No call timeout: the
         reply comes, or the connection's loss fails it. While reconnecting, or following
         the writable instance of several, it is `run()` in a task (waits and retries)."""
-        loop = asyncio.get_running_loop()
         wire = self._wire
         if wire is None or wire.lost is not None or self._dial.addresses:
-            return loop.create_task(self.run(call))
+            return asyncio.get_running_loop().create_task(self.run(call))
+        return self._post_on(wire, call)
+
+    def _post_on(self, wire: Wire, call: Call[T]) -> asyncio.Future[T]:
+        """The request queued on `wire` now (it leaves with this turn's others)."""
         sync = self._syncs.next()
-        outcome: asyncio.Future[T] = loop.create_future()
+        outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         wire.send(sync, iproto.encode(sync, call)).add_done_callback(
             partial(_settle_posted, call, outcome)
         )
         return outcome
+
+    async def run_many(
+        self, calls: Iterable[Call[T]], window: int, wait: float | None = None, spread: bool = True
+    ) -> list[T]:
+        """Run every call, at most `window` unanswered, without a coroutine each
+        (`clients.aio.bulk`); their results in order, the first error raised once
+        the calls sent are answered. `wait`: what each call may wait on the server
+        (the call timeout is counted from the last reply). `spread` (the calls may go
+        to any shard) is for `ClusterConnection`. Following the writable instance of
+        several, a call refused as read-only or lost in flight is sent again as
+        `run` would (clients.failover), in a coroutine of its own."""
+        following = bool(self._dial.addresses and self._opts.reconnect)
+        recover = self._resend if following else None
+        patience = self._opts.deadline_for(wait)
+        return await bulk.run_many(calls, window, self._post_now, patience, recover)
+
+    def _post_now(self, index: int, call: Call[T]) -> asyncio.Future[T]:
+        wire = self._wire
+        if wire is None or wire.lost is not None:  # reconnecting: run() waits for it
+            return asyncio.get_running_loop().create_task(self.run(call))
+        return self._post_on(wire, call)
+
+    def _resend(self, index: int, call: Call[T], error: BaseException) -> Awaitable[T] | None:
+        """A call of run_many that failed on the first send: again, as `_roundtrip`
+        decides after its first send (None: the error stands)."""
+        resend = failover.Resend(failover.MAX_ATTEMPTS, call.repeatable, call.keyed)
+        if isinstance(error, ConnectionLost):
+            step = resend.after_loss()
+        elif isinstance(error, ServerError):
+            step = resend.after_error(error.code)
+        else:
+            return None
+        if step is failover.Next.DONE:
+            return None
+        return self._run_again(call, step, error)
+
+    async def _run_again(self, call: Call[T], step: failover.Next, error: BaseException) -> T:
+        if not await self._again(step):
+            raise error
+        return await self.run(call)
 
     def _undo_late(self, call: Call[Any], response: protocol.Response) -> None:
         """A reply came for a call whose caller gave up: undo what it did (e.g. a take)."""

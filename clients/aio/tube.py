@@ -9,7 +9,6 @@ only through `clients.aio.connection.Connection.run`; must not touch sockets.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -90,38 +89,16 @@ class Tube:
 
         `opts` are `put`'s options, applied to every task (each gets a key of its own,
         as `put` gives it). The first error stops the batch (no new puts are sent) and
-        is raised; puts already sent still happen.
+        is raised; puts already sent still happen. The puts are encoded in a loop and
+        leave together, with no coroutine each (`Connection.run_many`); through the
+        self-routing client they go round robin over the shards, or all to the home
+        shard of their `utube` (or `key`).
         """
         await self._check(opts)
         auto = self.connection.put_keys
-        results: list[Any] = []
-        errors: list[Exception] = []
-        gate = asyncio.Semaphore(window)
-
-        async def put(index: int, data: Any) -> None:
-            try:
-                keyed = {**opts, **put_key(None, auto)}
-                results[index] = await self.connection.run(modern.put(self.name, data, keyed))
-            except Exception as exc:
-                errors.append(exc)
-            finally:
-                gate.release()
-
-        running: list[asyncio.Task[None]] = []
-        try:
-            for index, data in enumerate(items):
-                await gate.acquire()
-                if errors:
-                    break
-                results.append(None)
-                running.append(asyncio.ensure_future(put(index, data)))
-            await asyncio.gather(*running)
-        finally:
-            for future in running:
-                future.cancel()
-        if errors:
-            raise errors[0]
-        return results
+        calls = (modern.put(self.name, data, {**opts, **put_key(None, auto)}) for data in items)
+        spread = opts.get("utube") is None and (auto or opts.get("key") is None)
+        return await self.connection.run_many(calls, window, opts.get("timeout"), spread)
 
     async def take(self, timeout: float | None = None) -> Task | None:
         """Take the next ready task; None when `timeout` seconds pass (None = forever)."""

@@ -295,6 +295,8 @@ def _pid(text: str) -> tuple[str, int]:
 
 
 def cluster_parser(prog: str) -> argparse.ArgumentParser:
+    from .cluster import SHAPES  # the asyncio client, only for this command
+
     p = cliargs.ArgumentParser(
         prog=f"{prog} cluster",
         description="Put rate through the self-routing client (--etcd-endpoints) against "
@@ -314,6 +316,15 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")
     p.add_argument("--tube", default="bench_cluster")
     p.add_argument(
+        "--shape",
+        choices=SHAPES,
+        action="append",
+        default=None,
+        help="put: one put at a time in --window coroutines; bulk: put_many of --chunk "
+        "tasks, --window in flight; repeatable (default: both, side by side)",
+    )
+    p.add_argument("--chunk", type=_positive_int, default=1000, help="tasks per put_many")
+    p.add_argument(
         "--cpu-pid", type=_pid, action="append", default=[], metavar="NAME=PID",
         help="a server process whose CPU seconds to report, repeatable",
     )  # fmt: skip
@@ -321,7 +332,7 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _cluster(argv: list[str], prog: str) -> int:
-    from .cluster import Where, run
+    from .cluster import SHAPES, Where, run
 
     args = cluster_parser(prog).parse_args(argv)
     node = Where(args.host, args.port, args.user, args.password)
@@ -329,7 +340,9 @@ def _cluster(argv: list[str], prog: str) -> int:
                   args.etcd_prefix)  # fmt: skip
     pids = dict(args.cpu_pid)
     try:
-        print(run(every, node, args.tube, args.seconds, args.processes, args.window, pids))
+        shapes = tuple(args.shape or SHAPES)
+        print(run(every, node, args.tube, args.seconds, args.processes, args.window, pids,
+                  shapes, args.chunk))  # fmt: skip
     except Exception as exc:  # noqa: BLE001 -- any failure of the run is said, as exit 1
         print(f"{prog} cluster: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -1,11 +1,13 @@
 """`queuebox bench cluster`: put rate through the self-routing client against one
 node's in the same run, the CPU each process used, and how fair takes are.
 
-Owns: the three phases and their report (printed, never judged):
+Owns: the phases and their report (printed, never judged):
 
     put, cluster    P processes, each a self-routing client (`aio.connect(etcd_endpoints=)`)
                     with W puts in flight, for D seconds
     put, one node   the same processes and client, on --host/--port (one node), D seconds
+    bulk, cluster   the same as put, cluster, but each process puts with `put_many` in
+    bulk, one node  chunks of C tasks (W in flight), one chunk after the other
     take fairness   the cluster's tasks taken and acked through the self-routing client;
                     per shard: how long its oldest ready task had waited when taken
 
@@ -24,6 +26,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from queuebox.clients import aio
@@ -55,14 +58,21 @@ def _cpu_self() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _producer(where: Where, tube: str, seconds: float, window: int) -> tuple[int, float]:
-    """One process: puts for `seconds`; (puts, its CPU seconds)."""
+def _producer(
+    where: Where, tube: str, seconds: float, window: int, chunk: int
+) -> tuple[int, float]:
+    """One process: puts for `seconds` (one at a time in `window` coroutines, or with
+    chunk > 0 put_many of `chunk` tasks, `window` in flight); (puts, its CPU seconds)."""
 
     async def run() -> int:
         done = 0
         async with where.connect() as conn:
             jobs = conn.tube(tube)
             stop = time.monotonic() + seconds
+            while chunk and time.monotonic() < stop:
+                done += len(await jobs.put_many([time.time()] * chunk, window=window))
+            if chunk:
+                return done
 
             async def slot() -> None:
                 nonlocal done
@@ -87,12 +97,14 @@ def _cpu(pids: dict[str, int]) -> dict[str, float]:
 
 
 def put_phase(
-    where: Where, tube: str, seconds: float, processes: int, window: int, pids: dict[str, int]
-) -> dict[str, Any]:
+    where: Where, tube: str, seconds: float, processes: int, window: int, pids: dict[str, int],
+    chunk: int = 0,
+) -> dict[str, Any]:  # fmt: skip
     before = _cpu(pids)
     started = time.monotonic()
     with ProcessPoolExecutor(processes) as pool:
-        runs = [pool.submit(_producer, where, tube, seconds, window) for _ in range(processes)]
+        job = partial(_producer, where, tube, seconds, window, chunk)
+        runs = [pool.submit(job) for _ in range(processes)]
         results = [r.result() for r in runs]
     wall = time.monotonic() - started
     after = _cpu(pids)
@@ -121,13 +133,18 @@ async def take_fairness(where: Where, tube: str, limit_s: float) -> dict[int, di
     }
 
 
-def report(cluster: dict[str, Any], single: dict[str, Any], fair: dict[int, dict[str, Any]]) -> str:
-    lines = [f"{'put':<20}{'puts':>10}{'puts/s':>12}   CPU seconds per process"]
-    for name, phase in (("self-routing client", cluster), ("one node", single)):
-        cpu = ", ".join(f"{k} {v:.1f}" for k, v in phase["cpu_s"].items())
-        lines.append(f"{name:<20}{phase['puts']:>10}{phase['rate']:>12,.0f}   {cpu}")
-    if single["rate"]:
-        lines.append(f"cluster / one node: {cluster['rate'] / single['rate']:.2f}x")
+def report(
+    phases: dict[str, tuple[dict[str, Any], dict[str, Any]]], fair: dict[int, dict[str, Any]]
+) -> str:
+    """Per shape (put, bulk): the cluster's and the one node's run side by side."""
+    lines = [f"{'shape':<7}{'run':<22}{'puts':>10}{'puts/s':>12}   CPU seconds per process"]
+    for shape, (cluster, single) in phases.items():
+        for name, phase in (("self-routing client", cluster), ("one node", single)):
+            cpu = ", ".join(f"{k} {v:.1f}" for k, v in phase["cpu_s"].items())
+            lines.append(f"{shape:<7}{name:<22}{phase['puts']:>10}{phase['rate']:>12,.0f}   {cpu}")
+        if single["rate"]:
+            ratio = cluster["rate"] / single["rate"]
+            lines.append(f"{shape:<7}cluster / one node: {ratio:.2f}x")
     lines.append("take fairness (self-routing client), per shard number:")
     for k, row in fair.items():
         lines.append(
@@ -139,17 +156,26 @@ def report(cluster: dict[str, Any], single: dict[str, Any], fair: dict[int, dict
     return "\n".join(lines)
 
 
+SHAPES = ("put", "bulk")  # one put at a time in coroutines; put_many in chunks
+
+
 def run(
     where_cluster: Where, where_node: Where, tube: str, seconds: float, processes: int,
-    window: int, pids: dict[str, int],
+    window: int, pids: dict[str, int], shapes: tuple[str, ...] = SHAPES, chunk: int = 1000,
 ) -> str:  # fmt: skip
     async def make_tubes() -> None:
         for where in (where_cluster, where_node):
             async with where.connect() as conn:
                 await conn.create_tube(tube, "fifo", if_not_exists=True)
+                await conn.tube(tube).truncate()  # each run counts from an empty tube
 
     asyncio.run(make_tubes())
-    cluster = put_phase(where_cluster, tube, seconds, processes, window, pids)
-    single = put_phase(where_node, tube, seconds, processes, window, pids)
+    phases = {}
+    for shape in shapes:
+        size = chunk if shape == "bulk" else 0
+        phases[shape] = (
+            put_phase(where_cluster, tube, seconds, processes, window, pids, size),
+            put_phase(where_node, tube, seconds, processes, window, pids, size),
+        )
     fair = asyncio.run(take_fairness(where_cluster, tube, max(seconds * 4, 10.0)))
-    return report(cluster, single, fair)
+    return report(phases, fair)

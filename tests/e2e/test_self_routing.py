@@ -142,11 +142,13 @@ def test_the_cli_and_the_worker_runner_work_on_the_whole_cluster(
         [sys.executable, "-m", "queuebox", "bench", "cluster", "--etcd-endpoints", etcd.endpoints,
          "--etcd-prefix", cluster.prefix, "--port", str(nodes["a"][0].port), "--user", "tester",
          "--password", "secret", "--seconds", "0.5", "--processes", "1", "--window", "4",
-         "--cpu-pid", f"a={nodes['a'][0].proc.pid}"],
+         "--chunk", "100", "--cpu-pid", f"a={nodes['a'][0].proc.pid}"],
         cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr
-    assert "cluster / one node:" in bench.stdout and "shard 1: taken" in bench.stdout
+    assert "shard 1: taken" in bench.stdout
+    assert "put    cluster / one node:" in bench.stdout  # both shapes, side by side
+    assert "bulk   cluster / one node:" in bench.stdout
     print(bench.stdout)
 
 

@@ -12,7 +12,7 @@ import pytest
 from queuebox.clients import aio, blocking
 
 # Methods only one flavour can have: `closed` reports an asyncio reconnect that gave up;
-# `run_many` is the blocking client's pipelining (asyncio pipelines any concurrent calls);
+# (`run_many`, many calls pipelined, is in both: put_many's way to the server);
 # `sockets` counts the blocking connection's sockets (one per thread calling at once;
 # asyncio multiplexes one), whose `reconnects` it adds up (an attribute in asyncio);
 # a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far; `post`
@@ -23,7 +23,7 @@ ONLY_AIO = {
     "LegacyQueue": set(),
 }
 ONLY_BLOCKING = {
-    "Connection": {"run_many", "sockets", "reconnects"},
+    "Connection": {"sockets", "reconnects"},
     "Tube": set(),
     "LegacyQueue": set(),
 }

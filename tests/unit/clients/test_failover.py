@@ -146,3 +146,10 @@ def test_a_key_of_the_client_is_fresh_and_short_lived_one_of_the_caller_is_kept(
     assert made["key_window"] == AUTO_KEY_WINDOW_S
     assert put_key("order-7", auto=True) == {"key": "order-7"}  # the tube's window
     assert put_key(None, auto=False) == {}
+
+
+def test_an_error_code_alone_is_judged_as_its_reply() -> None:
+    write, keyed_put = Resend(4, False, False), Resend(4, True, True)
+    assert write.after_error(7) is Next.AGAIN and write.after_error(216) is Next.DONE
+    assert keyed_put.after_error(216) is Next.AGAIN_IF_KEYS
+    assert Resend(1, True, False).after_error(7) is Next.DONE  # the last attempt
