@@ -1,8 +1,9 @@
 """Sequential latency: one put in flight at a time, and the disk's bare sync cost.
 
 Owns: `sequential_puts` (one blocking connection, a put sent only when the
-previous reply arrived, each timed from send to reply: what a web request
-that enqueues a job and waits waits), `latency_part` (a fresh queuebox per
+previous reply arrived, each timed from the send to the reply's last byte:
+what a web request that enqueues a job and waits waits for the server; the
+reply is decoded after the clock stops), `latency_part` (a fresh queuebox per
 WAL mode, p50/p99 of each) and `bare_sync` (what the disk of a directory
 charges for one durable append, with no server at all: append + fsync, and a
 preallocated file + fdatasync). A blocking socket, not asyncio: the client
@@ -62,14 +63,24 @@ class _Blocking:
         return self._sync
 
     def request(self, frame: bytes) -> Any:
-        self.sock.sendall(frame)
-        while True:
-            data = self.sock.recv(65536)
-            if not data:
+        return self.exchange(frame)[0]
+
+    def exchange(self, frame: bytes) -> tuple[Any, int]:
+        """Send `frame`; the reply and the nanoseconds from the send to the
+        reply's last byte. The reply is decoded after the clock stops: the
+        client's decoder (pure Python) is not the server's answer time."""
+        sock = self.sock
+        began = time.perf_counter_ns()
+        sock.sendall(frame)
+        data = sock.recv(65536)
+        # One reply frame: 0xce, a 4-byte big-endian length, then that many bytes.
+        while len(data) < 5 or len(data) < 5 + int.from_bytes(data[1:5], "big"):
+            more = sock.recv(65536)
+            if not more:
                 raise BenchError("connection closed")
-            replies = self._decoder.feed(data)
-            if replies:
-                return replies[0]
+            data += more
+        spent = time.perf_counter_ns() - began
+        return self._decoder.feed(data)[0], spent
 
     def call(self, name: str, args: list[Any]) -> Any:
         reply = self.request(protocol.encode_call(self._next(), name, args))
@@ -95,9 +106,7 @@ def sequential_puts(
         times: list[float] = []
         for i in range(warmup + count):
             frame = protocol.encode_call(conn._next(), name, args)
-            began = time.perf_counter_ns()
-            reply = conn.request(frame)
-            spent = time.perf_counter_ns() - began
+            reply, spent = conn.exchange(frame)
             if not reply.ok:
                 raise BenchError(f"put: {reply.error_message}")
             if i >= warmup:
