@@ -37,7 +37,8 @@ from importlib.util import find_spec
 # compiled, those reads are native, not attribute lookups by name.
 # The router's frame path (route.peek, frames, spread, and the client's and the
 # shard's connections, Python classes over asyncio.Protocol): every forwarded
-# frame and reply runs through them (docs/cluster.md "Measured").
+# frame and reply runs through them; every take through takes (docs/cluster.md
+# "Measured").
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.plainframe",
@@ -117,6 +118,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.route.spread",
     "queuebox.server.route.upstream",
     "queuebox.server.route.client",
+    "queuebox.server.route.takes",
 )
 
 

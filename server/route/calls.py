@@ -42,7 +42,7 @@ from ..runtime.logs import get_logger
 from .frames import answer as _data
 from .frames import failed, no_primary, resynced
 from .shardmap import Shard
-from .spread import Client, forward, to_first
+from .spread import Client, forward, put_shard, to_first
 from .takes import take
 from .upstream import ShardLost
 from .view import CLUSTER_CALL, cluster
@@ -116,17 +116,6 @@ def by_id(client: Client, req: Request, task_id: Any) -> None:
 
 def put(client: Client, req: Request, args: list[Any]) -> None:
     forward(client, req, put_shard(client, args[1] if len(args) > 1 else {}))
-
-
-def put_shard(client: Client, opts: Any) -> Shard | None:
-    """Where a put with options `opts` goes (peek.py asks too)."""
-    active = client.map.active()
-    keyed = opts.get("utube", opts.get("key")) if isinstance(opts, dict) else None
-    if keyed is not None and active:
-        # Its utube (or key) always on one shard: its order, one at a time.
-        return by_hash(keyed, active)
-    led = [s for s in active if s.leader] or active
-    return client.spread.pick(led) if led else None
 
 
 # -- every shard --

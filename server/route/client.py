@@ -54,6 +54,8 @@ log = get_logger("queuebox.router")
 class RouterClient(asyncio.Protocol):
     def __init__(self, router: Shared) -> None:
         self.router = router
+        # Asked once: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call.
+        self.loop = asyncio.get_running_loop()
         self.map = router.map
         self.traffic = router.traffic
         self.spread = router.spread
@@ -76,7 +78,9 @@ class RouterClient(asyncio.Protocol):
             if up is not None:
                 up.close()  # its primary moved: what it held there goes back
             login, traffic = self.router.login, self.traffic
-            up = Upstream(shard, login, self.user, self.send, traffic, self.session, self.peer)
+            up = Upstream(
+                shard, login, self.user, self.send, traffic, self.session, self.peer, self.loop
+            )
             self._ups[shard.number] = up
         return up
 
@@ -87,7 +91,7 @@ class RouterClient(asyncio.Protocol):
         out = self._out
         out.append(data)
         if len(out) == 1:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         out = self._out
@@ -122,6 +126,7 @@ class RouterClient(asyncio.Protocol):
         transport.write(protocol.make_greeting("2.6.0", self.router.instance_uuid, self.salt))
 
     def data_received(self, data: bytes) -> None:
+        self.spread.new_read()
         if not self._decoder.buffered and not self._decoder.dead:
             # The common frames (put, take, a call on one task) routed from a few bytes.
             end = route_frames(self, data, self.router.max_frame)

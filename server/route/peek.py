@@ -3,9 +3,10 @@
 Owns `route_frames`: the whole frames at the start of a client's read, each
 of the plain shape every connector sends (a 4-byte length, a header map of
 uints, a body map of a function name and an argument array), routed without
-decoding the request: a put by its options (the shard calls.py's `put_shard`
+decoding the request: a put by its options (the shard spread.py's `put_shard`
 picks), a call on one task (`ack`, `release`, `touch`, `bury`, `delete`,
-`peek`) by its id, a take to takes.py with only its arguments decoded. The
+`peek`) by its id, a take to takes.py with only its arguments decoded (no
+Request made). The
 frame goes on as the client sent it. It stops at the first frame of another
 shape, of another call, or cut short: the rest goes to the request decoder
 and calls.py, so the order of a client's frames is kept. Measured in
@@ -24,17 +25,17 @@ from typing import Any, Final
 from mypy_extensions import i64
 
 from queuebox.drivers.callnames import parse_name
-from queuebox.protocol import ErrorCode, Request, RequestType
+from queuebox.protocol import ErrorCode, RequestType
 from queuebox.protocol.constants import KEY_FUNCTION_NAME, KEY_TIMESTAMP, KEY_TUPLE
 from queuebox.protocol.placement import BY_ID_METHODS
 from queuebox.protocol.rawmsgpack import is_map_head, unpackb, value_end
 
 from ..replication.cluster_map import ID_SHARDS
 from ..runtime.logs import get_logger
-from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE, put_shard
+from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE
 from .frames import failed
-from .spread import Client, forward_frame
-from .takes import take
+from .spread import Client, forward_frame, put_shard
+from .takes import take_frame
 
 log = get_logger("queuebox.router")
 _LAST_UINT_KEY: Final = 0x0A  # header keys 0x00..0x0a hold uints (but the timestamp)
@@ -140,9 +141,8 @@ def _route(client: Client, data: bytes, at: i64, stop: i64) -> bool:
         if what == _BY_ID:
             return _by_id(client, data, at, stop, sync, args_at + 1, count)
         args = unpackb(data[args_at:stop])
-        req = Request(kind, sync, 0, {KEY_FUNCTION_NAME: route[2], KEY_TUPLE: args},
-                      data[at + 5 : stop])  # fmt: skip
-        take(client, req, route[1], route[2], args[0] if args else None)
+        timeout = args[0] if args else None
+        take_frame(client, data[at + 5 : stop], sync, kind == _CALL_16, route[1], route[2], timeout)
     except Exception as e:  # a bug of ours: this client's call fails, the router goes on
         log.error("routing failed", error=repr(e), exc_info=e)
         client.send(failed(sync, ErrorCode.ER_PROC_LUA, f"router: {e!r}"))

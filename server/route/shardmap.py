@@ -44,6 +44,8 @@ class RouterMap:
         self.by_number: dict[int, Shard] = {}
         self._serving: list[Shard] = []  # read on every call: kept, not sorted each time
         self._active: list[Shard] = []
+        self._led: list[Shard] = []  # serving, with a primary
+        self._spread: list[Shard] = []  # active with a primary (or every active one)
         self.etcd_ok = False
         self.loads = 0  # maps read (a test waits for one after a change)
         self.cluster: ClusterMap | None = None
@@ -62,6 +64,15 @@ class RouterMap:
     def active(self) -> list[Shard]:
         """The shards new tasks go to."""
         return self._active
+
+    def led(self) -> list[Shard]:
+        """The serving shards that have a primary now (a take asks them)."""
+        return self._led
+
+    def spread_over(self) -> list[Shard]:
+        """Where a put that names no shard may go: the active shards with a
+        primary, or every active one while none has (the put then says so)."""
+        return self._spread
 
     # -- life --
     async def start(self) -> None:
@@ -97,6 +108,9 @@ class RouterMap:
         self.by_number = found
         self._serving = [found[k] for k in sorted(found)]
         self._active = [s for s in self._serving if s.active]
+        # Kept with the map, not filtered again on every put and take.
+        self._led = [s for s in self._serving if s.leader]
+        self._spread = [s for s in self._active if s.leader] or self._active
         self.loads += 1
         if not self.etcd_ok:
             log.info("etcd answers: the shard map is current")

@@ -25,9 +25,9 @@ from queuebox.drivers.args import MAX_TIMEOUT_S
 from queuebox.protocol import ErrorCode, Request, RequestType, encode_call, encode_data
 from queuebox.protocol.client import decode_response
 
-from .frames import SCHEMA, data_count, framed, no_primary, resynced
+from .frames import INTERNAL_SYNC, SCHEMA, framed, no_primary, resynced
 from .shardmap import Shard
-from .spread import Client, to_first
+from .spread import Client, first, forward_frame
 from .upstream import ShardLost, Upstream
 
 AWAIT_READY = "queuebox.await_ready"
@@ -35,40 +35,65 @@ IDLE_S = 0.25  # no shard can wait (none has the tube yet, or a primary): look a
 
 
 def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> None:
+    call16 = req.type == RequestType.CALL_16
+    take_frame(client, req.payload, req.sync, call16, tube, name, timeout)
+
+
+def take_frame(
+    client: Client, payload: bytes, sync: int, call16: bool, tube: str, name: str, timeout: Any
+) -> None:
+    """The take whose request (header and body, as the client sent it) is
+    `payload`; peek.py hands it here without decoding it into a Request."""
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
-        return to_first(client, req)  # not a number: the shard says what a node says
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + max(0.0, float(timeout))
-    shards = [s for s in client.map.serving() if s.leader]
+        # not a number: the shard says what a node says
+        return forward_frame(client, framed(payload), sync, first(client))
+    deadline = None if timeout is None else client.loop.time() + max(0.0, float(timeout))
+    shards = client.map.led()
     if not shards:
-        client.send(no_primary(req.sync, "(every shard)"))
+        client.send(no_primary(sync, "(every shard)"))
         return
     # The common case without a task of its own: take(0) on the shard whose
-    # turn it is; only when that gives nothing does the whole round run.
-    turn = client.next_turn()
-    first = shards[turn % len(shards)]
-    frame = encode_call(req.sync, name, [0], req.type == RequestType.CALL_16)
+    # turn it is; a task (or an error) goes back as the shard said it, already
+    # under the client's sync (upstream.py); only when that shard has none
+    # does the whole round run, then the waits.
+    shard = shards[client.next_turn() % len(shards)]
 
-    def answered(payload: bytes | None) -> None:
-        # A task (or an error) goes on as the shard said it, already under the
-        # client's sync; none: the whole round, then the waits.
-        if payload is not None and data_count(payload) != 0:
-            client.send(framed(payload))
-            return
-        client.spawn(_take(client, req, tube, name, deadline))
+    def nothing() -> None:
+        client.spawn(_take(client, sync, call16, tube, name, deadline))
 
-    client.upstream(first).take(frame, req.sync, answered)
+    client.upstream(shard).take(_take_zero(name, call16, sync), sync, nothing)
 
 
-async def _take(client: Client, req: Request, tube: str, name: str, deadline: float | None) -> None:
-    loop = asyncio.get_running_loop()
-    call16 = req.type == RequestType.CALL_16
+ZERO_TAKES_SIZE = 10_000
+# (name, CALL_16) -> the bytes of `name(0)` before and after the sync's 8 bytes.
+# Names come from clients: bounded.
+_zero_takes: dict[tuple[str, bool], tuple[bytes, bytes]] = {}
+
+
+def _take_zero(name: str, call16: bool, sync: int) -> bytes:
+    """encode_call(sync, name, [0], call16), the sync as a uint64 (any width
+    reads the same), from bytes made once per name: no packing per take."""
+    parts = _zero_takes.get((name, call16))
+    if parts is None:
+        frame = encode_call(INTERNAL_SYNC, name, [0], call16)  # INTERNAL_SYNC: a uint64
+        at = frame.index(INTERNAL_SYNC.to_bytes(8, "big"))
+        parts = (frame[:at], frame[at + 8 :])
+        if len(_zero_takes) >= ZERO_TAKES_SIZE:
+            _zero_takes.clear()
+        _zero_takes[(name, call16)] = parts
+    return parts[0] + sync.to_bytes(8, "big") + parts[1]
+
+
+async def _take(
+    client: Client, sync: int, call16: bool, tube: str, name: str, deadline: float | None
+) -> None:
+    loop = client.loop
     fresh: set[int] = set()
     first: int | None = None
     while True:
         shards = [s for s in client.map.serving() if s.leader]
         if not shards:
-            client.send(no_primary(req.sync, "(every shard)"))
+            client.send(no_primary(sync, "(every shard)"))
             return
         lost: list[ShardLost] = []
         missing: list[bytes] = []  # the tube is on no shard: a node's answer
@@ -83,22 +108,22 @@ async def _take(client: Client, req: Request, tube: str, name: str, deadline: fl
                 missing.append(payload)
                 continue  # the tube is not on this shard (yet)
             if reply.error_code:
-                client.send(resynced(payload, req.sync))
+                client.send(resynced(payload, sync))
                 return
             if reply.data:
-                client.send(resynced(payload, req.sync))
+                client.send(resynced(payload, sync))
                 return
             if shard.number == first:
                 fresh.add(shard.number)
         if len(lost) == len(shards):
-            client.send(no_primary(req.sync, lost[0].shard, lost[0].why))
+            client.send(no_primary(sync, lost[0].shard, lost[0].why))
             return
         if missing and len(missing) + len(lost) == len(shards):
-            client.send(resynced(missing[0], req.sync))
+            client.send(resynced(missing[0], sync))
             return
         left = None if deadline is None else deadline - loop.time()
         if left is not None and left <= 0:
-            client.send(encode_data(req.sync, SCHEMA, []))
+            client.send(encode_data(sync, SCHEMA, []))
             return
         first = await _first_ready(client, shards, tube, left, fresh)
 

@@ -5,7 +5,8 @@ Owns `Upstream`: connect, log in as the router's service user and call
 out (so nothing ever runs with the service user's rights); then frames
 forwarded as they came, replies handed back as bytes (the client's syncs are
 unique on its connection, so none is rewritten; a read that starts with
-replies to the client goes back in one piece: frames.replies_at), and the router's own calls
+replies to the client, a first take's task among them, goes back in one
+piece: frames.replies_at), and the router's own calls
 (a take over every shard, await_ready, statistics) under syncs of the
 router's own (frames.INTERNAL_SYNC and above), answered to a future. When the
 connection is lost, every call still in flight is answered: the client's
@@ -26,7 +27,7 @@ from queuebox.protocol.client import Response, decode_response
 from queuebox.protocol.constants import RESPONSE_CHUNK
 
 from ..runtime.logs import get_logger
-from .frames import INTERNAL_SYNC, framed, head_of, no_primary, replies_at
+from .frames import INTERNAL_SYNC, data_count, framed, head_of, no_primary, replies_at
 from .shardmap import Shard
 
 log = get_logger("queuebox.router")
@@ -77,7 +78,10 @@ class Upstream(asyncio.Protocol):
         traffic: Traffic,
         session: bytes | None = None,
         peer: str = "",
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        # Held: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call.
+        self._loop = loop or asyncio.get_running_loop()
         self.shard = shard
         self.address = shard.leader or ""
         self._login = login
@@ -94,13 +98,14 @@ class Upstream(asyncio.Protocol):
         self.lost: ShardLost | None = None
         self.forwarded: set[int] = set()  # the client's syncs in flight here
         self.pending: dict[int, asyncio.Future[bytes]] = {}
-        # takes.py's first take(0), sent under the client's sync: its reply goes
-        # to this callback (None: the shard was lost), not straight to the client
-        self.taking: dict[int, Callable[[bytes | None], None]] = {}
+        # takes.py's first take(0), sent under the client's sync: a reply with a
+        # task or an error goes straight to the client; this callback runs when
+        # the shard had no task, or was lost
+        self.taking: dict[int, Callable[[], None]] = {}
         self._login_syncs: set[int] = set()
         # takes.py: the one queuebox.await_ready per (tube, fresh) in flight here
         self.waits: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
-        asyncio.ensure_future(self._connect())
+        self._loop.create_task(self._connect())
 
     # -- what the client's connection calls --
     def forward(self, frame: bytes, sync: int) -> None:
@@ -115,13 +120,15 @@ class Upstream(asyncio.Protocol):
         traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
         self._write(frame)
 
-    def take(self, frame: bytes, sync: int, answered: Callable[[bytes | None], None]) -> None:
+    def take(self, frame: bytes, sync: int, nothing: Callable[[], None]) -> None:
         """Send the router's own frame under a client's sync (a take(0) for it):
-        its reply goes to `answered`, no future nor sync of the router's own."""
+        a task or an error goes back to the client as the shard sent it (it is
+        under the client's sync already); `nothing` runs when the shard had no
+        task or was lost. No future nor sync of the router's own."""
         if self.lost is not None:
-            answered(None)
+            nothing()
             return
-        self.taking[sync] = answered
+        self.taking[sync] = nothing
         own = self._traffic.own_calls
         own[self.shard.name] = own.get(self.shard.name, 0) + 1
         self._write(frame)
@@ -129,7 +136,7 @@ class Upstream(asyncio.Protocol):
     def call(self, name: str, args: list[Any], call16: bool = False) -> asyncio.Future[bytes]:
         """The router's own call: its reply's payload (frames.py reads it); the
         future fails with ShardLost."""
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bytes] = self._loop.create_future()
         if self.lost is not None:
             future.set_exception(self.lost)
             return future
@@ -146,7 +153,7 @@ class Upstream(asyncio.Protocol):
         held = self._held
         held.append(frame)
         if self.ready and len(held) == 1:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         if self.ready and self._held and self._transport is not None:
@@ -167,10 +174,9 @@ class Upstream(asyncio.Protocol):
     # -- the connection --
     async def _connect(self) -> None:
         host, _, port = self.address.rpartition(":")
-        loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: self, host, int(port)), CONNECT_TIMEOUT_S
+                self._loop.create_connection(lambda: self, host, int(port)), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError, ValueError) as e:
             log.info("shard unreachable", shard=self.shard.name, address=self.address, error=str(e))
@@ -238,9 +244,9 @@ class Upstream(asyncio.Protocol):
         code, sync = head_of(payload)
         if sync < INTERNAL_SYNC:
             if self.taking and code != RESPONSE_CHUNK:
-                answered = self.taking.pop(sync, None)
-                if answered is not None:
-                    answered(payload)
+                nothing = self.taking.pop(sync, None)
+                if nothing is not None and data_count(payload) == 0:
+                    nothing()
                     return
             if code != RESPONSE_CHUNK and sync in self.forwarded:
                 self.forwarded.discard(sync)
@@ -284,5 +290,5 @@ class Upstream(asyncio.Protocol):
         self.pending.clear()
         taking = list(self.taking.values())
         self.taking.clear()
-        for answered in taking:
-            answered(None)
+        for nothing in taking:
+            nothing()

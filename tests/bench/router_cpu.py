@@ -1,12 +1,18 @@
 """A router's CPU per forwarded put and per take+ack pair, against a shard's;
 puts through a router to 2 shards against one node. Prints, asserts nothing.
 
-    python tests/bench/router_cpu.py [--tasks 20000] [--conns 8] [--window 32]
+    python tests/bench/router_cpu.py [--tasks 20000] [--conns 8] [--window 32] [--repo DIR]
 
 Starts etcd, shards a and b (one node each, `serve --shard`), two routers
 (`--spread round-robin` and `--spread two`) and a lone node, all on this
-machine, then drives each with pipelined CALLs over raw sockets (the load
-generator's own CPU is small and the same for all). CPU is each process's
+machine (the servers of `--repo`, default this checkout: a before/after
+compares two checkouts with one load), then drives each over raw sockets
+(the load generator's own CPU is small and the same for all). Puts are
+pipelined (a window in flight per connection). Take+ack comes in two
+shapes: "sequential" (one take, then its ack: one call in flight per
+connection) and "pipelined" (the shape of `queuebox bench`'s take-ack: a
+window of takes in flight per connection, each ack sent as its take
+answers, a new take as an ack answers). CPU is each process's
 user+system time from /proc over the phase; per call it is that time over
 the calls the phase made; beside it, each process's read and write system
 calls per call (/proc/PID/io). Goal (issue 40): a router at most 1/3 of a shard's
@@ -30,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from queuebox.protocol import ResponseDecoder, encode_auth, encode_call, scramble  # noqa: E402
 from queuebox.protocol.greeting import parse_greeting  # noqa: E402
+from tests.e2e import routing, serverproc  # noqa: E402
 from tests.e2e.etcdproc import EtcdProc  # noqa: E402
 from tests.e2e.routing import CLUSTER_TOML, Sharded  # noqa: E402
 from tests.e2e.serverproc import ServerProc, start_proc  # noqa: E402
@@ -97,6 +104,34 @@ async def puts(port: int, tube: str, count: int, conns: int, window: int) -> Non
     await asyncio.gather(*(one(count // conns) for _ in range(conns)))
 
 
+async def take_acks_pipelined(port: int, tube: str, count: int, conns: int, window: int) -> None:
+    """`window` takes in flight per connection; each ack goes out as its take answers."""
+
+    async def one(n: int) -> None:
+        c = await Conn.open(port)
+        take, ack = f"queue.tube.{tube}:take", f"queue.tube.{tube}:ack"
+        takes: set[int] = set()
+        sent = acked = 0
+        while acked < n:
+            while sent < n and len(takes) < window:
+                c.send(take, [1])
+                takes.add(c.sync)
+                sent += 1
+            reply = await c.next()
+            assert reply.ok, reply.error_message
+            if reply.sync in takes:
+                takes.discard(reply.sync)
+                if reply.data:
+                    c.send(ack, [reply.data[0][0]])
+                else:
+                    sent -= 1  # none within its time-out: take again
+            else:
+                acked += 1
+        c.writer.close()
+
+    await asyncio.gather(*(one(count // conns) for _ in range(conns)))
+
+
 async def take_acks(port: int, tube: str, count: int, conns: int) -> None:
     async def one(n: int) -> None:
         c = await Conn.open(port)
@@ -144,7 +179,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20000)
     parser.add_argument("--conns", type=int, default=8)
     parser.add_argument("--window", type=int, default=32)
+    parser.add_argument("--repo", type=Path, help="the checkout whose servers run")
     args = parser.parse_args()
+    if args.repo is not None:
+        serverproc.REPO = routing.REPO = args.repo.resolve()
     n = args.tasks
     with (
         tempfile.TemporaryDirectory(prefix="router-bench-") as tmp,
@@ -180,13 +218,23 @@ def main() -> None:
                 )  # type: ignore[misc]
                 report(f"put via router, {name}", n, wall, cpu)
                 print(f"{'':<28} tasks per shard: {asyncio.run(_per_shard(nodes, 'bench'))}")
-            total = 2 * n
+            total = 2 * n  # both routers' puts: on the shards now
             pairs = take_acks(lone.port, "bench", n, args.conns)
             wall, cpu = measure({"node": lone.proc.pid}, lambda: pairs)
-            report("take+ack, one node", n, wall, cpu)
+            report("take+ack sequential, node", n, wall, cpu)
             pids = {"router": rr.proc.pid, **shards}
             wall, cpu = measure(pids, lambda: take_acks(rr.port, "bench", total, args.conns))
-            report("take+ack via router", total, wall, cpu)
+            report("take+ack sequential, router", total, wall, cpu)
+            print(f"take+ack pipelined: {args.window} takes in flight per connection")
+            asyncio.run(puts(lone.port, "bench", n, args.conns, args.window))
+            asyncio.run(puts(rr.port, "bench", n, args.conns, args.window))
+            window = args.window
+            pairs = take_acks_pipelined(lone.port, "bench", n, args.conns, window)
+            wall, cpu = measure({"node": lone.proc.pid}, lambda: pairs)
+            report("take+ack pipelined, node", n, wall, cpu)
+            via = take_acks_pipelined(rr.port, "bench", n, args.conns, window)
+            wall, cpu = measure(pids, lambda: via)
+            report("take+ack pipelined, router", n, wall, cpu)
         finally:
             for router in cluster.routers:
                 router.stop()

@@ -270,7 +270,8 @@ def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_w
             [put_replies[14].data[0][0], "r", "d"]
         ]
         ids = [put_replies[s].data[0][0] for s in (10, 11, 12, 14, 15)]
-        assert {i % 1024 for i in ids} == {shard_number(n[0]) for n in nodes.values()}
+        # round robin moves on per read: one write's puts may all be on one shard
+        assert {i % 1024 for i in ids} <= {shard_number(n[0]) for n in nodes.values()}
         # Calls on tasks by id, a take, an id of no shard and one that is not an id;
         # the fourth frame cut in two: its first half waits for the rest.
         stream = [

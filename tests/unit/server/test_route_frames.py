@@ -55,18 +55,27 @@ def test_a_fixed_header_reads_as_the_key_by_key_read(what: str) -> None:
 
 def test_the_replies_a_read_starts_with_go_back_whole_up_to_the_first_other_frame() -> None:
     """replies_at: client replies in the fixed form, handed on as they came, up to a
-    reply the router must read itself (its own sync, a take it made) or a cut frame."""
+    reply the router must read itself (its own sync, a take(0) it made for the client
+    that found no task) or a cut frame."""
     mine = [encode_data(s, 3, [[s, "r", "x"]]) for s in (1, 2)] + [encode_error(3, 3, 1, "no")]
     own = encode_data(SYNC, 3, [])
     forwarded = {1, 2, 3, 9}
     data = b"".join(mine)
     assert replies_at(data + own + mine[0], {}, forwarded) == (len(data), 3)
     assert forwarded == {9}  # their syncs left it; 9 is still in flight
-    forwarded = {1, 2}
-    assert replies_at(data, {2: "a take of the router's"}, forwarded) == (len(mine[0]), 1)
+    forwarded = {1}
+    taking = {2: "a take(0) of the router's", 3: "another"}
+    # a take(0)'s task or error goes on with the rest, its sync leaves `taking`
+    assert replies_at(data, taking, forwarded) == (len(data), 1)
+    assert taking == {} and forwarded == set()
+    none = encode_data(2, 3, [])  # that shard had no task: takes.py reads it
+    taking = {2: "a take(0) of the router's"}
+    assert replies_at(mine[0] + none + mine[2], taking, {1, 3}) == (len(mine[0]), 1)
+    assert list(taking) == [2]
     cut = mine[0] + mine[1][:-1]
     assert replies_at(cut, {}, {1, 2}) == (len(mine[0]), 1)  # the cut one waits
     assert replies_at(framed(_loose(mine[0][5:])), {}, {1}) == (0, 0)  # another form: by keys
     push = mine[0][:8] + (0x80).to_bytes(4, "big") + mine[0][12:]  # IPROTO_CHUNK: more to come
     assert replies_at(push + mine[1], {}, {1, 2}) == (0, 0)
     assert replies_at(b"", {}, set()) == (0, 0)
+    assert data_count(mine[0][5:20]) == -1  # shorter than a fixed header: read by keys
