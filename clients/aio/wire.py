@@ -89,6 +89,9 @@ class Wire(asyncio.Protocol):
         self.lost = reason
         if not self.greeting.done():
             self.greeting.set_exception(reason)
+            # Retrieved here: a dial given up meanwhile (the link closed while it
+            # reconnected) never awaits it; one that does still gets the error.
+            self.greeting.exception()
         waiters, self._waiters = self._waiters, {}
         self._orphans.clear()
         self._pushes.clear()
