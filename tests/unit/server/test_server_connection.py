@@ -294,6 +294,11 @@ async def test_a_throttled_auth_runs_later_and_what_follows_it_after_it() -> Non
     app = make_app(
         test_hooks=True, users={"u": user}, guest_rights=frozenset({READ}), auth_delay_s=0.02
     )
+    # The guard's clock stands still: however slow this machine (a real 20 ms
+    # could pass between the two feeds), the second AUTH comes before its turn;
+    # the connection then runs it once the 20 ms it was told to wait are over.
+    now = [1000.0]
+    app.auth_guard.clock = lambda: now[0]
     h = open_conn(app)
     salt = h.conn.session.salt
     wrong = frame(7, 1, {0x23: "u", 0x21: ["chap-sha1", b"x" * 20]})
@@ -303,6 +308,7 @@ async def test_a_throttled_auth_runs_later_and_what_follows_it_after_it() -> Non
     h.feed(right + call(3, "queuebox.test.whoami"))
     assert h.take_replies() == [] and h.transport.paused  # the AUTH waits its turn
     h.feed(call(4, "queuebox.test.whoami"))  # read before the pause: waits as well
+    assert h.take_replies() == [] and h.transport.paused
     await wait_for_async(lambda: not h.transport.paused)
     got = h.take_replies()
     assert [(code, sync) for code, sync, _ in got] == [(0, 2), (0, 3), (0, 4)]
