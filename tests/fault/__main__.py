@@ -50,6 +50,10 @@ def main(argv: list[str]) -> int:
         if result.ok and not result.tolerated and not args.keep:
             shutil.rmtree(where, ignore_errors=True)
     print(summary(results))
+    if args.workdir is None and not any(workdir.iterdir()):
+        workdir.rmdir()  # every round passed and went: the directory made here goes too
+    else:
+        print(f"rounds kept in {workdir}")
     return 0 if all(r.ok for r in results) else 1
 
 
