@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tarantool
+from tarantool.error import NetworkWarning
 
 from tests.e2e.cluster import connect, tasks
 from tests.e2e.serverproc import ServerProc
@@ -79,8 +80,9 @@ class Load:
 
     def check_ended_by_the_failure(self) -> None:
         """The clients stop when the primary goes: a connection error (or the
-        warning about the socket the connector left behind), nothing else."""
-        expected = (tarantool.Error, OSError, ResourceWarning)
+        connector's warnings that it lost one: the socket it left behind, its
+        "Reconnecting" under the suite's warnings-as-errors), nothing else."""
+        expected = (tarantool.Error, OSError, ResourceWarning, NetworkWarning)
         unexpected = [e for e in self.ended_by if not isinstance(e, expected)]
         assert not unexpected, f"the load ended by {unexpected!r}"
 

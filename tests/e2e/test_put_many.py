@@ -8,7 +8,10 @@ read-only sent again to the writable instance.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,19 +67,31 @@ async def test_a_cut_connection_fails_the_batch_with_connection_lost(
     target: Target, conn: aio.Connection, proxy_to: FaultProxy
 ) -> None:
     jobs = await conn.create_tube(unique("cut"), "fifo")
+    pulled = 0
+
+    def items() -> Iterator[int]:
+        nonlocal pulled
+        for n in range(200_000):
+            pulled += 1
+            yield n
+
+    assert target.proc is not None and target.proc.proc is not None
+    server = target.proc.proc.pid
     async with aio.connect(
         "127.0.0.1", proxy_to.port, target.user, target.password, put_keys=False,
         backoff_initial=0.01,
     ) as cut:  # fmt: skip
-        batch = asyncio.ensure_future(cut.tube(jobs.name).put_many(range(200_000), window=64))
-
-        async def some_made() -> bool:
-            return bool((await jobs.statistics())["tasks"]["ready"] >= 100)
-
-        await wait_for_async(some_made, "the batch under way")
-        proxy_to.cut_all()
-        with pytest.raises(ConnectionLost):  # no key: not sent again, the caller decides
-            await asyncio.wait_for(batch, 30)
+        # The server stopped: no reply comes, so the window's puts are in flight
+        # when the connection goes (a fast server could answer them all first).
+        os.kill(server, signal.SIGSTOP)
+        try:
+            batch = asyncio.ensure_future(cut.tube(jobs.name).put_many(items(), window=64))
+            await wait_for_async(lambda: pulled >= 64, "a window of puts sent")
+            proxy_to.cut_all()
+            with pytest.raises(ConnectionLost):  # no key: not sent again, the caller decides
+                await asyncio.wait_for(batch, 30)
+        finally:
+            os.kill(server, signal.SIGCONT)
     await jobs.truncate()
     await jobs.drop()
 

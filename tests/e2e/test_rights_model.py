@@ -101,7 +101,8 @@ def test_replicas_log_in_as_the_environments_replication_user_with_that_right_al
 
     def followed() -> bool:
         with client(replica.port, "app", "apppw") as app:
-            return app.call(f"queue.tube.{tube}:peek", 0).data == [[0, "r", "x"]]
+            reply = app.call(f"queue.tube.{tube}:peek", 0)  # an error until it follows
+            return reply.error is None and reply.data == [[0, "r", "x"]]
 
     wait_for(followed, what="the replica following as the replication user")
 
