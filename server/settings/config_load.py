@@ -267,16 +267,13 @@ def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, UserSpe
     users: dict[str, UserSpec] = {}
     user = env.get(ENV_PREFIX + "USER")
     if user:
-        if ENV_PREFIX + "PASSWORD_FILE" in env:
-            table = {"password_file": env[ENV_PREFIX + "PASSWORD_FILE"]}
-        elif ENV_PREFIX + "PASSWORD" in env:
-            table = {"password": env[ENV_PREFIX + "PASSWORD"]}
-        else:
+        table = _env_secret(env, "PASSWORD")
+        if table is None:
             raise ConfigError(
                 "QUEUEBOX_USER is set but neither QUEUEBOX_PASSWORD nor QUEUEBOX_PASSWORD_FILE is"
             )
-        table["rights"] = env.get(ENV_PREFIX + "USER_RIGHTS", "all")
-        users[user] = _parse_user(user, table)
+        rights = env.get(ENV_PREFIX + "USER_RIGHTS", "all")
+        users[user] = _parse_user(user, {**table, "rights": rights})
     router, password = env.get(ENV_PREFIX + "ROUTER_USER"), env.get(ENV_PREFIX + "ROUTER_PASSWORD")
     if router and password:
         users[router] = _parse_user(router, {"password": password, "rights": ROUTE})
@@ -325,13 +322,19 @@ def _replication_login(env: Mapping[str, str], users: dict[str, UserSpec]) -> No
     name = env.get(ENV_PREFIX + "REPLICATION_USER")
     if not name or name in users:
         return
-    if ENV_PREFIX + "REPLICATION_PASSWORD_FILE" in env:
-        table = {"password_file": env[ENV_PREFIX + "REPLICATION_PASSWORD_FILE"]}
-    elif ENV_PREFIX + "REPLICATION_PASSWORD" in env:
-        table = {"password": env[ENV_PREFIX + "REPLICATION_PASSWORD"]}
-    else:
+    table = _env_secret(env, "REPLICATION_PASSWORD")
+    if table is None:
         return  # a login no server of this environment defines: the primary's config does
     users[name] = _parse_user(name, {**table, "rights": REPLICATION})
+
+
+def _env_secret(env: Mapping[str, str], name: str) -> dict[str, str] | None:
+    """A user table's secret from QUEUEBOX_<name>_FILE (first) or QUEUEBOX_<name>."""
+    if ENV_PREFIX + name + "_FILE" in env:
+        return {"password_file": env[ENV_PREFIX + name + "_FILE"]}
+    if ENV_PREFIX + name in env:
+        return {"password": env[ENV_PREFIX + name]}
+    return None
 
 
 def check_archive(config: Config) -> None:

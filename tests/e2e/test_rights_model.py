@@ -70,6 +70,15 @@ def snapshot_of(port: int, tube: str) -> Any:
         )
 
 
+def one_task(port: int, prefix: str, user: str, password: str) -> str:
+    """A new fifo tube holding one task, "x", made as `user`: its name."""
+    tube = unique(prefix)
+    with client(port, user, password) as app:
+        assert app.call("queue.create_tube", tube, "fifo").error is None
+        assert app.call(f"queue.tube.{tube}:put", "x").error is None
+    return tube
+
+
 def has_tube(port: int, tube: str) -> bool:
     """On a replica too (which serves statistics, peek and queue.tube, read-only)."""
     with client(port, "tester", "secret") as admin:
@@ -87,10 +96,7 @@ def test_replicas_log_in_as_the_environments_replication_user_with_that_right_al
         "QUEUEBOX_REPLICATION_USER": "rep", "QUEUEBOX_REPLICATION_PASSWORD": "reppw",
     }  # fmt: skip
     primary = start_primary(start_server, env=env)
-    tube = unique("envrepl")
-    with client(primary.port, "app", "apppw") as app:
-        assert app.call("queue.create_tube", tube, "fifo").error is None
-        assert app.call(f"queue.tube.{tube}:put", "x").error is None
+    tube = one_task(primary.port, "envrepl", "app", "apppw")
     with client(primary.port, "rep", "reppw") as rep:
         for name, args in ((f"queue.tube.{tube}:put", ["y"]), ("queue.statistics", [])):
             assert denied(rep.call(name, *args), name, "rep")
@@ -254,10 +260,7 @@ def test_legacy_port_needs_a_guest_grant_and_keeps_to_it(start_server: StartServ
 
 def test_replication_is_a_right_of_its_own(start_server: StartServer) -> None:
     primary = start_primary(start_server, toml=USERS)
-    tube = unique("repl")
-    with client(primary.port, "tester", "secret") as admin:
-        assert admin.call("queue.create_tube", tube, "fifo").error is None
-        assert admin.call(f"queue.tube.{tube}:put", "x").error is None
+    tube = one_task(primary.port, "repl", "tester", "secret")
     # An admin without the replication right may not join nor subscribe.
     with client(primary.port, "ops", "opspw") as ops:
         for name, args in (
