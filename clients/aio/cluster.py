@@ -322,23 +322,26 @@ class ClusterConnection(SpreadPuts, Connection):
         return call.parse(answers[0])
 
     async def _take(self, call: Call[Any]) -> Any:
-        """Fair over shards: each take starts at the shard after the last one that gave
-        a task; with none ready, wait on every shard with queuebox.await_ready."""
+        """Fair over shards: each take starts one shard further than the take before
+        it began at (as a router's takes do), so takes in flight together start on
+        different shards; with none ready, wait on every shard with
+        queuebox.await_ready."""
         tube = sharding.split(call.function)[0]  # type: ignore[index]
         timeout = call.args[0] if call.args else None
         deadline = None if timeout is None else time.monotonic() + timeout
+        first = self._turn
+        self._turn += 1
         while True:
             shards = [s for s in self.view.serving() if s.number in self._conns]
             missing: list[TubeNotFound] = []
             for i in range(len(shards)):
-                shard = shards[(self._turn + i) % len(shards)]
+                shard = shards[(first + i) % len(shards)]
                 try:
                     got = await self._take_now(call, shard)
                 except TubeNotFound as exc:  # a shard just added, its tubes not made yet
                     missing.append(exc)
                     continue
                 if got is not None:
-                    self._turn = (self._turn + i + 1) % max(len(shards), 1)
                     return got
             if shards and len(missing) == len(shards):
                 raise missing[0]

@@ -22,7 +22,7 @@ from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio import bulk
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import ConnectionLost, NetworkError, ServerError, TubeNotFound
-from queuebox.clients.putmany import Many
+from queuebox.clients.putmany import Calls, Many
 from queuebox.clients.sharding import ClusterView, Route, Shard
 
 if TYPE_CHECKING:
@@ -47,11 +47,20 @@ class SpreadPuts:
     ) -> list[T]:
         """Many calls (`Tube.put_many`'s puts): with `spread` round robin over the
         active shards that have a primary, else all to the home shard of the first
-        one's key or utube; each shard's share of a burst encoded and sent at once
-        on its connection (`clients.aio.bulk`). A call refused before it ran
-        (read-only, a young shard without the tube) runs again as `run` places it;
-        one lost in flight goes again to the shard it went to, if it may be
-        repeated (a keyed put; else `ConnectionLost`, as `put` says)."""
+        one's key or utube (`run_many`'s calls so only when each is a put without a
+        utube or key: otherwise each goes where `run` sends it); each shard's share
+        of a burst encoded and sent at once on its connection (`clients.aio.bulk`).
+        A call refused before it ran (read-only, a young shard without the tube)
+        runs again as `run` places it; one lost in flight goes again to the shard
+        it went to, if it may be repeated (a keyed put; else `ConnectionLost`, as
+        `put` says)."""
+        if isinstance(many, Calls):
+            calls = list(items)
+            if any(sharding.route(c.function, c.args).kind != "spread" for c in calls):
+                # Calls of a task, takes, keyed puts...: each goes where run()
+                # sends it (an ack to its task's shard), not round robin.
+                return await bulk.run_many(many, calls, window, self._place_run)
+            items = calls
         items = iter(items)
         head = next(items, None)
         if head is None:

@@ -149,6 +149,12 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             assert (await wide.statistics())["tasks"]["ready"] == 300
             taken = await conn.run_many([modern.take(tube, 0) for _ in range(10)], window=4)
             assert sorted(t.data for t in taken if t is not None) == list(range(10))
+            assert len({t.id % 1024 for t in taken}) == 2  # taken from both shards
+            # Each ack goes to its task's shard (round robin would send half of
+            # them to the other shard, which answers that it has no such task).
+            acked = await conn.run_many([modern.ack(tube, t.id) for t in taken], window=4)
+            assert [t.id for t in acked] == [t.id for t in taken]
+            assert (await jobs.statistics())["tasks"]["taken"] == 0
 
     asyncio.run(run())
 
