@@ -1,14 +1,15 @@
 """What a routed call needs of its client's connection, and where a put goes
 when nothing names its shard.
 
-Owns `Client` (the connection as calls.py and takes.py see it), `forward`
-and `forward_frame` (a client's request, or its frame as read, to one shard,
-as it came), `to_first`/`first` (the first shard: a call that names no shard),
-`put_shard` (a put's shard: its utube's or key's hash, else the spread) and `Spread`:
-round robin, or the less busy of two shards picked at random ("two
-choices", busy = forwarded calls not answered yet); `queuebox router
---spread` picks, and `queuebox bench` through a router measures both
-(docs/cluster.md "Measured"). Must not touch sockets.
+Owns `Client` (the connection as calls.py and takes.py see it), `forward`,
+`forward_frame` and `forward_run` (a client's request, its frame as read, or
+a run of its frames, to one shard, as they came), `to_first`/`first` (the
+first shard: a call that names no shard), `put_shard` (a put's shard: its
+utube's or key's hash, else the spread) and `Spread`: round robin, or the
+less busy of two shards picked at random ("two choices", busy = forwarded
+calls not answered yet); `queuebox router --spread` picks, and `queuebox
+bench` through a router measures both (docs/cluster.md "Measured"). Must
+not touch sockets.
 """
 
 from __future__ import annotations
@@ -91,10 +92,16 @@ def forward(client: Client, req: Request, shard: Shard | None) -> None:
 
 def forward_frame(client: Client, frame: bytes, sync: int, shard: Shard | None) -> None:
     """A client's frame (length prefix included) to `shard`, as it came."""
+    forward_run(client, frame, [sync], shard)
+
+
+def forward_run(client: Client, frames: bytes, syncs: list[int], shard: Shard | None) -> None:
+    """A client's whole frames (`syncs` theirs) to `shard` in one piece, as they came."""
     if shard is None or shard.leader is None:
-        client.send(no_primary(sync, shard.name if shard else "(none)"))
+        for sync in syncs:
+            client.send(no_primary(sync, shard.name if shard else "(none)"))
         return
-    client.upstream(shard).forward(frame, sync)
+    client.upstream(shard).forward_run(frames, syncs)
 
 
 def to_first(client: Client, req: Request) -> None:

@@ -110,15 +110,21 @@ class Upstream(asyncio.Protocol):
     # -- what the client's connection calls --
     def forward(self, frame: bytes, sync: int) -> None:
         """Send a client's frame (length prefix included); its reply goes back as is."""
+        self.forward_run(frame, [sync])
+
+    def forward_run(self, frames: bytes, syncs: list[int]) -> None:
+        """Send a run of a client's whole frames as read (peek.py: the frames of
+        one read bound for this shard, in one piece), `syncs` theirs; counted once."""
         if self.lost is not None:
-            self._deliver(no_primary(sync, self.shard.name, self.lost.why))
+            for sync in syncs:
+                self._deliver(no_primary(sync, self.shard.name, self.lost.why))
             return
-        self.forwarded.add(sync)
+        self.forwarded.update(syncs)
         name = self.shard.name
         traffic = self._traffic
-        traffic.forwarded[name] = traffic.forwarded.get(name, 0) + 1
-        traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
-        self._write(frame)
+        traffic.forwarded[name] = traffic.forwarded.get(name, 0) + len(syncs)
+        traffic.inflight[name] = traffic.inflight.get(name, 0) + len(syncs)
+        self._write(frames)
 
     def take(self, frame: bytes, sync: int, nothing: Callable[[], None]) -> None:
         """Send the router's own frame under a client's sync (a take(0) for it):
