@@ -20,7 +20,7 @@ arguments: the shard answers what a single node would.
 
 from __future__ import annotations
 
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from mypy_extensions import i64
 
@@ -35,8 +35,11 @@ from ..runtime.logs import get_logger
 from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE
 from .frames import failed
 from .shardmap import Shard
-from .spread import Client, Spread, forward_run, put_shard
+from .spread import Spread, forward_run, put_shard
 from .takes import is_timeout, take_frame
+
+if TYPE_CHECKING:
+    from .client import RouterClient as Client
 
 log = get_logger("queuebox.router")
 _LAST_UINT_KEY: Final = 0x0A  # header keys 0x00..0x0a hold uints (but the timestamp)

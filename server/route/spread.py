@@ -1,7 +1,7 @@
 """What a routed call needs of its client's connection, and where a put goes
 when nothing names its shard.
 
-Owns `Client` (the connection as calls.py and takes.py see it), `forward`,
+Owns `forward`,
 `forward_frame` and `forward_run` (a client's request, its frame as read, or
 a run of its frames, to one shard, as they came), `to_first`/`first` (the
 first shard: a call that names no shard), `put_shard` (a put's shard: its
@@ -14,36 +14,23 @@ not touch sockets.
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from queuebox.protocol import Request
 from queuebox.protocol.placement import home as by_hash
 
 from .frames import framed, no_primary
-from .shardmap import RouterMap, Shard
-from .upstream import Traffic, Upstream
+from .shardmap import Shard
+from .upstream import Traffic
+
+if TYPE_CHECKING:
+    # What a routed call needs of the client's connection: the connection
+    # itself, a concrete (native) class, so the compiled frame path reads its
+    # fields and calls its methods without Python lookups.
+    from .client import RouterClient as Client
 
 SPREADS = ("round-robin", "two")
-
-
-class Client(Protocol):
-    """What a routed call needs of the client's connection (client.py)."""
-
-    loop: asyncio.AbstractEventLoop
-    map: RouterMap
-    traffic: Traffic
-    spread: Spread
-    session: bytes | None
-    router_name: str
-
-    def upstream(self, shard: Shard) -> Upstream: ...
-    def send(self, data: bytes) -> None: ...
-    def spawn(self, work: Awaitable[None]) -> None: ...
-    def next_turn(self) -> int: ...
-    def client_count(self) -> int: ...
 
 
 class Spread:

@@ -4,6 +4,7 @@
     python tests/bench/route_path.py --instructions                    # callgrind
     python tests/bench/route_path.py --mode takeack --instructions     # pipelined take+ack
     python tests/bench/route_path.py --mode sequential --instructions  # one pair in flight
+    python tests/bench/route_path.py --uvloop ...                      # the router's loop
 
 Builds the router's own classes (`RouterClient`, its `Upstream`s, the map,
 the spread: what `queuebox router` builds) in this process, over fake
@@ -23,7 +24,9 @@ router's work (and the loop's), not a shard's. The login to each shard
 Prints process CPU per call for each round (noisy on a shared machine:
 compare builds alternately), or with `--instructions` the difference per call
 of two callgrind runs (5 and 25 steps after the warm-up: put_path.py's way).
-`QB_ROUTE_REPO=DIR` imports queuebox from another checkout (a before build).
+`--uvloop` runs the loop `queuebox router` runs (asyncio's own is Python
+code: its turns weigh more). `QB_ROUTE_REPO=DIR` imports queuebox from
+another checkout (a before build).
 Asserts nothing: speed is measured, never tested.
 """
 
@@ -148,8 +151,9 @@ class Harness:
         self.client = RouterClient(router)  # type: ignore[arg-type]
         self.client_side = FakeTransport()
         self.client.connection_made(self.client_side)
-        # The upstreams connect through the loop the client holds: a fake one.
-        self.loop.create_connection = self._connect  # type: ignore[method-assign]
+        # The upstreams connect through the loop the client holds: the real
+        # one's methods but create_connection, which hands them a fake shard.
+        self.client.loop = _Loop(self.loop, self._connect)  # type: ignore[assignment]
 
     async def _connect(self, factory: Callable[[], Any], host: str, port: int) -> Any:
         upstream = factory()
@@ -181,6 +185,16 @@ class Harness:
                 await self.settle()
 
         return step
+
+
+class _Loop:
+    """The running loop's methods the router uses, but for `create_connection`
+    (uvloop's loop takes no new attributes: this stands in for it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, connect: Any) -> None:
+        for name in ("call_soon", "call_later", "call_at", "create_task", "create_future", "time"):
+            setattr(self, name, getattr(loop, name))
+        self.create_connection = connect
 
 
 class _Shared:
@@ -236,18 +250,25 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50, help="steps before the first round")
     parser.add_argument("--per-read", type=int, default=0, help=argparse.SUPPRESS)  # put_path's
     parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    parser.add_argument("--uvloop", action="store_true", help="the router's loop, not asyncio's")
     args = parser.parse_args()
     from queuebox.compiled import build_label
 
     what = MODES[args.mode]
     if args.instructions:
-        flags = ["--mode", args.mode]
+        flags = ["--mode", args.mode, *(["--uvloop"] if args.uvloop else [])]
         subprocess.run([sys.executable, __file__, "--batches", "1", "--rounds", "1", *flags],
                        check=True)  # fmt: skip
         count = instructions(__file__, flags, reads(args.mode)[1])
         print(f"{build_label()}: {count:,} instructions per {what}")
         return
-    per_round = asyncio.run(run(args.batches, args.rounds, args.warmup, 0, args.mode))
+    work = run(args.batches, args.rounds, args.warmup, 0, args.mode)
+    if args.uvloop:
+        import uvloop
+
+        per_round = uvloop.run(work)
+    else:
+        per_round = asyncio.run(work)
     shown = " ".join(f"{x:.2f}" for x in per_round)
     print(f"{build_label()}: CPU µs per {what} {shown} (best {min(per_round):.2f})")
 
