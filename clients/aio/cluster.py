@@ -9,8 +9,8 @@ shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
 create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
 whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
-call of `Connection` works); `run_many` (put_many's puts, spread over the
-shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
+call of `Connection` works); `run_bulk` (put_many's puts and `run_many`'s calls,
+spread over the shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
 (each shard's `Connection` does).
 """
 
