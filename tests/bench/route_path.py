@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from put_path import FakeTransport, Step, call, instructions, timed
+from put_path import FakeTransport, Step, call, instructions, print_rounds, timed
 
 if os.environ.get("QB_ROUTE_REPO"):
     sys.path.insert(0, str(Path(os.environ["QB_ROUTE_REPO"]).resolve()))
@@ -262,15 +262,7 @@ def main() -> None:
         count = instructions(__file__, flags, reads(args.mode)[1])
         print(f"{build_label()}: {count:,} instructions per {what}")
         return
-    work = run(args.batches, args.rounds, args.warmup, 0, args.mode)
-    if args.uvloop:
-        import uvloop
-
-        per_round = uvloop.run(work)
-    else:
-        per_round = asyncio.run(work)
-    shown = " ".join(f"{x:.2f}" for x in per_round)
-    print(f"{build_label()}: CPU µs per {what} {shown} (best {min(per_round):.2f})")
+    print_rounds(run(args.batches, args.rounds, args.warmup, 0, args.mode), args.uvloop, what)
 
 
 if __name__ == "__main__":
