@@ -35,7 +35,7 @@ from importlib.util import find_spec
 # A tube's options read on every call and change (limits, results, retries,
 # keys, dependencies: `limits.retention`, `retries.policy`, `deps.children`):
 # compiled, those reads are native, not attribute lookups by name.
-# The router's frame path (route.peek, frames, spread, and the client's and the
+# The router's frame path (route.peek, frames, spread, choice, link, and the client's and the
 # shard's connections, native classes: asyncio protocols by their methods, not
 # their base): every forwarded frame and reply runs through them; every take
 # through takes (docs/cluster.md "Measured").
@@ -119,6 +119,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.route.frames",
     "queuebox.server.route.peek",
     "queuebox.server.route.spread",
+    "queuebox.server.route.choice",
+    "queuebox.server.route.link",
     "queuebox.server.route.upstream",
     "queuebox.server.route.client",
     "queuebox.server.route.takes",

@@ -4,121 +4,33 @@ Owns `RouterClient`: the greeting, the login (chap-sha1 against the users the
 shards have: access/users.py; the rights stay the shards' to check, through
 `queuebox.act_as`), the frames of the common calls handed to peek.py as
 read (a put, a take, a call on one task), PING and ID answered here, every
-other request decoded and handed to calls.py, and the client's upstreams:
-one per shard primary, opened on first need and opened again when the
-shard's primary moved. When the client leaves,
-its upstreams close, so each shard gives its taken tasks back (what a
-router's death does too). Must not decide where a call goes.
+other request decoded and handed to calls.py. What a routed call uses of
+the connection (its upstreams, its replies) is its base, link.py's
+`ClientLink`. When the client leaves, its upstreams close, so each shard
+gives its taken tasks back (what a router's death does too). Must not
+decide where a call goes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import uuid
-from collections.abc import Awaitable
-from typing import Any, Protocol, cast, final
+from typing import Any, cast, final
 
 from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request, RequestType
 
-from ..access.users import GUEST, Users
 from ..runtime.errors import CallError
-from ..runtime.logs import get_logger
 from .calls import route_call
 from .frames import SCHEMA, failed
+from .link import ClientLink, log
 from .peek import route_frames
-from .shardmap import RouterMap, Shard
-from .spread import Spread, forward, to_first
-from .upstream import Login, Traffic, Upstream
-
-
-class Shared(Protocol):
-    """What every client connection of one router shares (router.py's Router)."""
-
-    map: RouterMap
-    traffic: Traffic
-    spread: Spread
-    users: Users
-    login: Login
-    instance_uuid: uuid.UUID
-    max_frame: int
-    clients: set[RouterClient]
-    turn: int
-    name: str
-
-
-log = get_logger("queuebox.router")
+from .spread import forward, to_first
 
 
 @final
-class RouterClient:
+class RouterClient(ClientLink):
     """An asyncio protocol by its methods, not by its base: a native class in
     the compiled build (its fields read without Python lookups)."""
-
-    def __init__(self, router: Shared) -> None:
-        self.router = router
-        # Asked once: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call.
-        self.loop = asyncio.get_running_loop()
-        self.map = router.map
-        self.traffic = router.traffic
-        self.spread = router.spread
-        self.user = GUEST
-        self.router_name = router.name
-        self.peer = ""  # the client's "host:port", told to the shards with act_as
-        self.session: bytes | None = None  # queue.identify's UUID, the same on every shard
-        self.salt = protocol.new_salt()
-        self._max_frame = router.max_frame
-        self._decoder = protocol.RequestDecoder(router.max_frame)
-        self._ups: dict[int, Upstream] = {}
-        self._work: set[asyncio.Future[None]] = set()
-        self._transport: asyncio.Transport | None = None
-        self._out: list[bytes] = []
-        self.closed = False
-
-    # -- what peek.py, calls.py, spread.py and takes.py use (their `Client`) --
-    def upstream(self, shard: Shard) -> Upstream:
-        up = self._ups.get(shard.number)
-        if up is None or up.lost is not None or up.address != shard.leader:
-            if up is not None:
-                up.close()  # its primary moved: what it held there goes back
-            login, traffic = self.router.login, self.traffic
-            up = Upstream(
-                shard, login, self.user, self.send, traffic, self.session, self.peer, self.loop
-            )
-            self._ups[shard.number] = up
-        return up
-
-    def send(self, data: bytes) -> None:
-        """Replies go out together at the end of this loop turn: one write, not one each."""
-        if self.closed:
-            return
-        out = self._out
-        out.append(data)
-        if len(out) == 1:
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        out = self._out
-        if out and not self.closed and self._transport is not None:
-            self._transport.write(b"".join(out))
-        out.clear()
-
-    def spawn(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._work.add(task)
-        task.add_done_callback(self._done)
-
-    def next_turn(self) -> int:
-        self.router.turn += 1
-        return self.router.turn
-
-    def client_count(self) -> int:
-        return len(self.router.clients)
-
-    def shard_names(self) -> list[str]:
-        """The shards this client has a live upstream to (the router's /metrics)."""
-        return [up.shard.name for up in self._ups.values() if up.lost is None]
 
     # -- the connection --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -170,15 +82,6 @@ class RouterClient:
         for task in list(self._work):
             task.cancel()
 
-    def _close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-
-    def _done(self, task: asyncio.Future[None]) -> None:
-        self._work.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("routed call failed", error=repr(task.exception()))
-
     # -- requests --
     def _handle(self, req: Request) -> None:
         kind = req.type
@@ -211,10 +114,3 @@ class RouterClient:
         for up in self._ups.values():
             up.act_as(user)
         self.send(protocol.encode_ok(req.sync, SCHEMA))
-
-
-async def close_all(clients: set[RouterClient]) -> None:
-    for client in list(clients):
-        client._close()
-    with contextlib.suppress(Exception):
-        await asyncio.sleep(0)

@@ -20,7 +20,7 @@ arguments: the shard answers what a single node would.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 from mypy_extensions import i64
 
@@ -33,13 +33,12 @@ from queuebox.protocol.rawmsgpack import is_map_head, uint_at, unpackb, value_en
 from ..replication.cluster_map import ID_SHARDS
 from ..runtime.logs import get_logger
 from .calls import FUNCTIONS, NAMESPACES, PARSED_CACHE_SIZE
+from .choice import Spread
 from .frames import failed
+from .link import ClientLink as Client
 from .shardmap import Shard
-from .spread import Spread, forward_run, put_shard
+from .spread import forward_run, put_shard
 from .takes import is_timeout, take_frame
-
-if TYPE_CHECKING:
-    from .client import RouterClient as Client
 
 log = get_logger("queuebox.router")
 _LAST_UINT_KEY: Final = 0x0A  # header keys 0x00..0x0a hold uints (but the timestamp)

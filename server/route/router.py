@@ -33,9 +33,10 @@ from ..runtime.loop import run
 from ..settings.config import Config
 from ..settings.config_load import load_config
 from ..web.metrics import exposition
-from .client import RouterClient, close_all
+from .choice import SPREADS, Spread
+from .client import RouterClient
+from .link import ClientLink, close_all
 from .shardmap import RouterMap
-from .spread import SPREADS, Spread
 from .upstream import Login, Traffic
 
 log = logs.get_logger("queuebox.router")
@@ -52,7 +53,7 @@ class Router:
         self.spread = Spread(args.spread, self.traffic)
         self.instance_uuid = uuid.uuid4()
         self.max_frame = 16 * 1024 * 1024
-        self.clients: set[RouterClient] = set()
+        self.clients: set[ClientLink] = set()
         self.turn = 0  # takes start one shard further each time (takes.py)
 
 
@@ -99,7 +100,7 @@ class RouterCollector:
         yield _clients_by_shard(r.clients)
 
 
-def _clients_by_shard(clients: set[RouterClient]) -> Metric:
+def _clients_by_shard(clients: set[ClientLink]) -> Metric:
     """How many of the router's clients, per user, have a connection open to each shard."""
     counts: dict[tuple[str, str], int] = {}
     for client in clients:

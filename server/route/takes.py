@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 from queuebox.drivers.args import MAX_TIMEOUT_S
 from queuebox.protocol import ErrorCode, Request, RequestType, encode_call, encode_data
 from queuebox.protocol.client import decode_response
 
 from .frames import INTERNAL_SYNC, SCHEMA, no_primary, resynced
+from .link import ClientLink as Client
 from .shardmap import Shard
 from .spread import first, forward
 from .upstream import ShardLost, Upstream
-
-if TYPE_CHECKING:
-    from .client import RouterClient as Client
 
 AWAIT_READY = "queuebox.await_ready"
 IDLE_S = 0.25  # no shard can wait (none has the tube yet, or a primary): look again
