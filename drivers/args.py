@@ -16,6 +16,7 @@ from .errors import QueueError, field_type, key_part_type, module_error
 
 U64_MAX = (1 << 64) - 1
 I64_MIN = -(1 << 63)
+_SMALL: Final = (1 << 62) - 1  # ints within ±this are a tagged int compiled: no big-int compare
 # 100 years in seconds: upstream's MAX_TIMEOUT, the "infinity" of ttl/ttr/timeouts.
 MAX_TIMEOUT_S = 365 * 86400 * 100
 US = 1_000_000
@@ -25,6 +26,11 @@ def is_number(value: object) -> bool:
     """A number a call can use: one msgpack can carry as an integer too (int64 or
     uint64 range). NaN, ±inf and floats beyond that range are not: upstream turns
     them into garbage times and counts, so they get the bad-number errors."""
+    if type(value) is int:  # most: a small int, compared natively (compiled)
+        n: int = value
+        if -_SMALL <= n <= _SMALL:
+            return True
+        return I64_MIN <= n <= U64_MAX
     if isinstance(value, float):
         return math.isfinite(value) and I64_MIN <= value <= U64_MAX
     return isinstance(value, int) and not isinstance(value, bool) and I64_MIN <= value <= U64_MAX

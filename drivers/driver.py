@@ -42,7 +42,7 @@ from abc import abstractmethod
 from collections.abc import Container, Iterator, Mapping
 from typing import Any, ClassVar, Final
 
-from mypy_extensions import mypyc_attr
+from mypy_extensions import i64, mypyc_attr
 
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef, Space
@@ -215,7 +215,12 @@ class TaskStore:
         self.events = events
         self.opts = opts
         self.by_status = space.index("status")
-        self.counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        # The tasks in each status, as native integers (every change moves one
+        # or two): `counts` makes the dict a reader sees.
+        self.n_ready: i64 = 0
+        self.n_taken: i64 = 0
+        self.n_buried: i64 = 0
+        self.n_delayed: i64 = 0
         # F_DATA read once: compiled, a class attribute is a lookup by name each use.
         self.f_data = self.F_DATA
         # Ids below it are not given again (results.py: an id whose result is kept
@@ -255,6 +260,28 @@ class TaskStore:
     def missing_index(cls, space: Space) -> str | None:
         """The first index this driver needs that `space` lacks (if_not_exists reuse)."""
         return next((i.name for i in cls.INDEXES if i.name not in space.indexes), None)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The tasks in each status, by status."""
+        return {
+            READY: self.n_ready,
+            TAKEN: self.n_taken,
+            BURIED: self.n_buried,
+            DELAYED: self.n_delayed,
+        }
+
+    def _count(self, status: str, by: i64) -> None:
+        if status == READY:
+            self.n_ready += by
+        elif status == TAKEN:
+            self.n_taken += by
+        elif status == BURIED:
+            self.n_buried += by
+        elif status == DELAYED:
+            self.n_delayed += by
+        else:
+            raise KeyError(status)
 
     def drop_spaces(self, catalog: Catalog) -> None:
         catalog.drop_space(self.space.name)
@@ -341,7 +368,7 @@ class TaskStore:
     def truncate(self) -> None:
         gone = list(self.space)  # in key order, as the space deletes (and logs) them
         self.space.truncate()
-        self.counts = dict.fromkeys(STATUSES, 0)
+        self.n_ready = self.n_taken = self.n_buried = self.n_delayed = 0
         self.retries.clear()
         for task in gone:
             self.events.changed(task, None)
@@ -351,7 +378,9 @@ class TaskStore:
         but those in `keep` (held by a session that survives, durable.py)."""
         # Each status's count is the size of its group in the status index:
         # no walk over the tasks (a walk decodes every one).
-        self.counts = {status: self.by_status.count((status,)) for status in STATUSES}
+        count = self.by_status.count
+        self.n_ready, self.n_taken = count((READY,)), count((TAKEN,))
+        self.n_buried, self.n_delayed = count((BURIED,)), count((DELAYED,))
         for task_id in self.taken_ids():
             if task_id not in keep:
                 self.release(task_id, {}, now, RESTARTED)
@@ -402,7 +431,7 @@ class TaskStore:
             raise field_missing(self.f_data + 1)
         task = self.space.insert(task)
         # _moved(None, task), spelled out: every put runs it.
-        self.counts[task[1]] += 1
+        self._count(task[1], 1)
         self._status_changed(None, task)
         self.events.changed(None, task)
         return task
@@ -426,9 +455,9 @@ class TaskStore:
         was = old[1] if old is not None else None
         now = new[1] if new is not None else None
         if was is not None:
-            self.counts[was] -= 1
+            self._count(was, -1)
         if now is not None:
-            self.counts[now] += 1
+            self._count(now, 1)
         if was == TAKEN and now != TAKEN:
             self.events.untaken((old or new)[0])  # type: ignore[index]
         if new is None:

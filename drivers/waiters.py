@@ -138,7 +138,10 @@ class Waiters:
 
     def wake_one(self, tube: Hashable, kind: Kind) -> bool:
         """Remove the waiter with the smallest key and wake it; False if none waits."""
-        heap = self._lines.get((tube, kind))
+        lines = self._lines
+        if not lines:  # nobody waits (most changes): no line key made and hashed
+            return False
+        heap = lines.get((tube, kind))
         if heap is None:
             return False
         while not heap[0][1].active:  # some waiter is active, or the line would be gone
@@ -147,6 +150,10 @@ class Waiters:
         self.remove(waiter)
         self._notify(waiter.wake)
         return True
+
+    def idle(self) -> bool:
+        """Whether no call waits at all: a wake's line need not even be named."""
+        return not self._lines
 
     def has(self, tube: Hashable, kind: Kind) -> bool:
         return (tube, kind) in self._active

@@ -97,13 +97,20 @@ _LENGTH_CRCS: Final = [_crc32(n.to_bytes(4, "big")) for n in range(_COPY_FOR_CRC
 
 
 def encode_frame(body: bytes) -> bytes:
+    return frame_head(body) + body
+
+
+def frame_head(body: bytes) -> bytes:
+    """The 12 bytes that go before `body` in its frame: a writer that joins
+    many frames anyway (the WAL journal's batch) joins head and body there,
+    not once per record here."""
     n = len(body)
     if not 0 < n <= MAX_BODY:
         raise ValueError(f"record body of {n} bytes cannot be framed")
     # Through the Finals: compiled, `zlib.crc32` and `_FRAME.pack` were an
     # attribute lookup each, every record.
     length_crc = _LENGTH_CRCS[n] if n <= _COPY_FOR_CRC else _crc32(n.to_bytes(4, "big"))
-    return _FRAME_PACK(MARKER, _crc32(body, length_crc), n) + body
+    return _FRAME_PACK(MARKER, _crc32(body, length_crc), n)
 
 
 def sound_end(buf: bytes, view: memoryview, pos: int) -> int:

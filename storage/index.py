@@ -110,6 +110,7 @@ class Index:
             if not self._single:
                 self._pk_of = itemgetter(*(within.index(p) for p in primary_parts))
         self._groups: dict[Any, Map] = {} if gw else {None: self._new_map(None)}
+        self._kept: Any = None  # the group last emptied, its map kept (_emptied)
 
     def key_of(self, t: Tuple) -> Key:
         return self._user_key(t)
@@ -283,11 +284,26 @@ class Index:
         found = self._groups[group]
         found.pop(self._inner(t))
         if not found and self._gw:
-            del self._groups[group]  # and with it every stale entry it held
+            self._emptied(group, found)
+
+    def _emptied(self, group: Any, found: Map) -> None:
+        """A group's map lost its last entry: cleared (every stale entry it held
+        goes) and kept, ready for the group's next entry; the group emptied
+        before it, if still empty, goes. A consumer's take and ack empty and
+        fill the taken group each time: no map made and dropped per pair, and
+        at most one empty map is kept (group values may be many: utubes)."""
+        found.clear()
+        kept = self._kept
+        self._kept = group
+        if kept is not None and kept != group:
+            other = self._groups.get(kept)
+            if other is not None and not other:
+                del self._groups[kept]
 
     def _clear(self) -> None:
         if self._gw:
             self._groups.clear()
+            self._kept = None
         else:
             self._groups[None].clear()
 

@@ -189,7 +189,6 @@ def _patched(row: bytes, t: Tuple, fields: list[int]) -> bytes | None:
     n = len(t)
     if row[0] != 0x90 + n:
         return None
-    pack = _packers()[1]
     pieces: list[bytes] = []
     # `at`: where the fields not passed yet start (after the array head);
     # `copied`: where the row's bytes not copied yet start.
@@ -201,9 +200,8 @@ def _patched(row: bytes, t: Tuple, fields: list[int]) -> bytes | None:
         end = value_end(row, start, limit)
         if end < 0:
             return None
-        try:
-            packed = pack(t[no])
-        except (TypeError, ValueError, OverflowError):
+        packed = _field_bytes(t[no])
+        if packed is None:
             return None
         pieces.append(row[copied:start])
         pieces.append(packed)
@@ -211,6 +209,26 @@ def _patched(row: bytes, t: Tuple, fields: list[int]) -> bytes | None:
         passed = no + 1
     pieces.append(row[copied:])
     return b"".join(pieces)
+
+
+def _field_bytes(value: Any) -> bytes | None:
+    """msgpack of one plain field, None if it needs the file packer's default:
+    a one-character status (every take, ack and release changes one) from a
+    table, anything else by msgpack's packer."""
+    if type(value) is str:
+        text: str = value
+        if len(text) == 1:
+            char: i64 = ord(text)
+            if char < 0x80:
+                return _CHAR_FIELDS[char]
+    try:
+        return _packers()[1](value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+# msgpack's fixstr of each one-character ASCII str: a status, made once.
+_CHAR_FIELDS: Final = [bytes((0xA1, c)) for c in range(0x80)]
 
 
 def _data_head(size: int) -> bytes:

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from queuebox.protocol.walformat import encode_frame
+from queuebox.protocol.walformat import frame_head
 
 from .batch import DDL_UNDO_KIND, UNDO, Batch
 from .catalog import Catalog
@@ -71,7 +71,7 @@ class WalJournal:
         self._last_lsn = 0
         self._taken_lsn = 0
         self._written_lsn = 0  # advanced by the writer thread
-        self._frames: list[bytes] = []
+        self._frames: list[bytes] = []  # the pending frames' bytes, in pieces
         self._pack = packer()  # records are encoded on the loop thread only
         self._undo: list[Undo] = []
         self._inflight: list[Batch] = []  # taken, not yet known written, oldest first
@@ -141,7 +141,11 @@ class WalJournal:
         # Encoded when made, not at take time: what is logged is the row as it was.
         self._last_lsn += 1
         self.last_ts = ts
-        self._frames.append(encode_frame(record))
+        # Head and body kept apart: take_batch joins the batch's pieces in one go,
+        # so a record is not copied once more into a frame of its own.
+        frames = self._frames
+        frames.append(frame_head(record))
+        frames.append(record)
         self._undo.append(entry)
 
     def _journal_incoming(self, entry: Undo) -> None:
@@ -196,7 +200,7 @@ class WalJournal:
         if self._last_lsn == self._taken_lsn:
             return None
         self._prune()
-        data = b"".join(self._frames)  # of one frame: that frame, not a copy
+        data = b"".join(self._frames)
         batch = Batch(self._taken_lsn + 1, self._last_lsn, data, self._undo, last_ts=self.last_ts)
         self._frames, self._undo = [], []
         self._taken_lsn = batch.last_lsn
