@@ -154,21 +154,11 @@ def _phase(
     return phase
 
 
-def _in_mode(server: Server, mode: str) -> bool:
-    """Does `server` run in WAL mode `mode`? The reference runs in its own mode,
-    write (the reference script sets no wal_mode): its row of a fsync part would
-    be its write mode measured again, not a durable put, so it has none."""
-    return mode == "write" or isinstance(server, QueueboxServer)
-
-
 def _put(mode: str) -> Part:
-    """Pipelined puts; `fsync`: on a queuebox in wal_mode fsync (the reference:
-    nothing, `_in_mode`)."""
+    """Pipelined puts in WAL mode `mode`."""
     suffix = "" if mode == "write" else f", wal_mode={mode}"
 
     def part(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
-        if not _in_mode(server, mode):
-            return {}
         opts = _options(o, duration=o.warmup_seconds, payload_size=64, tube="bench_warmup")
         run_scenario("put", opts, _target(server))
         opts = dataclasses.replace(opts, duration=o.put_seconds, tube=None)
@@ -215,8 +205,6 @@ def part_busy_utubes(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]
 
 def _sequential(mode: str) -> Part:
     def part(server: Server, o: SuiteOptions, seen: list[dict[str, Any]]) -> Metrics:
-        if not _in_mode(server, mode):
-            return {}
         times = sequential_puts(server.port, server.user, server.password, o.latency_puts)
         got = summary(times)
         metrics: Metrics = {
@@ -314,13 +302,21 @@ def _check_tasks(server: Server, expected: int) -> None:
         raise BenchError(f"{server.name} recovered {found} tasks of {expected}")
 
 
-PARTS: dict[str, list[tuple[Part, list[str]]]] = {
-    "put": [(_put("write"), []), (_put("fsync"), ["--wal-mode", "fsync"])],
-    "take-ack": [(part_take_ack, [])],
-    "busy-utubes": [(part_busy_utubes, [])],
-    "sequential": [(_sequential("write"), []), (_sequential("fsync"), ["--wal-mode", "fsync"])],
-    "memory": [(_memory("fifo"), []), (_memory("fifottl"), [])],
-    "recovery": [(part_recovery, NO_AUTO_SNAPSHOT)],
+# The WAL mode fsync's parts run on queuebox alone: the reference runs in its
+# own mode, write (the reference script sets no wal_mode), so its row of an
+# fsync part would be its write mode measured again, not a durable put.
+FSYNC = ["--wal-mode", "fsync"]
+BOTH = (QUEUEBOX, REFERENCE)
+ALONE = (QUEUEBOX,)
+
+# part name -> its runs: (the measurement, queuebox's extra arguments, the sides).
+PARTS: dict[str, list[tuple[Part, list[str], tuple[str, ...]]]] = {
+    "put": [(_put("write"), [], BOTH), (_put("fsync"), FSYNC, ALONE)],
+    "take-ack": [(part_take_ack, [], BOTH)],
+    "busy-utubes": [(part_busy_utubes, [], BOTH)],
+    "sequential": [(_sequential("write"), [], BOTH), (_sequential("fsync"), FSYNC, ALONE)],
+    "memory": [(_memory("fifo"), [], BOTH), (_memory("fifottl"), [], BOTH)],
+    "recovery": [(part_recovery, NO_AUTO_SNAPSHOT, BOTH)],
 }
 
 SYNC_OVERHEAD = "sequential put p50, fsync − write − bare sync, µs"
@@ -347,12 +343,15 @@ GOALS: dict[str, tuple[str, str, float]] = {
 }
 
 
-def _servers(o: SuiteOptions, workdir: Path, extra: list[str]) -> dict[str, Callable[[], Server]]:
+def _servers(
+    o: SuiteOptions, workdir: Path, extra: list[str], sides: tuple[str, ...]
+) -> dict[str, Callable[[], Server]]:
     count = iter(range(1 << 30))
-    return {
+    makers: dict[str, Callable[[], Server]] = {
         QUEUEBOX: lambda: QueueboxServer(workdir / f"queuebox{next(count)}", extra),
         REFERENCE: lambda: ReferenceServer(o.reference_script, o.queue_src, o.memtx_mb),
     }
+    return {side: makers[side] for side in sides}
 
 
 def _measure(
@@ -391,8 +390,9 @@ def run_suite(o: SuiteOptions, note: Callable[[str], None] = lambda _: None) -> 
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
         for round_no in range(o.rounds):
             for part_name in o.parts:
-                for i, (part, extra) in enumerate(PARTS[part_name]):
-                    makers = _servers(o, Path(tmp) / f"{part_name}{round_no}{i}", extra)
+                for i, (part, extra, sides) in enumerate(PARTS[part_name]):
+                    workdir = Path(tmp) / f"{part_name}{round_no}{i}"
+                    makers = _servers(o, workdir, extra, sides)
                     for side, make in makers.items():
                         note(f"round {round_no + 1}/{o.rounds}: {part_name} on {side}")
                         seen: list[dict[str, Any]] = []
