@@ -16,7 +16,7 @@ the clock (`now` comes in with each call).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,7 +203,7 @@ class Tube(TubeHooks):
             report["keys"] = {"held": keys.held, "matched": keys.matched}
         return report
 
-    def run_method(self, live: Mapping[str, Tube], name: str, call: Call) -> Answer:
+    def run_method(self, live: dict[str, Tube], name: str, call: Call) -> Answer:
         """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
         longer the live one of its name (dropped while a call waited), then
         move the tube's deadline (a call may have changed its earliest event)."""

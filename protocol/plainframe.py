@@ -9,6 +9,8 @@ place of TUPLE[0] in the frame found on the way (a put's data is sliced
 from the frame, not packed again to be found). A scalar or a string
 argument is read here; an array, a map or an ext one is decoded alone by
 msgpack with the options of the whole body's decode.
+The function names seen last are kept by their bytes (a bounded table),
+so a connection's repeated name is not decoded again.
 
 It gives the Request that msgpack's decode and request._build give, or None,
 never an error: another key, a value of another type or form, bytes left
@@ -37,6 +39,9 @@ from .value import Request
 # Header keys 0..10 hold uints (request._build's table), but TIMESTAMP (a double).
 _LAST_UINT_KEY: Final = 0x0A
 _NOT_PLAIN: Final = NOT_WHOLE  # an offset's stand-in: not read here
+# Function names by their bytes, as decoded (`_name`): bounded, cleared when full.
+_NAMES: Final[dict[bytes, str]] = {}
+_NAMES_KEPT: Final = 1024
 
 
 def decode_plain(payload: bytes) -> Request | None:
@@ -76,10 +81,7 @@ def decode_plain(payload: bytes) -> Request | None:
             n -= 1
             key = payload[pos]
             if key == KEY_FUNCTION_NAME:
-                b: i64 = payload[pos + 1]
-                if not (0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB):  # not a string
-                    return None
-                body[KEY_FUNCTION_NAME], pos = _item(payload, pos + 1, end)
+                body[KEY_FUNCTION_NAME], pos = _name(payload, pos + 1, end)
             elif key == KEY_TUPLE:
                 args, first_at, first_end, pos = _array(payload, pos + 1, end)
                 body[KEY_TUPLE] = args
@@ -92,6 +94,36 @@ def decode_plain(payload: bytes) -> Request | None:
         return Request(kind, sync, schema, body, payload, first_at, first_end)
     except IndexError:  # cut short: the careful way says where
         return None
+
+
+def _name(data: bytes, pos: i64, end: i64) -> tuple[str | None, i64]:
+    """(the function name, a str, at data[pos], where it ends), or where it
+    ends _NOT_PLAIN. A name a connection sent before is not decoded again:
+    the same few names come in every frame, and their str (its hash kept)
+    is looked up by its bytes."""
+    b: i64 = data[pos]
+    if 0xA0 <= b <= 0xBF:  # fixstr
+        start: i64 = pos + 1
+        size: i64 = b - 0xA0
+    elif b == 0xD9:  # str 8
+        start = pos + 2
+        size = data[pos + 1]
+    elif b == 0xDA or b == 0xDB:  # a long name: not kept
+        text, stop = _item(data, pos, end)
+        return text, stop
+    else:
+        return None, _NOT_PLAIN  # not a string
+    stop = start + size
+    if stop > end:
+        return None, _NOT_PLAIN
+    raw = data[start:stop]
+    name = _NAMES.get(raw)
+    if name is None:
+        name = raw.decode("utf-8", "surrogateescape")
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        _NAMES[raw] = name
+    return name, stop
 
 
 def _uint_value(data: bytes, pos: i64, end: i64) -> tuple[int, i64]:

@@ -101,6 +101,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.drivers.dependencies",
     "queuebox.server.core.registry",
     "queuebox.server.core.dispatch",
+    "queuebox.server.core.clock",
     "queuebox.server.core.session",
     "queuebox.server.core.app",
     "queuebox.server.queue.queue_calls",

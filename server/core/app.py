@@ -55,6 +55,7 @@ from ..runtime.limits import HANDLING_COPIES, BufferBudget
 from ..runtime.logs import get_logger
 from ..runtime.slots import ConnectionSlots
 from ..settings.config import Config
+from .clock import ReadClock
 from .registry import Registry
 
 log = get_logger("queuebox.app")
@@ -106,6 +107,8 @@ class App:
         self.tasks: set[asyncio.Task[Any]] = set()
         # A native class (commit.py): the call path's barrier() is a native call.
         self.durability = Durability()
+        # The queue's clock, held by a connection for the requests of one read.
+        self.clock = ReadClock()
         self.observe_request: Callable[[int, float], None] | None = None
         self.shutting_down = False
         # What every call that changes data asks (`refuses_changes()`): picked

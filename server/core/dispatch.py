@@ -81,17 +81,30 @@ def encode_answer(sync: int, schema_version: int, values: list[Any]) -> bytes:
     if len(values) == 1:
         task = values[0]
         kind = type(task)
-        if (kind is list or kind is tuple) and task:
-            data = task[-1]
-            if type(data) is _PACKED:
-                # Most tasks answer (id, status, data): the reply in one struct call.
-                if len(task) == 3:
-                    reply = encode_task_reply(sync, schema_version, task[0], task[1], data)
-                    if reply is not None:
-                        return reply
-                head = pack((*task[:-1], None))[:-1]
-                return encode_one_packed(sync, schema_version, head, data)
+        if kind is tuple:
+            task, kind = list(task), list
+        if kind is list:  # what a tube answers: read natively (_one_task's type)
+            reply = _one_task(sync, schema_version, task)
+            if reply is not None:
+                return reply
     return encode_packed_data(sync, schema_version, len(values), spliced(values))
+
+
+def _one_task(sync: int, schema_version: int, task: list[Any]) -> bytes | None:
+    """encode_answer of one task whose last field is its data as the client
+    sent it; None for anything else."""
+    if not task:
+        return None
+    data = task[-1]
+    if type(data) is not _PACKED:
+        return None
+    # Most tasks answer (id, status, data): the reply in one struct call.
+    if len(task) == 3:
+        reply = encode_task_reply(sync, schema_version, task[0], task[1], data)
+        if reply is not None:
+            return reply
+    head = pack((*task[:-1], None))[:-1]
+    return encode_one_packed(sync, schema_version, head, data)
 
 
 def error_reply(s: Session, sync: int, exc: BaseException, name: str = "") -> bytes:

@@ -106,35 +106,40 @@ class Connection(ConnectionShell):
         in_place = self.app.durability.on_loop
         connlog = self.connlog
         quiet = not connlog.loud  # only promote() changes it, here or at its timer
-        index, count = 0, len(items)
-        while index < count:
-            item = items[index]
-            if type(item) is not Request:
-                self._protocol_error(cast(ProtocolError, item))
-                if self._closing:
+        clock = self.app.clock
+        clock.hold()  # the calls of one read are given one time (core/clock.py)
+        try:
+            index, count = 0, len(items)
+            while index < count:
+                item = items[index]
+                if type(item) is not Request:
+                    self._protocol_error(cast(ProtocolError, item))
+                    if self._closing:
+                        break
+                    index += 1
+                    continue
+                if quiet and item.type not in HANDSHAKE_TYPES:
+                    connlog.promote()  # more than a health check: worth an info line
+                    quiet = False
+                started = perf_counter() if observe is not None else 0.0
+                try:
+                    reply = table.get(item.type, handle_unknown)(item, session)
+                except Exception as exc:
+                    reply = error_reply(session, item.sync, exc)
+                if observe is not None:
+                    observe(item.type, perf_counter() - started)
+                if type(reply) is bytes:
+                    replies.add(reply)
+                elif type(reply) is Held and in_place and replies.add_in_place(reply):
+                    pass
+                elif type(reply) is Deferred:
+                    self._defer(items[index:], reply.at)
                     break
+                else:
+                    self.answer(reply)
                 index += 1
-                continue
-            if quiet and item.type not in HANDSHAKE_TYPES:
-                connlog.promote()  # more than a health check: worth an info line
-                quiet = False
-            started = perf_counter() if observe is not None else 0.0
-            try:
-                reply = table.get(item.type, handle_unknown)(item, session)
-            except Exception as exc:
-                reply = error_reply(session, item.sync, exc)
-            if observe is not None:
-                observe(item.type, perf_counter() - started)
-            if type(reply) is bytes:
-                replies.add(reply)
-            elif type(reply) is Held and in_place and replies.add_in_place(reply):
-                pass
-            elif type(reply) is Deferred:
-                self._defer(items[index:], reply.at)
-                break
-            else:
-                self.answer(reply)
-            index += 1
+        finally:
+            clock.release()
         self.done_reading(bool(items))
 
     def _defer(self, items: list[Request | ProtocolError], at: float) -> None:

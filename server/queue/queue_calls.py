@@ -3,7 +3,7 @@
 Owns: the binding of the pure queue cores (`drivers.queue.Queue`, the modern
 API, and `drivers.legacy.LegacyQueue`, the 1.5-era API) to the function
 registry and to the Tarantool 1.5 port's names (`resolve_legacy`), the EVAL
-texts real clients send, the wall clock the cores are given (`wall_clock_us`),
+texts real clients send, the clock the cores are given (the app's `ReadClock`),
 the single deadline timer over both cores, and the connect/disconnect
 notifications. A call that must wait (Blocked) is handed
 to waiting.py.
@@ -17,7 +17,6 @@ when it steps down (replication/role.py); an uninstalled one is dead for good.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -54,22 +53,18 @@ EVAL_VERSION = "return queue._VERSION"
 EVAL_STATE = "return queue.state()"
 
 
-def wall_clock_us() -> int:
-    """Epoch microseconds: the clock the queue cores, their timer and their
-    waiting calls are given (what a core stores in `created` and `next_event`).
-    Here, beside the cores it is given to: every call reads it."""
-    return time.time_ns() // 1000
-
-
 class QueueCalls:
     def __init__(
         self,
         app: App,
         catalog: Catalog,
-        clock_us: Callable[[], int] = wall_clock_us,
+        clock_us: Callable[[], int] | None = None,
     ) -> None:
         self.app = app
         self.catalog = catalog
+        # The app's clock: read once per read of a connection (core/clock.py).
+        if clock_us is None:
+            clock_us = app.clock
         self.clock_us = clock_us
         # Kept, not looked up per request: get_running_loop() costs a getpid().
         self._loop = asyncio.get_running_loop()

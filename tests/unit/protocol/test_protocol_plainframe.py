@@ -125,3 +125,19 @@ def test_garbage_is_left_to_the_careful_way_or_read_as_it_reads_it(garbage: byte
         found = decode_plain(payload)
         if found is not None:
             _same(found, payload)
+
+
+def test_a_kept_name_is_read_again_as_the_careful_way_reads_it() -> None:
+    from queuebox.protocol import plainframe
+
+    names = ["queue.tube.jobs:put", "q" * 40, "é" * 20, "x" * 300]
+    raw = b"\xa5q.\xff\xfe!"  # not UTF-8: surrogateescape, as the careful way reads it
+    payloads = [_frame({0: 10, 1: 1}, {0x22: name, 0x21: [1]}) for name in names]
+    payloads.append(msgpack.packb({0: 10, 1: 1}) + b"\x82\x22" + raw + b"\x21\x91\x01")
+    for _ in range(2):  # decoded, then found by its bytes
+        for payload in payloads:
+            _same(decode_plain(payload), payload)
+    plainframe._NAMES.update((bytes([i % 256, i // 256]), str(i)) for i in range(2000))
+    fresh = _frame({0: 10, 1: 2}, {0x22: "queue.tube.other:take", 0x21: []})
+    _same(decode_plain(fresh), fresh)  # a full table starts again
+    assert len(plainframe._NAMES) == 1
