@@ -1,35 +1,50 @@
 """Group commit: one WAL write (and one fsync) per turn of the event loop,
-or per write of the writer thread, whichever is fewer.
+or per free sync slot, whichever is fewer.
 
-Owns: the single writer thread, the batch currently being gathered and the
-futures that requests await before they are answered. A handler changes data
+Owns: the sync worker threads, the batch currently being gathered, the
+batches whose syncs are in flight and the futures that requests await
+before they are answered. A handler changes data
 synchronously; the connection then awaits `barrier()`: the first change of a
 loop turn schedules a flush for the end of the turn, so every change made in
-that turn goes to disk in one write (or, while the writer thread is busy,
+that turn goes to disk in one write (or, while every sync slot is busy,
 with the next turns' in the write after it), and every request is answered
 once the write holding its change is durable under `wal_mode`.
 
 Where the write happens: with `on_loop` (wal_mode=write, where durable means
 "handed to the OS") the batch is written by the loop itself at the end of
 the turn: one write() of the turn's records, measured cheaper than handing
-it to the writer thread and back (no thread switch, no contention for the
-GIL). With fsync, the write and its fsync go to the writer thread, so the
-loop does not wait for the disk; one batch at a time: the changes of every
-turn that ends while it is written gather in the next batch, which goes as
-soon as the thread is done (one sync for all of them, however many turns
-they took; a batch per turn queued behind the thread would each pay its own
-sync and hand-off, and under load the disk's sync time, not the loop, set
-the rate: docs/performance.md). The exception is a batch that is alone: nothing
-in flight, a few records (one request in flight, as a producer that waits
-for each durable put) and the disk's recent syncs short (`LOOP_SYNC_MAX_S`).
-The loop then writes and syncs it itself: the round trip to the writer
-thread and back (two thread wake-ups, about 70 µs measured on a 2-core VM,
-docs/performance.md) costs more than the loop waits, and requests that
-arrive meanwhile are read after it and share the next batch. A sync slower
-than the bound sends the next batches to the thread until one is fast again,
-and so does a file layer that says it may hang (`may_hang`: the test hooks'
-stalls), so that a disk that hangs keeps the loop answering; only a lone
-batch's first slow sync is waited for on the loop.
+it to a thread and back (no thread switch, no contention for the GIL).
+
+With fsync, overlapping syncs (docs/durability.md "Overlapping syncs"): at
+the end of a turn the loop appends the turn's batch to the WAL (one pwrite,
+in take order, the loop the only writer) and hands its sync to one of the
+WAL's sync slots (`journal.sync_slots` worker threads, each syncing on a
+descriptor of its own) without waiting for the sync before it: a disk that
+syncs concurrent flushes in parallel then syncs each batch as soon as it is
+written, instead of a batch waiting for the sync in progress and then its
+own. While every slot syncs, the changes of every turn gather in the next
+batch, appended when a slot is free. A sync covers every batch appended
+before it began, but replies go out in WAL order only: a batch is answered
+once its own sync and every earlier batch's returned ok (`_answer`). Any
+failed write or sync fails every batch not answered yet, before and after
+it (`_fail_flight`: one rollback, from the oldest), and nothing more is
+written until every sync running has returned; the next batch then goes
+alone to a worker, which cuts the file back to the last answered batch
+before writing it (WalWriter.append). So does a batch that needs a new
+segment (rotation: nothing in flight). Why no reply can acknowledge a lost
+page: the safety argument in docs/durability.md.
+
+The exception is a batch that is alone: nothing in flight, a few records
+(one request in flight, as a producer that waits for each durable put) and
+the disk's recent syncs short (`LOOP_SYNC_MAX_S`). The loop then writes and
+syncs it itself: the round trip to a worker thread and back (two thread
+wake-ups, about 70 µs measured on a 2-core VM, docs/performance.md) costs
+more than the loop waits, and requests that arrive meanwhile are read after
+it and share the next batch. A sync slower than the bound sends the next
+batches to the workers until one is fast again, and so does a file layer
+that says it may hang (`may_hang`: the test hooks' stalls), so that a disk
+that hangs keeps the loop answering; only a lone batch's first slow sync is
+waited for on the loop.
 
 With on_loop, a connection whose replies wait for this turn's write asks
 to be flushed right after it (`flush_after_write`): every connection that
@@ -38,8 +53,10 @@ each writing the WAL for its own requests (one pwrite per loop turn, not
 per connection: busy-utubes' 10 consumers, a put from 4 connections).
 
 A failed write fails every request of its batch with ER_WAL_IO and rolls their
-changes back in memory (the engine undoes the batch, newest change first);
-batches written before it stay acknowledged, and the server keeps running.
+changes back in memory (the engine undoes the batch, newest change first),
+and with them every later change and, in fsync mode, every batch whose sync
+was in flight; batches answered before it stay acknowledged, and the server
+keeps running.
 
 `Durability` is what the rest of the server sees of it: one object, built
 in build.py over each store opened (at start, and again after a replica's

@@ -1,9 +1,10 @@
 """wal_mode=fsync's two ways to a durable batch (commit.py): a lone batch is
 written and synced by the loop itself (no round trip to the writer thread);
 a batch with others in flight, a big one, one after a slow sync, or over a
-file layer that may hang goes to the writer thread (group commit under load,
-a loop that keeps answering). One batch at a time is on the thread: what
-changes while it is written, over any number of turns, is the next batch."""
+file layer that may hang is synced by a sync worker (group commit under
+load, a loop that keeps answering). A batch per free sync slot: while every
+slot syncs, what changes, over any number of turns, is the next batch
+(overlapping syncs themselves: test_overlapping_syncs.py)."""
 
 from __future__ import annotations
 
