@@ -217,7 +217,8 @@ class WalJournal:
 
     def write_batch(self, batch: Batch) -> None:
         """One write (and one fsync in fsync mode) of the batch. SYNCHRONOUS: call
-        it on the writer thread, one batch at a time, in take order. Raises
+        it on one thread at a time, in take order, with no batch appended and
+        not yet synced (append_batch). Raises
         WalWriteError; the file is then left as it was before the batch."""
         if batch.written:
             return
