@@ -330,6 +330,17 @@ class GroupCommit:
             self._held = None
         for b, d in failed:
             self._failed(b, d, error)
+        # The changes gathered for the next batch were undone with them: fail
+        # their requests now (the batch standing for them, take_batch), not
+        # when the syncs have returned, or a change made meanwhile would share
+        # their future, be told it failed and be written after all.
+        gathering, self._gathering = self._gathering, None
+        if gathering is not None:
+            doomed = self._journal.take_batch()
+            if doomed is None:
+                gathering.set_result(None)
+            else:
+                self._failed(doomed, gathering, error)
 
     def _next(self) -> None:
         """A slot is free again: a held batch goes alone once nothing runs,
