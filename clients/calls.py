@@ -9,7 +9,7 @@ apart. Must not touch sockets, the event loop or the clock.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -20,7 +20,7 @@ from queuebox.clients.model import LegacyTask, Task, TaskResult
 
 T = TypeVar("T")
 
-__all__ = ["Call", "legacy", "modern", "put_key"]
+__all__ = ["Call", "fresh_keys", "legacy", "modern", "put_key", "put_result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,8 @@ def _task_or_none(data: list[Any]) -> Task | None:
     return Task.from_tuple(data[0])
 
 
-def _put_result(data: list[Any]) -> Task:
+def put_result(data: list[Any]) -> Task:
+    """A put's task; a limfifottl put that timed out waiting for room: QueueFull."""
     task = _task_or_none(data)
     if task is None:
         raise QueueFull("the tube is full (limfifottl capacity) and put timed out")
@@ -144,10 +145,17 @@ AUTO_KEY_WINDOW_S = 300
 
 def put_key(key: str | None, auto: bool) -> dict[str, Any]:
     """The key options a put sends: the caller's key (for the tube's whole window),
-    else with `auto` a fresh uuid4 kept AUTO_KEY_WINDOW_S, else none."""
+    else with `auto` a fresh random key (128 bits, 32 hex digits) kept
+    AUTO_KEY_WINDOW_S, else none."""
     if key is not None:
         return {"key": key}
-    return {"key": uuid.uuid4().hex, "key_window": AUTO_KEY_WINDOW_S} if auto else {}
+    return {"key": fresh_keys(1)[0], "key_window": AUTO_KEY_WINDOW_S} if auto else {}
+
+
+def fresh_keys(count: int) -> list[str]:
+    """`count` random keys of 128 bits (32 hex digits), from one read of urandom."""
+    digits = os.urandom(16 * count).hex()
+    return [digits[at : at + 32] for at in range(0, 32 * count, 32)]
 
 
 class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
@@ -167,7 +175,7 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         keyed = "key" in options
         wait = options.get("timeout")
         return Call(
-            modern.method(tube, "put"), args, _put_result, wait=wait, repeatable=keyed, keyed=keyed
+            modern.method(tube, "put"), args, put_result, wait=wait, repeatable=keyed, keyed=keyed
         )
 
     @staticmethod

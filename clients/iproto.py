@@ -116,10 +116,18 @@ class Syncs:
     """Request ids: every request on a connection gets the next one (never 0)."""
 
     def __init__(self) -> None:
-        self._counter = itertools.count(1)
+        self._next = 1
 
     def next(self) -> int:
-        return next(self._counter)
+        sync = self._next
+        self._next = sync + 1
+        return sync
+
+    def block(self, count: int) -> int:
+        """The first of `count` consecutive syncs (put_many's puts on one socket)."""
+        sync = self._next
+        self._next = sync + count
+        return sync
 
 
 def parse_address(text: str, default_port: int = 3301) -> tuple[str, int]:

@@ -21,13 +21,15 @@ from .auth import check_scramble, password_hash2, scramble
 from .client import (
     Response,
     ResponseDecoder,
+    call_prefix,
     encode_auth,
     encode_call,
+    encode_calls,
     encode_eval,
     encode_ping,
     encode_request,
 )
-from .codec import as_bytes
+from .codec import as_bytes, pack
 from .constants import (
     KEY_AUTH_TYPE,
     KEY_DATA,
@@ -107,9 +109,11 @@ __all__ = [
     "ResponseDecoder",
     "as_bytes",
     "call16_shape",
+    "call_prefix",
     "check_scramble",
     "encode_auth",
     "encode_call",
+    "encode_calls",
     "encode_data",
     "encode_packed_chunk",
     "encode_packed_data",
@@ -123,6 +127,7 @@ __all__ = [
     "encode_task_reply",
     "encode_request",
     "make_greeting",
+    "pack",
     "new_salt",
     "parse_greeting",
     "password_hash2",

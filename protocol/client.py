@@ -44,8 +44,10 @@ __all__ = [
     "Response",
     "ResponseDecoder",
     "as_bytes",
+    "call_prefix",
     "encode_auth",
     "encode_call",
+    "encode_calls",
     "encode_eval",
     "encode_ping",
     "encode_request",
@@ -86,9 +88,27 @@ _CALL_ARGS = pack(KEY_TUPLE)
 
 
 def encode_call(sync: int, name: str, args: Iterable[Any] = (), call16: bool = False) -> bytes:
-    head = _CALL_HEAD[call16] + pack(sync)
-    body = _CALL_NAME + pack(name) + _CALL_ARGS + pack(list(args))
-    return _PREFIX.pack(0xCE, len(head) + len(body)) + head + body
+    return encode_calls(sync, call_prefix(name), [pack(list(args))], call16)
+
+
+def call_prefix(name: str) -> bytes:
+    """A CALL's body up to its arguments: what every call of `name` starts with."""
+    return _CALL_NAME + pack(name) + _CALL_ARGS
+
+
+def encode_calls(sync: int, prefix: bytes, args: list[bytes], call16: bool = False) -> bytes:
+    """The CALL frames of one function (`prefix`: call_prefix(name)), one per packed
+    argument array of `args`, with the syncs `sync`, `sync` + 1, ... (put_many's
+    puts: the name is packed once, not once per put)."""
+    head = _CALL_HEAD[call16]
+    fixed = len(head) + len(prefix)
+    frames = []
+    for packed in args:
+        sync_bytes = pack(sync)
+        frames.append(_PREFIX.pack(0xCE, fixed + len(sync_bytes) + len(packed)))
+        frames += (head, sync_bytes, prefix, packed)
+        sync += 1
+    return b"".join(frames)
 
 
 def encode_eval(sync: int, expr: str, args: Iterable[Any] = ()) -> bytes:

@@ -36,9 +36,12 @@ from importlib.util import find_spec
 # keys, dependencies: `limits.retention`, `retries.policy`, `deps.children`):
 # compiled, those reads are native, not attribute lookups by name.
 # The router's frame path (route.peek, frames, spread, and the client's and the
-# shard's connections, Python classes over asyncio.Protocol): every forwarded
-# frame and reply runs through them; every take through takes (docs/cluster.md
-# "Measured").
+# shard's connections, native classes: asyncio protocols by their methods, not
+# their base): every forwarded frame and reply runs through them; every take
+# through takes (docs/cluster.md "Measured").
+# The client's put_many (issue 40: the self-routing client's CPU per put): its
+# codec (protocol.client), the puts encoded in bulk (clients.putmany), the
+# batch (clients.aio.bulk) and the socket's reply loop (clients.aio.wire).
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.plainframe",
@@ -119,6 +122,10 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.route.upstream",
     "queuebox.server.route.client",
     "queuebox.server.route.takes",
+    "queuebox.protocol.client",
+    "queuebox.clients.putmany",
+    "queuebox.clients.aio.bulk",
+    "queuebox.clients.aio.wire",
 )
 
 

@@ -1,14 +1,16 @@
-"""Many calls over one or more connections without a coroutine per call: how
-`Tube.put_many` sends its puts (`Link.run_many`, `ClusterConnection.run_many`).
+"""Many calls over one or more connections without a coroutine, a future or a
+callback per call: how `Tube.put_many` sends its puts and `Connection.run_many`
+its calls (`Link.run_bulk`, `ClusterConnection.run_bulk`).
 
-Owns: `run_many`, which posts each call (`post(index, call)` answers a future of
-its result, e.g. `Link.post`: the request is encoded and queued at once, and the
-requests queued in one turn of the loop leave in one write), keeps at most
-`window` of them unanswered, collects the results in the calls' order, posts
-nothing more after the first error and raises it once every call posted is
-answered. A call that failed may be handed back to the connection (`recover`):
-a coroutine for that call alone, which sends it again where the connection's
-failover rules allow (clients/failover.py). Must not touch sockets.
+Owns: `run_many`, which takes as many items as the window has room for, hands
+them to `place` (the connection's: it encodes each socket's share in one
+go, `clients.putmany.Many.frames`, and sends it with one `Group`, the sink of
+all their replies, `Wire.send_many`), keeps at most `window` calls unanswered,
+collects the results in the items' order, places nothing more after the first
+error and raises it once every call sent is answered. A call that failed may
+be handed back to the connection (`recover`): a coroutine for that call alone,
+which sends it again where the connection's failover rules allow
+(clients/failover.py). Must not touch sockets.
 """
 
 from __future__ import annotations
@@ -16,42 +18,56 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
+from queuebox import protocol
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import CallTimeout
+from queuebox.clients.putmany import Many
 
-__all__ = ["Post", "Recover", "run_many"]
+__all__ = ["Batch", "Group", "Place", "Recover", "run_many"]
 
 T = TypeVar("T")
-Post = Callable[[int, Call[T]], "asyncio.Future[T]"]
-# (index, call, its error) -> a coroutine that runs it again, or None: the error stands.
-Recover = Callable[[int, Call[T], BaseException], Awaitable[T] | None]
+# (index, the item as a call, its error) -> a coroutine that runs it again, or None.
+Recover = Callable[[int, Call[Any], BaseException], Awaitable[Any] | None]
+
+
+class _Waiting:
+    """What a call's place in the results holds until it is answered."""
+
+
+_SENT = _Waiting()  # its reply will come through a Group
+_AGAIN = _Waiting()  # a coroutine runs it (again): its future answers
 
 
 async def run_many(
-    calls: Iterable[Call[T]],
+    many: Many[T],
+    items: Iterable[Any],
     window: int,
-    post: Post[T],
+    place: Place,
     patience: float | None = None,
-    recover: Recover[T] | None = None,
+    recover: Recover | None = None,
 ) -> list[T]:
-    """Every call's result, in order; the first error raised after the calls posted
-    are answered. `patience`: seconds without any reply before `CallTimeout` (None:
+    """Every item's result, in order; the first error raised after the calls sent are
+    answered. `patience`: seconds without any reply before `CallTimeout` (None:
     none, as for one call without a timeout)."""
-    batch: _Batch[T] = _Batch(recover)
+    batch: Batch[T] = Batch(many, recover)
+    items = iter(items)
     try:
-        for index, call in enumerate(calls):
-            if batch.pending >= window:
+        while batch.error is None:
+            room = window - batch.pending
+            if room <= 0:  # replies come in bursts: each wake-up finds room for many
                 await batch.settled(window - 1, patience)
-            if batch.error is not None:
+                continue
+            chunk = list(islice(items, room))
+            if not chunk:
                 break
+            first = batch.add(chunk)
             try:
-                sent = post(index, call)
-            except Exception as exc:  # not sent (its data would not encode): stop here
+                place(batch, first, chunk, batch.keys_of(first, len(chunk)), 1)
+            except Exception as exc:  # a share that would not encode: nothing more sent
                 batch.error = exc
-                break
-            batch.track(index, call, sent)
         await batch.settled(0, patience)
     finally:
         batch.stop()
@@ -60,45 +76,103 @@ async def run_many(
     return batch.results
 
 
-class _Batch(Generic[T]):
-    """The calls posted: their results by index, how many are unanswered, the first
-    error, and the coroutines sending a failed call again."""
+class Batch(Generic[T]):
+    """The calls of one run_many: their items and keys, their results by index, how
+    many are unanswered, the first error, and the coroutines running one again."""
 
-    def __init__(self, recover: Recover[T] | None) -> None:
+    def __init__(self, many: Many[T], recover: Recover | None) -> None:
+        self.many = many
+        self.items: list[Any] = []
+        self.keys: list[str] | None = None
         self.results: list[Any] = []
         self.pending = 0
         self.error: BaseException | None = None
         self._recover = recover
-        self._again: set[asyncio.Future[T]] = set()
+        self._again: set[asyncio.Future[Any]] = set()
         self._wake: asyncio.Future[None] | None = None
+        self._over = False
 
-    def track(self, index: int, call: Call[T], sent: asyncio.Future[T]) -> None:
-        self.results.append(None)
-        self.pending += 1
-        sent.add_done_callback(partial(self._done, index, call))
+    def add(self, chunk: list[Any]) -> int:
+        """Take `chunk` in (their keys made); the index of its first item."""
+        first = len(self.items)
+        self.items += chunk
+        self.results += [_SENT] * len(chunk)
+        made = self.many.keys(len(chunk))
+        if made is not None:
+            if self.keys is None:
+                self.keys = []
+            self.keys += made
+        return first
 
-    def _done(self, index: int, call: Call[T] | None, sent: asyncio.Future[T]) -> None:
-        self._again.discard(sent)
-        error = asyncio.CancelledError() if sent.cancelled() else sent.exception()
-        if error is None:
-            self.results[index] = sent.result()
-        elif call is not None and self._recover is not None and not self.error:
-            work = self._recover(index, call, error)
+    def keys_of(self, first: int, count: int) -> list[str] | None:
+        return None if self.keys is None else self.keys[first : first + count]
+
+    def call(self, index: int) -> Call[T]:
+        """Item `index` as a call of its own (to run it again)."""
+        key = None if self.keys is None else self.keys[index]
+        return self.many.call(self.items[index], key)
+
+    def sent(self, count: int) -> None:
+        """`count` calls left through a Group: each answers once."""
+        self.pending += count
+
+    def answer(self, index: int, response: protocol.Response) -> None:
+        """The reply to call `index`."""
+        if self._over:
+            return
+        try:
+            self.results[index] = self.many.result(self.items[index], response)
+        except Exception as exc:  # the server's error, or an answer that does not parse
+            self.failed(index, exc)
+            return
+        self._settle()
+
+    def failed(self, index: int, error: BaseException) -> None:
+        """Put `index` failed: sent again (`recover`), or the batch's error."""
+        if self._over:
+            return
+        if self._recover is not None and self.error is None:
+            work = self._recover(index, self.call(index), error)
             if work is not None:  # still pending: its second life answers
-                again = asyncio.ensure_future(work)
-                self._again.add(again)
-                again.add_done_callback(partial(self._done, index, None))
+                self.results[index] = _AGAIN
+                self._follow(index, asyncio.ensure_future(work))
                 return
-        if error is not None and self.error is None:
+        if self.error is None:
             self.error = error
+        self.results[index] = None
+        self._settle()
+
+    def follow(self, index: int, future: asyncio.Future[Any]) -> None:
+        """Put `index` runs as a coroutine of its own (no socket to send it on now)."""
+        self.pending += 1
+        self.results[index] = _AGAIN
+        self._follow(index, future)
+
+    def _follow(self, index: int, future: asyncio.Future[Any]) -> None:
+        self._again.add(future)
+        future.add_done_callback(partial(self._done, index))
+
+    def _done(self, index: int, future: asyncio.Future[Any]) -> None:
+        self._again.discard(future)
+        if self._over:
+            return
+        error = asyncio.CancelledError() if future.cancelled() else future.exception()
+        if error is None:
+            self.results[index] = future.result()
+        else:
+            self.results[index] = None
+            if self.error is None:
+                self.error = error
+        self._settle()
+
+    def _settle(self) -> None:
         self.pending -= 1
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
 
     async def settled(self, most: int, patience: float | None) -> None:
-        """Wait until at most `most` calls are unanswered (replies come in bursts:
-        each wake-up finds room for many)."""
+        """Wait until at most `most` calls are unanswered."""
         loop = asyncio.get_running_loop()
         while self.pending > most:
             self._wake = loop.create_future()
@@ -109,6 +183,37 @@ class _Batch(Generic[T]):
                 raise CallTimeout(f"no reply within {patience:g} s") from None
 
     def stop(self) -> None:
-        """Leaving early (cancelled, timed out): stop the second sends still running."""
+        """Done (or left early: cancelled, timed out): late replies change nothing,
+        the second sends still running stop."""
+        self._over = True
         for again in list(self._again):
             again.cancel()
+
+
+class Group:
+    """The sink of the replies to calls sent at once on one socket (`Wire.send_many`):
+    syncs `sync`, `sync` + 1, ... are the batch's indices `first`, `first` + `stride`,
+    ... (a cluster's shards take every n-th call)."""
+
+    __slots__ = ("batch", "sync", "first", "stride", "count")
+
+    def __init__(self, batch: Batch[Any], sync: int, first: int, stride: int, count: int) -> None:
+        self.batch = batch
+        self.sync = sync
+        self.first = first
+        self.stride = stride
+        self.count = count
+
+    def reply(self, response: protocol.Response) -> None:
+        self.batch.answer(self.first + (response.sync - self.sync) * self.stride, response)
+
+    def lost(self, error: BaseException) -> None:
+        batch = self.batch
+        for index in range(self.first, self.first + self.count * self.stride, self.stride):
+            if batch.results[index] is _SENT:
+                batch.failed(index, error)
+
+
+# (batch, index of the first item, the items, their keys, stride): send them (item n
+# is the batch's call first + n * stride), each answered through a Group or `follow`.
+Place = Callable[["Batch[Any]", int, list[Any], "list[str] | None", int], None]

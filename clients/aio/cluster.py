@@ -9,8 +9,8 @@ shards, take fair over the shards (each take starts at the next shard; with
 none ready it waits on every shard at once with `queuebox.await_ready`),
 create_tube/drop/cfg/truncate on every shard, statistics summed. It is a `Connection`
 whose `run` routes (so `conn.tube(name)` is the ordinary `Tube` and every queue
-call of `Connection` works); `run_many` (put_many's puts, spread over the
-shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
+call of `Connection` works); `run_bulk` (put_many's puts and `run_many`'s calls,
+spread over the shards) is its base `clients.aio.spread.SpreadPuts`. Must not touch sockets
 (each shard's `Connection` does).
 """
 
@@ -322,23 +322,26 @@ class ClusterConnection(SpreadPuts, Connection):
         return call.parse(answers[0])
 
     async def _take(self, call: Call[Any]) -> Any:
-        """Fair over shards: each take starts at the shard after the last one that gave
-        a task; with none ready, wait on every shard with queuebox.await_ready."""
+        """Fair over shards: each take starts one shard further than the take before
+        it began at (as a router's takes do), so takes in flight together start on
+        different shards; with none ready, wait on every shard with
+        queuebox.await_ready."""
         tube = sharding.split(call.function)[0]  # type: ignore[index]
         timeout = call.args[0] if call.args else None
         deadline = None if timeout is None else time.monotonic() + timeout
+        first = self._turn
+        self._turn += 1
         while True:
             shards = [s for s in self.view.serving() if s.number in self._conns]
             missing: list[TubeNotFound] = []
             for i in range(len(shards)):
-                shard = shards[(self._turn + i) % len(shards)]
+                shard = shards[(first + i) % len(shards)]
                 try:
                     got = await self._take_now(call, shard)
                 except TubeNotFound as exc:  # a shard just added, its tubes not made yet
                     missing.append(exc)
                     continue
                 if got is not None:
-                    self._turn = (self._turn + i + 1) % max(len(shards), 1)
                     return got
             if shards and len(missing) == len(shards):
                 raise missing[0]

@@ -51,6 +51,7 @@ from queuebox.clients.errors import (
     QueueboxError,
     ServerError,
 )
+from queuebox.clients.putmany import Calls, Many
 
 T = TypeVar("T")
 log = logging.getLogger("queuebox.client")
@@ -329,23 +330,44 @@ class Link:
     async def run_many(
         self, calls: Iterable[Call[T]], window: int, wait: float | None = None, spread: bool = True
     ) -> list[T]:
-        """Run every call, at most `window` unanswered, without a coroutine each
-        (`clients.aio.bulk`); their results in order, the first error raised once
-        the calls sent are answered. `wait`: what each call may wait on the server
-        (the call timeout is counted from the last reply). `spread` (the calls may go
-        to any shard) is for `ClusterConnection`. Following the writable instance of
-        several, a call refused as read-only or lost in flight is sent again as
-        `run` would (clients.failover), in a coroutine of its own."""
+        """Run every call, at most `window` unanswered, without a coroutine or a
+        future each; their results in order, the first error raised once the calls
+        sent are answered. `wait`: what each call may wait on the server (the call
+        timeout is counted from the last reply). `spread` (the calls may go to any
+        shard) is for `ClusterConnection`. The way is `run_bulk`'s."""
+        return await self.run_bulk(Calls(wait), calls, window, spread)
+
+    async def run_bulk(
+        self, many: Many[T], items: Iterable[Any], window: int, spread: bool = True
+    ) -> list[T]:
+        """`run_many` of `items` encoded as `many` says (`Tube.put_many`: `Puts`),
+        each burst's share of a socket encoded in one go (`clients.aio.bulk`).
+        Following the writable instance of several, a call refused as read-only or
+        lost in flight is sent again as `run` would (clients.failover), in a
+        coroutine of its own."""
         following = bool(self._dial.addresses and self._opts.reconnect)
         recover = self._resend if following else None
-        patience = self._opts.deadline_for(wait)
-        return await bulk.run_many(calls, window, self._post_now, patience, recover)
+        patience = self._opts.deadline_for(many.wait)
+        return await bulk.run_many(many, items, window, self._place, patience, recover)
 
-    def _post_now(self, index: int, call: Call[T]) -> asyncio.Future[T]:
+    def _place(
+        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[str] | None,
+        stride: int,
+    ) -> None:  # fmt: skip
+        """Send `items` (the batch's `first`, `first` + `stride`, ...) now, encoded in
+        one go, their replies to one `bulk.Group`; while reconnecting, each is
+        `run()` in a task (it waits for the connection)."""
         wire = self._wire
-        if wire is None or wire.lost is not None:  # reconnecting: run() waits for it
-            return asyncio.get_running_loop().create_task(self.run(call))
-        return self._post_on(wire, call)
+        if wire is None or wire.lost is not None:
+            loop = asyncio.get_running_loop()
+            for index in range(first, first + len(items) * stride, stride):
+                batch.follow(index, loop.create_task(self.run(batch.call(index))))
+            return
+        sync = self._syncs.block(len(items))
+        payload = batch.many.frames(sync, items, keys)
+        group = bulk.Group(batch, sync, first, stride, len(items))
+        wire.send_many(sync, len(items), payload, group)
+        batch.sent(len(items))
 
     def _resend(self, index: int, call: Call[T], error: BaseException) -> Awaitable[T] | None:
         """A call of run_many that failed on the first send: again, as `_roundtrip`

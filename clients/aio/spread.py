@@ -1,11 +1,12 @@
-"""The self-routing client's `run_many` (what `Tube.put_many` sends through):
-many puts spread over the shards, each shard's share without a coroutine per put.
+"""The self-routing client's `run_bulk` (what `Tube.put_many` and `run_many` send
+through): many calls spread over the shards, each shard's share without a
+coroutine per call.
 
 Owns: `SpreadPuts`, a base of `clients.aio.cluster.ClusterConnection`: with
 `spread`, round robin over the active shards that have a primary (starting at
 the client's rotating shard, as one put does), else every put to the home shard
-of the first one's utube or key; each put goes out through its shard
-connection's `post` (`clients.aio.bulk`), and a put that failed is sent again
+of their utube or key; each shard's share of a burst goes out at once through
+its connection's `_place` (`clients.aio.bulk`), and a put that failed is sent again
 as clients/failover.py and docs/cluster.md say for `put`. Must not touch
 sockets.
 """
@@ -21,6 +22,7 @@ from queuebox.clients import failover, iproto, sharding
 from queuebox.clients.aio import bulk
 from queuebox.clients.calls import Call
 from queuebox.clients.errors import ConnectionLost, NetworkError, ServerError, TubeNotFound
+from queuebox.clients.putmany import Calls, Many
 from queuebox.clients.sharding import ClusterView, Route, Shard
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ T = TypeVar("T")
 
 
 class SpreadPuts:
-    """`run_many` over the shards; the routing it uses is ClusterConnection's."""
+    """`run_bulk` over the shards; the routing it uses is ClusterConnection's."""
 
     view: ClusterView
     _conns: dict[int, tuple[str, Connection]]
@@ -40,38 +42,56 @@ class SpreadPuts:
     _pick: Callable[[Route], Shard | None]
     _retrying: Callable[[Call[Any], Callable[[], Shard | None]], Awaitable[Any]]
 
-    async def run_many(
-        self, calls: Iterable[Call[T]], window: int, wait: float | None = None, spread: bool = True
+    async def run_bulk(
+        self, many: Many[T], items: Iterable[Any], window: int, spread: bool = True
     ) -> list[T]:
-        """Many puts (`Tube.put_many`): with `spread` round robin over the active
-        shards that have a primary, else all to the home shard of the first call's
-        key or utube; each shard's share through its connection's `post` (no
-        coroutine each, `clients.aio.bulk`). A put refused before it ran (read-only,
-        a young shard without the tube) runs again as `run` places it; one lost in
-        flight goes again to the shard it went to, if it has a key (else
-        `ConnectionLost`, as `put` says)."""
-        calls = iter(calls)
-        first = next(calls, None)
-        if first is None:
+        """Many calls (`Tube.put_many`'s puts): with `spread` round robin over the
+        active shards that have a primary, else all to the home shard of the first
+        one's key or utube (`run_many`'s calls so only when each is a put without a
+        utube or key: otherwise each goes where `run` sends it); each shard's share
+        of a burst encoded and sent at once on its connection (`clients.aio.bulk`).
+        A call refused before it ran (read-only, a young shard without the tube)
+        runs again as `run` places it; one lost in flight goes again to the shard
+        it went to, if it may be repeated (a keyed put; else `ConnectionLost`, as
+        `put` says)."""
+        if isinstance(many, Calls):
+            calls = list(items)
+            if any(sharding.route(c.function, c.args).kind != "spread" for c in calls):
+                # Calls of a task, takes, keyed puts...: each goes where run()
+                # sends it (an ack to its task's shard), not round robin.
+                return await bulk.run_many(many, calls, window, self._place_run)
+            items = calls
+        items = iter(items)
+        head = next(items, None)
+        if head is None:
             return []
-        where = sharding.route(first.function, first.args)
+        items = itertools.chain([head], items)
+        probe = many.call(head, None)  # a put's options decide: utube, key or spread
+        where = sharding.route(probe.function, probe.args)
         if spread or where.kind == "spread":
             active = [s.number for s in self.view.active() if s.number in self._conns]
         else:
             home = self._pick(where)
             active = [home.number] if home is not None and home.number in self._conns else []
         if not active:
-            return await bulk.run_many(itertools.chain([first], calls), window, self._post_run)
+            return await bulk.run_many(many, items, window, self._place_run)
         start = next(self._spread)
         numbers = [active[(start + i) % len(active)] for i in range(len(active))]
 
-        def post(index: int, call: Call[T]) -> asyncio.Future[T]:
-            entry = self._conns.get(numbers[index % len(numbers)])
-            if entry is None:  # its primary went away meanwhile: placed as run() places it
-                return self._post_run(index, call)
-            return entry[1].post(call)
+        def place(
+            batch: bulk.Batch[Any], first: int, chunk: list[Any], keys: list[str] | None,
+            stride: int,
+        ) -> None:  # fmt: skip
+            ways = len(numbers)
+            for j in range(min(ways, len(chunk))):
+                entry = self._conns.get(numbers[(first + j) % ways])
+                share_keys = None if keys is None else keys[j::ways]
+                if entry is None:  # its primary went away meanwhile: placed as run() places it
+                    self._place_run(batch, first + j, chunk[j::ways], share_keys, ways)
+                else:
+                    entry[1]._place(batch, first + j, chunk[j::ways], share_keys, ways)
 
-        def recover(index: int, call: Call[T], error: BaseException) -> Awaitable[T] | None:
+        def recover(index: int, call: Call[Any], error: BaseException) -> Awaitable[Any] | None:
             if isinstance(error, ConnectionLost):  # it may have run: only a keyed put again
                 if not call.repeatable:
                     return None
@@ -83,8 +103,12 @@ class SpreadPuts:
                 return self.run(call)  # it did not run: placed afresh
             return None
 
-        patience = self._opts.deadline_for(wait)
-        return await bulk.run_many(itertools.chain([first], calls), window, post, patience, recover)
+        patience = self._opts.deadline_for(many.wait)
+        return await bulk.run_many(many, items, window, place, patience, recover)
 
-    def _post_run(self, index: int, call: Call[T]) -> asyncio.Future[T]:
-        return asyncio.ensure_future(self.run(call))
+    def _place_run(
+        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[str] | None,
+        stride: int,
+    ) -> None:  # fmt: skip
+        for index in range(first, first + len(items) * stride, stride):
+            batch.follow(index, asyncio.ensure_future(self.run(batch.call(index))))

@@ -18,6 +18,7 @@ from queuebox.clients.aio.events import Events
 from queuebox.clients.calls import modern, put_key
 from queuebox.clients.errors import QueueboxError
 from queuebox.clients.model import OnError, Task, TaskResult, task_id
+from queuebox.clients.putmany import Puts
 
 if TYPE_CHECKING:
     from queuebox.clients.aio.connection import Connection
@@ -89,16 +90,16 @@ class Tube:
 
         `opts` are `put`'s options, applied to every task (each gets a key of its own,
         as `put` gives it). The first error stops the batch (no new puts are sent) and
-        is raised; puts already sent still happen. The puts are encoded in a loop and
-        leave together, with no coroutine each (`Connection.run_many`); through the
+        is raised; puts already sent still happen. The puts of each burst are encoded
+        in one go and leave together, with no coroutine or future each
+        (`Connection.run_bulk`); through the
         self-routing client they go round robin over the shards, or all to the home
         shard of their `utube` (or `key`).
         """
         await self._check(opts)
-        auto = self.connection.put_keys
-        calls = (modern.put(self.name, data, {**opts, **put_key(None, auto)}) for data in items)
-        spread = opts.get("utube") is None and (auto or opts.get("key") is None)
-        return await self.connection.run_many(calls, window, opts.get("timeout"), spread)
+        puts = Puts(self.name, opts, self.connection.put_keys)
+        spread = opts.get("utube") is None and (puts.auto or opts.get("key") is None)
+        return await self.connection.run_bulk(puts, items, window, spread)
 
     async def take(self, timeout: float | None = None) -> Task | None:
         """Take the next ready task; None when `timeout` seconds pass (None = forever)."""

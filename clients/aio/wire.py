@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 from queuebox import protocol
 from queuebox.clients import iproto
 from queuebox.clients.errors import ConnectionLost
 
-__all__ = ["Orphan", "Wire"]
+__all__ = ["Orphan", "Sink", "Wire"]
 
 Orphan = Callable[[protocol.Response], None]
 PushHandler = Callable[[protocol.Response], None]
+
+
+class Sink(Protocol):
+    """Where the replies of many requests sent at once go (`Wire.send_many`): one
+    object for all of them, no future each (clients.aio.bulk)."""
+
+    def reply(self, response: protocol.Response) -> None: ...
+
+    def lost(self, error: BaseException) -> None:
+        """The connection went with some of them unanswered."""
 
 
 class Wire(asyncio.Protocol):
@@ -41,7 +51,9 @@ class Wire(asyncio.Protocol):
         self._waiters: dict[int, asyncio.Future[protocol.Response]] = {}
         self._orphans: dict[int, Orphan] = {}
         self._pushes: dict[int, PushHandler] = {}
+        self._sinks: dict[int, Sink] = {}
         self._out: list[bytes] = []
+        self._queued = 0  # requests in _out (a payload of send_many holds many)
         self._transport: asyncio.Transport | None = None
         self._on_lost = on_lost
         self._closing = False
@@ -77,6 +89,8 @@ class Wire(asyncio.Protocol):
             if waiter is not None:
                 if not waiter.done():
                     waiter.set_result(response)
+            elif self._sinks and (sink := self._sinks.pop(response.sync, None)) is not None:
+                sink.reply(response)
             elif self._orphans:
                 orphan = self._orphans.pop(response.sync, None)
                 if orphan is not None:
@@ -98,6 +112,9 @@ class Wire(asyncio.Protocol):
         for waiter in waiters.values():
             if not waiter.done():
                 waiter.set_exception(reason)
+        sinks, self._sinks = self._sinks, {}
+        for sink in {id(sink): sink for sink in sinks.values()}.values():
+            sink.lost(reason)
         self._on_lost(self)
 
     def send(
@@ -111,16 +128,31 @@ class Wire(asyncio.Protocol):
         self._waiters[sync] = waiter
         if on_push is not None:
             self._pushes[sync] = on_push
+        self._queue(payload, 1)
+        return waiter
+
+    def send_many(self, sync: int, count: int, payload: bytes, sink: Sink) -> None:
+        """Queue `count` requests (syncs `sync`, `sync` + 1, ...) encoded in `payload`;
+        their replies go to `sink`, in the order they come."""
+        if self.lost is not None or self._transport is None:
+            raise ConnectionLost(str(self.lost or "not connected"))
+        sinks = self._sinks
+        for each in range(sync, sync + count):
+            sinks[each] = sink
+        self._queue(payload, count)
+
+    def _queue(self, payload: bytes, count: int) -> None:
         out = self._out
         if not out:
             self._loop.call_soon(self._flush)
         out.append(payload)
-        if self._write_every and len(out) >= self._write_every:
+        self._queued += count
+        if self._write_every and self._queued >= self._write_every:
             self._flush()
-        return waiter
 
     def _flush(self) -> None:
         out, self._out = self._out, []
+        self._queued = 0
         if self.lost is None and self._transport is not None and out:
             self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
@@ -137,7 +169,7 @@ class Wire(asyncio.Protocol):
         self._close_if_idle()
 
     def _close_if_idle(self) -> None:
-        if not self._waiters and self._transport is not None:
+        if not self._waiters and not self._sinks and self._transport is not None:
             self._transport.close()
 
     def abort(self, reason: BaseException) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuebox.drivers.callnames import MODULE_ACCESS, parse_name
 from queuebox.protocol import Request, RequestType
@@ -42,10 +42,13 @@ from ..runtime.logs import get_logger
 from .frames import answer as _data
 from .frames import failed, no_primary, resynced
 from .shardmap import Shard
-from .spread import Client, forward, put_shard, to_first
+from .spread import forward, put_shard, to_first
 from .takes import take
 from .upstream import ShardLost
 from .view import CLUSTER_CALL, cluster
+
+if TYPE_CHECKING:
+    from .client import RouterClient as Client
 
 log = get_logger("queuebox.router")
 NAMESPACES = ("queue",)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Awaitable
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, final
 
 from queuebox import protocol
 from queuebox.protocol import ProtocolError, Request, RequestType
@@ -51,7 +51,11 @@ class Shared(Protocol):
 log = get_logger("queuebox.router")
 
 
-class RouterClient(asyncio.Protocol):
+@final
+class RouterClient:
+    """An asyncio protocol by its methods, not by its base: a native class in
+    the compiled build (its fields read without Python lookups)."""
+
     def __init__(self, router: Shared) -> None:
         self.router = router
         # Asked once: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call.
@@ -64,6 +68,7 @@ class RouterClient(asyncio.Protocol):
         self.peer = ""  # the client's "host:port", told to the shards with act_as
         self.session: bytes | None = None  # queue.identify's UUID, the same on every shard
         self.salt = protocol.new_salt()
+        self._max_frame = router.max_frame
         self._decoder = protocol.RequestDecoder(router.max_frame)
         self._ups: dict[int, Upstream] = {}
         self._work: set[asyncio.Future[None]] = set()
@@ -71,7 +76,7 @@ class RouterClient(asyncio.Protocol):
         self._out: list[bytes] = []
         self.closed = False
 
-    # -- what calls.py and takes.py use (spread.Client) --
+    # -- what peek.py, calls.py, spread.py and takes.py use (their `Client`) --
     def upstream(self, shard: Shard) -> Upstream:
         up = self._ups.get(shard.number)
         if up is None or up.lost is not None or up.address != shard.leader:
@@ -129,7 +134,7 @@ class RouterClient(asyncio.Protocol):
         self.spread.new_read()
         if not self._decoder.buffered and not self._decoder.dead:
             # The common frames (put, take, a call on one task) routed from a few bytes.
-            end = route_frames(self, data, self.router.max_frame)
+            end = route_frames(self, data, self._max_frame)
             if end == len(data):
                 return
             data = data[end:]
@@ -145,6 +150,16 @@ class RouterClient(asyncio.Protocol):
                     return
                 continue
             self._handle(item)
+
+    # What asyncio.Protocol would give (the transport calls them).
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes itself
+
+    def pause_writing(self) -> None:
+        pass  # a client that reads slowly: its replies wait in the transport
+
+    def resume_writing(self) -> None:
+        pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -19,7 +19,8 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import cast
 
 from prometheus_client.core import CollectorRegistry, Metric
 
@@ -150,7 +151,9 @@ async def serve(args: argparse.Namespace, users: Users, password: str) -> None:
     await router.map.start()
     loop = asyncio.get_running_loop()
     host, _, port = args.listen.rpartition(":")
-    server = await loop.create_server(lambda: RouterClient(router), host or "127.0.0.1", int(port))
+    # RouterClient is a protocol by its methods (the transports ask no base class of it).
+    factory = cast(Callable[[], asyncio.Protocol], lambda: RouterClient(router))
+    server = await loop.create_server(factory, host or "127.0.0.1", int(port))
     metrics = None
     if args.metrics_listen:
         m_host, _, m_port = args.metrics_listen.rpartition(":")

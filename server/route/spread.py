@@ -1,48 +1,36 @@
 """What a routed call needs of its client's connection, and where a put goes
 when nothing names its shard.
 
-Owns `Client` (the connection as calls.py and takes.py see it), `forward`
-and `forward_frame` (a client's request, or its frame as read, to one shard,
-as it came), `to_first`/`first` (the first shard: a call that names no shard),
-`put_shard` (a put's shard: its utube's or key's hash, else the spread) and `Spread`:
-round robin, or the less busy of two shards picked at random ("two
-choices", busy = forwarded calls not answered yet); `queuebox router
---spread` picks, and `queuebox bench` through a router measures both
-(docs/cluster.md "Measured"). Must not touch sockets.
+Owns `forward`,
+`forward_frame` and `forward_run` (a client's request, its frame as read, or
+a run of its frames, to one shard, as they came), `to_first`/`first` (the
+first shard: a call that names no shard), `put_shard` (a put's shard: its
+utube's or key's hash, else the spread) and `Spread`: round robin, or the
+less busy of two shards picked at random ("two choices", busy = forwarded
+calls not answered yet); `queuebox router --spread` picks, and `queuebox
+bench` through a router measures both (docs/cluster.md "Measured"). Must
+not touch sockets.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from queuebox.protocol import Request
 from queuebox.protocol.placement import home as by_hash
 
 from .frames import framed, no_primary
-from .shardmap import RouterMap, Shard
-from .upstream import Traffic, Upstream
+from .shardmap import Shard
+from .upstream import Traffic
+
+if TYPE_CHECKING:
+    # What a routed call needs of the client's connection: the connection
+    # itself, a concrete (native) class, so the compiled frame path reads its
+    # fields and calls its methods without Python lookups.
+    from .client import RouterClient as Client
 
 SPREADS = ("round-robin", "two")
-
-
-class Client(Protocol):
-    """What a routed call needs of the client's connection (client.py)."""
-
-    loop: asyncio.AbstractEventLoop
-    map: RouterMap
-    traffic: Traffic
-    spread: Spread
-    session: bytes | None
-    router_name: str
-
-    def upstream(self, shard: Shard) -> Upstream: ...
-    def send(self, data: bytes) -> None: ...
-    def spawn(self, work: Awaitable[None]) -> None: ...
-    def next_turn(self) -> int: ...
-    def client_count(self) -> int: ...
 
 
 class Spread:
@@ -91,10 +79,16 @@ def forward(client: Client, req: Request, shard: Shard | None) -> None:
 
 def forward_frame(client: Client, frame: bytes, sync: int, shard: Shard | None) -> None:
     """A client's frame (length prefix included) to `shard`, as it came."""
+    forward_run(client, frame, [sync], shard)
+
+
+def forward_run(client: Client, frames: bytes, syncs: list[int], shard: Shard | None) -> None:
+    """A client's whole frames (`syncs` theirs) to `shard` in one piece, as they came."""
     if shard is None or shard.leader is None:
-        client.send(no_primary(sync, shard.name if shard else "(none)"))
+        for sync in syncs:
+            client.send(no_primary(sync, shard.name if shard else "(none)"))
         return
-    client.upstream(shard).forward(frame, sync)
+    client.upstream(shard).forward_run(frames, syncs)
 
 
 def to_first(client: Client, req: Request) -> None:

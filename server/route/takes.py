@@ -19,49 +19,87 @@ touch sockets (the client's upstreams do), nor choose puts (calls.py).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any, Final, final
 
 from queuebox.drivers.args import MAX_TIMEOUT_S
 from queuebox.protocol import ErrorCode, Request, RequestType, encode_call, encode_data
 from queuebox.protocol.client import decode_response
 
-from .frames import INTERNAL_SYNC, SCHEMA, framed, no_primary, resynced
+from .frames import INTERNAL_SYNC, SCHEMA, no_primary, resynced
 from .shardmap import Shard
-from .spread import Client, first, forward_frame
+from .spread import first, forward
 from .upstream import ShardLost, Upstream
+
+if TYPE_CHECKING:
+    from .client import RouterClient as Client
 
 AWAIT_READY = "queuebox.await_ready"
 IDLE_S = 0.25  # no shard can wait (none has the tube yet, or a primary): look again
 
 
 def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> None:
+    if not is_timeout(timeout):  # the shard says what a node says
+        return forward(client, req, first(client))
     call16 = req.type == RequestType.CALL_16
-    take_frame(client, req.payload, req.sync, call16, tube, name, timeout)
+    take_frame(client, req.sync, call16, tube, name, timeout, client.map.led())
+
+
+def is_timeout(value: Any) -> bool:
+    """A take's timeout: a number or nil."""
+    return value is None or (not isinstance(value, bool) and isinstance(value, int | float))
 
 
 def take_frame(
-    client: Client, payload: bytes, sync: int, call16: bool, tube: str, name: str, timeout: Any
+    client: Client,
+    sync: int,
+    call16: bool,
+    tube: str,
+    name: str,
+    timeout: float | None,
+    shards: list[Shard],
 ) -> None:
-    """The take whose request (header and body, as the client sent it) is
-    `payload`; peek.py hands it here without decoding it into a Request."""
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
-        # not a number: the shard says what a node says
-        return forward_frame(client, framed(payload), sync, first(client))
-    deadline = None if timeout is None else client.loop.time() + max(0.0, float(timeout))
-    shards = client.map.led()
+    """The take of `name` under the client's `sync`, its timeout a number or
+    None; `shards`: the map's led() (peek.py asks it once per read)."""
     if not shards:
         client.send(no_primary(sync, "(every shard)"))
         return
+    if timeout is None:
+        deadline = None
+    elif timeout > 0:
+        deadline = client.loop.time() + float(timeout)
+    else:
+        deadline = _NO_TIME  # take(0): one round, no clock asked
     # The common case without a task of its own: take(0) on the shard whose
     # turn it is; a task (or an error) goes back as the shard said it, already
     # under the client's sync (upstream.py); only when that shard has none
-    # does the whole round run, then the waits.
+    # does the whole round run (`_Rounds`), then the waits.
     shard = shards[client.next_turn() % len(shards)]
+    rounds = _Rounds(client, sync, call16, tube, name, deadline)
+    client.upstream(shard).take(_take_zero(name, call16, sync), sync, rounds)
 
-    def nothing() -> None:
-        client.spawn(_take(client, sync, call16, tube, name, deadline))
 
-    client.upstream(shard).take(_take_zero(name, call16, sync), sync, nothing)
+_NO_TIME: Final = -math.inf  # a deadline that has passed: take(0)
+
+
+@final
+class _Rounds:
+    """What a first take(0) that found nothing runs (upstream.py calls it): the
+    whole round over every shard, then the waits. One object per take, no closure."""
+
+    def __init__(
+        self, client: Client, sync: int, call16: bool, tube: str, name: str, deadline: float | None
+    ) -> None:
+        self.client = client
+        self.sync = sync
+        self.call16 = call16
+        self.tube = tube
+        self.name = name
+        self.deadline = deadline
+
+    def __call__(self) -> None:
+        client = self.client
+        client.spawn(_take(client, self.sync, self.call16, self.tube, self.name, self.deadline))
 
 
 ZERO_TAKES_SIZE = 10_000

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from itertools import count
-from typing import Any, cast
+from typing import Any, cast, final
 
 from queuebox import protocol
 from queuebox.protocol.client import Response, decode_response
@@ -68,7 +68,12 @@ class Traffic:
         self.open = 0  # upstream connections now
 
 
-class Upstream(asyncio.Protocol):
+@final
+class Upstream:
+    """An asyncio protocol by its methods, not by its base: a native class in the
+    compiled build, so the frame path reads its fields and calls its methods
+    without Python lookups (tests/bench/route_path.py)."""
+
     def __init__(
         self,
         shard: Shard,
@@ -110,15 +115,21 @@ class Upstream(asyncio.Protocol):
     # -- what the client's connection calls --
     def forward(self, frame: bytes, sync: int) -> None:
         """Send a client's frame (length prefix included); its reply goes back as is."""
+        self.forward_run(frame, [sync])
+
+    def forward_run(self, frames: bytes, syncs: list[int]) -> None:
+        """Send a run of a client's whole frames as read (peek.py: the frames of
+        one read bound for this shard, in one piece), `syncs` theirs; counted once."""
         if self.lost is not None:
-            self._deliver(no_primary(sync, self.shard.name, self.lost.why))
+            for sync in syncs:
+                self._deliver(no_primary(sync, self.shard.name, self.lost.why))
             return
-        self.forwarded.add(sync)
+        self.forwarded.update(syncs)
         name = self.shard.name
         traffic = self._traffic
-        traffic.forwarded[name] = traffic.forwarded.get(name, 0) + 1
-        traffic.inflight[name] = traffic.inflight.get(name, 0) + 1
-        self._write(frame)
+        traffic.forwarded[name] = traffic.forwarded.get(name, 0) + len(syncs)
+        traffic.inflight[name] = traffic.inflight.get(name, 0) + len(syncs)
+        self._write(frames)
 
     def take(self, frame: bytes, sync: int, nothing: Callable[[], None]) -> None:
         """Send the router's own frame under a client's sync (a take(0) for it):
@@ -174,13 +185,18 @@ class Upstream(asyncio.Protocol):
     # -- the connection --
     async def _connect(self) -> None:
         host, _, port = self.address.rpartition(":")
+        # A protocol by its methods (the transports ask no base class of it).
+        factory = cast(Callable[[], asyncio.Protocol], self._self)
         try:
             await asyncio.wait_for(
-                self._loop.create_connection(lambda: self, host, int(port)), CONNECT_TIMEOUT_S
+                self._loop.create_connection(factory, host, int(port)), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError, ValueError) as e:
             log.info("shard unreachable", shard=self.shard.name, address=self.address, error=str(e))
             self._lose("cannot be reached")
+
+    def _self(self) -> Upstream:
+        return self  # the protocol factory create_connection calls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
@@ -217,6 +233,16 @@ class Upstream(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._traffic.open -= 1
         self._lose("lost its primary")
+
+    # What asyncio.Protocol would give (the transport calls them).
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes itself
+
+    def pause_writing(self) -> None:
+        pass  # a shard that reads slowly: the router's writes wait in the transport
+
+    def resume_writing(self) -> None:
+        pass
 
     def _log_in(self, salt: bytes) -> None:
         login = self._login

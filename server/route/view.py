@@ -15,15 +15,17 @@ and `status` print the shards and their sum), nor touch sockets.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from queuebox.protocol import Request
 from queuebox.protocol.client import decode_response
 
 from .frames import answer
 from .shardmap import Shard
-from .spread import Client
 from .upstream import ShardLost
+
+if TYPE_CHECKING:
+    from .client import RouterClient as Client
 
 CLUSTER_CALL = "queuebox.cluster"
 

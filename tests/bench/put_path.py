@@ -256,7 +256,14 @@ def measure(
         print(f"{build_label()}: {count:,} instructions per {what}")
         return
     work = run_rounds(args.batches, args.rounds, args.warmup, per_read, args.mode)
-    if args.uvloop:
+    print_rounds(work, args.uvloop, what)
+
+
+def print_rounds(work: Coroutine[Any, Any, list[float]], use_uvloop: bool, what: str) -> None:
+    """Run `work` (CPU µs per call of each round) on uvloop or asyncio's loop; print it."""
+    from queuebox.compiled import build_label
+
+    if use_uvloop:
         import uvloop
 
         per_round = uvloop.run(work)

@@ -2,7 +2,8 @@
 shards through the self-routing client: results in the order of the items, the
 window, the first error stops the batch, each task its own key, round robin over
 the shards and a utube's tasks on its home shard, a cut connection, puts refused as
-read-only sent again to the writable instance.
+read-only sent again to the writable instance; `Connection.run_many` of any calls
+(takes, acks) the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from queuebox.clients import aio
+from queuebox.clients.calls import modern
 from queuebox.clients.errors import ConnectionLost, QueueFull
 from tests.e2e.client_targets import Target, unique
 from tests.e2e.etcdproc import EtcdProc
@@ -41,6 +43,27 @@ async def test_put_many_answers_in_order_each_task_with_a_key_of_its_own(
     assert stats["tasks"]["ready"] == 600
     assert (await jobs.take(0)).id == tasks[0].id  # type: ignore[union-attr]
     await jobs.truncate()
+    await jobs.drop()
+
+
+async def test_put_many_gives_each_task_a_key_of_its_own_over_the_callers(
+    conn: aio.Connection,
+) -> None:
+    jobs = await conn.create_tube(unique("own"), "fifo")
+    tasks = await jobs.put_many(["a", "b", "c"], window=2, key="order-7")
+    assert [t.data for t in tasks] == ["a", "b", "c"] and len({t.id for t in tasks}) == 3
+    await jobs.truncate()
+    await jobs.drop()
+
+
+async def test_run_many_runs_any_calls_in_order(conn: aio.Connection) -> None:
+    jobs = await conn.create_tube(unique("calls"), "fifo")
+    tasks = await jobs.put_many(range(40), window=16)
+    taken = await conn.run_many([modern.take(jobs.name, 0) for _ in range(41)], window=8)
+    assert [t.data if t else None for t in taken] == [*range(40), None]
+    acked = await conn.run_many([modern.ack(jobs.name, t.id) for t in tasks], window=8)
+    assert [t.id for t in acked] == [t.id for t in tasks]
+    assert (await jobs.statistics())["tasks"]["done"] == 40
     await jobs.drop()
 
 
@@ -120,6 +143,18 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             with pytest.raises(QueueFull):  # 3 a shard, then the first refusal stops it
                 await single.put_many(range(100), window=2)
             assert (await single.statistics())["tasks"]["ready"] == 6
+            wide = await conn.create_tube(f"{tube}_w", "limfifottl", capacity=150)
+            with pytest.raises(QueueFull):  # refused in the middle of a burst of 64
+                await wide.put_many(range(2000), window=64)
+            assert (await wide.statistics())["tasks"]["ready"] == 300
+            taken = await conn.run_many([modern.take(tube, 0) for _ in range(10)], window=4)
+            assert sorted(t.data for t in taken if t is not None) == list(range(10))
+            assert len({t.id % 1024 for t in taken}) == 2  # taken from both shards
+            # Each ack goes to its task's shard (round robin would send half of
+            # them to the other shard, which answers that it has no such task).
+            acked = await conn.run_many([modern.ack(tube, t.id) for t in taken], window=4)
+            assert [t.id for t in acked] == [t.id for t in taken]
+            assert (await jobs.statistics())["tasks"]["taken"] == 0
 
     asyncio.run(run())
 

@@ -1,113 +1,217 @@
-"""`clients.aio.bulk.run_many` without a server: calls posted as futures the test
-answers itself, in the order it chooses (the window, the order of results, the
-first error, a call handed back to `recover`)."""
+"""`clients.aio.bulk.run_many` without a server: the puts placed are answered by
+the test through their `Group`, with replies it makes itself, in the order it
+chooses (the window, the order of results, the first error, a put handed back to
+`recover`, a lost connection, a cluster's stride); and `clients.putmany.Puts`,
+the bytes of many puts encoded at once."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import msgpack
 import pytest
 
-from queuebox.clients.aio.bulk import run_many
-from queuebox.clients.calls import Call
-from queuebox.clients.errors import CallTimeout, ConnectionLost, QueueboxError
+from queuebox import protocol
+from queuebox.clients.aio.bulk import Batch, Group, run_many
+from queuebox.clients.calls import Call, modern
+from queuebox.clients.errors import (
+    CallTimeout,
+    ConnectionLost,
+    QueueboxError,
+    QueueError,
+    QueueFull,
+)
+from queuebox.clients.model import Status, Task
+from queuebox.clients.putmany import Puts
+from queuebox.protocol.constants import KEY_DATA, KEY_ERROR_24
+
+PUTS = Puts("jobs", {}, False)
 
 
-def calls(n: int) -> list[Call[Any]]:
-    return [Call("put", (i,), lambda data: data) for i in range(n)]
+def ok(sync: int, data: Any) -> protocol.Response:
+    return protocol.Response(0, sync, 1, {KEY_DATA: [[sync * 10, "r", data]]})
 
 
-class Posts:
-    """Posted calls by index, their futures answered by the test."""
+def failed(sync: int, message: str) -> protocol.Response:
+    return protocol.Response(0x8000 | 32, sync, 1, {KEY_ERROR_24: message})
+
+
+class Places:
+    """Each socket's share as `Link.place` sends it: one Group, syncs from 1000 up."""
 
     def __init__(self) -> None:
-        self.sent: dict[int, asyncio.Future[Any]] = {}
+        self.groups: list[Group] = []
+        self.items: dict[int, Any] = {}  # sync -> item
+        self.sync = 1000
         self.most = 0
 
-    def post(self, index: int, call: Call[Any]) -> asyncio.Future[Any]:
-        self.sent[index] = asyncio.get_running_loop().create_future()
-        self.most = max(self.most, sum(not f.done() for f in self.sent.values()))
-        return self.sent[index]
+    def place(
+        self, batch: Batch[Any], first: int, items: list[Any], keys: list[str] | None, stride: int
+    ) -> None:
+        group = Group(batch, self.sync, first, stride, len(items))
+        for n, item in enumerate(items):
+            self.items[self.sync + n] = item
+        self.sync += len(items)
+        self.groups.append(group)
+        batch.sent(len(items))
+        self.most = max(self.most, batch.pending)
 
-    def answer(self, index: int, error: BaseException | None = None) -> None:
-        future = self.sent[index]
-        if error is None:
-            future.set_result(f"r{index}")
-        else:
-            future.set_exception(error)
+    def group_of(self, sync: int) -> Group:
+        return next(g for g in self.groups if g.sync <= sync < g.sync + g.count)
+
+    def answer(self, sync: int, error: str | None = None) -> None:
+        reply = ok(sync, self.items[sync]) if error is None else failed(sync, error)
+        self.group_of(sync).reply(reply)
 
     async def answering(self, order: list[int]) -> None:
-        for index in order:
-            while index not in self.sent:
+        for sync in order:
+            while sync not in self.items:
                 await asyncio.sleep(0)
-            self.answer(index)
+            self.answer(sync)
 
 
-async def test_results_come_in_order_of_the_calls_whatever_order_the_replies_came() -> None:
-    posts = Posts()
-    answers = asyncio.ensure_future(posts.answering([3, 1, 0, 2, 5, 4, 7, 6, 9, 8]))
-    results = await run_many(calls(10), 4, posts.post)
+async def test_tasks_come_in_order_of_the_items_whatever_order_the_replies_came() -> None:
+    places = Places()
+    order = [1003, 1001, 1000, 1002, 1005, 1004, 1007, 1006, 1009, 1008]
+    answers = asyncio.ensure_future(places.answering(order))
+    tasks = await run_many(PUTS, range(10), 4, places.place)
     await answers
-    assert results == [f"r{i}" for i in range(10)]
-    assert posts.most == 4  # never more than the window unanswered
+    assert [t.data for t in tasks] == list(range(10))
+    assert [t.id for t in tasks] == [10000 + 10 * i for i in range(10)]
+    assert tasks[0].status is Status.READY
+    assert places.most == 4  # never more than the window unanswered
 
 
-async def test_the_first_error_stops_posting_and_is_raised_once_the_others_are_answered() -> None:
-    posts = Posts()
-    batch = asyncio.ensure_future(run_many(calls(100), 3, posts.post))
+async def test_the_first_error_stops_placing_and_is_raised_once_the_others_are_answered() -> None:
+    places = Places()
+    batch = asyncio.ensure_future(run_many(PUTS, range(100), 3, places.place))
     await asyncio.sleep(0)
-    assert sorted(posts.sent) == [0, 1, 2]
-    posts.answer(1, QueueboxError("full"))
+    assert sorted(places.items) == [1000, 1001, 1002]
+    places.answer(1001, "full")
     await asyncio.sleep(0)
-    assert not batch.done() and sorted(posts.sent) == [0, 1, 2]  # nothing more posted
-    posts.answer(0)
-    posts.answer(2, QueueboxError("second"))
+    assert not batch.done() and sorted(places.items) == [1000, 1001, 1002]  # nothing more
+    places.answer(1000)
+    places.answer(1002, "second")
     with pytest.raises(QueueboxError, match="full"):
         await batch
 
 
-async def test_a_failed_call_handed_back_to_recover_answers_in_its_place() -> None:
-    posts = Posts()
-    handed: list[tuple[int, type[BaseException]]] = []
-
-    def recover(index: int, call: Call[Any], error: BaseException) -> Any:
-        handed.append((index, type(error)))
-        return None if index == 2 else asyncio.sleep(0, f"again{index}")
-
-    batch = asyncio.ensure_future(run_many(calls(2), 2, posts.post, recover=recover))
+async def test_a_put_answered_nil_is_queue_full() -> None:
+    places = Places()
+    batch = asyncio.ensure_future(run_many(PUTS, range(1), 1, places.place))
     await asyncio.sleep(0)
-    posts.answer(0, ConnectionLost("cut"))
-    posts.answer(1)
-    assert await batch == ["again0", "r1"]
-    assert handed == [(0, ConnectionLost)]
-    posts = Posts()
-    batch = asyncio.ensure_future(run_many(calls(3), 3, posts.post, recover=recover))
-    await asyncio.sleep(0)
-    posts.answer(0)
-    posts.answer(1)
-    posts.answer(2, ConnectionLost("cut"))
-    with pytest.raises(ConnectionLost):  # recover said no: the error stands
+    places.groups[0].reply(protocol.Response(0, 1000, 1, {KEY_DATA: [None]}))
+    with pytest.raises(QueueFull):
         await batch
 
 
+async def test_a_failed_put_handed_back_to_recover_answers_in_its_place() -> None:
+    handed: list[tuple[int, Call[Task], type[BaseException]]] = []
+    task = Task(7, Status.READY, "again")
+
+    def recover(index: int, call: Call[Task], error: BaseException) -> Any:
+        handed.append((index, call, type(error)))
+        return None if index == 2 else asyncio.sleep(0, task)
+
+    places = Places()
+    batch = asyncio.ensure_future(run_many(PUTS, ["a", "b"], 2, places.place, recover=recover))
+    await asyncio.sleep(0)
+    places.answer(1000, "read-only")
+    places.answer(1001)
+    assert await batch == [task, Task(10010, Status.READY, "b")]
+    assert [(i, c.function, c.args, e) for i, c, e in handed] == [
+        (0, "queue.tube.jobs:put", ("a",), QueueError)
+    ]
+    places = Places()
+    batch = asyncio.ensure_future(run_many(PUTS, range(3), 3, places.place, recover=recover))
+    await asyncio.sleep(0)
+    places.answer(1000)
+    places.answer(1001)
+    places.answer(1002, "refused")
+    with pytest.raises(QueueboxError):  # recover said no: the error stands
+        await batch
+
+
+async def test_a_lost_connection_fails_the_puts_of_its_group_still_unanswered() -> None:
+    places = Places()
+    batch = asyncio.ensure_future(run_many(PUTS, range(4), 4, places.place))
+    await asyncio.sleep(0)
+    places.answer(1001)
+    group = places.groups[0]
+    group.lost(ConnectionLost("cut"))
+    group.lost(ConnectionLost("again"))  # answered once each: nothing more
+    with pytest.raises(ConnectionLost, match="cut"):
+        await batch
+
+
+async def test_a_group_of_every_second_put_answers_those_places() -> None:
+    # A cluster of two shards: the shard of the odd items gets syncs 1000, 1001, ...
+    places = Places()
+
+    def two_ways(
+        batch: Batch[Any], first: int, items: list[Any], keys: list[str] | None, stride: int
+    ) -> None:
+        places.place(batch, first + 1, items[1::2], None, 2)
+        places.place(batch, first, items[0::2], None, 2)
+
+    batch = asyncio.ensure_future(run_many(PUTS, range(6), 6, two_ways))
+    await asyncio.sleep(0)
+    for sync in range(1000, 1006):
+        places.answer(sync)
+    assert [t.data for t in await batch] == list(range(6))
+
+
 async def test_no_reply_within_the_patience_is_a_call_timeout() -> None:
-    posts = Posts()
+    places = Places()
     with pytest.raises(CallTimeout, match="no reply within 0.05 s"):
-        await run_many(calls(5), 2, posts.post, patience=0.05)
+        await run_many(PUTS, range(5), 2, places.place, patience=0.05)
 
 
-async def test_a_call_that_cannot_be_posted_stops_the_batch_after_the_others() -> None:
-    posts = Posts()
+async def test_a_share_that_cannot_be_encoded_stops_the_batch_after_the_others() -> None:
+    places = Places()
 
-    def post(index: int, call: Call[Any]) -> asyncio.Future[Any]:
-        if index == 1:
-            raise TypeError("cannot encode")
-        future = posts.post(index, call)
-        future.set_result(index)
-        return future
+    def place(batch: Batch[Any], first: int, items: list[Any], keys: Any, stride: int) -> None:
+        PUTS.frames(1, items, keys)  # as Link.place: encoded before anything is sent
+        places.place(batch, first, items, keys, stride)
+        for sync in range(places.sync - len(items), places.sync):
+            places.answer(sync)
 
     with pytest.raises(TypeError):
-        await run_many(calls(5), 5, post)
-    assert sorted(posts.sent) == [0]
-    assert await run_many([], 5, post) == []
+        await run_many(PUTS, [1, 2, object(), 4], 2, place)
+    assert sorted(places.items) == [1000, 1001]
+    assert await run_many(PUTS, [], 5, place) == []
+
+
+def unpacked(frames: bytes) -> list[Any]:
+    return list(msgpack.Unpacker(raw=False, strict_map_key=False).feed(frames) or [])
+
+
+def test_the_frames_of_many_puts_are_the_bytes_of_each_put_encoded_alone() -> None:
+    items = ["x" * 40, {"n": 1}, [1, 2], None, 2**40]
+    for opts in ({}, {"pri": 2, "ttl": None}, {"utube": "u", "key": "k1"}):
+        puts = Puts("jobs", opts, False)
+        alone = [
+            protocol.encode_call(9 + n, *_of(puts.call(item, None))) for n, item in enumerate(items)
+        ]
+        assert puts.frames(9, items, None) == b"".join(alone)
+    assert puts.call(1, None).keyed and puts.call(1, None).repeatable
+
+
+def test_each_put_of_many_has_a_fresh_key_even_over_the_callers() -> None:
+    puts = Puts("jobs", {"key": "mine", "pri": 1}, True)
+    keys = puts.keys(3)
+    assert keys is not None and len(set(keys)) == 3
+    assert all(len(k) == 32 and int(k, 16) >= 0 for k in keys)
+    alone = [protocol.encode_call(5 + n, *_of(puts.call(n, keys[n]))) for n in range(3)]
+    assert puts.frames(5, [0, 1, 2], keys) == b"".join(alone)
+    assert puts.call(0, keys[0]).args[1] == {"pri": 1, "key_window": 300, "key": keys[0]}
+    assert Puts("jobs", {}, False).keys(3) is None
+
+
+def _of(call: Call[Any]) -> tuple[str, list[Any]]:
+    return call.function, list(call.args)
+
+
+def test_modern_put_and_puts_agree_on_the_function() -> None:
+    assert Puts("t", {}, False).call("d", None).function == modern.method("t", "put")

@@ -12,13 +12,14 @@ import pytest
 from queuebox.clients import aio, blocking
 
 # Methods only one flavour can have: `closed` reports an asyncio reconnect that gave up;
-# (`run_many`, many calls pipelined, is in both: put_many's way to the server);
+# (`run_many`, many calls pipelined, is in both; `run_bulk`, its way of encoding a
+# burst in one go, put_many's way to the server, is asyncio's);
 # `sockets` counts the blocking connection's sockets (one per thread calling at once;
 # asyncio multiplexes one), whose `reconnects` it adds up (an attribute in asyncio);
 # a stream of pushes (`call_pushing`, `Tube.events`) is asyncio's only, so far; `post`
 # (send now, a future of the reply, no coroutine) has no use where every call blocks.
 ONLY_AIO = {
-    "Connection": {"closed", "call_pushing", "post"},
+    "Connection": {"closed", "call_pushing", "post", "run_bulk"},
     "Tube": {"events"},
     "LegacyQueue": set(),
 }
