@@ -10,7 +10,10 @@ Must not touch: asyncio, threads, sockets, wall time (the server passes a
 
     loop thread:    catalog/spaces (changes), has_pending, take_batch, rollback,
                     begin_snapshot, finish_snapshot, snapshot_due, open, close
-    writer thread:  write_batch           (one at a time, batches in take order)
+    writer thread:  write_batch           (one at a time, batches in take order,
+                                           nothing else in flight)
+    loop thread:    append_batch, batch_synced (overlapping syncs, in take order)
+    sync worker:    sync_batch(slot)      (one per slot at a time)
     worker thread:  SnapshotJob.run       (while the loop goes on)
 """
 

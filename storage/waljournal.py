@@ -13,6 +13,11 @@ LSN it waits for as soon as its handler returns):
 
     pending --take_batch--> in flight --write_batch ok--> written (durable)
                                  \\--write_batch fails--> rollback(batch)
+    or, overlapping syncs (fsync mode, the server's group commit):
+    in flight --append_batch--> on file --sync_batch ok, then batch_synced--> written
+                     \\--fails: rollback(batch)   \\--fails: rollback(the oldest not written)
+    A batch on file but not synced is not written: rollback takes it (the
+    WalWriter gives up the file's unsynced tail: WalWriter.forget_unsynced).
     rollback(batch) undoes, newest first, every change with LSN >= batch.first_lsn:
     the pending changes, every later batch already taken, and the batch itself
     (later changes may build on the failed ones, so they cannot stay). LSNs are
@@ -70,7 +75,8 @@ class WalJournal:
         # LSNs: written <= taken <= last (given to the newest change).
         self._last_lsn = 0
         self._taken_lsn = 0
-        self._written_lsn = 0  # advanced by the writer thread
+        self._written_lsn = 0  # durable: advanced by write_batch or batch_synced
+        self._appended_lsn = 0  # on file, maybe not synced (append_batch), or 0
         self._frames: list[bytes] = []  # the pending frames' bytes, in pieces
         self._pack = packer()  # records are encoded on the loop thread only
         self._undo: list[Undo] = []
@@ -215,7 +221,8 @@ class WalJournal:
 
     def write_batch(self, batch: Batch) -> None:
         """One write (and one fsync in fsync mode) of the batch. SYNCHRONOUS: call
-        it on the writer thread, one batch at a time, in take order. Raises
+        it on one thread at a time, in take order, with no batch appended and
+        not yet synced (append_batch). Raises
         WalWriteError; the file is then left as it was before the batch."""
         if batch.written:
             return
@@ -232,6 +239,47 @@ class WalJournal:
         batch.written = True
         self._written_ts = batch.last_ts
         self._written_lsn = batch.last_lsn
+
+    def can_append(self, batch: Batch) -> bool:
+        """May `batch` be appended now and synced later (append_batch)? Not
+        when it needs a new WAL segment or a repair: write_batch it then, with
+        nothing else in flight."""
+        return self._log and self._opened and self._wal.can_write(len(batch.data))
+
+    def append_batch(self, batch: Batch) -> tuple[int, bool]:
+        """Write `batch` after the last one appended, without its sync (loop
+        thread, take order); sync_batch then makes it durable and
+        batch_synced says so. Returns what those two need. Raises WalWriteError."""
+        if batch.cancelled:
+            raise WalWriteError(f"batch {batch.first_lsn}..{batch.last_lsn} was rolled back")
+        if batch.first_lsn != max(self._appended_lsn, self._written_lsn) + 1:
+            raise WalWriteError(
+                f"batch {batch.first_lsn}..{batch.last_lsn} does not follow the WAL's end:"
+                " an earlier batch failed and must be rolled back"
+            )
+        if not self._opened:
+            raise WalWriteError("the engine is closed")
+        ticket = self._wal.write(batch.data)
+        self._appended_lsn = batch.last_lsn
+        return ticket
+
+    def sync_batch(self, slot: int, ticket: tuple[int, bool]) -> None:
+        """Sync every batch appended so far on sync slot `slot` (a sync worker
+        thread, one per slot at a time). Raises WalWriteError."""
+        self._wal.sync(slot, ticket[1])
+
+    def batch_synced(self, batch: Batch, ticket: tuple[int, bool]) -> None:
+        """A sync begun after `batch` was appended returned, and so did every
+        earlier batch's (loop thread, in WAL order): `batch` is durable."""
+        self._wal.synced(ticket[0])
+        batch.written = True
+        self._written_ts = batch.last_ts
+        self._written_lsn = batch.last_lsn
+
+    @property
+    def sync_slots(self) -> int:
+        """How many syncs may run at once (0: append_batch is never used)."""
+        return self._wal.sync_slots if self._log else 0
 
     def rollback(self, batch: Batch) -> int:
         """Undo a batch whose write failed, with every change made after it (loop
@@ -257,6 +305,11 @@ class WalJournal:
             self._doomed = Batch(self._taken_lsn + 1, self._last_lsn, b"", [], cancelled=True)
         self._frames, self._undo = [], []
         self._last_lsn = self._taken_lsn = batch.first_lsn - 1
+        if self._appended_lsn >= batch.first_lsn:
+            # Appended, not synced: the file's tail past the last synced batch
+            # is given up (the next write_batch cuts it away first).
+            self._appended_lsn = 0
+            self._wal.forget_unsynced()
         self.last_ts = None  # of an undone record: unknown now
         return batch.first_lsn
 

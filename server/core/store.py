@@ -8,7 +8,7 @@ growing pause, counted in `snapshot_failures`) and closing the engine after
 the last write.
 
 Must not touch: queue semantics, sockets. File work runs on threads (the WAL
-writer thread of group commit, the default executor for snapshots) so the
+sync workers of group commit, the default executor for snapshots) so the
 event loop never waits on the disk.
 """
 

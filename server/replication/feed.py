@@ -284,7 +284,7 @@ class Feeds:
                 # so it can join the in-sync set before the next write.
                 feed.push("beat", self.engine.durable_lsn, b"")
             else:
-                await asyncio.sleep(0.002)  # the writer thread is between write and report
+                await asyncio.sleep(0.002)  # a batch is between its sync and its report
 
     def _join(self, ctx: CallContext, args: list[Any]) -> Any:
         self._check_source()

@@ -1,35 +1,50 @@
 """Group commit: one WAL write (and one fsync) per turn of the event loop,
-or per write of the writer thread, whichever is fewer.
+or per free sync slot, whichever is fewer.
 
-Owns: the single writer thread, the batch currently being gathered and the
-futures that requests await before they are answered. A handler changes data
+Owns: the sync worker threads, the batch currently being gathered, the
+batches whose syncs are in flight and the futures that requests await
+before they are answered. A handler changes data
 synchronously; the connection then awaits `barrier()`: the first change of a
 loop turn schedules a flush for the end of the turn, so every change made in
-that turn goes to disk in one write (or, while the writer thread is busy,
+that turn goes to disk in one write (or, while every sync slot is busy,
 with the next turns' in the write after it), and every request is answered
 once the write holding its change is durable under `wal_mode`.
 
 Where the write happens: with `on_loop` (wal_mode=write, where durable means
 "handed to the OS") the batch is written by the loop itself at the end of
 the turn: one write() of the turn's records, measured cheaper than handing
-it to the writer thread and back (no thread switch, no contention for the
-GIL). With fsync, the write and its fsync go to the writer thread, so the
-loop does not wait for the disk; one batch at a time: the changes of every
-turn that ends while it is written gather in the next batch, which goes as
-soon as the thread is done (one sync for all of them, however many turns
-they took; a batch per turn queued behind the thread would each pay its own
-sync and hand-off, and under load the disk's sync time, not the loop, set
-the rate: docs/performance.md). The exception is a batch that is alone: nothing
-in flight, a few records (one request in flight, as a producer that waits
-for each durable put) and the disk's recent syncs short (`LOOP_SYNC_MAX_S`).
-The loop then writes and syncs it itself: the round trip to the writer
-thread and back (two thread wake-ups, about 70 µs measured on a 2-core VM,
-docs/performance.md) costs more than the loop waits, and requests that
-arrive meanwhile are read after it and share the next batch. A sync slower
-than the bound sends the next batches to the thread until one is fast again,
-and so does a file layer that says it may hang (`may_hang`: the test hooks'
-stalls), so that a disk that hangs keeps the loop answering; only a lone
-batch's first slow sync is waited for on the loop.
+it to a thread and back (no thread switch, no contention for the GIL).
+
+With fsync, overlapping syncs (docs/durability.md "Overlapping syncs"): at
+the end of a turn the loop appends the turn's batch to the WAL (one pwrite,
+in take order, the loop the only writer) and hands its sync to one of the
+WAL's sync slots (`journal.sync_slots` worker threads, each syncing on a
+descriptor of its own) without waiting for the sync before it: a disk that
+syncs concurrent flushes in parallel then syncs each batch as soon as it is
+written, instead of a batch waiting for the sync in progress and then its
+own. While every slot syncs, the changes of every turn gather in the next
+batch, appended when a slot is free. A sync covers every batch appended
+before it began, but replies go out in WAL order only: a batch is answered
+once its own sync and every earlier batch's returned ok (`_answer`). Any
+failed write or sync fails every batch not answered yet, before and after
+it (`_fail_flight`: one rollback, from the oldest), and nothing more is
+written until every sync running has returned; the next batch then goes
+alone to a worker, which cuts the file back to the last answered batch
+before writing it (WalWriter.append). So does a batch that needs a new
+segment (rotation: nothing in flight). Why no reply can acknowledge a lost
+page: the safety argument in docs/durability.md.
+
+The exception is a batch that is alone: nothing in flight, a few records
+(one request in flight, as a producer that waits for each durable put) and
+the disk's recent syncs short (`LOOP_SYNC_MAX_S`). The loop then writes and
+syncs it itself: the round trip to a worker thread and back (two thread
+wake-ups, about 70 µs measured on a 2-core VM, docs/performance.md) costs
+more than the loop waits, and requests that arrive meanwhile are read after
+it and share the next batch. A sync slower than the bound sends the next
+batches to the workers until one is fast again, and so does a file layer
+that says it may hang (`may_hang`: the test hooks' stalls), so that a disk
+that hangs keeps the loop answering; only a lone batch's first slow sync is
+waited for on the loop.
 
 With on_loop, a connection whose replies wait for this turn's write asks
 to be flushed right after it (`flush_after_write`): every connection that
@@ -38,8 +53,10 @@ each writing the WAL for its own requests (one pwrite per loop turn, not
 per connection: busy-utubes' 10 consumers, a put from 4 connections).
 
 A failed write fails every request of its batch with ER_WAL_IO and rolls their
-changes back in memory (the engine undoes the batch, newest change first);
-batches written before it stay acknowledged, and the server keeps running.
+changes back in memory (the engine undoes the batch, newest change first),
+and with them every later change and, in fsync mode, every batch whose sync
+was in flight; batches answered before it stay acknowledged, and the server
+keeps running.
 
 `Durability` is what the rest of the server sees of it: one object, built
 in build.py over each store opened (at start, and again after a replica's
@@ -61,6 +78,7 @@ Must not touch: sockets, protocol bytes, queue semantics.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
@@ -99,6 +117,22 @@ def never_hangs() -> bool:
     return False
 
 
+class _Sync:
+    """fsync mode: a batch appended to the WAL and its sync on one slot."""
+
+    __slots__ = ("batch", "done", "ticket", "slot", "outcome", "seconds")
+
+    def __init__(
+        self, batch: Batch, done: asyncio.Future[None], ticket: tuple[int, bool], slot: int
+    ) -> None:
+        self.batch = batch
+        self.done = done
+        self.ticket = ticket
+        self.slot = slot
+        self.outcome: BaseException | bool | None = None  # None: the sync runs; True: ok
+        self.seconds = 0.0
+
+
 class GroupCommit:
     def __init__(
         self,
@@ -115,21 +149,36 @@ class GroupCommit:
         # The Durability over this group commit (it sets itself here): nobody
         # else. The class, not a Protocol: its written() is a native call.
         self.report: Durability | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-writer")
+        # fsync mode: one thread per sync slot (the WAL writer's descriptors).
+        self._slots = 0 if on_loop else journal.sync_slots
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, self._slots), thread_name_prefix="wal-writer"
+        )
         # Kept, not looked up: get_running_loop() costs a getpid() syscall; its
         # methods of every turn bound once.
         self._loop = loop = asyncio.get_running_loop()
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
-        # fsync mode: the batch on the writer thread now, if any. One at a time:
-        # changes made meanwhile gather (over as many turns as the write takes)
-        # and go as the next batch as soon as it is done (`_written`).
+        # fsync mode: a batch written and synced as one job on a worker (a new
+        # segment, a repair: nothing else in flight meanwhile), if any.
         self._writing: asyncio.Future[None] | None = None
+        # fsync mode, overlapping syncs: the batches appended and not yet
+        # answered, oldest first, each with its sync; slots free; syncs running
+        # (those of batches already failed too: nothing new is written before
+        # they return).
+        self._flight: deque[_Sync] = deque()
+        self._free = list(range(self._slots))
+        self._running = 0
+        self._failing = False  # a write or sync failed: wait for every sync to return
+        # A batch taken that must be written with nothing in flight (write_batch).
+        self._held: tuple[Batch, asyncio.Future[None]] | None = None
+        self._idle: asyncio.Future[None] | None = None  # drain() waits for no sync running
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
         self.batches_written = 0
         self.written_on_loop = 0  # fsync mode: lone batches the loop wrote itself
+        self.most_in_flight = 0  # fsync mode: the most syncs that ran at once
         self._may_hang = may_hang
         self._last_sync_s = 0.0  # wall time of the newest write + sync, either thread
         # A test pins the path: inf (the loop whenever alone) or 0.0 (never).
@@ -165,8 +214,8 @@ class GroupCommit:
     def _end_of_turn(self) -> None:
         # Whatever changed before now is written (or failed) first: a callback
         # registered while this turn's future was pending always finds it done.
-        if self._writing is not None:
-            return  # fsync mode, the thread is busy: the batch waits for its write (_written)
+        if self._busy():
+            return  # fsync mode: the batch waits for a free slot (_next)
         self._flush()
         after = self._after_write
         if after:
@@ -174,9 +223,19 @@ class GroupCommit:
             for callback in after:
                 callback()
 
+    def _busy(self) -> bool:
+        """fsync mode: must the gathered batch wait (every slot syncing, a
+        batch written alone, or the syncs of a failure still returning)?"""
+        return (
+            self._writing is not None
+            or self._held is not None
+            or self._running >= max(1, self._slots)
+            or (self._failing and self._running > 0)
+        )
+
     def _flush(self, under_load: bool = False) -> None:
-        """Write the gathered batch: here (on_loop, or a lone batch) or on the
-        writer thread (`under_load`: it gathered while the thread wrote)."""
+        """Write the gathered batch: here (on_loop, or a lone batch), appended
+        here and synced by a sync worker, or on a worker alone (see the top)."""
         done, self._gathering = self._gathering, None
         if done is None:
             return  # commit_now() wrote them already
@@ -187,21 +246,123 @@ class GroupCommit:
         if self.on_loop:
             self._write_here(batch, done)
             return
+        if batch.cancelled:  # stands for changes a rollback undid
+            self._failed(batch, done, WalFailed("an earlier batch failed"))
+            return
         if not under_load and self._alone(batch):
             self.written_on_loop += 1
             self._write_here(batch, done)
             return
-        self._to_thread(batch, done)
+        if self._journal.can_append(batch):
+            self._append(batch, done)
+        elif self._running:
+            self._held = (batch, done)  # goes alone once every sync returned (_next)
+        else:
+            self._to_thread(batch, done)
 
     def _to_thread(self, batch: Batch, done: asyncio.Future[None]) -> None:
         self._writing = done
         written = self._loop.run_in_executor(self._executor, self._synced, batch)
         written.add_done_callback(lambda f: self._written(f, batch, done))
 
+    def _append(self, batch: Batch, done: asyncio.Future[None]) -> None:
+        """Overlapping syncs: append the batch here, sync it on a free slot."""
+        try:
+            ticket = self._journal.append_batch(batch)
+        except Exception as error:
+            self._fail_flight(batch, done, error)
+            return
+        entry = _Sync(batch, done, ticket, self._free.pop())
+        self._flight.append(entry)
+        self._running += 1
+        self.most_in_flight = max(self.most_in_flight, self._running)
+        synced = self._loop.run_in_executor(self._executor, self._sync, entry)
+        synced.add_done_callback(lambda f: self._sync_returned(f, entry))
+
+    def _sync(self, entry: _Sync) -> float:
+        """A sync worker's job: every batch appended before it began is durable."""
+        started = perf_counter()
+        try:
+            self._journal.sync_batch(entry.slot, entry.ticket)
+        finally:
+            self._last_sync_s = perf_counter() - started
+        return self._last_sync_s
+
+    def _sync_returned(self, result: asyncio.Future[float], entry: _Sync) -> None:
+        self._running -= 1
+        self._free.append(entry.slot)
+        error = result.exception()
+        if error is not None:
+            entry.outcome = error
+            if entry.done.done():
+                pass  # failed already, with an earlier batch
+            else:
+                self._fail_flight(entry.batch, entry.done, error)
+        else:
+            entry.outcome = True
+            entry.seconds = result.result()
+        self._answer()
+        self._next()
+
+    def _answer(self) -> None:
+        """Answer the oldest batches whose syncs returned ok, in WAL order: a
+        batch is durable once its own sync returned and every earlier one did
+        (each slot's descriptor reports each error once, to its next sync: an
+        error of a page of this batch reached this sync or an earlier one)."""
+        flight = self._flight
+        while flight and flight[0].outcome is True:
+            entry = flight.popleft()
+            self._journal.batch_synced(entry.batch, entry.ticket)
+            self._succeeded(entry.batch, entry.done, entry.seconds)
+
+    def _fail_flight(self, batch: Batch, done: asyncio.Future[None], error: BaseException) -> None:
+        """A write or sync failed: every batch not answered yet fails, the
+        oldest first (its rollback undoes them all, and the changes after);
+        nothing is written before every sync running has returned."""
+        self._failing = self._running > 0
+        flight, self._flight = self._flight, deque()
+        failed = [(e.batch, e.done) for e in flight if not e.done.done()]
+        if all(b is not batch for b, _ in failed):
+            failed.append((batch, done))
+        failed.sort(key=lambda bd: bd[0].first_lsn)
+        if self._held is not None:
+            failed.append(self._held)
+            self._held = None
+        for b, d in failed:
+            self._failed(b, d, error)
+        # The changes gathered for the next batch were undone with them: fail
+        # their requests now (the batch standing for them, take_batch), not
+        # when the syncs have returned, or a change made meanwhile would share
+        # their future, be told it failed and be written after all.
+        gathering, self._gathering = self._gathering, None
+        if gathering is not None:
+            doomed = self._journal.take_batch()
+            if doomed is None:
+                gathering.set_result(None)
+            else:
+                self._failed(doomed, gathering, error)
+
+    def _next(self) -> None:
+        """A slot is free again: a held batch goes alone once nothing runs,
+        then what gathered meanwhile."""
+        if self._running == 0:
+            self._failing = False
+            if self._idle is not None:
+                self._idle.set_result(None)
+                self._idle = None
+            if self._held is not None:
+                batch, done = self._held
+                self._held = None
+                self._to_thread(batch, done)
+                return
+        if self._gathering is not None and not self._busy():
+            self._flush(under_load=True)
+
     def _alone(self, batch: Batch) -> bool:
         """fsync mode: may the loop write and sync `batch` itself (see the top)?"""
         return (
             self._writing is None
+            and self._running == 0
             and batch.count <= ALONE_RECORDS
             and self._last_sync_s < self.loop_sync_max_s
             and not self._may_hang()
@@ -216,8 +377,9 @@ class GroupCommit:
             self._succeeded(batch, done, seconds)
 
     def _synced(self, batch: Batch) -> float:
-        """fsync mode's write (the writer thread's, or the loop's for a lone
-        batch): its wall time is kept for `_alone`, failed or not."""
+        """fsync mode's write and sync of a batch alone (the loop's lone batch,
+        or a worker's: a new segment, a repair): its wall time is kept for
+        `_alone`, failed or not."""
         started = perf_counter()
         try:
             self._journal.write_batch(batch)
@@ -226,9 +388,8 @@ class GroupCommit:
         return self._last_sync_s
 
     def _timed_write(self, batch: Batch) -> float:
-        """Write `batch` (writer thread, or the loop with on_loop); returns the
-        seconds it took, fsync included, if an observer is told (else 0.0: no
-        clock read)."""
+        """Write `batch` (the loop, with on_loop); returns the seconds it took
+        if an observer is told (else 0.0: no clock read)."""
         timed = self.report is not None and bool(self.report.observers)
         started = perf_counter() if timed else 0.0
         self._journal.write_batch(batch)
@@ -269,13 +430,29 @@ class GroupCommit:
 
     async def drain(self) -> None:
         """Wait until everything changed so far is written (used at shutdown)."""
-        while self._gathering is not None or self._writing is not None:
+        while self._busy_at_all():
             pending = [f for f in (self._gathering, self._writing) if f is not None]
+            pending += [e.done for e in self._flight]
+            if self._held is not None:
+                pending.append(self._held[1])
+            if self._running:
+                if self._idle is None:
+                    self._idle = self._create_future()
+                pending.append(self._idle)
             await asyncio.gather(*pending, return_exceptions=True)
         if self._journal.has_pending():
             waiter = self.barrier()
             if waiter is not None:
                 await asyncio.gather(waiter, return_exceptions=True)
+
+    def _busy_at_all(self) -> bool:
+        return (
+            self._gathering is not None
+            or self._writing is not None
+            or self._held is not None
+            or self._running > 0
+            or bool(self._flight)
+        )
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

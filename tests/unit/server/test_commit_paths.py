@@ -1,9 +1,10 @@
 """wal_mode=fsync's two ways to a durable batch (commit.py): a lone batch is
 written and synced by the loop itself (no round trip to the writer thread);
 a batch with others in flight, a big one, one after a slow sync, or over a
-file layer that may hang goes to the writer thread (group commit under load,
-a loop that keeps answering). One batch at a time is on the thread: what
-changes while it is written, over any number of turns, is the next batch."""
+file layer that may hang is synced by a sync worker (group commit under
+load, a loop that keeps answering). A batch per free sync slot: while every
+slot syncs, what changes, over any number of turns, is the next batch
+(overlapping syncs themselves: test_overlapping_syncs.py)."""
 
 from __future__ import annotations
 
@@ -116,28 +117,33 @@ async def test_a_file_layer_that_may_hang_keeps_syncs_off_the_loop(tmp_path: Pat
     commit.close()
 
 
-async def test_turns_that_change_while_the_thread_writes_share_the_next_sync(
+async def test_turns_that_change_while_every_slot_syncs_share_the_next_sync(
     tmp_path: Path,
 ) -> None:
     f = Fsynced(tmp_path)
     commit = f.commit
-    f.files.hangs = True  # every batch to the thread
-    f.files.slow = [0.2]  # the first batch's sync is still running below
-    first = f.change()
-    await asyncio.sleep(0)  # its turn ends: on the thread
+    f.files.hangs = True  # no batch on the loop
+    slots = f.engine.sync_slots
+    f.files.slow = [0.3] * slots  # every slot's sync is still running below
+    busy = []
+    for _ in range(slots):  # a batch a turn, each synced at once on a slot of its own
+        busy.append(f.change())
+        await asyncio.sleep(0)
+    assert len(set(map(id, busy))) == slots and commit.most_in_flight == slots
     later = []
-    for _ in range(5):  # five turns, each with its own change, while it syncs
+    for _ in range(5):  # five turns, each with its own change, while every slot syncs
         later.append(f.change())
         await asyncio.sleep(0)
     assert all(barrier is later[0] for barrier in later)  # one batch gathers them
-    assert not first.done() and not later[0].done()
-    await asyncio.gather(first, *later)
-    # Two syncs: the first batch's, then one for the five turns' changes.
-    assert f.files.threads == ["writer", "writer"] and commit.batches_written == 2
+    assert not any(b.done() for b in busy) and not later[0].done()
+    await asyncio.gather(*busy, *later)
+    # A sync for each slot's batch, then one for the five turns' changes.
+    assert f.files.threads == ["writer"] * (slots + 1)
+    assert commit.batches_written == slots + 1
     f.engine.close()
     reopened = Engine(tmp_path, "fsync", clock=lambda: 1.0)
     reopened.open()
-    assert len(reopened.catalog.space("t")) == 6
+    assert len(reopened.catalog.space("t")) == slots + 5
     reopened.close()
     commit.close()
 

@@ -32,7 +32,7 @@ class Harness:
     def __init__(
         self, data_dir: Path, files: FaultyFileIO | None = None, wal_mode: str = "write"
     ) -> None:
-        # wal_mode=write writes on the loop, fsync on the writer thread (commit.py).
+        # wal_mode=write writes on the loop, fsync syncs on sync workers (commit.py).
         self.engine = Engine(data_dir, wal_mode, files=files, clock=lambda: 1.0)
         self.engine.open()
         self.app = App(Config(data_dir=str(data_dir), wal_mode=wal_mode))
@@ -116,8 +116,10 @@ async def test_a_failed_batch_fails_its_requests_and_nothing_else(tmp_path: Path
 async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     tmp_path: Path,
 ) -> None:
-    """fsync mode, the writer thread: the take runs while the put's batch is
-    being written, so its change builds on the put and goes with it."""
+    """fsync mode under load: the take runs while the put's batch is being
+    synced by a sync worker, so its change builds on the put; the put's sync
+    fails, and the take (in the same batch or the next, its sync overlapping)
+    fails with it."""
     faulty = FaultyFileIO()
     h = Harness(tmp_path, faulty, wal_mode="fsync")
     h.store.commit.loop_sync_max_s = 0.0  # never on the loop (as under load)
@@ -125,7 +127,7 @@ async def test_a_take_woken_by_an_undone_put_fails_too_and_waiting_goes_on(
     waiting = h.send(3, "queue.tube.jobs:take", 5)
     assert h.waiting_takes() == 1 and not waiting.done()
 
-    faulty.plan("pwrite", OSError(errno.EIO, "I/O error"))
+    faulty.plan("fsync", OSError(errno.EIO, "I/O error"))
     put = h.send(1, "queue.tube.jobs:put", "lost")
     for request in (put, waiting):  # the take built on the put: both are undone
         with pytest.raises(WalFailed):

@@ -58,6 +58,11 @@ class FaultyFileIO(FileIO):
         self.synced.setdefault(path, 0)
         return fd
 
+    def open_read(self, path: Path) -> int:
+        fd = super().open_read(path)
+        self._fd_path[fd] = path  # a sync on it syncs the file (the WAL's sync slots)
+        return fd
+
     def pwrite(self, fd: int, data: bytes | memoryview, offset: int) -> int:
         short = self._next("pwrite")
         if short is not None:
@@ -69,25 +74,36 @@ class FaultyFileIO(FileIO):
 
     def fsync(self, fd: int) -> None:
         self._next("fsync")
+        covered = self._to_sync(fd)
         super().fsync(fd)
-        self._synced(fd)
+        self._synced(fd, covered)
 
     def fdatasync(self, fd: int) -> None:
         self._next("fdatasync")
         if self._plan.get("fsync"):  # a fault planned for the sync hits either kind
             self._next("fsync")
+        covered = self._to_sync(fd)
         super().fdatasync(fd)
-        self._synced(fd)
+        self._synced(fd, covered)
 
     def fallocate(self, fd: int, offset: int, size: int) -> None:
         self._next("fallocate")
         super().fallocate(fd, offset, size)
 
-    def _synced(self, fd: int) -> None:
+    def _to_sync(self, fd: int) -> tuple[int, list[tuple[int, int]]]:
+        """What a sync beginning now makes durable: the file's size and the
+        writes made so far (not those made while it runs: overlapping syncs)."""
+        path = self._fd_path.get(fd)
+        if path is None:
+            return 0, []
+        return os.fstat(fd).st_size, list(self.unsynced.get(path, []))
+
+    def _synced(self, fd: int, covered: tuple[int, list[tuple[int, int]]]) -> None:
         path = self._fd_path.get(fd)
         if path is not None:
-            self.synced[path] = os.fstat(fd).st_size
-            self.unsynced.pop(path, None)
+            self.synced[path] = covered[0]
+            later = self.unsynced.get(path, [])
+            self.unsynced[path] = [w for w in later if w not in covered[1]]
 
     def ftruncate(self, fd: int, size: int) -> None:
         self._next("ftruncate")
