@@ -4,10 +4,17 @@ Owns: `DenseMap`, the map a primary index over one field uses. Must not
 know tuples, rows or spaces (index.py builds on it).
 
 A queue's ids are small ints handed out in order (the highest plus one)
-and mostly leave from the front: a list whose slot `key - base` holds the
-value costs 8 bytes a key where a dict costs ~50 and an int object 32. The
-slots before `head` are empty and are cut off once they are many; a key is
-read back as `base + slot`.
+and mostly leave from the front: a list whose slot `(key - base) / step`
+holds the value costs 8 bytes a key where a dict costs ~50 and an int object
+32. The slots before `head` are empty and are cut off once they are many; a
+key is read back as `base + slot * step`. `step` is what the keys have in
+common: 1 for a node's ids, 1024 for a shard's (each id ends in the shard's
+number: seq * 1024 + k, docs/cluster.md), which a step of 1 would hold in
+1024 slots each, 8 KiB a task. The map learns it: the second key of a
+window of one sets it (its distance from the first), and a key inside the
+window that is off its grid lowers it to their greatest common divisor (the
+window laid out again), unless that would make the list much longer than
+the keys it holds: that key goes to the side map.
 
 An int key outside the window (below its base, or more than `gap` past its
 end) goes to a side OrderedMap, and so do the keys of a window that has
@@ -19,13 +26,15 @@ keys.
 
 Invariants while dense: the window and the side map hold no key twice;
 `_count` values are not None in `_slots`; every slot before `_head` is
-None and, when `_count` > 0, `_slots[_head]` and `_slots[-1]` are not.
+None and, when `_count` > 0, `_slots[_head]` and `_slots[-1]` are not;
+every key in the window is `_base` plus a multiple of `_step` (>= 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from heapq import merge
+from math import gcd
 from typing import Any, Final
 
 from .ordered import ABSENT, OrderedMap
@@ -55,13 +64,16 @@ def _best(pick: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
 
 
 class DenseMap:
-    __slots__ = ("_base", "_count", "_gap", "_head", "_other", "_side", "_slots", "_trim")
+    __slots__ = (
+        "_base", "_count", "_gap", "_head", "_other", "_side", "_slots", "_step", "_trim",
+    )  # fmt: skip
 
     def __init__(self, gap: int = GAP, trim: int = _TRIM) -> None:
         self._slots: list[Any] = []
         self._base = 0
         self._head = 0
         self._count = 0
+        self._step = 1  # the keys' common distance (see the top)
         # Int keys outside the window: a task left far behind the others.
         self._side: OrderedMap | None = None
         self._other: OrderedMap | None = None
@@ -89,12 +101,15 @@ class DenseMap:
             if equal is None:
                 return None
             k = equal
-        i = k - self._base
-        slots = self._slots
-        if 0 <= i < len(slots):
-            found = slots[i]
-            if found is not None:
-                return found
+        d = k - self._base
+        step = self._step
+        if d % step == 0:
+            i = d // step
+            slots = self._slots
+            if 0 <= i < len(slots):
+                found = slots[i]
+                if found is not None:
+                    return found
         side = self._side
         return None if side is None else side.get(k)
 
@@ -119,7 +134,17 @@ class DenseMap:
         if not self._count:
             slots.clear()
             self._base, self._head = k, 0
-        i = k - self._base
+        d = k - self._base
+        step = self._step
+        if d % step:
+            if not self._regrid(d):
+                self._side_map().set(k, value)
+                return
+            slots, step = self._slots, self._step
+            d = k - self._base
+        elif self._count == 1 and len(slots) == 1 and d > step:
+            self._step = step = d  # the second key of a window of one: its step
+        i = d // step
         n = len(slots)
         if 0 <= i < n:
             if slots[i] is None:
@@ -133,9 +158,31 @@ class DenseMap:
             slots.append(value)
             self._count += 1
         else:
-            if side is None:
-                side = self._side = OrderedMap()
-            side.set(key, value)
+            self._side_map().set(k, value)
+
+    def _side_map(self) -> OrderedMap:
+        side = self._side
+        if side is None:
+            side = self._side = OrderedMap()
+        return side
+
+    def _regrid(self, d: int) -> bool:
+        """A key `d` past the base, off the window's grid: lay the window out
+        again on the greatest common step, if the list stays about as long as
+        the keys it holds (else False: the key goes to the side map)."""
+        step = gcd(self._step, d)
+        ratio = self._step // step
+        head, slots = self._head, self._slots
+        length = (len(slots) - head) * ratio
+        if length > 2 * self._count + self._gap:
+            return False
+        laid: list[Any] = [None] * (length - ratio + 1) if slots else []
+        for i in range(head, len(slots)):
+            if slots[i] is not None:
+                laid[(i - head) * ratio] = slots[i]
+        self._base += head * self._step
+        self._slots, self._head, self._step = laid, 0, step
+        return True
 
     def put_back(self, key: Any, value: Any) -> None:
         self.set(key, value)
@@ -147,7 +194,9 @@ class DenseMap:
             return other.pop(key)
         nkey = key if type(key) is int else _int_equal(key)
         slots = self._slots
-        i = -1 if nkey is None else nkey - self._base
+        step = self._step
+        d = -1 if nkey is None else nkey - self._base
+        i = d // step if d % step == 0 else -1
         if not 0 <= i < len(slots) or slots[i] is None:
             side = self._side
             if side is None:
@@ -171,7 +220,7 @@ class DenseMap:
                 h += 1
             if h > self._trim and h * 2 > len(slots):
                 del slots[:h]
-                self._base += h
+                self._base += h * step
                 h = 0
             self._head = h
         span = len(slots) - self._head
@@ -187,15 +236,16 @@ class DenseMap:
         side = self._side
         if side is None:
             side = self._side = OrderedMap()
-        base, slots = self._base, self._slots
+        base, slots, step = self._base, self._slots, self._step
         for i in range(self._head, len(slots)):
             if slots[i] is not None:
-                side.set(base + i, slots[i])
+                side.set(base + i * step, slots[i])
         self._slots, self._count, self._head = [], 0, 0
 
     def clear(self) -> None:
         self._slots = []
         self._base = self._head = self._count = 0
+        self._step = 1
         self._side = self._other = None
 
     def load(self, keys: list[Any], values: list[Any]) -> int:
@@ -208,17 +258,22 @@ class DenseMap:
         if bounds is None:
             return self._spill().load(keys, values)
         low, high = bounds
-        if low < 0 or high - low > 2 * n + self._gap:
-            return self._spill().load(keys, values)
-        slots: list[Any] = [None] * (high - low + 1)
-        count = 0  # the slots filled (a key given twice fills one)
+        step = 0
         for i in range(n):
             key: int = keys[i]
-            at = key - low
+            step = gcd(step, key - low)
+        step = max(step, 1)
+        if low < 0 or (high - low) // step > 2 * n + self._gap:
+            return self._spill().load(keys, values)
+        slots: list[Any] = [None] * ((high - low) // step + 1)
+        count = 0  # the slots filled (a key given twice fills one)
+        for i in range(n):
+            key = keys[i]
+            at = (key - low) // step
             if slots[at] is None:
                 count += 1
             slots[at] = values[i]
-        self._slots, self._base, self._head = slots, low, 0
+        self._slots, self._base, self._head, self._step = slots, low, 0, step
         self._count = count
         return count
 
@@ -234,7 +289,7 @@ class DenseMap:
         other, side = self._other, self._side
         if other is not None:
             return other.first_key()
-        window = self._base + self._head if self._count else ABSENT
+        window = self._base + self._head * self._step if self._count else ABSENT
         return _best(min, window, ABSENT if side is None else side.first_key())
 
     def first_value(self) -> Any:
@@ -246,7 +301,7 @@ class DenseMap:
         other, side = self._other, self._side
         if other is not None:
             return other.last_key()
-        window = self._base + len(self._slots) - 1 if self._count else ABSENT
+        window = self._base + (len(self._slots) - 1) * self._step if self._count else ABSENT
         if side is None:  # every put asks: no call through _best and max
             return window
         return _best(max, window, side.last_key())
@@ -264,17 +319,19 @@ class DenseMap:
         return merge(window, side.keys(lo, hi, hi_inclusive, reverse), reverse=reverse)
 
     def _walk(self, lo: Any, hi: Any, hi_inclusive: bool, reverse: bool) -> Iterator[Any]:
-        slots, base = self._slots, self._base
+        slots, base, step = self._slots, self._base, self._step
         start, end = self._head, len(slots)
-        # An int bound is a slot; any other (a float) is compared key by key.
+        # An int bound is a slot (the first at or past it); any other (a
+        # float) is compared key by key.
         if type(lo) is int:
-            start = max(start, min(end, lo - base))
+            start = max(start, min(end, -((base - lo) // step)))
         if type(hi) is int:
-            end = max(start, min(end, hi - base + (1 if hi_inclusive else 0)))
+            past = hi + (1 if hi_inclusive else 0)
+            end = max(start, min(end, -((base - past) // step)))
         for i in range(end - 1, start - 1, -1) if reverse else range(start, end):
             if slots[i] is None:
                 continue
-            key = base + i
+            key = base + i * step
             if lo is not ABSENT and key < lo:
                 continue
             if hi is not ABSENT and (key > hi if hi_inclusive else key >= hi):
@@ -284,8 +341,8 @@ class DenseMap:
     def _spill(self) -> OrderedMap:
         """Stop being dense: every key so far into an OrderedMap, which answers from now on."""
         other = OrderedMap()
-        base, slots = self._base, self._slots
-        keys = [base + i for i, v in enumerate(slots) if v is not None]
+        base, slots, step = self._base, self._slots, self._step
+        keys = [base + i * step for i, v in enumerate(slots) if v is not None]
         values = [v for v in slots if v is not None]
         side = self._side
         if side is not None:  # an OrderedMap: keys() is its walk in order, not a dict's

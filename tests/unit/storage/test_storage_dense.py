@@ -101,3 +101,39 @@ def test_a_key_that_is_not_an_int_turns_it_into_an_ordered_map() -> None:
     m.set(-1, "negative")
     assert m._other is not None
     assert list(m.keys()) == [-1, 1, 2, 3, 10 * GAP] and m.get(2) == "2" and m.pop(1) == "1"
+
+
+# A shard's ids (seq * 1024 + its number), now and then a key off that grid.
+SHARD_INTS = st.integers(0, 60).map(lambda n: n * 1024 + 7) | st.integers(0, 70_000)
+SHARD_OPS = st.lists(st.tuples(st.sampled_from(["set", "pop", "back"]), SHARD_INTS), max_size=60)
+
+
+@given(SHARD_OPS, st.sampled_from([(GAP, 1024), (8, 4), (2, 1)]))
+def test_a_map_of_a_shards_ids_answers_as_an_ordered_dict(
+    ops: list[tuple[str, Any]], limits: tuple[int, int]
+) -> None:
+    test_a_dense_map_answers_as_an_ordered_dict.hypothesis.inner_test(ops, limits)  # type: ignore[attr-defined]
+
+
+@given(st.lists(st.tuples(SHARD_INTS, st.integers()), max_size=50))
+def test_load_of_a_shards_ids_fills_like_dict_update(items: list[tuple[int, int]]) -> None:
+    m = DenseMap()
+    assert m.load([k for k, _ in items], [v for _, v in items]) == len(dict(items))
+    _same_as_model(m, dict(items))
+
+
+def test_a_shards_ids_take_a_slot_each_not_1024() -> None:
+    # A shard's ids are 1024 apart: with a slot per id between them, a task
+    # cost 8 KiB of list (and a list extended by 1,023 slots per put).
+    m = DenseMap()
+    for i in range(20_000):
+        m.set(i * 1024 + 5, i)
+        if i >= 100:
+            m.pop((i - 100) * 1024 + 5)
+    assert len(m) == 100 and m._step == 1024 and m._other is None
+    assert len(m._slots) < 2_500
+    assert m.first_key() == 19_900 * 1024 + 5 and m.last_key() == 19_999 * 1024 + 5
+    assert m.get(19_950 * 1024 + 5) == 19_950 and m.get(19_950 * 1024 + 6) is None
+    loaded = DenseMap()
+    assert loaded.load([k * 1024 + 3 for k in range(5000)], list(range(5000))) == 5000
+    assert loaded._step == 1024 and len(loaded._slots) == 5000 and loaded._other is None
