@@ -9,7 +9,9 @@ apart. Must not touch sockets, the event loop or the clock.
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -145,17 +147,30 @@ AUTO_KEY_WINDOW_S = 300
 
 def put_key(key: str | None, auto: bool) -> dict[str, Any]:
     """The key options a put sends: the caller's key (for the tube's whole window),
-    else with `auto` a fresh random key (128 bits, 32 hex digits) kept
+    else with `auto` a fresh key (32 hex digits, `fresh_keys`) kept
     AUTO_KEY_WINDOW_S, else none."""
     if key is not None:
         return {"key": key}
     return {"key": fresh_keys(1)[0], "key_window": AUTO_KEY_WINDOW_S} if auto else {}
 
 
+# A process's keys count up from a random start (so two processes started
+# in the same millisecond do not count alike).
+_made = itertools.count(int.from_bytes(os.urandom(4), "big"))
+
+
 def fresh_keys(count: int) -> list[str]:
-    """`count` random keys of 128 bits (32 hex digits), from one read of urandom."""
-    digits = os.urandom(16 * count).hex()
-    return [digits[at : at + 32] for at in range(0, 32 * count, 32)]
+    """`count` keys of 32 hex digits that sort in the order they were made: the
+    time in milliseconds (12 digits), this process's count of keys (8) and 48
+    random bits (12, from one read of urandom for all of them). The server
+    keeps a tube's keys in key order, and a key that sorts after the others is
+    appended where a random one is inserted (docs/cluster.md "Measured")."""
+    ms = time.time_ns() // 1_000_000
+    digits = os.urandom(6 * count).hex()
+    return [
+        f"{ms:012x}{next(_made) & 0xFFFFFFFF:08x}{digits[12 * n : 12 * n + 12]}"
+        for n in range(count)
+    ]
 
 
 class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from queuebox.clients import iproto
-from queuebox.clients.calls import AUTO_KEY_WINDOW_S, Call, legacy, modern, put_key
+from queuebox.clients.calls import AUTO_KEY_WINDOW_S, Call, fresh_keys, legacy, modern, put_key
 from queuebox.clients.failover import (
     Event,
     Next,
@@ -144,6 +144,14 @@ def test_a_key_of_the_client_is_fresh_and_short_lived_one_of_the_caller_is_kept(
     made, again = put_key(None, auto=True), put_key(None, auto=True)
     assert len(made["key"]) == 32 and made["key"] != again["key"]
     assert made["key_window"] == AUTO_KEY_WINDOW_S
+
+
+def test_the_clients_keys_sort_in_the_order_they_were_made() -> None:
+    # The server keeps a tube's keys in key order: keys that sort after the
+    # ones before are appended, random ones inserted (several µs each).
+    keys = fresh_keys(500) + fresh_keys(1) + fresh_keys(300)
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert all(len(k) == 32 and int(k, 16) >= 0 for k in keys)
     assert put_key("order-7", auto=True) == {"key": "order-7"}  # the tube's window
     assert put_key(None, auto=False) == {}
 
