@@ -294,9 +294,7 @@ class GroupCommit:
         error = result.exception()
         if error is not None:
             entry.outcome = error
-            if entry.done.done():
-                pass  # failed already, with an earlier batch
-            else:
+            if not entry.done.done():  # else it failed already, with an earlier batch
                 self._fail_flight(entry.batch, entry.done, error)
         else:
             entry.outcome = True
