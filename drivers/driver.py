@@ -439,9 +439,10 @@ class TaskStore:
     def _update(self, task_id: int, changes: dict[int, Any], old: Tuple | None = None) -> Tuple:
         """`old`: the task's current tuple when the caller holds it (a take
         just found it), so it is not looked up again."""
+        key = (task_id,)
         if old is None:
-            old = self.space.get((task_id,))
-        new = self.space.update((task_id,), changes)
+            old = self.space.get(key)
+        new = self.space.update(key, changes, old)
         self._moved(old, new)
         return new
 
@@ -491,4 +492,6 @@ def next_in_shard(last: int, shard: int) -> int:
 
 def done(task: Tuple) -> Tuple:
     """The task as ack/delete answer it: status `-`."""
+    if len(task) == 3:  # (id, status, data): fifo and utube's, every ack of theirs
+        return (task[0], DONE, task[2])
     return (task[0], DONE, *task[2:])

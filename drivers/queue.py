@@ -156,7 +156,8 @@ class Queue(OwnCalls):
                 earliest = deadlines.earliest
                 if earliest is not None and earliest <= now:
                     self._advance(now)  # methods of self: native calls when compiled
-                call = Call(conn_id, name, list(args or ()), now)
+                # The server's args are a list made for this request: not copied.
+                call = Call(conn_id, name, args if type(args) is list else list(args or ()), now)
                 if tube is not None:
                     return tube.run_method(live, run, call)
                 assert handler is not None

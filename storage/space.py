@@ -105,6 +105,7 @@ class Space:
         # compiled build calls them natively, once or more per change.
         self.codec = codec = PLAIN if definition.temporary else RowCodec()
         pk_parts = definition.indexes[0].parts
+        self._key_fields = frozenset(pk_parts)
         # The primary key is the row's first field (a task's id): a delete's
         # record slices it from the row (records.py).
         self.key_leads = pk_parts == (0,)
@@ -173,17 +174,21 @@ class Space:
         self._store(old, was, t, row)
         return t
 
-    def update(self, key: Key, changes: dict[int, Any]) -> Tuple:
-        """Set fields {field_no: value} of the tuple with this primary key."""
+    def update(self, key: Key, changes: dict[int, Any], was: Tuple | None = None) -> Tuple:
+        """Set fields {field_no: value} of the tuple with this primary key.
+        `was`: that tuple as the caller just read it from this space (a take
+        found it), so its row is not decoded a second time."""
         old = self.primary.row(key)
         if old is None:
             raise NoSuchTuple(self.primary.name, self.name)
-        was = self.codec.decode(old)
+        if was is None:
+            was = self.codec.decode(old)
         new = list(was)
         for no, value in changes.items():
             new[no] = value
         t = tuple(new)
-        if self.primary.key_of(t) != key:
+        # Asked only when a key field is among the changes (a status change is not).
+        if not self._key_fields.isdisjoint(changes) and self.primary.key_of(t) != key:
             raise StorageError("an update may not change the primary key")
         row = self._row_of(t, old, changes)
         for idx in self._checked_secondary:
