@@ -325,6 +325,10 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--chunk", type=_positive_int, default=1000, help="tasks per put_many")
     p.add_argument(
+        "--no-keys", dest="put_keys", action="store_false",
+        help="puts without a key (the client's put_keys=False; by default each has one)",
+    )  # fmt: skip
+    p.add_argument(
         "--cpu-pid", type=_pid, action="append", default=[], metavar="NAME=PID",
         help="a server process whose CPU seconds to report, repeatable",
     )  # fmt: skip
@@ -335,9 +339,9 @@ def _cluster(argv: list[str], prog: str) -> int:
     from .cluster import SHAPES, Where, run
 
     args = cluster_parser(prog).parse_args(argv)
-    node = Where(args.host, args.port, args.user, args.password)
+    node = Where(args.host, args.port, args.user, args.password, put_keys=args.put_keys)
     every = Where(args.host, args.port, args.user, args.password, args.etcd_endpoints,
-                  args.etcd_prefix)  # fmt: skip
+                  args.etcd_prefix, args.put_keys)  # fmt: skip
     pids = dict(args.cpu_pid)
     try:
         shapes = tuple(args.shape or SHAPES)
