@@ -123,7 +123,7 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
     start_server: StartServer, etcd: EtcdProc, tmp_path: Path
 ) -> None:
     cluster = Sharded(start_server, etcd, tmp_path)
-    cluster.start()
+    primaries = [nodes[0] for nodes in cluster.start().values()]
     tube = unique("m")
 
     async def run() -> None:
@@ -135,6 +135,7 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             tasks = await jobs.put_many(range(400), window=32)
             assert [t.data for t in tasks] == list(range(400))
             assert sorted(Counter(t.id % 1024 for t in tasks).values()) == [200, 200]
+            await window_on_each_shard(jobs)
             utubes = await conn.create_tube(f"{tube}_u", "utube")
             homed = await utubes.put_many(range(20), window=8, utube="u1")
             assert [t.data for t in homed] == list(range(20))
@@ -155,6 +156,29 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             acked = await conn.run_many([modern.ack(tube, t.id) for t in taken], window=4)
             assert [t.id for t in acked] == [t.id for t in taken]
             assert (await jobs.statistics())["tasks"]["taken"] == 0
+
+    async def window_on_each_shard(jobs: aio.Tube) -> None:
+        # The window holds on each shard's connection, as on one node's: with both
+        # shards stopped (no reply can come), a burst sends 16 to each and waits.
+        pulled = 0
+
+        def items() -> Iterator[int]:
+            nonlocal pulled
+            for n in range(100):
+                pulled += 1
+                yield n
+
+        pids = [proc.proc.pid for proc in primaries if proc.proc is not None]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            batch = asyncio.ensure_future(jobs.put_many(items(), window=16))
+            await wait_for_async(lambda: pulled >= 32, "a window of puts sent to each shard")
+            assert pulled == 32  # no more before a reply
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        assert [t.data for t in await batch] == list(range(100))
 
     asyncio.run(run())
 
