@@ -313,7 +313,11 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--seconds", type=float, default=5.0, help="of put in each phase")
     p.add_argument("--processes", type=_positive_int, default=2, help="client processes")
-    p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")
+    p.add_argument(
+        "--window", type=_positive_int, default=None,
+        help="put: coroutines per process (default 64); bulk: put_many's window, in flight "
+        "on each connection (default 256, put_many's own)",
+    )  # fmt: skip
     p.add_argument("--tube", default="bench_cluster")
     p.add_argument(
         "--shape",

@@ -209,9 +209,17 @@ def report(
 SHAPES = ("put", "bulk")  # one put at a time in coroutines; put_many in chunks
 
 
+# Puts in flight per process unless --window says: one put at a time needs a
+# coroutine each (64); put_many's own default window (256) keeps each shard's
+# bursts as big as a node's, and costs shards and clients fewer system calls
+# and less CPU per put than 64 (docs/cluster.md "What bounds the cluster's put rate").
+WINDOWS = {"put": 64, "bulk": 256}
+
+
 def run(
     where_cluster: Where, where_node: Where, tube: str, seconds: float, processes: int,
-    window: int, pids: dict[str, int], shapes: tuple[str, ...] = SHAPES, chunk: int = 1000,
+    window: int | None, pids: dict[str, int], shapes: tuple[str, ...] = SHAPES,
+    chunk: int = 1000,
 ) -> str:  # fmt: skip
     async def make_tubes() -> None:
         for where in (where_cluster, where_node):
@@ -221,17 +229,18 @@ def run(
 
     asyncio.run(make_tubes())
     phases = {}
+    windows = {shape: window or WINDOWS[shape] for shape in SHAPES}
     for shape in shapes:
         size = chunk if shape == "bulk" else 0
         phases[shape] = (
-            put_phase(where_cluster, tube, seconds, processes, window, pids, size),
-            put_phase(where_node, tube, seconds, processes, window, pids, size),
+            put_phase(where_cluster, tube, seconds, processes, windows[shape], pids, size),
+            put_phase(where_node, tube, seconds, processes, windows[shape], pids, size),
         )
     fair = asyncio.run(take_fairness(where_cluster, tube, max(seconds * 4, 10.0)))
     keys = "each put keyed" if where_cluster.put_keys else "puts without keys"
     head = (
-        f"{processes} client processes, {seconds:g} s a phase, {keys}; put: {window} "
-        f"coroutines each; bulk: put_many(window={window}), in flight on each "
+        f"{processes} client processes, {seconds:g} s a phase, {keys}; put: {windows['put']} "
+        f"coroutines each; bulk: put_many(window={windows['bulk']}), in flight on each "
         "connection (each shard's, or the node's)"
     )
     return head + "\n" + report(phases, fair)
