@@ -80,7 +80,6 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence, Sized
-from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 from typing import Any, ClassVar, Protocol
 
@@ -91,6 +90,7 @@ from queuebox.storage.batch import Batch
 from queuebox.storage.engine import Engine
 
 from .logs import RateLimitedLog, get_logger
+from .syncs import SyncJob, SyncWorkers
 
 log = get_logger("queuebox.commit")
 # A full disk fails every write: a few lines, then one every 10 s with a count.
@@ -117,22 +117,6 @@ def never_hangs() -> bool:
     return False
 
 
-class _Sync:
-    """fsync mode: a batch appended to the WAL and its sync on one slot."""
-
-    __slots__ = ("batch", "done", "ticket", "slot", "outcome", "seconds")
-
-    def __init__(
-        self, batch: Batch, done: asyncio.Future[None], ticket: tuple[int, bool], slot: int
-    ) -> None:
-        self.batch = batch
-        self.done = done
-        self.ticket = ticket
-        self.slot = slot
-        self.outcome: BaseException | bool | None = None  # None: the sync runs; True: ok
-        self.seconds = 0.0
-
-
 class GroupCommit:
     def __init__(
         self,
@@ -151,12 +135,10 @@ class GroupCommit:
         self.report: Durability | None = None
         # fsync mode: one thread per sync slot (the WAL writer's descriptors).
         self._slots = 0 if on_loop else journal.sync_slots
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, self._slots), thread_name_prefix="wal-writer"
-        )
         # Kept, not looked up: get_running_loop() costs a getpid() syscall; its
         # methods of every turn bound once.
-        self._loop = loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        self._workers = SyncWorkers(loop, max(1, self._slots), self._work, self._returned)
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
@@ -164,12 +146,11 @@ class GroupCommit:
         # segment, a repair: nothing else in flight meanwhile), if any.
         self._writing: asyncio.Future[None] | None = None
         # fsync mode, overlapping syncs: the batches appended and not yet
-        # answered, oldest first, each with its sync; slots free; syncs running
-        # (those of batches already failed too: nothing new is written before
-        # they return).
-        self._flight: deque[_Sync] = deque()
+        # answered, oldest first, each with its sync; slots free (the syncs
+        # running, those of batches already failed too, hold the others:
+        # nothing new is written before they return, _running()).
+        self._flight: deque[SyncJob] = deque()
         self._free = list(range(self._slots))
-        self._running = 0
         self._failing = False  # a write or sync failed: wait for every sync to return
         # A batch taken that must be written with nothing in flight (write_batch).
         self._held: tuple[Batch, asyncio.Future[None]] | None = None
@@ -229,8 +210,8 @@ class GroupCommit:
         return (
             self._writing is not None
             or self._held is not None
-            or self._running >= max(1, self._slots)
-            or (self._failing and self._running > 0)
+            or self._running() >= max(1, self._slots)
+            or (self._failing and self._running() > 0)
         )
 
     def _flush(self, under_load: bool = False) -> None:
@@ -255,15 +236,19 @@ class GroupCommit:
             return
         if self._journal.can_append(batch):
             self._append(batch, done)
-        elif self._running:
+        elif self._running():
             self._held = (batch, done)  # goes alone once every sync returned (_next)
         else:
             self._to_thread(batch, done)
 
+    def _running(self) -> int:
+        """fsync mode: the syncs running (each holds its slot)."""
+        return self._slots - len(self._free)
+
     def _to_thread(self, batch: Batch, done: asyncio.Future[None]) -> None:
+        """Write and sync `batch` alone on a worker (nothing else in flight)."""
         self._writing = done
-        written = self._loop.run_in_executor(self._executor, self._synced, batch)
-        written.add_done_callback(lambda f: self._written(f, batch, done))
+        self._workers.submit(SyncJob(batch, done, (0, False), 0, True))
 
     def _append(self, batch: Batch, done: asyncio.Future[None]) -> None:
         """Overlapping syncs: append the batch here, sync it on a free slot."""
@@ -272,33 +257,34 @@ class GroupCommit:
         except Exception as error:
             self._fail_flight(batch, done, error)
             return
-        entry = _Sync(batch, done, ticket, self._free.pop())
+        entry = SyncJob(batch, done, ticket, self._free.pop(), False)
         self._flight.append(entry)
-        self._running += 1
-        self.most_in_flight = max(self.most_in_flight, self._running)
-        synced = self._loop.run_in_executor(self._executor, self._sync, entry)
-        synced.add_done_callback(lambda f: self._sync_returned(f, entry))
+        self.most_in_flight = max(self.most_in_flight, self._running())
+        self._workers.submit(entry)
 
-    def _sync(self, entry: _Sync) -> float:
-        """A sync worker's job: every batch appended before it began is durable."""
+    def _work(self, job: SyncJob) -> None:
+        """A sync worker's job: a sync (every batch appended before it began
+        is durable) or a batch written and synced alone. Sets its outcome."""
         started = perf_counter()
         try:
-            self._journal.sync_batch(entry.slot, entry.ticket)
+            if job.alone:
+                self._journal.write_batch(job.batch)
+            else:
+                self._journal.sync_batch(job.slot, job.ticket)
+        except BaseException as error:
+            job.error = error
         finally:
-            self._last_sync_s = perf_counter() - started
-        return self._last_sync_s
+            self._last_sync_s = job.seconds = perf_counter() - started
 
-    def _sync_returned(self, result: asyncio.Future[float], entry: _Sync) -> None:
-        self._running -= 1
-        self._free.append(entry.slot)
-        error = result.exception()
-        if error is not None:
-            entry.outcome = error
-            if not entry.done.done():  # else it failed already, with an earlier batch
-                self._fail_flight(entry.batch, entry.done, error)
-        else:
-            entry.outcome = True
-            entry.seconds = result.result()
+    def _returned(self, jobs: list[SyncJob]) -> None:
+        """The loop: every job the workers finished since the last call."""
+        for job in jobs:
+            if job.alone:
+                self._written(job)
+                continue
+            self._free.append(job.slot)
+            if job.error is not None and not job.done.done():  # else failed already
+                self._fail_flight(job.batch, job.done, job.error)
         self._answer()
         self._next()
 
@@ -308,7 +294,7 @@ class GroupCommit:
         (each slot's descriptor reports each error once, to its next sync: an
         error of a page of this batch reached this sync or an earlier one)."""
         flight = self._flight
-        while flight and flight[0].outcome is True:
+        while flight and flight[0].returned and flight[0].error is None:
             entry = flight.popleft()
             self._journal.batch_synced(entry.batch, entry.ticket)
             self._succeeded(entry.batch, entry.done, entry.seconds)
@@ -317,7 +303,7 @@ class GroupCommit:
         """A write or sync failed: every batch not answered yet fails, the
         oldest first (its rollback undoes them all, and the changes after);
         nothing is written before every sync running has returned."""
-        self._failing = self._running > 0
+        self._failing = self._running() > 0
         flight, self._flight = self._flight, deque()
         failed = [(e.batch, e.done) for e in flight if not e.done.done()]
         if all(b is not batch for b, _ in failed):
@@ -343,7 +329,7 @@ class GroupCommit:
     def _next(self) -> None:
         """A slot is free again: a held batch goes alone once nothing runs,
         then what gathered meanwhile."""
-        if self._running == 0:
+        if self._running() == 0:
             self._failing = False
             if self._idle is not None:
                 self._idle.set_result(None)
@@ -360,7 +346,7 @@ class GroupCommit:
         """fsync mode: may the loop write and sync `batch` itself (see the top)?"""
         return (
             self._writing is None
-            and self._running == 0
+            and self._running() == 0
             and batch.count <= ALONE_RECORDS
             and self._last_sync_s < self.loop_sync_max_s
             and not self._may_hang()
@@ -393,19 +379,14 @@ class GroupCommit:
         self._journal.write_batch(batch)
         return perf_counter() - started if timed else 0.0
 
-    def _written(
-        self, result: asyncio.Future[float], batch: Batch, done: asyncio.Future[None]
-    ) -> None:
+    def _written(self, job: SyncJob) -> None:
+        """A batch written alone on a worker returned (then _next: every change
+        made meanwhile, over any number of turns, goes in one batch)."""
         self._writing = None
-        error = result.exception()
-        if error is None:
-            self._succeeded(batch, done, result.result())
+        if job.error is None:
+            self._succeeded(job.batch, job.done, job.seconds)
         else:
-            self._failed(batch, done, error)
-        # Every change made while the thread wrote goes in one batch now, however
-        # many turns it spans: one write and one sync for all of them.
-        if self._gathering is not None:
-            self._flush(under_load=True)
+            self._failed(job.batch, job.done, job.error)
 
     def _succeeded(self, batch: Batch, done: asyncio.Future[None], seconds: float) -> None:
         self.batches_written += 1
@@ -433,7 +414,7 @@ class GroupCommit:
             pending += [e.done for e in self._flight]
             if self._held is not None:
                 pending.append(self._held[1])
-            if self._running:
+            if self._running():
                 if self._idle is None:
                     self._idle = self._create_future()
                 pending.append(self._idle)
@@ -448,12 +429,12 @@ class GroupCommit:
             self._gathering is not None
             or self._writing is not None
             or self._held is not None
-            or self._running > 0
+            or self._running() > 0
             or bool(self._flight)
         )
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        self._workers.close()
 
 
 class QuorumBarrier(Protocol):
