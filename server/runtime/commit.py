@@ -138,7 +138,7 @@ class GroupCommit:
         # Kept, not looked up: get_running_loop() costs a getpid() syscall; its
         # methods of every turn bound once.
         loop = asyncio.get_running_loop()
-        self._workers = SyncWorkers(loop, max(1, self._slots), self._work, self._returned)
+        self.workers = SyncWorkers(loop, max(1, self._slots), self._work, self._returned)
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
@@ -248,7 +248,7 @@ class GroupCommit:
     def _to_thread(self, batch: Batch, done: asyncio.Future[None]) -> None:
         """Write and sync `batch` alone on a worker (nothing else in flight)."""
         self._writing = done
-        self._workers.submit(SyncJob(batch, done, (0, False), 0, True))
+        self.workers.submit(SyncJob(batch, done, (0, False), 0, True))
 
     def _append(self, batch: Batch, done: asyncio.Future[None]) -> None:
         """Overlapping syncs: append the batch here, sync it on a free slot."""
@@ -260,7 +260,7 @@ class GroupCommit:
         entry = SyncJob(batch, done, ticket, self._free.pop(), False)
         self._flight.append(entry)
         self.most_in_flight = max(self.most_in_flight, self._running())
-        self._workers.submit(entry)
+        self.workers.submit(entry)
 
     def _work(self, job: SyncJob) -> None:
         """A sync worker's job: a sync (every batch appended before it began
@@ -277,7 +277,10 @@ class GroupCommit:
             self._last_sync_s = job.seconds = perf_counter() - started
 
     def _returned(self, jobs: list[SyncJob]) -> None:
-        """The loop: every job the workers finished since the last call."""
+        """The loop: every job the workers finished since the last call, in
+        the order they finished, each as if it came back alone (a batch
+        answered by an ok sync stays answered if a sync that ended after it
+        failed), then the next batch."""
         for job in jobs:
             if job.alone:
                 self._written(job)
@@ -285,7 +288,7 @@ class GroupCommit:
             self._free.append(job.slot)
             if job.error is not None and not job.done.done():  # else failed already
                 self._fail_flight(job.batch, job.done, job.error)
-        self._answer()
+            self._answer()
         self._next()
 
     def _answer(self) -> None:
@@ -434,7 +437,7 @@ class GroupCommit:
         )
 
     def close(self) -> None:
-        self._workers.close()
+        self.workers.close()
 
 
 class QuorumBarrier(Protocol):

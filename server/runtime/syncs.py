@@ -76,6 +76,11 @@ class SyncWorkers:
         # begun to take the finished jobs yet.
         self._finished: deque[SyncJob] = deque()
         self._woken = False
+        self.hand_backs = 0  # wake-ups of the loop (tests, and what a batch costs)
+
+    def finished(self) -> int:
+        """Jobs done and not yet handed back to the loop."""
+        return len(self._finished)
 
     def submit(self, job: SyncJob) -> None:
         if not self._threads:
@@ -111,6 +116,7 @@ class SyncWorkers:
 
     def _hand_back(self) -> None:
         self._woken = False
+        self.hand_backs += 1
         finished = self._finished
         jobs: list[SyncJob] = []
         while finished:
