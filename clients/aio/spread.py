@@ -45,7 +45,8 @@ class SpreadPuts:
     async def run_bulk(
         self, many: Many[T], items: Iterable[Any], window: int, spread: bool = True
     ) -> list[T]:
-        """Many calls (`Tube.put_many`'s puts): with `spread` round robin over the
+        """Many calls (`Tube.put_many`'s puts), at most `window` unanswered on each
+        shard's connection: with `spread` round robin over the
         active shards that have a primary, else all to the home shard of the first
         one's key or utube (`run_many`'s calls so only when each is a put without a
         utube or key: otherwise each goes where `run` sends it); each shard's share
@@ -104,7 +105,11 @@ class SpreadPuts:
             return None
 
         patience = self._opts.deadline_for(many.wait)
-        return await bulk.run_many(many, items, window, place, patience, recover)
+        # `window` in flight on each shard's connection, as on one node's: the shares
+        # alternate, so each shard holds about `window` (with one window for all, each
+        # shard saw half a node's, and waited on its round trips: docs/cluster.md).
+        ways = len(numbers)
+        return await bulk.run_many(many, items, window * ways, place, patience, recover)
 
     def _place_run(
         self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[str] | None,

@@ -313,7 +313,11 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--seconds", type=float, default=5.0, help="of put in each phase")
     p.add_argument("--processes", type=_positive_int, default=2, help="client processes")
-    p.add_argument("--window", type=_positive_int, default=64, help="puts in flight each")
+    p.add_argument(
+        "--window", type=_positive_int, default=None,
+        help="put: coroutines per process (default 64); bulk: put_many's window, in flight "
+        "on each connection (default 256, put_many's own)",
+    )  # fmt: skip
     p.add_argument("--tube", default="bench_cluster")
     p.add_argument(
         "--shape",
@@ -325,6 +329,10 @@ def cluster_parser(prog: str) -> argparse.ArgumentParser:
     )
     p.add_argument("--chunk", type=_positive_int, default=1000, help="tasks per put_many")
     p.add_argument(
+        "--no-keys", dest="put_keys", action="store_false",
+        help="puts without a key (the client's put_keys=False; by default each has one)",
+    )  # fmt: skip
+    p.add_argument(
         "--cpu-pid", type=_pid, action="append", default=[], metavar="NAME=PID",
         help="a server process whose CPU seconds to report, repeatable",
     )  # fmt: skip
@@ -335,9 +343,9 @@ def _cluster(argv: list[str], prog: str) -> int:
     from .cluster import SHAPES, Where, run
 
     args = cluster_parser(prog).parse_args(argv)
-    node = Where(args.host, args.port, args.user, args.password)
+    node = Where(args.host, args.port, args.user, args.password, put_keys=args.put_keys)
     every = Where(args.host, args.port, args.user, args.password, args.etcd_endpoints,
-                  args.etcd_prefix)  # fmt: skip
+                  args.etcd_prefix, args.put_keys)  # fmt: skip
     pids = dict(args.cpu_pid)
     try:
         shapes = tuple(args.shape or SHAPES)

@@ -57,3 +57,37 @@ def percent(cpu_seconds: float | None, wall_seconds: float) -> float | None:
     if cpu_seconds is None or wall_seconds <= 0:
         return None
     return round(100.0 * cpu_seconds / wall_seconds, 1)
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of this machine spent not idle since boot (all
+    processes, ours and others'; from /proc/stat), or None where unreadable."""
+    try:
+        with open("/proc/stat", "rb") as stream:
+            fields = stream.readline().split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...: idle and iowait are idle.
+    try:
+        ticks = [int(x) for x in fields[1:9]]
+    except ValueError:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS
+
+
+def run_queue_seconds(pid: int | str) -> float | None:
+    """Seconds the threads of `pid` ("self" for this process) spent runnable but
+    waiting for a core (/proc/PID/task/*/schedstat, its second field), or None
+    where unreadable (no schedstats)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    waited = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as stream:
+                waited += int(stream.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return waited / 1e9

@@ -1,4 +1,5 @@
-"""Sequential latency: one put in flight at a time, and the disk's bare sync cost.
+"""Sequential latency: one put in flight at a time, the disk's bare sync cost and
+the loopback's bare round trip.
 
 Owns: `sequential_puts` (one blocking connection, a put sent only when the
 previous reply arrived, each timed from the send to the reply's last byte:
@@ -6,7 +7,10 @@ what a web request that enqueues a job and waits waits for the server; the
 reply is decoded after the clock stops), `latency_part` (a fresh queuebox per
 WAL mode, p50/p99 of each) and `bare_sync` (what the disk of a directory
 charges for one durable append, with no server at all: append + fsync, and a
-preallocated file + fdatasync). A blocking socket, not asyncio: the client
+preallocated file + fdatasync), and `bare_round_trip` (what one request
+and its answer cost on loopback with no server work at all: an echo server
+on the loop the server runs, asked by the same blocking client; a
+sequential put's p50 cannot go below it). A blocking socket, not asyncio: the client
 adds as little as it can to what is measured. Must not parse arguments or
 print: cli.py does.
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -173,3 +179,47 @@ def _synced_writes(fd: int, count: int, sync: Callable[[int], None]) -> list[flo
         sync(fd)
         times.append((time.perf_counter_ns() - began) / 1000)
     return times
+
+
+# An echo server on the loop queuebox serves on (uvloop), one process of its own
+# as the server is: it prints its port, then echoes until its stdin closes.
+_ECHO = """
+import asyncio, sys, uvloop
+class Echo(asyncio.Protocol):
+    def connection_made(self, transport): self.transport = transport
+    def data_received(self, data): self.transport.write(data)
+async def main():
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Echo, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await loop.run_in_executor(None, sys.stdin.read)
+uvloop.run(main())
+"""
+
+
+def bare_round_trip(count: int = 5000, warmup: int = 500) -> dict[str, float]:
+    """p50/p99 µs of a 100-byte message sent and echoed back on loopback, one in
+    flight, timed as `sequential_puts` times a put."""
+    echo = subprocess.Popen(
+        [sys.executable, "-c", _ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert echo.stdout is not None
+        port = int(echo.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            message, times = b"x" * 100, []
+            for i in range(warmup + count):
+                began = time.perf_counter_ns()
+                sock.sendall(message)
+                got = len(sock.recv(65536))
+                while got < len(message):
+                    more = len(sock.recv(65536))
+                    if not more:
+                        raise BenchError("the echo server closed the connection")
+                    got += more
+                if i >= warmup:
+                    times.append((time.perf_counter_ns() - began) / 1000)
+        return summary(times)
+    finally:
+        echo.communicate("")  # its stdin closes: it returns

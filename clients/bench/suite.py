@@ -24,7 +24,9 @@ started server) and the goals each metric is judged against. The parts:
                  reference only in its own mode, write): p50 and p99 µs; beside
                  them the disk's bare sync (latency.py: append + fsync, and
                  preallocated + fdatasync, no server) and what the fsync p50
-                 costs past the write p50 and one bare sync
+                 costs past the write p50 and one bare sync; the loopback's
+                 bare round trip (an echo server on uvloop, the same client)
+                 and what the write p50 costs past it
     recovery     --recovery-tasks 100-byte fifo tasks, SIGKILL, restart (from
                  the WAL); then a snapshot (queuebox: a clean stop writes one;
                  Tarantool: box.snapshot()), SIGKILL, restart: seconds from
@@ -49,7 +51,7 @@ from queuebox import protocol
 from .api import ApiSpec
 from .bench import run_scenario, with_control
 from .conn import BenchError
-from .latency import bare_sync, sequential_puts, summary
+from .latency import bare_round_trip, bare_sync, sequential_puts, summary
 from .report import environment
 from .scenarios import Options, Target
 from .servers import QueueboxServer, ReferenceServer
@@ -214,6 +216,8 @@ def _sequential(mode: str) -> Part:
         if mode == "fsync" and isinstance(server, QueueboxServer):
             for how, cost in bare_sync(server.workdir).items():
                 metrics[f"bare sync p50 µs: {how}"] = round(cost["p50"], 1)
+        if mode == "write" and isinstance(server, QueueboxServer):
+            metrics[BARE_ROUND_TRIP] = round(bare_round_trip()["p50"], 1)
         return metrics
 
     return part
@@ -242,6 +246,11 @@ def _derived(runs: dict[str, list[float | None]]) -> None:
         lambda f, w, b: f - w - b,
     )
     per_round(FSYNC_SHARE, ["put/s, wal_mode=fsync", "put/s"], lambda f, w: f / w)
+    per_round(
+        WRITE_OVERHEAD,
+        ["sequential put p50 µs, wal_mode=write", BARE_ROUND_TRIP],
+        lambda w, r: w - r,
+    )
 
 
 def _memory(kind: str) -> Part:
@@ -320,6 +329,8 @@ PARTS: dict[str, list[tuple[Part, list[str], tuple[str, ...]]]] = {
 }
 
 SYNC_OVERHEAD = "sequential put p50, fsync − write − bare sync, µs"
+BARE_ROUND_TRIP = "bare loopback round trip p50 µs (echo, no server work)"
+WRITE_OVERHEAD = "sequential put p50, write − bare round trip, µs"
 FSYNC_SHARE = "put/s, wal_mode=fsync / wal_mode=write (queuebox)"
 
 # metric -> (what is compared: the ratio queuebox / reference or queuebox's

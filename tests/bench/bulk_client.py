@@ -21,14 +21,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+
+def _here(name: str) -> Any:
+    """Module `name` of this checkout's tests/bench, by its path: `--client`'s tree
+    (first on the path, for its `queuebox`) may be older than this one."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _flag(name: str, default: Path) -> Path:
@@ -100,52 +110,29 @@ def main() -> None:
         child(args)
         return
     from queuebox.compiled import build_label
-    from tests.e2e import routing, serverproc
-    from tests.e2e.etcdproc import EtcdProc
-    from tests.e2e.routing import CLUSTER_TOML, Sharded
-    from tests.e2e.serverproc import ServerProc, start_proc
 
-    if args.servers is not None:
-        serverproc.REPO = routing.REPO = args.servers.resolve()
     login = {"user": "tester", "password": "secret"}
-    with (
-        tempfile.TemporaryDirectory(prefix="bulk-bench-") as tmp,
-        EtcdProc(Path(tmp) / "e") as etcd,
-    ):
-        procs: list[ServerProc] = []
-
-        def start(*flags: str, **kwargs: Any) -> ServerProc:
-            proc = start_proc(Path(tmp) / f"s{len(procs)}", list(flags), None, CLUSTER_TOML)
-            procs.append(proc)
-            return proc
-
-        try:
-            cluster = Sharded(start, etcd, Path(tmp), "--etcd-lease-ttl", "15")
-            cluster.start()
-            lone = start()
-            targets = {
-                "one node": {"host": "127.0.0.1", "port": lone.port, **login},
-                "2 shards, self-routing": {
-                    "etcd_endpoints": etcd.endpoints, "etcd_prefix": cluster.prefix, **login
-                },
-            }  # fmt: skip
-            print(f"client {build_label()}; put_many of {args.chunk}, window {args.window}")
-            for name, target in targets.items():
-                if args.instructions:
-                    count = instructions(target, args)
-                    print(f"{name:<24} client instructions per put: {count:,}")
-                    continue
-                rounds = [
-                    asyncio.run(_puts(target, "bulk", args.puts, args.chunk, args.window))
-                    / args.puts * 1e6
-                    for _ in range(args.rounds)
-                ]  # fmt: skip
-                shown = " ".join(f"{us:.1f}" for us in rounds)
-                print(f"{name:<24} client CPU µs per put: {shown} (best {min(rounds):.1f})")
-            print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-        finally:
-            for proc in procs:
-                proc.stop()
+    with _here("cluster_bench").shards_and_node(args.servers) as (endpoints, prefix, procs):
+        targets = {
+            "one node": {"host": "127.0.0.1", "port": procs[2].port, **login},
+            "2 shards, self-routing": {
+                "etcd_endpoints": endpoints, "etcd_prefix": prefix, **login
+            },
+        }  # fmt: skip
+        print(f"client {build_label()}; put_many of {args.chunk}, window {args.window}")
+        for name, target in targets.items():
+            if args.instructions:
+                count = instructions(target, args)
+                print(f"{name:<24} client instructions per put: {count:,}")
+                continue
+            rounds = [
+                asyncio.run(_puts(target, "bulk", args.puts, args.chunk, args.window))
+                / args.puts * 1e6
+                for _ in range(args.rounds)
+            ]  # fmt: skip
+            shown = " ".join(f"{us:.1f}" for us in rounds)
+            print(f"{name:<24} client CPU µs per put: {shown} (best {min(rounds):.1f})")
+        print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -107,8 +107,10 @@ class Sharded:
 
     def start(self, nodes: int = 1) -> dict[str, list[ServerProc]]:
         started = {name: group.start(nodes) for name, group in self.groups.items()}
+        # 60 s, not wait_state's 30: under CI, a JVM test beside this one once
+        # held a shard's start past 30 s.
         for found in started.values():
-            wait_state(found[0], "RUNNING")
+            wait_state(found[0], "RUNNING", timeout=60.0)
         return started
 
     def router(self, *args: str, endpoints: str | None = None) -> RouterProc:

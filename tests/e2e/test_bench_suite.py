@@ -41,6 +41,7 @@ METRICS = [
     "server CPU µs per sequential request",
     "sequential put p50 µs, wal_mode=write",
     "sequential put p99 µs, wal_mode=write",
+    "bare loopback round trip p50 µs (echo, no server work)",
     "sequential put p50 µs, wal_mode=fsync",
     "sequential put p99 µs, wal_mode=fsync",
     "bare sync p50 µs: append + fsync",
@@ -53,12 +54,13 @@ METRICS = [
     "recovery from the snapshot (queuebox's log), s",
     "sequential put p50, fsync − write − bare sync, µs",
     "put/s, wal_mode=fsync / wal_mode=write (queuebox)",
+    "sequential put p50, write − bare round trip, µs",
 ]
 # The reference runs in its own WAL mode (write) only: no fsync rows for it.
 QUEUEBOX_ONLY = {
     m
     for m in METRICS
-    if "queuebox's log" in m or "bare sync" in m or "(queuebox)" in m or "wal_mode=fsync" in m
+    if "queuebox's log" in m or "bare " in m or "(queuebox)" in m or "wal_mode=fsync" in m
 }
 
 

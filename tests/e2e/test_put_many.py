@@ -32,6 +32,19 @@ from tests.waiting import wait_for_async
 __all__ = ["conn", "pair", "proxy_to", "target"]  # other tests' fixtures, used here
 
 
+class Counted:
+    """The items 0, 1, ... `count` - 1 of a put_many, and how many it has taken."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.pulled = 0
+
+    def __iter__(self) -> Iterator[int]:
+        for n in range(self.count):
+            self.pulled += 1
+            yield n
+
+
 async def test_put_many_answers_in_order_each_task_with_a_key_of_its_own(
     conn: aio.Connection,
 ) -> None:
@@ -90,13 +103,7 @@ async def test_a_cut_connection_fails_the_batch_with_connection_lost(
     target: Target, conn: aio.Connection, proxy_to: FaultProxy
 ) -> None:
     jobs = await conn.create_tube(unique("cut"), "fifo")
-    pulled = 0
-
-    def items() -> Iterator[int]:
-        nonlocal pulled
-        for n in range(200_000):
-            pulled += 1
-            yield n
+    items = Counted(200_000)
 
     assert target.proc is not None and target.proc.proc is not None
     server = target.proc.proc.pid
@@ -108,8 +115,8 @@ async def test_a_cut_connection_fails_the_batch_with_connection_lost(
         # when the connection goes (a fast server could answer them all first).
         os.kill(server, signal.SIGSTOP)
         try:
-            batch = asyncio.ensure_future(cut.tube(jobs.name).put_many(items(), window=64))
-            await wait_for_async(lambda: pulled >= 64, "a window of puts sent")
+            batch = asyncio.ensure_future(cut.tube(jobs.name).put_many(items, window=64))
+            await wait_for_async(lambda: items.pulled >= 64, "a window of puts sent")
             proxy_to.cut_all()
             with pytest.raises(ConnectionLost):  # no key: not sent again, the caller decides
                 await asyncio.wait_for(batch, 30)
@@ -123,7 +130,7 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
     start_server: StartServer, etcd: EtcdProc, tmp_path: Path
 ) -> None:
     cluster = Sharded(start_server, etcd, tmp_path)
-    cluster.start()
+    primaries = [nodes[0] for nodes in cluster.start().values()]
     tube = unique("m")
 
     async def run() -> None:
@@ -135,6 +142,7 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             tasks = await jobs.put_many(range(400), window=32)
             assert [t.data for t in tasks] == list(range(400))
             assert sorted(Counter(t.id % 1024 for t in tasks).values()) == [200, 200]
+            await window_on_each_shard(jobs)
             utubes = await conn.create_tube(f"{tube}_u", "utube")
             homed = await utubes.put_many(range(20), window=8, utube="u1")
             assert [t.data for t in homed] == list(range(20))
@@ -155,6 +163,22 @@ def test_put_many_through_the_self_routing_client_spreads_keeps_order_and_homes_
             acked = await conn.run_many([modern.ack(tube, t.id) for t in taken], window=4)
             assert [t.id for t in acked] == [t.id for t in taken]
             assert (await jobs.statistics())["tasks"]["taken"] == 0
+
+    async def window_on_each_shard(jobs: aio.Tube) -> None:
+        # The window holds on each shard's connection, as on one node's: with both
+        # shards stopped (no reply can come), a burst sends 16 to each and waits.
+        items = Counted(100)
+        pids = [proc.proc.pid for proc in primaries if proc.proc is not None]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            batch = asyncio.ensure_future(jobs.put_many(items, window=16))
+            await wait_for_async(lambda: items.pulled >= 32, "a window of puts sent to each shard")
+            assert items.pulled == 32  # no more before a reply
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        assert [t.data for t in await batch] == list(range(100))
 
     asyncio.run(run())
 
