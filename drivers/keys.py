@@ -26,10 +26,10 @@ them), the clock (`now` comes in), sessions, waiters.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
+from heapq import heapify, heappop, heappush
 from typing import Any
-
-from sortedcontainers import SortedList
 
 from queuebox.storage.catalog import Catalog
 from queuebox.storage.space import IndexDef, Space
@@ -41,6 +41,10 @@ from .errors import module_error
 KEYS_SPACE = "_queuebox_keys"
 F_TASK, F_EXPIRES, F_DONE = 2, 3, 4
 Row = tuple[Any, ...]
+# Keys are looked up one by one and walked only at a restart or a drop: a
+# hash index (a dict; storage/ordered.py HashMap), so a random key costs
+# what one in order does.
+INDEXES = (IndexDef("key", (0, 1), hash=True),)
 
 WINDOW_OPTION = "key_window"
 DEFAULT_WINDOW_S = 24 * 3600
@@ -49,6 +53,7 @@ MAX_KEY_CHARS = 256
 # Expired keys are pruned at most this late, so keys that expire within a
 # second of each other go in one timer firing (and one WAL batch).
 PRUNE_SLACK_US = US
+NEVER = 1 << 62  # µs: later than any expires_at
 
 
 def check_options(opts: Mapping[Any, Any]) -> None:
@@ -76,15 +81,23 @@ def key_text(value: Any) -> str:
 
 
 def keys_space(catalog: Catalog) -> Space:
-    """The keys space, made the first time a key is kept."""
+    """The keys space, made with the first tube (create_tube) or else the first
+    time a key is kept: a client's put then changes no schema (a connector
+    that sees the schema version move fetches the schema again, a storm under
+    pipelined puts)."""
     found = catalog.get(KEYS_SPACE)
     if found is not None:
         return found
     return catalog.create_space(
-        KEYS_SPACE,
-        (IndexDef("key", (0, 1)),),
-        format=("tube", "key", "task_id", "expires_at", "done"),
+        KEYS_SPACE, INDEXES, format=("tube", "key", "task_id", "expires_at", "done")
     )
+
+
+def open_space(catalog: Catalog) -> None:
+    """At start: a keys space written by an earlier release (an ordered index)
+    laid out as INDEXES says, in memory (storage/catalog.py relayout)."""
+    if KEYS_SPACE in catalog:
+        catalog.relayout(KEYS_SPACE, INDEXES)
 
 
 def rows_of(catalog: Catalog, tube: str) -> list[Row]:
@@ -99,14 +112,20 @@ class Keys:
         self, catalog: Catalog, tube: str, opts: Mapping[Any, Any], deadlines: Deadlines
     ) -> None:
         self.catalog = catalog
+        open_space(catalog)
         self.tube = tube
         self.window_us = window_us(opts)
         self._deadlines = deadlines
         self._owner = ("keys", tube)
         # task id -> its key, for the tasks still in the tube that a key made.
         self.live: dict[int, str] = {}
-        # (expires_at, key) of every row, the first to expire first.
-        self.expiry: SortedList = SortedList()
+        # (expires_at, key) of every row, the first to expire first, in two
+        # parts: `expiry` in the order the rows were written, which is their
+        # expiry order while windows are alike (a deque: O(1) at both ends),
+        # and a heap of those that expire before the last written (a put's own
+        # shorter window, a clock set back).
+        self.expiry: deque[tuple[int, str]] = deque()
+        self.early: list[tuple[int, str]] = []
         self.held = 0  # rows of this tube
         self.matched = 0  # puts answered by an existing key, since start
 
@@ -136,12 +155,22 @@ class Keys:
             return
         space = keys_space(self.catalog)
         expires = now + window
-        if space.get((self.tube, key)) is None:
+        row = (self.tube, key, task_id, expires, False)
+        if space.primary.row(row[:2]) is None:
             self.held += 1
-        # An expired row replaced keeps its expiry entry: prune passes over it.
-        space.replace((self.tube, key, task_id, expires, False))
+            space.insert(row)
+        else:
+            # An expired row replaced keeps its expiry entry: prune passes over it.
+            self._replaced(space, row)
+            space.replace(row)
         self.live[task_id] = key
         self._track(expires, key)
+
+    def _replaced(self, space: Space, row: Row) -> None:
+        """An expired row of a key is put over: its task, if still live, has no key."""
+        old = space.get(row[:2])
+        if old is not None and not old[F_DONE] and self.live.get(old[F_TASK]) == row[1]:
+            del self.live[old[F_TASK]]
 
     def gone(self, task_id: int) -> None:
         """Task `task_id` left the tube: its key answers it as done from now on."""
@@ -156,9 +185,11 @@ class Keys:
     def prune(self, now: int) -> None:
         """Drop the rows whose window ended by `now`; set the next key deadline."""
         space = self.catalog.get(KEYS_SPACE)
-        expiry = self.expiry
-        while expiry and expiry[0][0] <= now:
-            expires, key = expiry.pop(0)
+        while True:
+            expires, key = self._first()
+            if expires > now:
+                break
+            self._pop_first()
             row = None if space is None else space.get((self.tube, key))
             if row is None or row[F_EXPIRES] != expires:
                 continue  # replaced by a later put of the key: its own entry prunes it
@@ -181,6 +212,7 @@ class Keys:
                 space.delete(row[:2])
         self.live.clear()
         self.expiry.clear()
+        self.early.clear()
         self.held = 0
         self._deadlines.discard(self._owner)
 
@@ -195,16 +227,35 @@ class Keys:
                     continue
                 self.live[row[F_TASK]] = row[1]
             self.held += 1
-            self.expiry.add((row[F_EXPIRES], row[1]))
+            self.early.append((row[F_EXPIRES], row[1]))
+        heapify(self.early)
         self._schedule()
 
     # -- the deadline --
     def _track(self, expires: int, key: str) -> None:
-        first = self.expiry[0][0] if self.expiry else None
-        self.expiry.add((expires, key))
-        if first is None or expires < first:
+        first = self._first()[0]
+        expiry = self.expiry
+        if not expiry or expiry[-1][0] <= expires:
+            expiry.append((expires, key))
+        else:
+            heappush(self.early, (expires, key))
+        if expires < first:
             self._schedule()
 
+    def _first(self) -> tuple[int, str]:
+        """The entry that expires first: (NEVER, "") when there is none."""
+        expiry, early = self.expiry, self.early
+        if early and (not expiry or early[0] < expiry[0]):
+            return early[0]
+        return expiry[0] if expiry else (NEVER, "")
+
+    def _pop_first(self) -> None:
+        expiry, early = self.expiry, self.early
+        if early and (not expiry or early[0] < expiry[0]):
+            heappop(early)
+        else:
+            expiry.popleft()
+
     def _schedule(self) -> None:
-        first = self.expiry[0][0] + PRUNE_SLACK_US if self.expiry else None
-        self._deadlines.set(self._owner, first)
+        first = self._first()[0]
+        self._deadlines.set(self._owner, None if first == NEVER else first + PRUNE_SLACK_US)

@@ -22,7 +22,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
-from .keys import WINDOW_OPTION
+from .keys import WINDOW_OPTION, keys_space
 from .keys import check_options as check_key_options
 from .ratelimit import OPTION as RATE_LIMIT
 from .ratelimit import check_option as check_rate_limit
@@ -112,6 +112,7 @@ class TubeRegistry:
         cls.fill_defaults(opts)
         space = self._open_space(cls, name, opts, create=True)
         cls.open_extra(self.catalog, name, opts)
+        keys_space(self.catalog)  # now, with the tube: a keyed put changes no schema (keys.py)
         last = self._space.index("tube_id").last()
         tube_id = 0 if last is None else last[1] + 1
         tube = self._attach(name, tube_id, type_, opts, cls, space)

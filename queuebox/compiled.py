@@ -108,6 +108,8 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.queue.waiting",
     "queuebox.server.core.requests",
     "queuebox.server.runtime.commit",
+    "queuebox.server.runtime.syncs",
+    "queuebox.server.runtime.durability",
     "queuebox.server.queue.timers",
     "queuebox.server.access.rights",
     "queuebox.server.net.reading",

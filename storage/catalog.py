@@ -101,23 +101,23 @@ class Catalog:
         return space
 
     def relayout(self, name: str, wanted: Sequence[IndexDef]) -> Space:
-        """The space `name`, its secondary indexes laid out in memory as `wanted`
-        says where they differ from it only in `group` (FORMAT.md §5.1: how an
-        index keeps its keys in memory, never what it holds).
+        """The space `name`, its indexes laid out in memory as `wanted` says
+        where they differ from it only in `group` or `hash` (FORMAT.md §5.1: how
+        an index keeps its keys in memory, never what it holds).
 
         A space made by an older release comes back from its files with the
-        indexes it was made with, and its owner (a queue driver) reads them by
-        the groups of today's definitions. Same parts, same uniqueness: the same
-        tuples in the same order, so nothing is logged; the next snapshot holds
-        the new definition. Returns the space in place now (the same object when
-        nothing differed)."""
+        indexes it was made with, and its owner (a queue driver, the keys of
+        exactly-once puts) reads them by the layout of today's definitions.
+        Same parts, same uniqueness: the same tuples in the same order, so
+        nothing is logged; the next snapshot holds the new definition. Returns
+        the space in place now (the same object when nothing differed)."""
         space = self.space(name)
         by_name = {d.name: d for d in wanted}
         defs = list(space.definition.indexes)
-        for i, have in enumerate(defs[1:], start=1):
+        for i, have in enumerate(defs):
             want = by_name.get(have.name)
             same = want is not None and (want.parts, want.unique) == (have.parts, have.unique)
-            if same and want is not None and want.group != have.group:
+            if same and want is not None and (want.group, want.hash) != (have.group, have.hash):
                 defs[i] = want
         if defs == list(space.definition.indexes):
             return space

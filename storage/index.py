@@ -45,7 +45,7 @@ from typing import Any
 
 from .dense import DenseMap
 from .indexdef import TOP, DuplicateKey, IndexDef, Key, Tuple, key_getter
-from .ordered import ABSENT, OrderedKeys, OrderedMap
+from .ordered import ABSENT, HashMap, OrderedKeys, OrderedMap
 from .orderedrows import OrderedRows
 from .rows import PLAIN, Codec
 
@@ -232,7 +232,7 @@ class Index:
 
     def _new_map(self, group: Any) -> OrderedMap:
         if not self._by_primary:
-            return OrderedMap()
+            return HashMap() if self.definition.hash else OrderedMap()
         get, pk_of = self._primary_get, self._pk_of
         inner, group_of, row_pk = self._row_inner, self._row_group, self._row_pk
         if self._single:  # the key is the primary key: the row found has it
@@ -351,7 +351,7 @@ class PrimaryIndex(Index):
         super().__init__(definition, primary_parts, codec=codec)
         if self._gw:
             raise ValueError("a primary index is not grouped")
-        if self._single:  # task ids: a list by id while they are ints in order
+        if self._single and not definition.hash:  # task ids: a list by id while ints in order
             self._groups[None] = DenseMap()
         self._map = self._groups[None]
 

@@ -31,17 +31,22 @@ class DuplicateKey(StorageError):
 
 @dataclass(frozen=True)
 class IndexDef:
-    """An index over `parts` (field numbers, 0-based); `group`: see the module doc."""
+    """An index over `parts` (field numbers, 0-based); `group`: see index.py's
+    module doc; `hash`: its keys are kept in a dict alone and sorted only when
+    walked (ordered.py's HashMap: lookups by key, rare walks)."""
 
     name: str
     parts: tuple[int, ...]
     unique: bool = True
     group: int = 0
+    hash: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name, "parts": list(self.parts), "unique": self.unique}
         if self.group:
             wire["group"] = self.group
+        if self.hash:
+            wire["hash"] = True
         return wire
 
     @classmethod
@@ -51,6 +56,7 @@ class IndexDef:
             tuple(int(p) for p in d["parts"]),
             bool(d["unique"]),
             int(d.get("group", 0)),
+            bool(d.get("hash", False)),
         )
 
 

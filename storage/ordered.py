@@ -322,3 +322,57 @@ class OrderedKeys(OrderedMap):
         self._run = sorted(keys)
         self._count = len(self._run)
         return self._count
+
+
+class HashMap(OrderedMap):
+    """The same answers from the dict alone (IndexDef.hash): a key in or out
+    costs a dict operation, whatever the order keys arrive in, and the run is
+    the sorted keys, made when a walk asks for order and kept until a key is
+    added (a key removed meanwhile is a stale entry the walks skip). For keys
+    looked up one by one and walked rarely: the keys of exactly-once puts
+    (random ones cost what ordered ones do), walked at a restart or a drop."""
+
+    __slots__ = ("_sorted",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sorted = False
+
+    def set(self, key: Any, value: Any) -> None:
+        m = self._map
+        if key not in m:
+            self._sorted = False
+        m[key] = value
+
+    def pop(self, key: Any) -> Any:
+        return self._map.pop(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self._sorted = False
+
+    def load(self, keys: list[Any], values: list[Any]) -> int:
+        m = self._map
+        m.update(zip(keys, values, strict=True))
+        self._sorted = False
+        return len(m)
+
+    def _order(self) -> None:
+        if not self._sorted:
+            self._run = sorted(self._map)
+            self._head = self._stale = 0
+            self._sorted = True
+
+    def first_key(self) -> Any:
+        self._order()
+        return super().first_key()
+
+    def last_key(self) -> Any:
+        self._order()
+        return super().last_key()
+
+    def keys(
+        self, lo: Any = ABSENT, hi: Any = ABSENT, hi_inclusive: bool = False, reverse: bool = False
+    ) -> Iterator[Any]:
+        self._order()
+        return super().keys(lo, hi, hi_inclusive, reverse)

@@ -50,7 +50,7 @@ from ..access.authguard import AuthGuard
 from ..access.rights import Rights
 from ..access.users import Users
 from ..runtime.changes import ChangeHub
-from ..runtime.commit import Durability
+from ..runtime.durability import Durability
 from ..runtime.limits import HANDLING_COPIES, BufferBudget
 from ..runtime.logs import get_logger
 from ..runtime.slots import ConnectionSlots

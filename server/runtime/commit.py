@@ -58,19 +58,8 @@ and with them every later change and, in fsync mode, every batch whose sync
 was in flight; batches answered before it stay acknowledged, and the server
 keeps running.
 
-`Durability` is what the rest of the server sees of it: one object, built
-in build.py over each store opened (at start, and again after a replica's
-re-bootstrap), from the group commit, the optional quorum of synchronous
-replication and the listeners of every written batch, in order:
-
-    reply ◀── Durability.barrier(acknowledges) ◀── the quorum of every change so
-                                               far (replicas' acks): a call with
-                                               write access, synchronous mode
-                                              ◀── GroupCommit.barrier(): this turn's write
-    a batch written ──▶ observers(records, bytes, seconds)  (metrics)
-                    ──▶ listeners(batch)  (the replication feed, event streams),
-                        each only while its audience is not empty
-    a write failed  ──▶ rolled_back()  (the queue rebuilds itself)
+Who hears of each batch written or failed is `report`, a `WriteReport`:
+`Durability` (durability.py), what the rest of the server sees.
 
 Must not touch: sockets, protocol bytes, queue semantics.
 """
@@ -79,10 +68,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence, Sized
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar
 
 from mypy_extensions import mypyc_attr
 
@@ -91,6 +79,7 @@ from queuebox.storage.batch import Batch
 from queuebox.storage.engine import Engine
 
 from .logs import RateLimitedLog, get_logger
+from .syncs import SyncJob, SyncWorkers
 
 log = get_logger("queuebox.commit")
 # A full disk fails every write: a few lines, then one every 10 s with a count.
@@ -117,20 +106,25 @@ def never_hangs() -> bool:
     return False
 
 
-class _Sync:
-    """fsync mode: a batch appended to the WAL and its sync on one slot."""
+@mypyc_attr(allow_interpreted_subclasses=True)  # Durability's scripted ones (tests)
+class WriteReport:
+    """Who hears of group commit's writes: Durability (durability.py), the
+    one subclass; here so that group commit calls it natively without
+    importing what is built over it."""
 
-    __slots__ = ("batch", "done", "ticket", "slot", "outcome", "seconds")
+    def __init__(self, observers: list[WalObserver] | None = None) -> None:
+        # The server's list: metrics may join later (group commit reads the
+        # clock only while it is not empty). A list: iterated natively.
+        self.observers = observers if observers is not None else []
 
-    def __init__(
-        self, batch: Batch, done: asyncio.Future[None], ticket: tuple[int, bool], slot: int
-    ) -> None:
-        self.batch = batch
-        self.done = done
-        self.ticket = ticket
-        self.slot = slot
-        self.outcome: BaseException | bool | None = None  # None: the sync runs; True: ok
-        self.seconds = 0.0
+    def written(self, batch: Batch, seconds: float) -> None:
+        """A batch was written (and synced, per wal_mode)."""
+
+    def rolled_back(self) -> None:
+        """A write failed: its batch and every later change were undone."""
+
+
+WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
 
 
 class GroupCommit:
@@ -147,16 +141,14 @@ class GroupCommit:
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
         self.on_loop = on_loop
         # The Durability over this group commit (it sets itself here): nobody
-        # else. The class, not a Protocol: its written() is a native call.
-        self.report: Durability | None = None
+        # else. A class, not a Protocol: its written() is a native call.
+        self.report: WriteReport | None = None
         # fsync mode: one thread per sync slot (the WAL writer's descriptors).
         self._slots = 0 if on_loop else journal.sync_slots
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, self._slots), thread_name_prefix="wal-writer"
-        )
         # Kept, not looked up: get_running_loop() costs a getpid() syscall; its
         # methods of every turn bound once.
-        self._loop = loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        self.workers = SyncWorkers(loop, max(1, self._slots), self._work, self._returned)
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
@@ -164,12 +156,11 @@ class GroupCommit:
         # segment, a repair: nothing else in flight meanwhile), if any.
         self._writing: asyncio.Future[None] | None = None
         # fsync mode, overlapping syncs: the batches appended and not yet
-        # answered, oldest first, each with its sync; slots free; syncs running
-        # (those of batches already failed too: nothing new is written before
-        # they return).
-        self._flight: deque[_Sync] = deque()
+        # answered, oldest first, each with its sync; slots free (the syncs
+        # running, those of batches already failed too, hold the others:
+        # nothing new is written before they return, _running()).
+        self._flight: deque[SyncJob] = deque()
         self._free = list(range(self._slots))
-        self._running = 0
         self._failing = False  # a write or sync failed: wait for every sync to return
         # A batch taken that must be written with nothing in flight (write_batch).
         self._held: tuple[Batch, asyncio.Future[None]] | None = None
@@ -229,8 +220,8 @@ class GroupCommit:
         return (
             self._writing is not None
             or self._held is not None
-            or self._running >= max(1, self._slots)
-            or (self._failing and self._running > 0)
+            or self._running() >= max(1, self._slots)
+            or (self._failing and self._running() > 0)
         )
 
     def _flush(self, under_load: bool = False) -> None:
@@ -255,15 +246,19 @@ class GroupCommit:
             return
         if self._journal.can_append(batch):
             self._append(batch, done)
-        elif self._running:
+        elif self._running():
             self._held = (batch, done)  # goes alone once every sync returned (_next)
         else:
             self._to_thread(batch, done)
 
+    def _running(self) -> int:
+        """fsync mode: the syncs running (each holds its slot)."""
+        return self._slots - len(self._free)
+
     def _to_thread(self, batch: Batch, done: asyncio.Future[None]) -> None:
+        """Write and sync `batch` alone on a worker (nothing else in flight)."""
         self._writing = done
-        written = self._loop.run_in_executor(self._executor, self._synced, batch)
-        written.add_done_callback(lambda f: self._written(f, batch, done))
+        self.workers.submit(SyncJob(batch, done, (0, False), 0, True))
 
     def _append(self, batch: Batch, done: asyncio.Future[None]) -> None:
         """Overlapping syncs: append the batch here, sync it on a free slot."""
@@ -272,34 +267,38 @@ class GroupCommit:
         except Exception as error:
             self._fail_flight(batch, done, error)
             return
-        entry = _Sync(batch, done, ticket, self._free.pop())
+        entry = SyncJob(batch, done, ticket, self._free.pop(), False)
         self._flight.append(entry)
-        self._running += 1
-        self.most_in_flight = max(self.most_in_flight, self._running)
-        synced = self._loop.run_in_executor(self._executor, self._sync, entry)
-        synced.add_done_callback(lambda f: self._sync_returned(f, entry))
+        self.most_in_flight = max(self.most_in_flight, self._running())
+        self.workers.submit(entry)
 
-    def _sync(self, entry: _Sync) -> float:
-        """A sync worker's job: every batch appended before it began is durable."""
+    def _work(self, job: SyncJob) -> None:
+        """A sync worker's job: a sync (every batch appended before it began
+        is durable) or a batch written and synced alone. Sets its outcome."""
         started = perf_counter()
         try:
-            self._journal.sync_batch(entry.slot, entry.ticket)
+            if job.alone:
+                self._journal.write_batch(job.batch)
+            else:
+                self._journal.sync_batch(job.slot, job.ticket)
+        except BaseException as error:
+            job.error = error
         finally:
-            self._last_sync_s = perf_counter() - started
-        return self._last_sync_s
+            self._last_sync_s = job.seconds = perf_counter() - started
 
-    def _sync_returned(self, result: asyncio.Future[float], entry: _Sync) -> None:
-        self._running -= 1
-        self._free.append(entry.slot)
-        error = result.exception()
-        if error is not None:
-            entry.outcome = error
-            if not entry.done.done():  # else it failed already, with an earlier batch
-                self._fail_flight(entry.batch, entry.done, error)
-        else:
-            entry.outcome = True
-            entry.seconds = result.result()
-        self._answer()
+    def _returned(self, jobs: list[SyncJob]) -> None:
+        """The loop: every job the workers finished since the last call, in
+        the order they finished, each as if it came back alone (a batch
+        answered by an ok sync stays answered if a sync that ended after it
+        failed), then the next batch."""
+        for job in jobs:
+            if job.alone:
+                self._written(job)
+                continue
+            self._free.append(job.slot)
+            if job.error is not None and not job.done.done():  # else failed already
+                self._fail_flight(job.batch, job.done, job.error)
+            self._answer()
         self._next()
 
     def _answer(self) -> None:
@@ -308,7 +307,7 @@ class GroupCommit:
         (each slot's descriptor reports each error once, to its next sync: an
         error of a page of this batch reached this sync or an earlier one)."""
         flight = self._flight
-        while flight and flight[0].outcome is True:
+        while flight and flight[0].returned and flight[0].error is None:
             entry = flight.popleft()
             self._journal.batch_synced(entry.batch, entry.ticket)
             self._succeeded(entry.batch, entry.done, entry.seconds)
@@ -317,7 +316,7 @@ class GroupCommit:
         """A write or sync failed: every batch not answered yet fails, the
         oldest first (its rollback undoes them all, and the changes after);
         nothing is written before every sync running has returned."""
-        self._failing = self._running > 0
+        self._failing = self._running() > 0
         flight, self._flight = self._flight, deque()
         failed = [(e.batch, e.done) for e in flight if not e.done.done()]
         if all(b is not batch for b, _ in failed):
@@ -343,7 +342,7 @@ class GroupCommit:
     def _next(self) -> None:
         """A slot is free again: a held batch goes alone once nothing runs,
         then what gathered meanwhile."""
-        if self._running == 0:
+        if self._running() == 0:
             self._failing = False
             if self._idle is not None:
                 self._idle.set_result(None)
@@ -360,7 +359,7 @@ class GroupCommit:
         """fsync mode: may the loop write and sync `batch` itself (see the top)?"""
         return (
             self._writing is None
-            and self._running == 0
+            and self._running() == 0
             and batch.count <= ALONE_RECORDS
             and self._last_sync_s < self.loop_sync_max_s
             and not self._may_hang()
@@ -393,19 +392,14 @@ class GroupCommit:
         self._journal.write_batch(batch)
         return perf_counter() - started if timed else 0.0
 
-    def _written(
-        self, result: asyncio.Future[float], batch: Batch, done: asyncio.Future[None]
-    ) -> None:
+    def _written(self, job: SyncJob) -> None:
+        """A batch written alone on a worker returned (then _next: every change
+        made meanwhile, over any number of turns, goes in one batch)."""
         self._writing = None
-        error = result.exception()
-        if error is None:
-            self._succeeded(batch, done, result.result())
+        if job.error is None:
+            self._succeeded(job.batch, job.done, job.seconds)
         else:
-            self._failed(batch, done, error)
-        # Every change made while the thread wrote goes in one batch now, however
-        # many turns it spans: one write and one sync for all of them.
-        if self._gathering is not None:
-            self._flush(under_load=True)
+            self._failed(job.batch, job.done, job.error)
 
     def _succeeded(self, batch: Batch, done: asyncio.Future[None], seconds: float) -> None:
         self.batches_written += 1
@@ -433,7 +427,7 @@ class GroupCommit:
             pending += [e.done for e in self._flight]
             if self._held is not None:
                 pending.append(self._held[1])
-            if self._running:
+            if self._running():
                 if self._idle is None:
                     self._idle = self._create_future()
                 pending.append(self._idle)
@@ -448,94 +442,9 @@ class GroupCommit:
             self._gathering is not None
             or self._writing is not None
             or self._held is not None
-            or self._running > 0
+            or self._running() > 0
             or bool(self._flight)
         )
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
-
-
-class QuorumBarrier(Protocol):
-    """Synchronous replication's wait (replication/quorum.py)."""
-
-    def barrier(self, local: Awaitable[None] | None, lsn: int) -> Awaitable[None] | None: ...
-
-
-BatchListener = Callable[[Any], None]
-# A listener with its audience (the subscribed replicas, the open event
-# streams): called only while that is not empty, so a write nobody listens
-# to costs a len(), not an interpreted call per listener.
-Audience = tuple[Sized, BatchListener]
-WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
-
-
-@mypyc_attr(allow_interpreted_subclasses=True)  # tests script a barrier of their own
-class Durability:
-    """What a reply waits for before it goes out, and who hears of each write
-    (see the top). Without a group commit (an app not built over a data
-    directory): nothing to wait for."""
-
-    def __init__(
-        self,
-        commit: GroupCommit | None = None,
-        *,
-        quorum: QuorumBarrier | None = None,
-        last_lsn: Callable[[], int] | None = None,
-        observers: list[WalObserver] | None = None,
-        listeners: Sequence[Audience] = (),
-        rolled_back: Callable[[], None] | None = None,
-    ) -> None:
-        self._commit = commit
-        self._quorum = quorum
-        self._last_lsn = last_lsn
-        # The server's list: metrics may join later (group commit reads the
-        # clock only while it is not empty). Lists: iterated natively.
-        self.observers = observers if observers is not None else []
-        self._listeners = list(listeners)
-        self._rolled_back = rolled_back
-        # wal_mode=write: commit_now() writes the WAL on the loop, so a connection
-        # confirms its held replies inside its flush (shell.py).
-        self.on_loop = commit is not None and commit.on_loop
-        if commit is not None:
-            commit.report = self
-
-    def barrier(self, acknowledges: bool) -> Awaitable[Any] | None:
-        """What a reply awaits before it goes out, or None. The safety rule, kept
-        here only: the reply of a call with write access (dispatch passes
-        Bound.writes as `acknowledges`) never acknowledges unconfirmed data. It
-        waits for this turn's WAL write and, under synchronous replication, for
-        the quorum of every change so far, whether the call changed data or
-        answered from what earlier calls changed (a put found by its key,
-        create_tube of a tube that exists, a touch of a task whose take waits
-        for its quorum), even after their own waits timed out. A read, and a
-        change made outside any call (expiries, a rebuild: no reply), wait only
-        for this turn's write, never for replicas."""
-        commit = self._commit
-        local = None if commit is None else commit.barrier()
-        quorum = self._quorum
-        if not acknowledges or quorum is None or self._last_lsn is None:
-            return local
-        return quorum.barrier(local, self._last_lsn())
-
-    def commit_now(self) -> None:
-        """wal_mode=write: make every change so far durable before returning."""
-        if self._commit is not None:
-            self._commit.commit_now()
-
-    def flush_after_write(self, callback: Callable[[], None]) -> bool:
-        """wal_mode=write: call `callback` right after this turn's write, shared
-        by every connection of the turn (True), or False when none is coming."""
-        return self._commit is not None and self._commit.flush_after_write(callback)
-
-    # -- what group commit reports --
-    def written(self, batch: Batch, seconds: float) -> None:
-        for observe in self.observers:
-            observe(batch.count, len(batch.data), seconds)
-        for audience, listener in self._listeners:
-            if len(audience):
-                listener(batch)
-
-    def rolled_back(self) -> None:
-        if self._rolled_back is not None:
-            self._rolled_back()
+        self.workers.close()

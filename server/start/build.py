@@ -18,7 +18,7 @@ the one place that opens and closes the parts over the data directory:
                    store's WAL and written batches, on every role         │
                 └─ Spaces: SELECT on the queue's spaces; the schema       │
                    version moves with every space created or dropped      │
-                └─ Durability (commit.py), the app's: group commit, the   │
+                └─ Durability (durability.py), the app's: group commit, the   │
                    quorum when synchronous, and who hears of each write:  │
                    metrics, the replication feed, the event streams; a    │
                    failed write rebuilds the role's queue                 ┘
@@ -74,7 +74,8 @@ from ..replication.link import LinkError
 from ..replication.role import Role
 from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState, instance_name
-from ..runtime.commit import Durability, WalObserver
+from ..runtime.commit import WalObserver
+from ..runtime.durability import Durability
 from ..runtime.logs import get_logger
 from ..runtime.loop import cancel_and_wait
 

@@ -4,6 +4,7 @@
     python tests/bench/put_path.py --instructions                  # callgrind
     python tests/bench/put_path.py --per-read 1 --uvloop ...       # the sequential put
     python tests/bench/put_path.py --per-read 1 --wal-mode fsync --sync-on thread|loop ...
+    python tests/bench/put_path.py --keyed random|ordered --instructions  # a put with a key
 
 Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
 directory) in this process, opens one IPROTO connection over a fake
@@ -48,6 +49,7 @@ import msgpack
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 PUTS_PER_READ = 128
+PUT = "queue.tube.jobs:put"
 
 
 def call(sync: int, name: str, args: list[Any]) -> bytes:
@@ -92,7 +94,7 @@ class FakeTransport:
 Feed = Callable[[bytes], None]
 
 
-WAL = {"mode": "write", "sync_on": "loop"}  # put_path's own flags (main())
+WAL = {"mode": "write", "sync_on": "loop", "keyed": ""}  # put_path's own flags (main())
 
 
 @asynccontextmanager
@@ -179,14 +181,36 @@ def answered(feed: Feed, transport: FakeTransport, reads: Iterator[bytes]) -> St
     return step
 
 
+def keyed_reads(kind: str, per_read: int, count: int) -> Iterator[bytes]:
+    """`count` reads of `per_read` puts, each put with a key of its own (`kind`:
+    --keyed), all made before the first is fed: under callgrind a run of 5
+    reads makes as many as one of 25 (at least 25 a round), so making them is
+    not counted per put."""
+    from queuebox.clients.calls import AUTO_KEY_WINDOW_S, fresh_keys
+
+    made = []
+    for _ in range(count):
+        keys = fresh_keys(per_read) if kind == "ordered" else []
+        keys = keys or [os.urandom(16).hex() for _ in range(per_read)]
+        opts = [{"key": k, "key_window": AUTO_KEY_WINDOW_S} for k in keys]
+        made.append(b"".join(call(1000 + i, PUT, ["x" * 64, o]) for i, o in enumerate(opts)))
+    return iter(made)
+
+
 async def run(batches: int, rounds: int, warmup: int, per_read: int, mode: str) -> list[float]:
-    read = b"".join(call(1000 + i, "queue.tube.jobs:put", ["x" * 64]) for i in range(per_read))
+    read = b"".join(call(1000 + i, PUT, ["x" * 64]) for i in range(per_read))
+    reads: Iterator[bytes] = repeat(read)
+    if WAL["keyed"]:
+        reads = keyed_reads(WAL["keyed"], per_read, warmup + rounds * max(batches, 25) + 1)
     async with connections(1) as [(feed, transport)]:
+        if WAL["keyed"]:  # a keyed put before the counted ones (makes the keys space, if asked)
+            feed(next(keyed_reads("random", 1, 1)))
+            await asyncio.sleep(0)
         if WAL["mode"] == "write":
-            step = turn(feed, repeat(read))
+            step = turn(feed, reads)
         else:
             await asyncio.sleep(0.05)  # create_tube's write, wherever it goes
-            step = answered(feed, transport, repeat(read))
+            step = answered(feed, transport, reads)
         return await timed(step, batches, rounds, warmup, per_read)
 
 
@@ -274,14 +298,14 @@ def print_rounds(work: Coroutine[Any, Any, list[float]], use_uvloop: bool, what:
 
 
 if __name__ == "__main__":
-    # --wal-mode and --sync-on are this script's (takeack_path.py shares measure()).
-    for flag, key in (("--wal-mode", "mode"), ("--sync-on", "sync_on")):
+    # --wal-mode, --sync-on and --keyed are this script's (takeack_path.py shares measure()).
+    for flag, key in (("--wal-mode", "mode"), ("--sync-on", "sync_on"), ("--keyed", "keyed")):
         if flag in sys.argv:
             at = sys.argv.index(flag)
             WAL[key] = sys.argv[at + 1]
             del sys.argv[at : at + 2]
-    if WAL["mode"] != "write" or WAL["sync_on"] != "loop":
-        os.environ["QB_PUT_PATH_WAL"] = f"{WAL['mode']},{WAL['sync_on']}"
+    if WAL != {"mode": "write", "sync_on": "loop", "keyed": ""}:
+        os.environ["QB_PUT_PATH_WAL"] = f"{WAL['mode']},{WAL['sync_on']},{WAL['keyed']}"
     elif "QB_PUT_PATH_WAL" in os.environ:  # the runs under callgrind: the parent's flags
-        WAL["mode"], WAL["sync_on"] = os.environ["QB_PUT_PATH_WAL"].split(",")
+        WAL["mode"], WAL["sync_on"], WAL["keyed"] = os.environ["QB_PUT_PATH_WAL"].split(",")
     measure(__file__, __doc__ or "", "put", PUTS_PER_READ, run)

@@ -4,6 +4,7 @@
     python tests/bench/takeack_path.py --instructions                 # callgrind
     python tests/bench/takeack_path.py --mode sequential --uvloop ... # one in flight
     python tests/bench/takeack_path.py --mode woken --uvloop ...      # a take woken by a put
+    python tests/bench/takeack_path.py --keyed --instructions          # tasks put with keys
 
 The server and connection of put_path.py (`queuebox serve`'s, wal_mode=write,
 one connection over a fake transport): a fifo tube filled with 64-byte
@@ -21,13 +22,17 @@ ack the same way; per pair. `--mode woken`: a second connection; the take
 (with a timeout) finds the tube empty and waits, the other connection's put
 wakes it, and once the take's reply is written its ack follows: the path of
 a blocked take (its wait, its retry, its reply from a task); per take + put
-+ ack.
++ ack. `--keyed`: the tasks are put with a random key each (put_path.py
+--keyed random), so each ack also marks its key done (drivers/keys.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from collections.abc import Iterator
+from itertools import repeat
 
 from put_path import (
     PUTS_PER_READ,
@@ -36,6 +41,7 @@ from put_path import (
     Step,
     call,
     connections,
+    keyed_reads,
     measure,
     timed,
     turn,
@@ -43,6 +49,7 @@ from put_path import (
 
 PAIRS_PER_READ = 64
 FILL_READS = 30
+KEYED = False  # --keyed (main)
 
 
 def pairs(first: int, per_read: int, reads: int) -> Iterator[bytes]:
@@ -66,9 +73,11 @@ async def run(batches: int, rounds: int, warmup: int, per_read: int, mode: str) 
     if mode == "woken":
         return await run_woken(batches, rounds, warmup)
     puts = b"".join(call(i, "queue.tube.jobs:put", ["x" * 64]) for i in range(PUTS_PER_READ))
+    fills = -(-tasks // PUTS_PER_READ)
+    reads = keyed_reads("random", PUTS_PER_READ, fills) if KEYED else repeat(puts)
     async with connections(1) as [(feed, transport)]:
-        for _ in range(-(-tasks // PUTS_PER_READ)):
-            feed(puts)
+        for _ in range(fills):
+            feed(next(reads))
             await asyncio.sleep(0)
         if mode == "sequential":
             step = sequential(feed, transport, tasks)
@@ -128,4 +137,9 @@ MODES = {
 }
 
 if __name__ == "__main__":
+    # --keyed is this script's; the runs under callgrind learn it from the parent.
+    if "--keyed" in sys.argv:
+        sys.argv.remove("--keyed")
+        os.environ["QB_TAKEACK_KEYED"] = "1"
+    KEYED = os.environ.get("QB_TAKEACK_KEYED") == "1"
     measure(__file__, __doc__ or "", "take+ack pair", PAIRS_PER_READ, run, MODES)

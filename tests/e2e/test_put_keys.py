@@ -17,7 +17,15 @@ import pytest
 from queuebox.clients import aio, blocking
 from tests.e2e.client_targets import free_port
 from tests.e2e.cluster import start_primary, start_replica, wait_equal
-from tests.e2e.serverproc import REPO, ServerProc, StartServer, clean_env, login_tester, unique
+from tests.e2e.serverproc import (
+    REPO,
+    RawClient,
+    ServerProc,
+    StartServer,
+    clean_env,
+    login_tester,
+    unique,
+)
 from tests.e2e.test_metrics import samples, scrape, value
 from tests.waiting import wait_for
 
@@ -178,3 +186,16 @@ def test_a_promoted_replica_answers_the_keys_of_its_old_primary(
         assert put(r, tube, "a", key="k") == first
         assert put(r, tube, "d", key="gone") == [done[0], "-", "d"]
         assert r.call("queue.statistics", tube).data[0]["tasks"]["total"] == 1
+
+
+def test_a_first_keyed_put_changes_no_schema(start_server: StartServer) -> None:
+    """The keys space comes with the first tube: a client's first keyed put leaves
+    the schema version as it was (a connector that sees it move fetches the
+    schema again, over and over with many puts in flight)."""
+    server = start_server()
+    with RawClient(server.port) as raw:
+        raw.auth("tester", "secret")
+        made = raw.call("queue.create_tube", "first_key", "fifo").header[5]
+        keyed = raw.call("queue.tube.first_key:put", "x", {"key": "k"})
+        assert keyed.body[0x30][0][0] == 0 and keyed.header[5] == made
+        assert raw.call("queue.tube.first_key:put", "y", {"key": "k2"}).header[5] == made

@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queuebox.drivers.keys import DEFAULT_WINDOW_S, KEYS_SPACE, MAX_KEY_CHARS
+from queuebox.storage.space import IndexDef
 from tests.unit.drivers.queue_harness import (
     SEC,
     Q,
@@ -75,7 +78,9 @@ def test_window_zero_keeps_no_keys_and_a_plain_put_writes_nothing() -> None:
     assert h.put("off", "a", key="k")[0] == 0
     assert h.put("off", "a", key="k")[0] == 1
     h.put("plain", "a", ttl=5)
-    assert rows(h) == [] and h.catalog.get(KEYS_SPACE) is None
+    # The keys space is made with the first tube (no schema change at a put), empty.
+    keys = h.catalog.get(KEYS_SPACE)
+    assert rows(h) == [] and keys is not None and len(keys) == 0
     assert "keys" not in h.stats("plain") and "keys" not in h.stats("off")
     assert h.q.next_deadline() is not None  # the ttl's, and no key deadline with it
     assert h.q.deadlines.get(("keys", "plain")) is None
@@ -177,3 +182,63 @@ def test_a_put_may_shorten_its_key_window_never_lengthen_it() -> None:
     assert h.put("t", "b", key="long")[0] != long[0]
     message = error_of(h.put, "t", "c", key="k", key_window=-1)[1]
     assert message.startswith("Invalid value of key_window")
+
+
+KEY_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 5), st.sampled_from([None, 1, 3, 20])),
+        st.tuples(st.just("advance"), st.sampled_from([0, 0.5, 1, 2, 4]), st.none()),
+        st.tuples(st.just("ack"), st.integers(0, 0), st.none()),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(KEY_OPS)
+def test_keys_match_a_model_through_windows_of_every_length(ops: list[Any]) -> None:
+    """Puts with windows shorter and longer than the tube's (10 s), in any order,
+    acks and time: every put answers what a model of the rows says, each row is
+    the model's, and pruning (expiry order kept in a deque and a heap, keys.py)
+    removes every row within its slack second, none before its window ends."""
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    model: dict[str, list[Any]] = {}  # key -> [task id, expires_at, done]
+    for op, n, window in ops:
+        now = h.clock.now
+        if op == "put":
+            key, opts = f"k{n}", {} if window is None else {"key_window": window}
+            answer = h.put("t", "a", key=key, **opts)
+            kept = model.get(key)
+            if kept is not None and kept[1] > now:
+                assert answer[0] == kept[0] and (answer[1] == "-") == kept[2]
+            else:
+                model[key] = [answer[0], now + min(10, window or 10) * SEC, False]
+        elif op == "advance":
+            h.advance(n)
+        elif (taken := h.take("t")) is not None:
+            h.one("t", "ack", taken[0])
+            for kept in model.values():
+                kept[2] = kept[2] or kept[0] == taken[0]
+        now = h.clock.now
+        held = {r[1]: [r[2], r[3], r[4]] for r in rows(h)}
+        assert all(model[k] == v for k, v in held.items())
+        assert {k for k, v in model.items() if v[1] > now} <= set(held)
+        assert not {k for k, v in held.items() if v[1] + SEC <= now}
+        assert h.stats("t").get("keys", {"held": 0})["held"] == len(held)
+
+
+def test_a_keys_space_of_an_earlier_release_is_laid_out_as_a_hash() -> None:
+    """A keys space written before the hash index (ordered, FORMAT.md §5.1) is read
+    as it was and laid out again in memory; its keys answer as before."""
+    h = Q()
+    fields = ("tube", "key", "task_id", "expires_at", "done")
+    old = h.catalog.create_space(KEYS_SPACE, (IndexDef("key", (0, 1)),), format=fields)
+    old.insert(("t", "old", 7, h.clock.now + 5 * SEC, True))
+    make_tube(h, "t", "fifo", key_window=10)
+    space = h.catalog.get(KEYS_SPACE)
+    assert space is not None and space.definition.indexes[0].hash
+    assert h.put("t", "a", key="old") == [7, "-", "a"]
+    task = h.put("t", "b", key="new")
+    h2 = h.restart(via_msgpack=True)
+    assert h2.put("t", "b", key="new") == task and h2.put("t", "a", key="old")[1] == "-"

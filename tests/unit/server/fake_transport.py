@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from queuebox.server.runtime.commit import Durability
+from queuebox.server.runtime.durability import Durability
 
 
 def record_reads(protocol: Any) -> list[int]:

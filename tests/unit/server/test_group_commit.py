@@ -13,7 +13,8 @@ import pytest
 
 from queuebox.server.core.app import App
 from queuebox.server.core.registry import CallContext
-from queuebox.server.runtime.commit import Durability, GroupCommit
+from queuebox.server.runtime.commit import GroupCommit
+from queuebox.server.runtime.durability import Durability
 from queuebox.server.settings.config import WRITE
 from queuebox.storage.engine import Engine
 from queuebox.storage.indexdef import IndexDef

@@ -13,6 +13,7 @@ import asyncio
 import errno
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,59 @@ async def test_an_answered_batch_survives_a_later_failure_and_a_power_loss(
     await o.change()
     assert o.answered == ["k1", "k3"]
     assert o.replayed(tmp_path, power_loss=False) == ["k1", "k3"]
+
+
+def stall_until(ready: Callable[[], bool]) -> None:
+    """Hold the loop (no callback runs) until `ready()`: the workers' syncs
+    end and wait to be handed back meanwhile. Bounded: 5 s."""
+    deadline = time.monotonic() + 5.0
+    while not ready():
+        assert time.monotonic() < deadline, "the syncs did not end"
+        time.sleep(0.001)
+
+
+async def test_syncs_that_end_while_the_loop_is_busy_come_back_in_one_wake_up_in_wal_order(
+    tmp_path: Path,
+) -> None:
+    """The three syncs end in the reverse of their order (the last batch's
+    first) while the loop runs no callback: one hand-back brings all three,
+    and their replies still go out in WAL order."""
+    o = Overlapping(tmp_path)
+    slots = o.engine.sync_slots
+    o.files.script = [(0.1 * (slots - n), None) for n in range(slots)]
+    waits = []
+    for n in range(slots):
+        waits.append(o.change())
+        await o.begun(n + 1)
+    before = o.commit.workers.hand_backs
+    stall_until(lambda: o.commit.workers.finished() == slots)
+    await asyncio.gather(*waits)
+    assert o.commit.workers.hand_backs == before + 1
+    ended = [fd for fd, _, _ in sorted(o.files.syncs, key=lambda s: s[2])]
+    began = [fd for fd, _, _ in sorted(o.files.syncs, key=lambda s: s[1])]
+    assert ended == began[::-1]  # the last batch's sync ended first
+    assert o.answered == [f"k{n + 1}" for n in range(slots)]
+    assert o.replayed(tmp_path, power_loss=True) == o.answered
+
+
+async def test_in_one_hand_back_an_ok_sync_is_answered_and_a_later_failure_fails_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Three syncs come back together: the first ok, the second failed, the
+    third ok. The first batch is answered (its sync and every earlier one
+    returned ok), the second and third fail (a failure fails every batch not
+    answered yet, after it too), and a power loss keeps exactly the first."""
+    o = Overlapping(tmp_path)
+    eio = OSError(errno.EIO, "I/O error")
+    o.files.script = [(0.1, None), (0.15, eio), (0.2, None)]
+    waits = []
+    for n in range(3):
+        waits.append(o.change())
+        await o.begun(n + 1)
+    stall_until(lambda: o.commit.workers.finished() == 3)
+    first, *rest = await asyncio.gather(*waits, return_exceptions=True)
+    assert first is None and all(isinstance(e, WalFailed) for e in rest)
+    assert o.answered == ["k1"] and keys_of(o.space) == ["k1"]
+    await o.change()  # k4: written after the cut
+    assert o.answered == ["k1", "k4"]
+    assert o.replayed(tmp_path, power_loss=True) == ["k1", "k4"]

@@ -11,7 +11,7 @@ import pytest
 
 from queuebox.protocol import ErrorCode
 from queuebox.server.replication.quorum import Quorum
-from queuebox.server.runtime.commit import Durability
+from queuebox.server.runtime.durability import Durability
 from queuebox.server.runtime.errors import CallError
 from tests.waiting import wait_for_async
 

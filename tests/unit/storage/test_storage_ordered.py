@@ -11,10 +11,11 @@ import random
 from typing import Any
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queuebox.storage.ordered import ABSENT, OrderedKeys, OrderedMap
+from queuebox.storage.ordered import ABSENT, HashMap, OrderedKeys, OrderedMap
 from queuebox.storage.space import IndexDef, Space, SpaceDef
 
 OPS = st.lists(
@@ -34,10 +35,14 @@ def check(m: OrderedMap, model: dict[Any, Any]) -> None:
     assert m.last_key() == (keys[-1] if keys else ABSENT)
 
 
+@pytest.mark.parametrize("kind", [OrderedMap, HashMap])
 @settings(max_examples=300, deadline=None)
-@given(OPS)
-def test_every_operation_matches_a_sorted_dict(ops: list[tuple[str, int]]) -> None:
-    m, model = OrderedMap(), {}
+@given(ops=OPS)
+def test_every_operation_matches_a_sorted_dict(
+    kind: type[OrderedMap], ops: list[tuple[str, int]]
+) -> None:
+    """HashMap (IndexDef.hash) answers the same as OrderedMap: sorted when walked."""
+    m, model = kind(), {}
     for op, k in ops:
         if op == "set":
             m.set(k, ("v", k, op))
