@@ -13,6 +13,7 @@ of the servers are printed first, for a profiler to attach to. Owns
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -74,9 +75,11 @@ def main() -> None:
         cmd = [
             sys.executable, "-m", "queuebox", "bench", "cluster", "--etcd-endpoints", endpoints,
             "--etcd-prefix", prefix, "--port", str(procs[2].port), "--user", "tester",
-            "--password", "secret", *pids, *rest,
+            *pids, *rest,
         ]  # fmt: skip
-        subprocess.run(cmd, cwd=client, check=False)
+        # The password in the environment, not the command line (which `ps` shows).
+        env = {**os.environ, "QUEUEBOX_PASSWORD": "secret"}
+        subprocess.run(cmd, cwd=client, check=False, env=env)
 
 
 if __name__ == "__main__":
