@@ -154,6 +154,15 @@ class WalWriter:
         self._end = self._good
         self._stale_error = True
 
+    def cut_unsynced(self) -> None:
+        """After `forget_unsynced`, once no sync runs (loop thread): cut the
+        batches given up out of the file now, before their requests hear that
+        they failed, so that no start replays them (a stop or a crash may come
+        before the next append would cut them). A cut that fails leaves the
+        segment marked: the next append tries again."""
+        if self._dirty and self._fd is not None:
+            self._cut_back()
+
     def _full(self, size: int) -> bool:
         return self._end + size > self._segment_size and self._end > HEADER_SIZE
 

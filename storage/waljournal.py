@@ -276,6 +276,12 @@ class WalJournal:
         self._written_ts = batch.last_ts
         self._written_lsn = batch.last_lsn
 
+    def cut_unsynced(self) -> None:
+        """After a failed write or sync, once no sync runs (loop thread): the
+        file's tail past the last synced batch goes now (WalWriter.cut_unsynced)."""
+        if self._log:
+            self._wal.cut_unsynced()
+
     @property
     def sync_slots(self) -> int:
         """How many syncs may run at once (0: append_batch is never used)."""

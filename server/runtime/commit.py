@@ -28,10 +28,11 @@ before it began, but replies go out in WAL order only: a batch is answered
 once its own sync and every earlier batch's returned ok (`_answer`). Any
 failed write or sync fails every batch not answered yet, before and after
 it (`_fail_flight`: one rollback, from the oldest), and nothing more is
-written until every sync running has returned; the next batch then goes
-alone to a worker, which cuts the file back to the last answered batch
-before writing it (WalWriter.append). So does a batch that needs a new
-segment (rotation: nothing in flight). Why no reply can acknowledge a lost
+written until every sync running has returned; then the loop cuts the file
+back to the last answered batch and only then are the failed requests told
+(`_reply_failed`: no start replays a put answered "failed"). A batch that
+needs a new segment (rotation: nothing in flight), or a repair (the cut
+failed), goes alone to a worker (WalWriter.append). Why no reply can acknowledge a lost
 page: the safety argument in docs/durability.md.
 
 The exception is a batch that is alone: nothing in flight, a few records
@@ -162,6 +163,8 @@ class GroupCommit:
         self._flight: deque[SyncJob] = deque()
         self._free = list(range(self._slots))
         self._failing = False  # a write or sync failed: wait for every sync to return
+        # The requests a failure gave up, told once the file is cut (_reply_failed).
+        self._unreplied: list[tuple[asyncio.Future[None], BaseException]] = []
         # A batch taken that must be written with nothing in flight (write_batch).
         self._held: tuple[Batch, asyncio.Future[None]] | None = None
         self._idle: asyncio.Future[None] | None = None  # drain() waits for no sync running
@@ -326,7 +329,7 @@ class GroupCommit:
             failed.append(self._held)
             self._held = None
         for b, d in failed:
-            self._failed(b, d, error)
+            self._failed(b, d, error, later=True)
         # The changes gathered for the next batch were undone with them: fail
         # their requests now (the batch standing for them, take_batch), not
         # when the syncs have returned, or a change made meanwhile would share
@@ -337,13 +340,28 @@ class GroupCommit:
             if doomed is None:
                 gathering.set_result(None)
             else:
-                self._failed(doomed, gathering, error)
+                self._failed(doomed, gathering, error, later=True)
+        self._reply_failed()
+
+    def _reply_failed(self) -> None:
+        """Tell the requests a failure gave up that they failed, once no sync
+        runs and the file is cut back to the last answered batch: their records
+        may be in it (a failed sync, syncs that ran after theirs), and a stop
+        or a crash before the next write would leave them for a start to
+        replay (a put answered "failed" found after all)."""
+        if self._running() or not self._unreplied:
+            return
+        self._journal.cut_unsynced()
+        unreplied, self._unreplied = self._unreplied, []
+        for done, error in unreplied:
+            self._fail(done, error)
 
     def _next(self) -> None:
         """A slot is free again: a held batch goes alone once nothing runs,
         then what gathered meanwhile."""
         if self._running() == 0:
             self._failing = False
+            self._reply_failed()
             if self._idle is not None:
                 self._idle.set_result(None)
                 self._idle = None
@@ -408,7 +426,9 @@ class GroupCommit:
         if not done.done():
             done.set_result(None)
 
-    def _failed(self, batch: Batch, done: asyncio.Future[None], error: BaseException) -> None:
+    def _failed(
+        self, batch: Batch, done: asyncio.Future[None], error: BaseException, later: bool = False
+    ) -> None:
         wal_failed_log.error("wal_write_failed", per=str(error), error=str(error))
         # A batch cancelled by an earlier failure was undone with it, and the
         # state was rebuilt then: only a first failure is reported.
@@ -416,6 +436,13 @@ class GroupCommit:
         self._journal.rollback(batch)
         if first_failure and self.report is not None:
             self.report.rolled_back()
+        if later:  # undone now, told once the file is cut (_reply_failed)
+            self._unreplied.append((done, error))
+        else:
+            self._fail(done, error)
+
+    @staticmethod
+    def _fail(done: asyncio.Future[None], error: BaseException) -> None:
         if not done.done():
             done.set_exception(WalFailed(str(error)))
             done.exception()  # retrieved here so a batch with no waiter logs nothing more
