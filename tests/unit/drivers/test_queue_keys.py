@@ -242,3 +242,71 @@ def test_a_keys_space_of_an_earlier_release_is_laid_out_as_a_hash() -> None:
     task = h.put("t", "b", key="new")
     h2 = h.restart(via_msgpack=True)
     assert h2.put("t", "b", key="new") == task and h2.put("t", "a", key="old")[1] == "-"
+
+
+def test_the_old_task_of_a_key_put_again_leaves_the_new_row_alone() -> None:
+    """A key whose window ended (not yet pruned) is put again while its first task
+    is still in the tube: acking that first task changes nothing of the new row,
+    and the first row's late pruning leaves it in place, through a restart too."""
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    old = h.put("t", "a", key="k", key_window=1)
+    h.advance(1.5)  # ended, pruned only at 2 s
+    new = h.put("t", "a", key="k")
+    assert new[0] != old[0] and len(rows(h)) == 1
+    assert h.take("t")[0] == old[0]
+    h.one("t", "ack", old[0])
+    assert h.put("t", "a", key="k") == new
+    h.advance(1)  # the first row's expiry entry comes due: the new row stays
+    assert h.put("t", "a", key="k") == new
+    assert h.stats("t")["keys"]["held"] == 1
+    h2 = h.restart(via_msgpack=True)
+    assert h2.put("t", "a", key="k") == new
+    h2.one("t", "delete", new[0])
+    assert h2.put("t", "a", key="k") == [new[0], "-", "a"]
+    h2.advance(20)
+    assert rows(h2) == [] and h2.stats("t")["keys"]["held"] == 0
+
+
+def test_keys_expire_in_order_with_the_clock_set_back_and_mixed_windows() -> None:
+    """Rows written after the clock went back expire before earlier ones (the
+    heap beside the deque): each goes when its own window ends, no sooner."""
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    first = h.put("t", "a", key="a")
+    h.clock.now -= 100 * SEC
+    assert h.put("t", "a", key="a") == first  # its window has not ended
+    b = h.put("t", "b", key="b", key_window=5)
+    h.put("t", "c", key="c")
+    h.put("t", "d", key="d", key_window=2)
+    h.advance(3.5)
+    assert sorted(r[1] for r in rows(h)) == ["a", "b", "c"]
+    assert h.put("t", "b", key="b") == b
+    h.advance(3)
+    assert sorted(r[1] for r in rows(h)) == ["a", "c"]
+    h.advance(5)
+    assert [r[1] for r in rows(h)] == ["a"] and h.put("t", "a", key="a") == first
+    assert h.stats("t")["keys"]["held"] == 1
+    h.advance(100)
+    assert rows(h) == [] and h.stats("t")["keys"]["held"] == 0
+
+
+def test_drop_walks_the_hash_index_after_pruning() -> None:
+    """The keys' hash index sorted for a walk, then keys pruned (stale entries in
+    its sorted run) and one added: a drop removes exactly the tube's keys."""
+    h = Q()
+    make_tube(h, "t", "fifo", key_window=10)
+    make_tube(h, "u", "fifo", key_window=10)
+    for i in range(50):
+        h.put("t", i, key=f"k{i}", key_window=1 + i % 3)
+        h.put("u", i, key=f"k{i}")
+    assert len(list(h.catalog.space(KEYS_SPACE).primary.iterate(("t",)))) == 50
+    h.advance(2.5)  # the keys of 1 and 2 s are pruned
+    h.put("t", "late", key="late")
+    assert h.stats("t")["keys"]["held"] == 16 + 1  # the 3 s keys and "late"
+    assert h.tcall("t", "drop") == [True]
+    assert {r[0] for r in rows(h)} == {"u"} and len(rows(h)) == 50
+    make_tube(h, "t", "fifo")
+    assert h.put("t", "z", key="k1")[0] == 0
+    assert h.stats("t")["keys"]["held"] == 1
+    assert len(rows(h.restart(via_msgpack=True))) == 51
