@@ -42,26 +42,31 @@ class SpreadPuts:
     _pick: Callable[[Route], Shard | None]
     _retrying: Callable[[Call[Any], Callable[[], Shard | None]], Awaitable[Any]]
 
+    async def run_many(
+        self, calls: Iterable[Call[T]], window: int, wait: float | None = None, spread: bool = True
+    ) -> list[T]:
+        """`Connection.run_many` over the shards: calls that are all puts without a
+        utube or key spread as `run_bulk` spreads them; any other (a call of a task,
+        a take, a keyed put) makes each go where `run` sends it (an ack to its
+        task's shard), not round robin."""
+        many: Calls[T] = Calls(wait)
+        listed = list(calls)
+        if any(sharding.route(c.function, c.args).kind != "spread" for c in listed):
+            return await bulk.run_many(many, listed, window, self._place_run)
+        return await self.run_bulk(many, listed, window, spread)
+
     async def run_bulk(
         self, many: Many[T], items: Iterable[Any], window: int, spread: bool = True
     ) -> list[T]:
         """Many calls (`Tube.put_many`'s puts), at most `window` unanswered on each
         shard's connection: with `spread` round robin over the
         active shards that have a primary, else all to the home shard of the first
-        one's key or utube (`run_many`'s calls so only when each is a put without a
-        utube or key: otherwise each goes where `run` sends it); each shard's share
+        one's key or utube; each shard's share
         of a burst encoded and sent at once on its connection (`clients.aio.bulk`).
         A call refused before it ran (read-only, a young shard without the tube)
         runs again as `run` places it; one lost in flight goes again to the shard
         it went to, if it may be repeated (a keyed put; else `ConnectionLost`, as
         `put` says)."""
-        if isinstance(many, Calls):
-            calls = list(items)
-            if any(sharding.route(c.function, c.args).kind != "spread" for c in calls):
-                # Calls of a task, takes, keyed puts...: each goes where run()
-                # sends it (an ack to its task's shard), not round robin.
-                return await bulk.run_many(many, calls, window, self._place_run)
-            items = calls
         items = iter(items)
         head = next(items, None)
         if head is None:
