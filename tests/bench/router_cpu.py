@@ -15,9 +15,13 @@ window of takes in flight per connection, each ack sent as its take
 answers, a new take as an ack answers). CPU is each process's
 user+system time from /proc over the phase; per call it is that time over
 the calls the phase made; beside it, each process's read and write system
-calls per call (/proc/PID/io). Goal (issue 40): a router at most 1/3 of a shard's
-CPU per put and per take+ack pair. On a 2-core machine the router and the
-shards share the cores: the put rates say what the cores allowed.
+calls per call (/proc/PID/io), its system (kernel) share of that CPU and how
+often it went to sleep and was woken (voluntary context switches,
+/proc/PID/status): a relay woken for a few calls at a time pays the
+wake-up and the loopback's kernel work per few calls. Goal (issue 40): a
+router at most 1/3 of a shard's CPU per put and per take+ack pair. On a
+2-core machine the router and the shards share the cores: the put rates say
+what the cores allowed.
 """
 
 from __future__ import annotations
@@ -54,6 +58,19 @@ def syscalls(pid: int) -> int:
     """The process's read and write system calls so far (/proc/PID/io)."""
     found = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
     return int(found["syscr"]) + int(found["syscw"])
+
+
+def system_s(pid: int) -> float:
+    """The process's system (kernel) CPU seconds so far."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[12]) / TICK
+
+
+def wakeups(pid: int) -> int:
+    """How often the process slept and was woken so far (voluntary context switches)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
 
 
 class Conn:
@@ -146,18 +163,25 @@ async def take_acks(port: int, tube: str, count: int, conns: int) -> None:
 
 def measure(pids: dict[str, int], work: Callable[[], Any]) -> tuple[float, dict[str, float]]:
     """The phase's wall time, and each process's CPU seconds in it (and, as
-    "NAME calls", its read and write system calls)."""
+    "NAME calls", "NAME system" and "NAME wakeups", its read and write system
+    calls, its system CPU seconds and its wake-ups)."""
+    counters = {"calls": syscalls, "system": system_s, "wakeups": wakeups}
     before = {name: cpu_s(pid) for name, pid in pids.items()}
-    calls = {name: syscalls(pid) for name, pid in pids.items()}
+    at = {(n, what): f(pid) for n, pid in pids.items() for what, f in counters.items()}
     started = time.monotonic()
     asyncio.run(work())
     wall = time.monotonic() - started
     used = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
-    return wall, used | {f"{n} calls": syscalls(pid) - calls[n] for n, pid in pids.items()}
+    return wall, used | {
+        f"{n} {what}": f(pid) - at[(n, what)]
+        for n, pid in pids.items()
+        for what, f in counters.items()
+    }
 
 
 def report(what: str, count: int, wall: float, measured: dict[str, float]) -> None:
-    cpu = {name: used for name, used in measured.items() if not name.endswith(" calls")}
+    counted = (" calls", " system", " wakeups")
+    cpu = {name: used for name, used in measured.items() if not name.endswith(counted)}
     per = {name: used / count * 1e6 for name, used in cpu.items()}
     text = ", ".join(f"{name} {us:.1f} µs" for name, us in per.items())
     # Each call ran on one shard: the shards' CPU over all calls is a shard's per call.
@@ -168,10 +192,16 @@ def report(what: str, count: int, wall: float, measured: dict[str, float]) -> No
         met = "met" if share <= GOAL else "not met"
         ratio = f"; a shard {shards:.1f} µs, router/shard {share:.2f} (goal <= 0.33: {met})"
     print(f"{what:<28} {count / wall:>9.0f}/s  CPU per call: {text}{ratio}")
-    calls = ", ".join(
-        f"{name[:-6]} {n / count:.2f}" for name, n in measured.items() if name.endswith(" calls")
+    for what, title in (
+        ("calls", "read+write system calls per call"),
+        ("wakeups", "wake-ups per call"),
+    ):
+        per_call = ", ".join(f"{n} {measured[f'{n} {what}'] / count:.3f}" for n in cpu)
+        print(f"{'':<28} {title}: {per_call}")
+    system = ", ".join(
+        f"{n} {measured[f'{n} system'] / used:.0%}" for n, used in cpu.items() if used > 0
     )
-    print(f"{'':<28} read+write system calls per call: {calls}")
+    print(f"{'':<28} system share of the CPU: {system}")
 
 
 def main() -> None:
