@@ -90,7 +90,6 @@ class _Read:
         self.spread_over: list[Shard] = []
         self.by_number: dict[int, Shard] | None = None
         self.led: list[Shard] | None = None
-        self.turn: i64 = -1
 
     def add(self, shard: Shard | None, at: i64, stop: i64, sync: int) -> None:
         """The frame data[at:stop] goes to `shard`: with the run, if it follows it."""
@@ -122,15 +121,6 @@ class _Read:
         if by_number is None:
             by_number = self.by_number = self.client.map.by_number
         return by_number.get(number)
-
-    def take_turn(self) -> int:
-        """The router's turn for this read's takes, moved on once per read (as
-        round robin for puts: choice.py): the takes of one read ask one shard
-        first, in one write, and their acks go back there in one write too; a
-        shard's replies come back in one read. Each read starts one shard further."""
-        if self.turn < 0:
-            self.turn = self.client.next_turn()
-        return int(self.turn)
 
     def led_shards(self) -> list[Shard]:
         led = self.led
@@ -286,6 +276,5 @@ def _take(
         if not is_timeout(timeout):
             return False  # not a number: calls.py sends it where a node says what is wrong
     read.send()  # the frames before it go first
-    led = read.led_shards()
-    take_frame(read.client, sync, call16, route[1], route[2], timeout, led, read.take_turn())
+    take_frame(read.client, sync, call16, route[1], route[2], timeout, read.led_shards())
     return True

@@ -1,15 +1,14 @@
 """A take over every shard: fair, waiting without polling, never twice.
 
 Owns `take`: a round of `take(0)` on each shard in turn, starting one shard
-further every time (the router's turn counter, moved on once per client read
-that holds takes: no shard is always asked first), one task at most per
-round, so a task is delivered once; with none and time left,
-`queuebox.await_ready(tube, time left)` on every shard at once (waiting.py on
-the shard: no polling) and a new round, the shard that answered first asked
-first, until the call's time-out, kept. A shard whose readiness led to no
-task (another consumer was first, a utube busy) is asked `fresh` next time:
-only a task made ready from then on wakes it. A readiness wait stays one per
-(shard connection, tube) however many takes wait. Must not
+further every time (the router's turn counter: no shard is always asked
+first), one task at most per round, so a task is delivered once; with none
+and time left, `queuebox.await_ready(tube, time left)` on every shard at once
+(waiting.py on the shard: no polling) and a new round, the shard that
+answered first asked first, until the call's time-out, kept. A shard whose
+readiness led to no task (another consumer was first, a utube busy) is asked
+`fresh` next time: only a task made ready from then on wakes it. A readiness
+wait stays one per (shard connection, tube) however many takes wait. Must not
 touch sockets (the client's upstreams do), nor choose puts (calls.py).
 
     round ─▶ take(0) on shard i, i+1, ... ─┬─ a task ───────────▶ reply (resynced)
@@ -41,7 +40,7 @@ def take(client: Client, req: Request, tube: str, name: str, timeout: Any) -> No
     if not is_timeout(timeout):  # the shard says what a node says
         return forward(client, req, first(client))
     call16 = req.type == RequestType.CALL_16
-    take_frame(client, req.sync, call16, tube, name, timeout, client.map.led(), client.next_turn())
+    take_frame(client, req.sync, call16, tube, name, timeout, client.map.led())
 
 
 def is_timeout(value: Any) -> bool:
@@ -57,11 +56,9 @@ def take_frame(
     name: str,
     timeout: float | None,
     shards: list[Shard],
-    turn: int,
 ) -> None:
     """The take of `name` under the client's `sync`, its timeout a number or
-    None; `shards`: the map's led() and `turn` the router's turn (peek.py asks
-    both once per read: the takes of one read ask one shard first, in one write)."""
+    None; `shards`: the map's led() (peek.py asks it once per read)."""
     if not shards:
         client.send(no_primary(sync, "(every shard)"))
         return
@@ -75,7 +72,7 @@ def take_frame(
     # turn it is; a task (or an error) goes back as the shard said it, already
     # under the client's sync (upstream.py); only when that shard has none
     # does the whole round run (`_Rounds`), then the waits.
-    shard = shards[turn % len(shards)]
+    shard = shards[client.next_turn() % len(shards)]
     rounds = _Rounds(client, sync, call16, tube, name, deadline)
     client.upstream(shard).take(_take_zero(name, call16, sync), sync, rounds)
 

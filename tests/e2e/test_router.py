@@ -298,35 +298,6 @@ def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_w
         raw.sock.close()
 
 
-def test_the_takes_of_one_read_ask_one_shard_first_and_the_next_read_the_other(
-    sharded: Sharded,
-) -> None:
-    """A client read's takes ask the shard whose turn it is first (one write
-    there, their acks back there in one): with tasks on both shards, three
-    takes in one write get three tasks of one shard, the next write's the
-    other's."""
-    nodes = sharded.start()
-    router = sharded.router()
-    tube = unique("t")
-    raw = RawConn(router.port)
-    try:
-        raw.sock.sendall(encode_call(2, "queue.create_tube", [tube, "fifo"]))
-        assert raw.wait([2])[2].ok
-        for found in nodes.values():
-            with node_conn(found[0]) as on_shard:
-                for n in range(3):
-                    on_shard.call(f"queue.tube.{tube}:put", [n])
-        take, shards = f"queue.tube.{tube}:take", []
-        for first in (10, 20):
-            syncs = [first, first + 1, first + 2]
-            raw.sock.sendall(b"".join(encode_call(s, take, [0]) for s in syncs))
-            got = raw.wait(syncs)
-            shards.append({got[s].data[0][0] % 1024 for s in syncs})
-        assert len(shards[0]) == 1 and len(shards[1]) == 1 and shards[0] != shards[1]
-    finally:
-        raw.sock.close()
-
-
 def test_a_router_killed_gives_its_clients_tasks_back_on_every_shard(
     sharded: Sharded,
 ) -> None:
