@@ -12,7 +12,14 @@ pipelined (a window in flight per connection). Take+ack comes in two
 shapes: "sequential" (one take, then its ack: one call in flight per
 connection) and "pipelined" (the shape of `queuebox bench`'s take-ack: a
 window of takes in flight per connection, each ack sent as its take
-answers, a new take as an ack answers). CPU is each process's
+answers, a new take as an ack answers). Both pipelined shapes run twice:
+with one write per call (a connector that sends each call as it is made, as
+tarantool-python or asynctnt with a coroutine per call do) and with one write
+per loop turn (the calls made while the replies already read are handled
+go out together: the bundled client and `queuebox bench` do so). A router
+woken for each small write pays a wake-up and a loopback read per few
+calls: the client's writes, more than the router's code, set its CPU per
+call (docs/cluster.md "Measured"). CPU is each process's
 user+system time from /proc over the phase; per call it is that time over
 the calls the phase made; beside it, each process's read and write system
 calls per call (/proc/PID/io), its system (kernel) share of that CPU and how
@@ -74,40 +81,53 @@ def wakeups(pid: int) -> int:
 
 
 class Conn:
-    """One logged-in connection sending pipelined CALLs."""
+    """One logged-in connection sending pipelined CALLs: each in a write of its
+    own, or (`per_turn`) those made until it waits for a reply in one write."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.decoder = ResponseDecoder()
         self.sync = 0
         self.replies: list[Any] = []
+        self.per_turn = False
+        self._held: list[bytes] = []
 
     @classmethod
-    async def open(cls, port: int) -> Conn:
+    async def open(cls, port: int, per_turn: bool = False) -> Conn:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         conn = cls(reader, writer)
         salt = parse_greeting(await reader.readexactly(128)).salt
         writer.write(encode_auth(1, "tester", scramble(salt, "secret")))
         assert (await conn.next()).ok
+        conn.per_turn = per_turn
         return conn
 
     async def next(self) -> Any:
         while not self.replies:
+            if self._held:  # about to wait: what this turn made goes out in one write
+                self.writer.write(b"".join(self._held))
+                self._held.clear()
             self.replies.extend(self.decoder.feed(await self.reader.read(65536)))
         return self.replies.pop(0)
 
     def send(self, name: str, args: list[Any]) -> None:
         self.sync += 1
-        self.writer.write(encode_call(self.sync, name, args))
+        frame = encode_call(self.sync, name, args)
+        if self.per_turn:
+            self._held.append(frame)
+        else:
+            self.writer.write(frame)
 
     async def call(self, name: str, args: list[Any]) -> Any:
         self.send(name, args)
         return await self.next()
 
 
-async def puts(port: int, tube: str, count: int, conns: int, window: int) -> None:
+async def puts(
+    port: int, tube: str, count: int, conns: int, window: int, per_turn: bool = False
+) -> None:
     async def one(n: int) -> None:
-        c = await Conn.open(port)
+        c = await Conn.open(port, per_turn)
         sent = done = 0
         while done < n:
             while sent < n and sent - done < window:
@@ -121,11 +141,13 @@ async def puts(port: int, tube: str, count: int, conns: int, window: int) -> Non
     await asyncio.gather(*(one(count // conns) for _ in range(conns)))
 
 
-async def take_acks_pipelined(port: int, tube: str, count: int, conns: int, window: int) -> None:
+async def take_acks_pipelined(
+    port: int, tube: str, count: int, conns: int, window: int, per_turn: bool = False
+) -> None:
     """`window` takes in flight per connection; each ack goes out as its take answers."""
 
     async def one(n: int) -> None:
-        c = await Conn.open(port)
+        c = await Conn.open(port, per_turn)
         take, ack = f"queue.tube.{tube}:take", f"queue.tube.{tube}:ack"
         takes: set[int] = set()
         sent = acked = 0
@@ -265,6 +287,13 @@ def main() -> None:
             via = take_acks_pipelined(rr.port, "bench", n, args.conns, window)
             wall, cpu = measure(pids, lambda: via)
             report("take+ack pipelined, router", n, wall, cpu)
+            print("one write per loop turn (the bundled client's way), round robin:")
+            load = puts(rr.port, "bench", n, args.conns, args.window, per_turn=True)
+            wall, cpu = measure(pids, lambda: load)
+            report("put via router, per turn", n, wall, cpu)
+            via = take_acks_pipelined(rr.port, "bench", n, args.conns, window, per_turn=True)
+            wall, cpu = measure(pids, lambda: via)
+            report("take+ack pipelined, per turn", n, wall, cpu)
         finally:
             for router in cluster.routers:
                 router.stop()
