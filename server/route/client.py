@@ -48,7 +48,6 @@ class RouterClient(ClientLink):
             # The common frames (put, take, a call on one task) routed from a few bytes.
             end = route_frames(self, data, self._max_frame)
             if end == len(data):
-                self.hold_reads()
                 return
             data = data[end:]
         try:
@@ -76,7 +75,6 @@ class RouterClient(ClientLink):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._stop_holding()
         self.router.clients.discard(self)
         for up in self._ups.values():
             up.close()

@@ -42,13 +42,6 @@ class Shared(Protocol):
 
 
 log = get_logger("queuebox.router")
-# A client with this many quick calls in flight (forwarded, or a first take(0))
-# is read once per round trip: its socket is read again when replies go back to
-# it, or after HOLD_MAX_S (a slow call in flight must not hold up the next). A
-# client that writes each call in a write of its own woke the router for every
-# few calls: docs/cluster.md "Measured". One call in flight is never held.
-HOLD_AT = 16
-HOLD_MAX_S = 0.002
 
 
 class ClientLink:
@@ -75,8 +68,6 @@ class ClientLink:
         self._transport: asyncio.Transport | None = None
         self._out: list[bytes] = []
         self.closed = False
-        self._holding = False  # its socket is not read until replies go back to it
-        self._hold_timer: asyncio.TimerHandle | None = None
 
     def upstream(self, shard: Shard) -> Upstream:
         up = self._ups.get(shard.number)
@@ -104,32 +95,6 @@ class ClientLink:
         if out and not self.closed and self._transport is not None:
             self._transport.write(b"".join(out))
         out.clear()
-        if self._holding:
-            self._read_on()
-
-    def hold_reads(self) -> None:
-        """After a read (client.py): with HOLD_AT quick calls or more in flight,
-        read this client again when replies go back to it (see the top)."""
-        if self._holding or self.closed or self._transport is None:
-            return
-        in_flight = 0
-        for up in self._ups.values():
-            in_flight += len(up.forwarded) + len(up.taking)
-        if in_flight < HOLD_AT or self._transport.is_closing():
-            return
-        self._transport.pause_reading()
-        self._holding = True
-        self._hold_timer = self.loop.call_later(HOLD_MAX_S, self._read_on)
-
-    def _read_on(self) -> None:
-        self._holding = False
-        timer = self._hold_timer
-        if timer is not None:
-            timer.cancel()
-            self._hold_timer = None
-        transport = self._transport
-        if not self.closed and transport is not None and not transport.is_closing():
-            transport.resume_reading()
 
     def spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -150,13 +115,6 @@ class ClientLink:
     def _close(self) -> None:
         if self._transport is not None:
             self._transport.close()
-
-    def _stop_holding(self) -> None:
-        """The connection is gone: no read to go on with."""
-        self._holding = False
-        if self._hold_timer is not None:
-            self._hold_timer.cancel()
-            self._hold_timer = None
 
     def _done(self, task: asyncio.Future[None]) -> None:
         self._work.discard(task)

@@ -23,14 +23,8 @@ from queuebox.protocol.placement import owner
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.cluster import wait_state
 from tests.e2e.routing import Sharded
-from tests.e2e.serverproc import ServerProc, login_tester, unique
-from tests.waiting import (
-    metric,
-    wait_for,
-    wait_for_async,
-    wait_for_waiting_takes_async,
-    waiting_takes,
-)
+from tests.e2e.serverproc import ServerProc, unique
+from tests.waiting import metric, wait_for, wait_for_async, wait_for_waiting_takes_async
 
 
 def shard_number(node: ServerProc) -> int:
@@ -302,41 +296,6 @@ def test_pipelined_frames_of_every_shape_are_answered_and_a_frame_cut_anywhere_w
         assert later[25].data[0][:2] == [ids[3], "!"]
     finally:
         raw.sock.close()
-
-
-def test_a_client_read_once_per_round_trip_is_read_on_when_none_of_its_calls_answers(
-    sharded: Sharded,
-) -> None:
-    """A client with many quick calls in flight is read again when replies go
-    back to it (link.py, HOLD_AT): when none goes back (its calls all wait),
-    its next frame is still read and answered soon, not when the waits end."""
-    nodes = sharded.start()
-    router = sharded.router()
-    waits, other = unique("h"), unique("o")
-    raw = RawConn(router.port)
-    shards = [login_tester(found[0].port) for found in nodes.values()]
-    try:
-        raw.sock.sendall(b"".join(encode_call(2 + i, "queue.create_tube", [t, "fifo"])
-                                  for i, t in enumerate((waits, other))))  # fmt: skip
-        assert all(r.ok for r in raw.wait([2, 3]).values())
-
-        def waiting(count: int) -> None:
-            found = lambda: sum(waiting_takes(c, waits) for c in shards) >= count  # noqa: E731
-            wait_for(found, f"{count} waits on {waits}")
-
-        # 16 readiness waits, sent on to a shard as they came: none answers for 30 s
-        frames = [encode_call(10 + i, "queuebox.await_ready", [waits, 30]) for i in range(16)]
-        raw.sock.sendall(b"".join(frames))
-        waiting(16)
-        # A take with no task: 17 calls in flight, nothing to go back to the client
-        raw.sock.sendall(encode_call(40, f"queue.tube.{waits}:take", [30]))
-        waiting(18)  # its own readiness waits on both shards: the router read it
-        raw.sock.sendall(encode_call(41, f"queue.tube.{other}:put", ["x"]))
-        assert raw.wait([41])[41].data[0][2] == "x"
-    finally:
-        raw.sock.close()
-        for conn in shards:
-            conn.close()
 
 
 def test_a_router_killed_gives_its_clients_tasks_back_on_every_shard(
