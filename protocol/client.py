@@ -213,8 +213,6 @@ def _decode_carefully(payload: bytes) -> Response:
 # A reply read only as far as its caller needs (put_many's puts: clients.putmany):
 # no dict, list or Response is made for what is skipped.
 _OTHER = (-1, 0, 0)
-_UINT_WIDTHS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}  # uint 8, 16, 32, 64: bytes that follow
-_ARRAY_WIDTHS = {0xDC: 2, 0xDD: 4}  # array 16, 32: the bytes of its length
 
 
 def uint_at(data: bytes, at: int) -> tuple[int, int]:
@@ -225,8 +223,17 @@ def uint_at(data: bytes, at: int) -> tuple[int, int]:
     first = data[at]
     if first < 0x80:
         return first, at + 1
-    width = _UINT_WIDTHS.get(first, 0)
-    return _big_endian(data, at, width) if width else (-1, at)
+    # uint 32 and 64 first: what queuebox sends a sync and a code as (if-tests cost
+    # less than a dict's look-up here: about 5% of put_many's client instructions).
+    if first == 0xCE:
+        return _big_endian(data, at, 4)
+    if first == 0xCF:
+        return _big_endian(data, at, 8)
+    if first == 0xCC:
+        return _big_endian(data, at, 1)
+    if first == 0xCD:
+        return _big_endian(data, at, 2)
+    return -1, at
 
 
 def array_at(data: bytes, at: int) -> tuple[int, int]:
@@ -237,8 +244,11 @@ def array_at(data: bytes, at: int) -> tuple[int, int]:
     first = data[at]
     if 0x90 <= first <= 0x9F:
         return first & 0x0F, at + 1
-    width = _ARRAY_WIDTHS.get(first, 0)
-    return _big_endian(data, at, width) if width else (-1, at)
+    if first == 0xDD:
+        return _big_endian(data, at, 4)
+    if first == 0xDC:
+        return _big_endian(data, at, 2)
+    return -1, at
 
 
 def _big_endian(data: bytes, at: int, width: int) -> tuple[int, int]:
