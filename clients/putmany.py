@@ -3,8 +3,9 @@ frames encoded in one go, and how each one's reply is read.
 
 Owns: `Many`, what the bulk sender asks of a kind of items; `Puts`, put_many's
 (the puts of one tube with the same options, fresh keys or none: per put only
-its data and key are packed, the rest was packed once) and `Calls`, any
-described calls (`clients.calls.Call`), each encoded alone. Must not touch
+its data and key are packed, the rest was packed once; a put's OK reply is read
+from its bytes, its Task made without the dataclass's __init__) and `Calls`,
+any described calls (`clients.calls.Call`), each encoded alone. Must not touch
 sockets, the event loop or the clock.
 """
 

@@ -2,7 +2,9 @@
 
 Owns what the bundled client and the load generator put on the wire
 (0xce length prefix, header {0: type, 1: sync}, one helper per request they
-send) and the decoding of replies from any IPROTO server. Strings in
+send) and the decoding of replies from any IPROTO server, whole or (a reply's
+header, an unsigned int, an array's length, one value: `reply_head`, ...) read
+from its bytes as far as a caller needs. Strings in
 replies keep their raw bytes through surrogateescape; as_bytes() gets them
 back. Must not depend on the server side (request.py, response.py) nor do
 I/O.
