@@ -114,7 +114,6 @@ class GroupCommit(Outcomes):
         self._failing = False  # a write or sync failed: wait for every sync to return
         # A batch taken that must be written with nothing in flight (write_batch).
         self._held: tuple[Batch, asyncio.Future[None]] | None = None
-        self._idle: asyncio.Future[None] | None = None  # drain() waits for no sync running
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
         self.written_on_loop = 0  # fsync mode: lone batches the loop wrote itself
@@ -309,9 +308,6 @@ class GroupCommit(Outcomes):
         if self._running() == 0:
             self._failing = False
             self._reply_failed()
-            if self._idle is not None:
-                self._idle.set_result(None)
-                self._idle = None
             if self._held is not None:
                 batch, done = self._held
                 self._held = None
@@ -367,33 +363,24 @@ class GroupCommit(Outcomes):
             self._failed(job.batch, job.done, job.error)
 
     async def drain(self) -> None:
-        """Wait until everything changed before the call is written or failed.
-        A sync may still run after it (a change made meanwhile): safe, as a
-        snapshot holds only synced batches (Engine.begin_snapshot, _cut_segment),
-        and stops and promotions drain after every writer stopped."""
-        while self._busy_at_all():
-            pending = [f for f in (self._gathering, self._writing) if f is not None]
-            pending += [e.done for e in self._flight]
-            if self._held is not None:
-                pending.append(self._held[1])
-            if self._running():
-                if self._idle is None:
-                    self._idle = self._create_future()
-                pending.append(self._idle)
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Wait until everything changed before the call is written or failed
+        (its requests told): what is in flight or gathering now, not what
+        comes after, so that a steady load cannot hold a snapshot off for
+        ever. A sync may still run when it returns (a change made meanwhile):
+        safe, as a snapshot holds only synced batches (Engine.begin_snapshot,
+        _cut_segment), and stops and promotions drain after every writer
+        stopped (connections, timers, the applier)."""
+        now = (self._gathering, self._writing)
+        pending: list[Awaitable[None]] = [f for f in now if f is not None]
+        pending += [e.done for e in self._flight]
+        pending += [done for done, _ in self._unreplied]
+        if self._held is not None:
+            pending.append(self._held[1])
         if self._journal.has_pending():
             waiter = self.barrier()
             if waiter is not None:
-                await asyncio.gather(waiter, return_exceptions=True)
-
-    def _busy_at_all(self) -> bool:
-        return (
-            self._gathering is not None
-            or self._writing is not None
-            or self._held is not None
-            or self._running() > 0
-            or bool(self._flight)
-        )
+                pending.append(waiter)
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def close(self) -> None:
         self.workers.close()
