@@ -1,13 +1,16 @@
 """GroupCommit.drain() (a snapshot, a stop, a promotion wait on it) waits
 for every change made before the call, and only for those: under a steady
 load in fsync mode (a batch syncing at every moment) it still returns, and
-what was changed before it is answered by then."""
+what was changed before it is answered by then. And the sync workers keep
+the GIL's switch interval short under that load."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
+from queuebox.server.runtime.syncs import SWITCH_INTERVAL_S
 from tests.unit.server.test_overlapping_syncs import Overlapping
 
 
@@ -38,4 +41,14 @@ async def test_drain_returns_under_a_steady_load_with_every_earlier_change_answe
     assert set(o.answered) >= {f"k{n + 1}" for n in range(made)}
     await o.commit.drain()  # and, the load stopped, for the rest
     assert len(o.answered) == o.keys
+    o.commit.close()
+
+
+async def test_the_sync_workers_shorten_the_gil_switch_interval(tmp_path: Path) -> None:
+    """A worker back from its sync waits for the GIL at most this long while
+    the loop is busy (server/runtime/syncs.py)."""
+    sys.setswitchinterval(0.005)  # the interpreter's default
+    o = Overlapping(tmp_path)
+    await o.change()
+    assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
     o.commit.close()
