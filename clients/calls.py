@@ -181,8 +181,10 @@ def fresh_key_block(count: int) -> bytes:
     key. The millisecond is the block's; the counts are this process's next
     `count`."""
     ms = (time.time_ns() // 1_000_000).to_bytes(6, "big")
-    first = next(_made) & 0xFFFFFFFF
-    next(itertools.islice(_made, count - 1, count - 1), None)  # the block's other counts
+    # The block's counts taken in one C call: between two calls another thread
+    # could take a count the block then counts as its own.
+    taken = list(itertools.islice(_made, count))
+    first = taken[0] & 0xFFFFFFFF
     counts = [(first + n) & 0xFFFFFFFF for n in range(count)] if first + count >> 32 else None
     numbers = struct.pack(
         f">{count}I", *(range(first, first + count) if counts is None else counts)
