@@ -133,6 +133,8 @@ class Batch(Generic[T]):
             return
         try:
             self.results[index] = self.many.frame_result(self.items[index], payload, body)
+        except protocol.ProtocolError:
+            raise  # bytes that do not decode: the wire drops the connection (put: unanswered)
         except Exception as exc:  # an answer that does not parse
             self.failed(index, exc)
             return

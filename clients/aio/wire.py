@@ -33,7 +33,8 @@ class Sink(Protocol):
 
     def frame(self, sync: int, payload: bytes, body: int) -> None:
         """The plain OK reply (code 0) to `sync`, undecoded: its body starts at
-        `payload[body]` (`protocol.reply_head`)."""
+        `payload[body]` (`protocol.reply_head`). ProtocolError if it does not
+        decode: the connection then goes, as for any such reply."""
 
     def lost(self, error: BaseException) -> None:
         """The connection went with some of them unanswered."""
@@ -86,7 +87,13 @@ class Wire(asyncio.Protocol):
             if code == 0 and (sink := self._sinks.pop(sync, None)) is not None:
                 if self._pushes:
                     self._pushes.pop(sync, None)
-                sink.frame(sync, payload, body)
+                try:
+                    sink.frame(sync, payload, body)
+                except protocol.ProtocolError as exc:  # as for any reply that does not decode
+                    self._sinks[sync] = sink  # told with the others that the connection went
+                    self._decoder.kill()
+                    fatal = exc
+                    break
                 continue
             try:
                 response = protocol.decode_response(payload)

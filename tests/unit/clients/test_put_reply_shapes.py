@@ -8,14 +8,19 @@ the same Task (same repr: 1, 1.0 and True differ) or the same error."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import struct
+import uuid
 from typing import Any
 
 import msgpack
+import pytest
 
 from queuebox import protocol
+from queuebox.clients.aio.wire import Wire
+from queuebox.clients.errors import ConnectionLost
 from queuebox.clients.putmany import Puts
 
 
@@ -178,3 +183,128 @@ def test_every_reply_shape_reads_as_the_general_decoder_reads_it() -> None:
         checked += 1
         read_fast += fast[0] == "task"
     assert checked > 400 and read_fast > 100, (checked, read_fast)
+
+
+class _Sink:
+    """What clients.aio.bulk's Group does with a reply: the put's outcome."""
+
+    def __init__(self, puts: Puts) -> None:
+        self.puts = puts
+        self.got: dict[int, tuple[Any, ...]] = {}
+        self.gone: list[BaseException] = []
+
+    def reply(self, response: protocol.Response) -> None:
+        self.got[response.sync] = _outcome(self.puts.result, None, response)
+
+    def frame(self, sync: int, payload: bytes, body: int) -> None:
+        try:
+            task = self.puts.frame_result(None, payload, body)
+        except protocol.ProtocolError:
+            raise  # the wire's (Batch.answer_frame)
+        except Exception:
+            task = None
+        self.got[sync] = _outcome(self.puts.frame_result, None, payload, body)
+        assert task is None or self.got[sync][2] == repr(task)
+
+    def lost(self, error: BaseException) -> None:
+        self.gone.append(error)
+
+
+def _reply(rng: random.Random, sync: int, body: bytes) -> bytes:
+    if rng.random() < 0.1:
+        payload = b"\x82\x01" + _int(rng, sync) + b"\x00\x00"  # no schema version
+    else:
+        payload = b"\x83\x00\x00\x01" + _int(rng, sync) + b"\x05" + _int(rng, 83)
+    return payload + body
+
+
+async def _received(stream: bytes, sink: _Sink, count: int, rng: random.Random) -> None:
+    """`stream` sent after a greeting, in pieces of random sizes over a real socket,
+    read by a Wire whose `count` calls go to `sink`; until each is told."""
+    greeting = protocol.make_greeting("2.11.0", uuid.uuid4(), protocol.new_salt())
+
+    loop = asyncio.get_running_loop()
+    served = loop.create_future()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            writer.write(greeting)
+            await reader.readexactly(1)  # the calls are sent: the replies may come
+            data, at = stream, 0
+            while at < len(data):
+                step = rng.choice([1, 7, 100, 4096, 70_000])
+                writer.write(data[at : at + step])
+                await writer.drain()
+                at += step
+                if rng.random() < 0.2:
+                    await asyncio.sleep(0)  # a read ends here
+            await reader.read()  # until the client closes
+        except ConnectionError:
+            pass  # the client dropped the connection
+        finally:
+            writer.close()
+            served.set_result(None)
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        transport, wire = await loop.create_connection(
+            lambda: Wire(lambda _wire: None), "127.0.0.1", port
+        )
+        await wire.greeting
+        wire.send_many(1, count, b"x", sink)
+        async with asyncio.timeout(10):
+            while len(sink.got) < count and not sink.gone:
+                await asyncio.sleep(0.01)
+        transport.close()
+        await served
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _frame(payload: bytes) -> bytes:
+    return b"\xce" + struct.pack(">I", len(payload)) + payload
+
+
+async def test_replies_split_across_reads_reach_the_sink_as_decoded() -> None:
+    """Replies of every shape (some larger than a read): each put's outcome is what
+    the general decoder gives."""
+    rng = random.Random(46)
+    puts = Puts("jobs", {}, True)
+    stream, expected = b"", {}
+    for sync in range(1, 401):
+        if sync % 50 == 0:  # larger than a read: a task of 300 KB
+            big = b"\xc6" + struct.pack(">I", 300_000) + bytes(300_000)
+            payload = _reply(rng, sync, b"\x81\x30\x91\x93" + _int(rng, sync) + b"\xa1r" + big)
+        else:
+            while True:  # one that decodes (see the next test for one that does not)
+                payload = _reply(rng, sync, _body(rng))
+                with contextlib.suppress(protocol.ProtocolError):
+                    protocol.decode_response(payload)
+                    break
+        expected[sync] = _outcome(_general, puts, payload)
+        stream += _frame(payload)
+    sink = _Sink(puts)
+    await _received(stream, sink, 400, rng)
+    assert not sink.gone
+    assert sink.got == expected
+    assert sum(outcome[0] == "task" for outcome in expected.values()) > 100
+
+
+@pytest.mark.parametrize("schema", [True, False])
+async def test_an_ok_reply_that_does_not_decode_drops_the_connection(schema: bool) -> None:
+    """Read from its bytes (a header as queuebox sends it) or decoded (another
+    header), an OK reply whose body does not decode ends the connection: the puts
+    not answered yet, that one included, are lost (sent again if keyed)."""
+    rng = random.Random(7)
+    puts = Puts("jobs", {}, True)
+    good = b"\x81\x30\x91\x93\x05\xa1r\x01"
+    bad = b"\x81\x30\x91\x93\x05\xa1r\x81\x91\x01\x01"  # a map keyed by a list
+    header = b"\x83\x00\x00\x01%c\x05\x01" if schema else b"\x82\x01%c\x00\x00"
+    stream = b"".join(_frame(header % sync + (bad if sync == 3 else good)) for sync in range(1, 6))
+    sink = _Sink(puts)
+    await _received(stream, sink, 5, rng)
+    assert sorted(sink.got) == [1, 2]
+    assert len(sink.gone) == 1 and isinstance(sink.gone[0], ConnectionLost)
+    assert "bad reply from the server" in str(sink.gone[0])
