@@ -171,12 +171,6 @@ class Upstream:
             self._transport.write(b"".join(self._held))
             self._held.clear()
 
-    def act_as(self, user: str) -> None:
-        """The client logged in again: act as its new user from now on."""
-        self.user = user
-        if self._transport is not None and self.ready:
-            self._send_login_call("queuebox.act_as", self._act_as())
-
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
