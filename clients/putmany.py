@@ -81,7 +81,7 @@ class Puts:
         self.tube = tube
         self.options = options
         self.keyed = self.auto or "key" in options
-        self.wait: float | None = options.get("timeout")
+        self.wait: float | None = options.get("timeout", 0.0)  # as modern.put's
         self._prefix = protocol.call_prefix(modern.method(tube, "put"))
         # After a put's packed data: its options (the key's value last, per put).
         if self.auto:

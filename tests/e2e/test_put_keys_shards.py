@@ -1,20 +1,27 @@
-"""A keyed put through the self-routing client whose answer is lost while the
-cluster's map moves the key's home (here shard b resumed after a drain; a shard
-added does the same): the client sends it again to the shard it went to, which
-answers the task it made, never to the key's new home, which would make a
-second task (docs/cluster.md "The self-routing client"). Real processes: etcd,
-two shard primaries, shard a behind the tests' TCP proxy (its leader key names
-the proxy, so the client reaches a through it).
+"""Keyed puts through the self-routing client when a shard misbehaves, with
+real processes (etcd, two shard primaries; docs/cluster.md "The self-routing
+client"):
+- a put whose answer is lost while the cluster's map moves the key's home
+  (here shard b resumed after a drain; a shard added does the same) is sent
+  again to the shard it went to, which answers the task it made, never to the
+  key's new home, which would make a second task (shard a behind the tests'
+  TCP proxy: its leader key names the proxy, so the client reaches a through it);
+- a put to a shard that stopped answering (SIGSTOP) fails at the call timeout
+  with `CallTimeout` (its outcome unknown), and the same put again once the
+  shard answers gets the task the first made.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 
+import pytest
+
 from queuebox.clients import aio
-from queuebox.clients.errors import TaskNotFound
+from queuebox.clients.errors import CallTimeout, TaskNotFound
 from queuebox.protocol.placement import owner
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.routing import Sharded
@@ -95,3 +102,36 @@ async def _put_across_the_move(
         print(f"\nput answered {time.monotonic() - started:.1f} s after it was sent: {task}")
         assert task.id % 1024 == na, "sent again to the key's new home"
         assert (total(a1, tube), total(b1, tube)) == (1, 0)
+
+
+def test_a_keyed_put_to_a_stopped_shard_times_out_and_is_put_once_when_sent_again(
+    sharded: Sharded,
+) -> None:
+    nodes = sharded.start()
+    a1, b1 = nodes["a"][0], nodes["b"][0]
+    na, nb = shard_number(a1), shard_number(b1)
+    key = next(k for k in (f"k{i}" for i in range(1000)) if owner(k, [na, nb]) == na)
+    tube = unique("ks")
+    assert a1.proc is not None
+
+    async def run() -> None:
+        async with aio.connect(
+            user="tester", password="secret", etcd_endpoints=sharded.etcd.endpoints,
+            etcd_prefix=sharded.prefix, call_timeout=1.0,
+        ) as conn:  # fmt: skip
+            jobs = await conn.create_tube(tube, "fifottl")
+            a1.proc.send_signal(signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                # The bound is the test's: a put without one waited forever.
+                async with asyncio.timeout(15):
+                    with pytest.raises(CallTimeout):
+                        await jobs.put("once", key=key)
+                print(f"\nCallTimeout after {time.monotonic() - started:.1f} s")
+            finally:
+                a1.proc.send_signal(signal.SIGCONT)
+            again = await jobs.put("once", key=key)
+            assert again.id % 1024 == na
+            assert (await conn.statistics(tube))["tasks"]["total"] == 1
+
+    asyncio.run(run())
