@@ -36,6 +36,9 @@ def test_a_second_login_keeps_the_clients_tasks_or_is_refused(sharded: Sharded) 
         taken = [worker.call(f"queue.tube.{tube}:take", [1]).data[0] for _ in range(2)]
         assert {t[0] % 1024 for t in taken} == {shard_number(n) for n in shards}
         worker.authenticate("worker", "workpw")  # a worker's rights hold no `route`
+        # Nor may it act as another user through the router's connection.
+        code, message = error_of(lambda: worker.call("queuebox.act_as", ["tester"]))
+        assert code == 42 and "queuebox.act_as" in message, message
         code, message = error_of(lambda: worker.authenticate("reader", "readpw"))
         assert code == 42 and "connect again" in message, message
         assert [taken_on(n, tube) for n in shards] == [1, 1]  # still the worker's
