@@ -9,8 +9,10 @@ apart. Must not touch sockets, the event loop or the clock.
 
 from __future__ import annotations
 
+import binascii
 import itertools
 import os
+import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from queuebox.clients.model import LegacyTask, Task, TaskResult
 
 T = TypeVar("T")
 
-__all__ = ["Call", "fresh_keys", "legacy", "modern", "put_key", "put_result"]
+__all__ = ["Call", "fresh_key_block", "fresh_keys", "legacy", "modern", "put_key", "put_result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,28 @@ def fresh_keys(count: int) -> list[str]:
         f"{ms:012x}{next(_made) & 0xFFFFFFFF:08x}{digits[12 * n : 12 * n + 12]}"
         for n in range(count)
     ]
+
+
+def fresh_key_block(count: int) -> bytes:
+    """The ASCII hex digits of `count` keys laid out as fresh_keys lays out one,
+    32 a key, end to end: made in one go (put_many's keys), not formatted key by
+    key. The millisecond is the block's; the counts are this process's next
+    `count`."""
+    ms = (time.time_ns() // 1_000_000).to_bytes(6, "big")
+    first = next(_made) & 0xFFFFFFFF
+    next(itertools.islice(_made, count - 1, count - 1), None)  # the block's other counts
+    counts = [(first + n) & 0xFFFFFFFF for n in range(count)] if first + count >> 32 else None
+    numbers = struct.pack(
+        f">{count}I", *(range(first, first + count) if counts is None else counts)
+    )
+    noise = os.urandom(6 * count)
+    block = bytearray(16 * count)  # per key: 6 bytes of time, 4 of count, 6 random
+    for n in range(6):
+        block[n::16] = ms[n : n + 1] * count
+        block[10 + n :: 16] = noise[n::6]
+    for n in range(4):
+        block[6 + n :: 16] = numbers[n::4]
+    return binascii.hexlify(block)
 
 
 class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`

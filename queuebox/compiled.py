@@ -107,6 +107,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.queue.queue_calls",
     "queuebox.server.queue.waiting",
     "queuebox.server.core.requests",
+    "queuebox.server.runtime.outcomes",
     "queuebox.server.runtime.commit",
     "queuebox.server.runtime.syncs",
     "queuebox.server.runtime.durability",

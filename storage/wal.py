@@ -41,10 +41,11 @@ A segment's life:
     OPEN   --append, would pass segment_size--> cut to good length, close, create next
     OPEN   --rotate (a snapshot)--> cut to good length, close, create next, header only
     OPEN   --append--> [fallocate ahead] write batch, sync --ok--> OPEN (good length += batch)
-                              \\--fail--> truncate to good length --ok--> OPEN
-                                                    \\--fail--> DIRTY
-    DIRTY  --append--> truncate again --ok--> OPEN, then write
-                              \\--fail--> refuse (WalWriteError), stay DIRTY
+                              \\--fail--> truncate to good length (+ fsync) --ok--> OPEN
+                                                    \\--fail--> BROKEN
+    DIRTY (a write that never returned) --append--> truncate again --ok--> OPEN, then write
+                              \\--fail--> BROKEN
+    BROKEN --append--> refuse (WalWriteError) until a restart reads the file
 
 Nothing is ever appended after bytes that might hold a half-written batch:
 that is what keeps damage confined to the tail of the last segment.
@@ -88,6 +89,10 @@ class WalWriter:
         # A sync failed on a slot's descriptor: this one may still hold the error.
         self._stale_error = False
         self._dirty = False  # bytes past _good may hold part of a failed batch
+        # Why the file could not be cut back after a failed write (None: it
+        # could): the failed batch may still be in it, so nothing is written
+        # again (a reply could not be kept) until a restart reads the file.
+        self.broken: str | None = None
         self._preallocate = fsync  # fsync mode, until the file system refuses it
         self._size = 0  # the current segment's preallocated end (0: none)
         self.bytes_written = 0  # total appended since open, for the snapshot trigger
@@ -98,6 +103,8 @@ class WalWriter:
 
     def append(self, first_lsn: int, data: bytes) -> None:
         """Make `data` (whole frames, the first with LSN `first_lsn`) durable."""
+        if self.broken is not None:
+            raise WalWriteError(f"{self.broken}; no write is accepted until the server restarts")
         if self._dirty:
             self._repair()
         if self._fd is None or self._full(len(data)):
@@ -154,14 +161,15 @@ class WalWriter:
         self._end = self._good
         self._stale_error = True
 
-    def cut_unsynced(self) -> None:
+    def cut_unsynced(self) -> bool:
         """After `forget_unsynced`, once no sync runs (loop thread): cut the
-        batches given up out of the file now, before their requests hear that
-        they failed, so that no start replays them (a stop or a crash may come
-        before the next append would cut them). A cut that fails leaves the
-        segment marked: the next append tries again."""
+        batches given up out of the file now (and sync the cut, fsync mode),
+        before their requests hear that they failed, so that no start replays
+        them (a stop, a crash or a power loss may come before the next
+        append). False if the cut failed: the writer is `broken` then."""
         if self._dirty and self._fd is not None:
             self._cut_back()
+        return self.broken is None
 
     def _full(self, size: int) -> bool:
         return self._end + size > self._segment_size and self._end > HEADER_SIZE
@@ -207,8 +215,10 @@ class WalWriter:
                 self._sync(fd, grew)
         except OSError as e:
             self._stale_error = True  # the slots' descriptors have not seen it
-            self._cut_back()
-            raise WalWriteError(f"WAL write to {self._path} failed: {e}") from e
+            failed = f"WAL write to {self._path} failed: {e}"
+            if not self._cut_back():
+                failed = f"{failed}; {self.broken}"
+            raise WalWriteError(failed) from e
         self._dirty = False
         self._good = self._end = end
         self.written = (self._path, end)
@@ -236,21 +246,27 @@ class WalWriter:
         else:
             self._files.fdatasync(fd)
 
-    def _cut_back(self) -> None:
-        try:
-            self._truncate()
-        except OSError:
-            return  # stays _dirty
-        self._dirty = False
-
-    def _repair(self) -> None:
+    def _cut_back(self) -> bool:
+        """Cut the file back to its last good batch, synced (fsync mode).
+        If that fails (the cut, or its sync: then it may not survive a power
+        loss) the failed batch may come back at the next start, so the writer
+        is `broken`: nothing more is written, nothing more answered as kept."""
         try:
             self._truncate()
         except OSError as e:
-            raise WalWriteError(
-                f"WAL segment {self._path} still holds a failed write and cannot be cut back: {e}"
-            ) from e
+            self.broken = (
+                f"WAL segment {self._path} still holds a failed write and cannot be cut back"
+                f" ({e}): that change may still be found after a restart"
+            )
+            return False  # stays _dirty
         self._dirty = False
+        return True
+
+    def _repair(self) -> None:
+        """A write that never returned (a simulated crash) left its bytes:
+        cut them before the next batch; a failed cut breaks the writer."""
+        if not self._cut_back():
+            raise WalWriteError(f"{self.broken}; no write is accepted until the server restarts")
 
     def _truncate(self) -> None:
         assert self._fd is not None

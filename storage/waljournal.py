@@ -276,11 +276,14 @@ class WalJournal:
         self._written_ts = batch.last_ts
         self._written_lsn = batch.last_lsn
 
-    def cut_unsynced(self) -> None:
+    def cut_unsynced(self) -> str | None:
         """After a failed write or sync, once no sync runs (loop thread): the
-        file's tail past the last synced batch goes now (WalWriter.cut_unsynced)."""
-        if self._log:
-            self._wal.cut_unsynced()
+        file's tail past the last synced batch goes now (WalWriter.cut_unsynced).
+        Returns why it could not (the failed batches may come back at a start,
+        and nothing more is written), or None."""
+        if self._log and not self._wal.cut_unsynced():
+            return self._wal.broken
+        return None
 
     @property
     def sync_slots(self) -> int:

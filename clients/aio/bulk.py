@@ -83,7 +83,7 @@ class Batch(Generic[T]):
     def __init__(self, many: Many[T], recover: Recover | None) -> None:
         self.many = many
         self.items: list[Any] = []
-        self.keys: list[str] | None = None
+        self.keys: list[bytes] | None = None
         self.results: list[Any] = []
         self.pending = 0
         self.error: BaseException | None = None
@@ -104,7 +104,7 @@ class Batch(Generic[T]):
             self.keys += made
         return first
 
-    def keys_of(self, first: int, count: int) -> list[str] | None:
+    def keys_of(self, first: int, count: int) -> list[bytes] | None:
         return None if self.keys is None else self.keys[first : first + count]
 
     def call(self, index: int) -> Call[T]:
@@ -123,6 +123,17 @@ class Batch(Generic[T]):
         try:
             self.results[index] = self.many.result(self.items[index], response)
         except Exception as exc:  # the server's error, or an answer that does not parse
+            self.failed(index, exc)
+            return
+        self._settle()
+
+    def answer_frame(self, index: int, payload: bytes, body: int) -> None:
+        """The plain OK reply to call `index`, undecoded (`Many.frame_result`)."""
+        if self._over:
+            return
+        try:
+            self.results[index] = self.many.frame_result(self.items[index], payload, body)
+        except Exception as exc:  # an answer that does not parse
             self.failed(index, exc)
             return
         self._settle()
@@ -207,6 +218,9 @@ class Group:
     def reply(self, response: protocol.Response) -> None:
         self.batch.answer(self.first + (response.sync - self.sync) * self.stride, response)
 
+    def frame(self, sync: int, payload: bytes, body: int) -> None:
+        self.batch.answer_frame(self.first + (sync - self.sync) * self.stride, payload, body)
+
     def lost(self, error: BaseException) -> None:
         batch = self.batch
         for index in range(self.first, self.first + self.count * self.stride, self.stride):
@@ -216,4 +230,4 @@ class Group:
 
 # (batch, index of the first item, the items, their keys, stride): send them (item n
 # is the batch's call first + n * stride), each answered through a Group or `follow`.
-Place = Callable[["Batch[Any]", int, list[Any], "list[str] | None", int], None]
+Place = Callable[["Batch[Any]", int, list[Any], "list[bytes] | None", int], None]

@@ -351,7 +351,7 @@ class Link:
         return await bulk.run_many(many, items, window, self._place, patience, recover)
 
     def _place(
-        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[str] | None,
+        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[bytes] | None,
         stride: int,
     ) -> None:  # fmt: skip
         """Send `items` (the batch's `first`, `first` + `stride`, ...) now, encoded in

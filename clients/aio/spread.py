@@ -85,7 +85,7 @@ class SpreadPuts:
         numbers = [active[(start + i) % len(active)] for i in range(len(active))]
 
         def place(
-            batch: bulk.Batch[Any], first: int, chunk: list[Any], keys: list[str] | None,
+            batch: bulk.Batch[Any], first: int, chunk: list[Any], keys: list[bytes] | None,
             stride: int,
         ) -> None:  # fmt: skip
             ways = len(numbers)
@@ -117,7 +117,7 @@ class SpreadPuts:
         return await bulk.run_many(many, items, window * ways, place, patience, recover)
 
     def _place_run(
-        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[str] | None,
+        self, batch: bulk.Batch[Any], first: int, items: list[Any], keys: list[bytes] | None,
         stride: int,
     ) -> None:  # fmt: skip
         for index in range(first, first + len(items) * stride, stride):

@@ -3,7 +3,9 @@
 Owns: `Wire`, the `asyncio.Protocol` that reads the greeting, frames replies with
 `protocol.ResponseDecoder`, hands each reply to the future waiting for its sync (or to
 the orphan handler a call that gave up left behind), each push (an IPROTO chunk, code
-0x80) to the push handler of its sync, and batches writes. Knows nothing
+0x80) to the push handler of its sync, and batches writes. A plain OK reply to
+requests sent at once (`send_many`) goes to their sink undecoded: the sink reads
+only what it needs. Knows nothing
 of reconnects, timeouts or the queue; must not import server/, drivers/ or storage/.
 """
 
@@ -28,6 +30,10 @@ class Sink(Protocol):
     object for all of them, no future each (clients.aio.bulk)."""
 
     def reply(self, response: protocol.Response) -> None: ...
+
+    def frame(self, sync: int, payload: bytes, body: int) -> None:
+        """The plain OK reply (code 0) to `sync`, undecoded: its body starts at
+        `payload[body]` (`protocol.reply_head`)."""
 
     def lost(self, error: BaseException) -> None:
         """The connection went with some of them unanswered."""
@@ -72,31 +78,47 @@ class Wire(asyncio.Protocol):
             data = bytes(self._head[iproto.GREETING_SIZE :])
             if not data:
                 return
-        try:
-            responses = self._decoder.feed(data)
-        except protocol.ProtocolError as exc:
-            self.abort(ConnectionLost(f"bad reply from the server: {exc}"))
-            return
-        for response in responses:
-            if response.is_chunk:  # a box.session.push; the final reply follows
-                pushed = self._pushes.get(response.sync)
-                if pushed is not None:
-                    pushed(response)
+        payloads, fatal = self._decoder.frames(data)
+        for payload in payloads:
+            # A plain OK reply to a call of send_many goes to its sink undecoded (the
+            # sink reads what it needs: clients.putmany); any other is decoded here.
+            code, sync, body = protocol.reply_head(payload) if self._sinks else (-1, 0, 0)
+            if code == 0 and (sink := self._sinks.pop(sync, None)) is not None:
+                if self._pushes:
+                    self._pushes.pop(sync, None)
+                sink.frame(sync, payload, body)
                 continue
-            if self._pushes:
-                self._pushes.pop(response.sync, None)
-            waiter = self._waiters.pop(response.sync, None)
-            if waiter is not None:
-                if not waiter.done():
-                    waiter.set_result(response)
-            elif self._sinks and (sink := self._sinks.pop(response.sync, None)) is not None:
-                sink.reply(response)
-            elif self._orphans:
-                orphan = self._orphans.pop(response.sync, None)
-                if orphan is not None:
-                    orphan(response)
+            try:
+                response = protocol.decode_response(payload)
+            except protocol.ProtocolError as exc:
+                self._decoder.kill()
+                fatal = exc
+                break
+            self._dispatch(response)
+        if fatal is not None:
+            self.abort(ConnectionLost(f"bad reply from the server: {fatal}"))
+            return
         if self._closing:
             self._close_if_idle()
+
+    def _dispatch(self, response: protocol.Response) -> None:
+        if response.is_chunk:  # a box.session.push; the final reply follows
+            pushed = self._pushes.get(response.sync)
+            if pushed is not None:
+                pushed(response)
+            return
+        if self._pushes:
+            self._pushes.pop(response.sync, None)
+        waiter = self._waiters.pop(response.sync, None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(response)
+        elif self._sinks and (sink := self._sinks.pop(response.sync, None)) is not None:
+            sink.reply(response)
+        elif self._orphans:
+            orphan = self._orphans.pop(response.sync, None)
+            if orphan is not None:
+                orphan(response)
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = self.lost or ConnectionLost(f"connection lost: {exc or 'closed by the server'}")

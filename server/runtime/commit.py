@@ -3,12 +3,12 @@ or per free sync slot, whichever is fewer.
 
 Owns: the sync worker threads, the batch currently being gathered, the
 batches whose syncs are in flight and the futures that requests await
-before they are answered. A handler changes data
-synchronously; the connection then awaits `barrier()`: the first change of a
-loop turn schedules a flush for the end of the turn, so every change made in
-that turn goes to disk in one write (or, while every sync slot is busy,
-with the next turns' in the write after it), and every request is answered
-once the write holding its change is durable under `wal_mode`.
+before they are answered. A handler changes data synchronously; the
+connection then awaits `barrier()`: the first change of a loop turn
+schedules a flush for the end of the turn, so every change made in that
+turn goes to disk in one write (or, while every sync slot is busy, with the
+next turns' in the write after it), and every request is answered once the
+write holding its change is durable under `wal_mode`.
 
 Where the write happens: with `on_loop` (wal_mode=write, where durable means
 "handed to the OS") the batch is written by the loop itself at the end of
@@ -30,10 +30,11 @@ failed write or sync fails every batch not answered yet, before and after
 it (`_fail_flight`: one rollback, from the oldest), and nothing more is
 written until every sync running has returned; then the loop cuts the file
 back to the last answered batch and only then are the failed requests told
-(`_reply_failed`: no start replays a put answered "failed"). A batch that
-needs a new segment (rotation: nothing in flight), or a repair (the cut
-failed), goes alone to a worker (WalWriter.append). Why no reply can acknowledge a lost
-page: the safety argument in docs/durability.md.
+(`_reply_failed`: no start replays a put answered "failed"; if the cut
+fails, they are told their change may come back, and nothing more is
+written: wal.py's `broken`). A batch that needs a new segment goes alone
+to a worker (WalWriter.append). Why no reply acknowledges a lost page:
+the safety argument in docs/durability.md.
 
 The exception is a batch that is alone: nothing in flight, a few records
 (one request in flight, as a producer that waits for each durable put) and
@@ -53,14 +54,8 @@ read in the turn shares one write, and then sends its replies, instead of
 each writing the WAL for its own requests (one pwrite per loop turn, not
 per connection: busy-utubes' 10 consumers, a put from 4 connections).
 
-A failed write fails every request of its batch with ER_WAL_IO and rolls their
-changes back in memory (the engine undoes the batch, newest change first),
-and with them every later change and, in fsync mode, every batch whose sync
-was in flight; batches answered before it stay acknowledged, and the server
-keeps running.
-
-Who hears of each batch written or failed is `report`, a `WriteReport`:
-`Durability` (durability.py), what the rest of the server sees.
+What it tells, once a batch's write returned (requests answered or
+failed, the rollback, who hears of it): `Outcomes`, outcomes.py.
 
 Must not touch: sockets, protocol bytes, queue semantics.
 """
@@ -71,31 +66,12 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import ClassVar
 
-from mypy_extensions import mypyc_attr
-
-from queuebox.protocol import ErrorCode
 from queuebox.storage.batch import Batch
 from queuebox.storage.engine import Engine
 
-from .logs import RateLimitedLog, get_logger
+from .outcomes import Outcomes, WalFailed
 from .syncs import SyncJob, SyncWorkers
-
-log = get_logger("queuebox.commit")
-# A full disk fails every write: a few lines, then one every 10 s with a count.
-wal_failed_log = RateLimitedLog(log, burst=3, every_s=10.0)
-
-
-class WalFailed(Exception):
-    """The batch holding this request's changes could not be written."""
-
-    code: ClassVar[int] = ErrorCode.ER_WAL_IO  # ClassVar: compiled (setup.py), kept on the class
-
-    def __init__(self, reason: str) -> None:
-        self.message = f"Failed to write to disk: {reason}"
-        super().__init__(self.message)
-
 
 # A batch of at most this many records, with nothing in flight, is alone.
 ALONE_RECORDS = 8
@@ -107,28 +83,7 @@ def never_hangs() -> bool:
     return False
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # Durability's scripted ones (tests)
-class WriteReport:
-    """Who hears of group commit's writes: Durability (durability.py), the
-    one subclass; here so that group commit calls it natively without
-    importing what is built over it."""
-
-    def __init__(self, observers: list[WalObserver] | None = None) -> None:
-        # The server's list: metrics may join later (group commit reads the
-        # clock only while it is not empty). A list: iterated natively.
-        self.observers = observers if observers is not None else []
-
-    def written(self, batch: Batch, seconds: float) -> None:
-        """A batch was written (and synced, per wal_mode)."""
-
-    def rolled_back(self) -> None:
-        """A write failed: its batch and every later change were undone."""
-
-
-WalObserver = Callable[[int, int, float], None]  # (records, bytes, seconds) of a write
-
-
-class GroupCommit:
+class GroupCommit(Outcomes):
     def __init__(
         self,
         journal: Engine,
@@ -136,14 +91,9 @@ class GroupCommit:
         on_loop: bool = False,
         may_hang: Callable[[], bool] = never_hangs,
     ) -> None:
-        # The engine, not a Protocol: has_pending() on every call and the
-        # batch's take, write and rollback are native calls in the compiled build.
-        self._journal = journal
+        super().__init__(journal)
         self._enabled = enabled  # False for wal_mode=none: nothing is written, nothing awaited
         self.on_loop = on_loop
-        # The Durability over this group commit (it sets itself here): nobody
-        # else. A class, not a Protocol: its written() is a native call.
-        self.report: WriteReport | None = None
         # fsync mode: one thread per sync slot (the WAL writer's descriptors).
         self._slots = 0 if on_loop else journal.sync_slots
         # Kept, not looked up: get_running_loop() costs a getpid() syscall; its
@@ -153,8 +103,7 @@ class GroupCommit:
         self._create_future = loop.create_future
         self._call_soon = loop.call_soon
         self._gathering: asyncio.Future[None] | None = None
-        # fsync mode: a batch written and synced as one job on a worker (a new
-        # segment, a repair: nothing else in flight meanwhile), if any.
+        # fsync mode: a batch written and synced alone on a worker (a new segment).
         self._writing: asyncio.Future[None] | None = None
         # fsync mode, overlapping syncs: the batches appended and not yet
         # answered, oldest first, each with its sync; slots free (the syncs
@@ -163,14 +112,10 @@ class GroupCommit:
         self._flight: deque[SyncJob] = deque()
         self._free = list(range(self._slots))
         self._failing = False  # a write or sync failed: wait for every sync to return
-        # The requests a failure gave up, told once the file is cut (_reply_failed).
-        self._unreplied: list[tuple[asyncio.Future[None], BaseException]] = []
         # A batch taken that must be written with nothing in flight (write_batch).
         self._held: tuple[Batch, asyncio.Future[None]] | None = None
-        self._idle: asyncio.Future[None] | None = None  # drain() waits for no sync running
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
-        self.batches_written = 0
         self.written_on_loop = 0  # fsync mode: lone batches the loop wrote itself
         self.most_in_flight = 0  # fsync mode: the most syncs that ran at once
         self._may_hang = may_hang
@@ -351,10 +296,11 @@ class GroupCommit:
         replay (a put answered "failed" found after all)."""
         if self._running() or not self._unreplied:
             return
-        self._journal.cut_unsynced()
+        broken = self._journal.cut_unsynced()
         unreplied, self._unreplied = self._unreplied, []
         for done, error in unreplied:
-            self._fail(done, error)
+            # A cut that failed: "failed" is no longer a promise (see wal.py's `broken`).
+            self._fail(done, error if broken is None else f"{error}; {broken}")
 
     def _next(self) -> None:
         """A slot is free again: a held batch goes alone once nothing runs,
@@ -362,9 +308,6 @@ class GroupCommit:
         if self._running() == 0:
             self._failing = False
             self._reply_failed()
-            if self._idle is not None:
-                self._idle.set_result(None)
-                self._idle = None
             if self._held is not None:
                 batch, done = self._held
                 self._held = None
@@ -419,59 +362,25 @@ class GroupCommit:
         else:
             self._failed(job.batch, job.done, job.error)
 
-    def _succeeded(self, batch: Batch, done: asyncio.Future[None], seconds: float) -> None:
-        self.batches_written += 1
-        if self.report is not None:
-            self.report.written(batch, seconds)
-        if not done.done():
-            done.set_result(None)
-
-    def _failed(
-        self, batch: Batch, done: asyncio.Future[None], error: BaseException, later: bool = False
-    ) -> None:
-        wal_failed_log.error("wal_write_failed", per=str(error), error=str(error))
-        # A batch cancelled by an earlier failure was undone with it, and the
-        # state was rebuilt then: only a first failure is reported.
-        first_failure = not batch.cancelled
-        self._journal.rollback(batch)
-        if first_failure and self.report is not None:
-            self.report.rolled_back()
-        if later:  # undone now, told once the file is cut (_reply_failed)
-            self._unreplied.append((done, error))
-        else:
-            self._fail(done, error)
-
-    @staticmethod
-    def _fail(done: asyncio.Future[None], error: BaseException) -> None:
-        if not done.done():
-            done.set_exception(WalFailed(str(error)))
-            done.exception()  # retrieved here so a batch with no waiter logs nothing more
-
     async def drain(self) -> None:
-        """Wait until everything changed so far is written (used at shutdown)."""
-        while self._busy_at_all():
-            pending = [f for f in (self._gathering, self._writing) if f is not None]
-            pending += [e.done for e in self._flight]
-            if self._held is not None:
-                pending.append(self._held[1])
-            if self._running():
-                if self._idle is None:
-                    self._idle = self._create_future()
-                pending.append(self._idle)
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Wait until everything changed before the call is written or failed
+        (its requests told): what is in flight or gathering now, not what
+        comes after, so that a steady load cannot hold a snapshot off for
+        ever. A sync may still run when it returns (a change made meanwhile):
+        safe, as a snapshot holds only synced batches (Engine.begin_snapshot,
+        _cut_segment), and stops and promotions drain after every writer
+        stopped (connections, timers, the applier)."""
+        now = (self._gathering, self._writing)
+        pending: list[Awaitable[None]] = [f for f in now if f is not None]
+        pending += [e.done for e in self._flight]
+        pending += [done for done, _ in self._unreplied]
+        if self._held is not None:
+            pending.append(self._held[1])
         if self._journal.has_pending():
             waiter = self.barrier()
             if waiter is not None:
-                await asyncio.gather(waiter, return_exceptions=True)
-
-    def _busy_at_all(self) -> bool:
-        return (
-            self._gathering is not None
-            or self._writing is not None
-            or self._held is not None
-            or self._running() > 0
-            or bool(self._flight)
-        )
+                pending.append(waiter)
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def close(self) -> None:
         self.workers.close()

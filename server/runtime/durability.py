@@ -29,7 +29,8 @@ from mypy_extensions import mypyc_attr
 
 from queuebox.storage.batch import Batch
 
-from .commit import GroupCommit, WalObserver, WriteReport
+from .commit import GroupCommit
+from .outcomes import WalObserver, WriteReport
 
 
 class QuorumBarrier(Protocol):

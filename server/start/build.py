@@ -74,10 +74,10 @@ from ..replication.link import LinkError
 from ..replication.role import Role
 from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState, instance_name
-from ..runtime.commit import WalObserver
 from ..runtime.durability import Durability
 from ..runtime.logs import get_logger
 from ..runtime.loop import cancel_and_wait
+from ..runtime.outcomes import WalObserver
 
 if TYPE_CHECKING:  # brings the etcd client: imported only by a shard
     from ..replication.shard_sync import ShardSync

@@ -20,7 +20,7 @@ from ..queue.queue_calls import QueueCalls
 from ..replication.role import Role
 from ..replication.shard import ShardState, SyncReport
 from ..replication.status import ClusterState
-from ..runtime.commit import WalObserver
+from ..runtime.outcomes import WalObserver
 
 
 class Served(Protocol):

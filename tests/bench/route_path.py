@@ -129,9 +129,9 @@ class Harness:
 
     def __init__(self) -> None:
         from queuebox.protocol import make_greeting, new_salt
+        from queuebox.server.route.choice import Spread
         from queuebox.server.route.client import RouterClient
         from queuebox.server.route.shardmap import RouterMap, Shard
-        from queuebox.server.route.spread import Spread
         from queuebox.server.route.upstream import Login, Traffic
 
         gc.set_threshold(10_000, 10, 10)  # as `queuebox router` runs (router.py)

@@ -12,12 +12,23 @@ pipelined (a window in flight per connection). Take+ack comes in two
 shapes: "sequential" (one take, then its ack: one call in flight per
 connection) and "pipelined" (the shape of `queuebox bench`'s take-ack: a
 window of takes in flight per connection, each ack sent as its take
-answers, a new take as an ack answers). CPU is each process's
+answers, a new take as an ack answers). Both pipelined shapes run twice:
+with one write per call (a connector that sends each call as it is made, as
+tarantool-python or asynctnt with a coroutine per call do) and with one write
+per loop turn (the calls made while the replies already read are handled
+go out together: the bundled client and `queuebox bench` do so). A router
+woken for each small write pays a wake-up and a loopback read per few
+calls: the client's writes, more than the router's code, set its CPU per
+call (docs/cluster.md "Measured"). CPU is each process's
 user+system time from /proc over the phase; per call it is that time over
 the calls the phase made; beside it, each process's read and write system
-calls per call (/proc/PID/io). Goal (issue 40): a router at most 1/3 of a shard's
-CPU per put and per take+ack pair. On a 2-core machine the router and the
-shards share the cores: the put rates say what the cores allowed.
+calls per call (/proc/PID/io), its system (kernel) share of that CPU and how
+often it went to sleep and was woken (voluntary context switches,
+/proc/PID/status): a relay woken for a few calls at a time pays the
+wake-up and the loopback's kernel work per few calls. Goal (issue 40): a
+router at most 1/3 of a shard's CPU per put and per take+ack pair. On a
+2-core machine the router and the shards share the cores: the put rates say
+what the cores allowed.
 """
 
 from __future__ import annotations
@@ -56,41 +67,67 @@ def syscalls(pid: int) -> int:
     return int(found["syscr"]) + int(found["syscw"])
 
 
+def system_s(pid: int) -> float:
+    """The process's system (kernel) CPU seconds so far."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[12]) / TICK
+
+
+def wakeups(pid: int) -> int:
+    """How often the process slept and was woken so far (voluntary context switches)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
 class Conn:
-    """One logged-in connection sending pipelined CALLs."""
+    """One logged-in connection sending pipelined CALLs: each in a write of its
+    own, or (`per_turn`) those made until it waits for a reply in one write."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.decoder = ResponseDecoder()
         self.sync = 0
         self.replies: list[Any] = []
+        self.per_turn = False
+        self._held: list[bytes] = []
 
     @classmethod
-    async def open(cls, port: int) -> Conn:
+    async def open(cls, port: int, per_turn: bool = False) -> Conn:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         conn = cls(reader, writer)
         salt = parse_greeting(await reader.readexactly(128)).salt
         writer.write(encode_auth(1, "tester", scramble(salt, "secret")))
         assert (await conn.next()).ok
+        conn.per_turn = per_turn
         return conn
 
     async def next(self) -> Any:
         while not self.replies:
+            if self._held:  # about to wait: what this turn made goes out in one write
+                self.writer.write(b"".join(self._held))
+                self._held.clear()
             self.replies.extend(self.decoder.feed(await self.reader.read(65536)))
         return self.replies.pop(0)
 
     def send(self, name: str, args: list[Any]) -> None:
         self.sync += 1
-        self.writer.write(encode_call(self.sync, name, args))
+        frame = encode_call(self.sync, name, args)
+        if self.per_turn:
+            self._held.append(frame)
+        else:
+            self.writer.write(frame)
 
     async def call(self, name: str, args: list[Any]) -> Any:
         self.send(name, args)
         return await self.next()
 
 
-async def puts(port: int, tube: str, count: int, conns: int, window: int) -> None:
+async def puts(
+    port: int, tube: str, count: int, conns: int, window: int, per_turn: bool = False
+) -> None:
     async def one(n: int) -> None:
-        c = await Conn.open(port)
+        c = await Conn.open(port, per_turn)
         sent = done = 0
         while done < n:
             while sent < n and sent - done < window:
@@ -104,11 +141,13 @@ async def puts(port: int, tube: str, count: int, conns: int, window: int) -> Non
     await asyncio.gather(*(one(count // conns) for _ in range(conns)))
 
 
-async def take_acks_pipelined(port: int, tube: str, count: int, conns: int, window: int) -> None:
+async def take_acks_pipelined(
+    port: int, tube: str, count: int, conns: int, window: int, per_turn: bool = False
+) -> None:
     """`window` takes in flight per connection; each ack goes out as its take answers."""
 
     async def one(n: int) -> None:
-        c = await Conn.open(port)
+        c = await Conn.open(port, per_turn)
         take, ack = f"queue.tube.{tube}:take", f"queue.tube.{tube}:ack"
         takes: set[int] = set()
         sent = acked = 0
@@ -146,18 +185,25 @@ async def take_acks(port: int, tube: str, count: int, conns: int) -> None:
 
 def measure(pids: dict[str, int], work: Callable[[], Any]) -> tuple[float, dict[str, float]]:
     """The phase's wall time, and each process's CPU seconds in it (and, as
-    "NAME calls", its read and write system calls)."""
+    "NAME calls", "NAME system" and "NAME wakeups", its read and write system
+    calls, its system CPU seconds and its wake-ups)."""
+    counters = {"calls": syscalls, "system": system_s, "wakeups": wakeups}
     before = {name: cpu_s(pid) for name, pid in pids.items()}
-    calls = {name: syscalls(pid) for name, pid in pids.items()}
+    at = {(n, what): f(pid) for n, pid in pids.items() for what, f in counters.items()}
     started = time.monotonic()
     asyncio.run(work())
     wall = time.monotonic() - started
     used = {name: cpu_s(pid) - before[name] for name, pid in pids.items()}
-    return wall, used | {f"{n} calls": syscalls(pid) - calls[n] for n, pid in pids.items()}
+    return wall, used | {
+        f"{n} {what}": f(pid) - at[(n, what)]
+        for n, pid in pids.items()
+        for what, f in counters.items()
+    }
 
 
 def report(what: str, count: int, wall: float, measured: dict[str, float]) -> None:
-    cpu = {name: used for name, used in measured.items() if not name.endswith(" calls")}
+    counted = (" calls", " system", " wakeups")
+    cpu = {name: used for name, used in measured.items() if not name.endswith(counted)}
     per = {name: used / count * 1e6 for name, used in cpu.items()}
     text = ", ".join(f"{name} {us:.1f} µs" for name, us in per.items())
     # Each call ran on one shard: the shards' CPU over all calls is a shard's per call.
@@ -168,10 +214,16 @@ def report(what: str, count: int, wall: float, measured: dict[str, float]) -> No
         met = "met" if share <= GOAL else "not met"
         ratio = f"; a shard {shards:.1f} µs, router/shard {share:.2f} (goal <= 0.33: {met})"
     print(f"{what:<28} {count / wall:>9.0f}/s  CPU per call: {text}{ratio}")
-    calls = ", ".join(
-        f"{name[:-6]} {n / count:.2f}" for name, n in measured.items() if name.endswith(" calls")
+    for what, title in (
+        ("calls", "read+write system calls per call"),
+        ("wakeups", "wake-ups per call"),
+    ):
+        per_call = ", ".join(f"{n} {measured[f'{n} {what}'] / count:.3f}" for n in cpu)
+        print(f"{'':<28} {title}: {per_call}")
+    system = ", ".join(
+        f"{n} {measured[f'{n} system'] / used:.0%}" for n, used in cpu.items() if used > 0
     )
-    print(f"{'':<28} read+write system calls per call: {calls}")
+    print(f"{'':<28} system share of the CPU: {system}")
 
 
 def main() -> None:
@@ -235,6 +287,13 @@ def main() -> None:
             via = take_acks_pipelined(rr.port, "bench", n, args.conns, window)
             wall, cpu = measure(pids, lambda: via)
             report("take+ack pipelined, router", n, wall, cpu)
+            print("one write per loop turn (the bundled client's way), round robin:")
+            load = puts(rr.port, "bench", n, args.conns, args.window, per_turn=True)
+            wall, cpu = measure(pids, lambda: load)
+            report("put via router, per turn", n, wall, cpu)
+            via = take_acks_pipelined(rr.port, "bench", n, args.conns, window, per_turn=True)
+            wall, cpu = measure(pids, lambda: via)
+            report("take+ack pipelined, per turn", n, wall, cpu)
         finally:
             for router in cluster.routers:
                 router.stop()

@@ -1,7 +1,8 @@
 """wal_mode=fsync: a put answered "failed" because its batch's sync failed
 (overlapping syncs: the sync ran on a sync worker, commit.py) is not in the
 WAL that the next start replays, after a clean stop or a kill -9, even when
-no write came after it to cut the file back."""
+no write came after it to cut the file back; a cut that cannot be synced
+stops writes instead of answering "failed"."""
 
 from __future__ import annotations
 
@@ -10,9 +11,34 @@ from contextlib import closing
 import pytest
 import tarantool
 
-from tests.e2e.serverproc import StartServer
+from tests.e2e.serverproc import ServerProc, StartServer
 
 TUBE = "cut"
+
+
+def connect(server: ServerProc) -> tarantool.Connection:
+    return tarantool.Connection("127.0.0.1", server.port, socket_timeout=10)
+
+
+def armed(c: tarantool.Connection, failures: int, stall: bool = True) -> None:
+    """A tube with one put kept; then the next `failures` syncs fail. A
+    stall armed sends the next batch to a sync worker (commit.py's
+    may_hang), whose sync then fails; without it the loop syncs it."""
+    c.call("queue.create_tube", TUBE, "fifo")
+    c.call(f"queue.tube.{TUBE}:put", "kept")
+    if stall:
+        c.call("queuebox.test.stall_io", "fsync", 0.05)
+    c.call("queuebox.test.fail_io", "fsync", "EIO", failures)
+
+
+def found(c: tarantool.Connection) -> list[str]:
+    data = []
+    for _ in range(4):
+        task = c.call(f"queue.tube.{TUBE}:take", 0).data
+        if not task or not task[0]:
+            break
+        data.append(task[0][2])
+    return data
 
 
 @pytest.mark.parametrize("kill", [False, True])
@@ -20,22 +46,36 @@ def test_a_put_whose_sync_failed_is_gone_after_a_restart(
     start_server: StartServer, kill: bool
 ) -> None:
     server = start_server("--wal-mode", "fsync")
-    with closing(tarantool.Connection("127.0.0.1", server.port, socket_timeout=10)) as c:
-        c.call("queue.create_tube", TUBE, "fifo")
-        c.call(f"queue.tube.{TUBE}:put", "kept")
-        # A stall armed sends the next batch to a sync worker (commit.py's
-        # may_hang), whose sync then fails.
-        c.call("queuebox.test.stall_io", "fsync", 0.05)
-        c.call("queuebox.test.fail_io", "fsync", "EIO")
+    with closing(connect(server)) as c:
+        armed(c, 1)
         with pytest.raises(tarantool.DatabaseError, match="Failed to write to disk"):
             c.call(f"queue.tube.{TUBE}:put", "failed")
     server.restart(kill=kill)
-    with closing(tarantool.Connection("127.0.0.1", server.port, socket_timeout=10)) as c:
-        found = []
-        for _ in range(3):
-            task = c.call(f"queue.tube.{TUBE}:take", 0).data
-            if not task or not task[0]:
-                break
-            found.append(task[0][2])
-    assert found == ["kept"]
+    with closing(connect(server)) as c:
+        assert found(c) == ["kept"]
+    assert "Traceback" not in server.log()
+
+
+@pytest.mark.parametrize("path", ["loop", "worker"])
+def test_a_cut_that_cannot_be_synced_stops_writes_until_a_restart(
+    start_server: StartServer, path: str
+) -> None:
+    """The failed sync is cut back and the cut synced; when that sync fails
+    too, the put may come back after a power loss: its request is told so,
+    and no write is accepted until a restart (docs/durability.md)."""
+    server = start_server("--wal-mode", "fsync")
+    with closing(connect(server)) as c:
+        # The batch's sync, then the cut's two syncs (wal.py's _truncate).
+        armed(c, 3, stall=path == "worker")
+        with pytest.raises(tarantool.DatabaseError, match="may still be found after a restart"):
+            c.call(f"queue.tube.{TUBE}:put", "unknown")
+        for _ in range(2):  # refused, with no fault armed
+            with pytest.raises(tarantool.DatabaseError, match="no write is accepted until"):
+                c.call(f"queue.tube.{TUBE}:put", "refused")
+        assert c.call(f"queue.tube.{TUBE}:peek", 0).data[0][2] == "kept"  # reads go on
+    server.restart()
+    with closing(connect(server)) as c:
+        c.call(f"queue.tube.{TUBE}:put", "after")  # writes again
+        # The cut itself was made (only its sync failed), and no power loss came.
+        assert found(c) == ["kept", "after"]
     assert "Traceback" not in server.log()

@@ -205,7 +205,7 @@ def test_each_put_of_many_has_a_fresh_key_even_over_the_callers() -> None:
     assert all(len(k) == 32 and int(k, 16) >= 0 for k in keys)
     alone = [protocol.encode_call(5 + n, *_of(puts.call(n, keys[n]))) for n in range(3)]
     assert puts.frames(5, [0, 1, 2], keys) == b"".join(alone)
-    assert puts.call(0, keys[0]).args[1] == {"pri": 1, "key_window": 300, "key": keys[0]}
+    assert puts.call(0, keys[0]).args[1] == {"pri": 1, "key_window": 300, "key": keys[0].decode()}
     assert Puts("jobs", {}, False).keys(3) is None
 
 
@@ -215,3 +215,56 @@ def _of(call: Call[Any]) -> tuple[str, list[Any]]:
 
 def test_modern_put_and_puts_agree_on_the_function() -> None:
     assert Puts("t", {}, False).call("d", None).function == modern.method("t", "put")
+
+
+def _reply(frame: bytes) -> tuple[bytes, int]:
+    """A reply frame's payload, and where its body starts (the frame's prefix cut)."""
+    payload = frame[5:]
+    code, sync, body = protocol.reply_head(payload)
+    assert code == 0
+    return payload, body
+
+
+def test_a_puts_reply_read_from_its_bytes_is_the_task_its_decoded_reply_gives() -> None:
+    from queuebox.protocol.response import encode_reply, encode_task_reply
+
+    puts = Puts("jobs", {}, True)
+    for task_id in (0, 127, 128, 2**16, 2**40):
+        for status in ("r", "~", "!"):
+            for data in (1.5, "x" * 40, {"n": [1, None]}, None, b"\xff", [1, 2]):
+                frame = encode_task_reply(7, 83, task_id, status, msgpack.packb(data))
+                assert frame is not None
+                payload, body = _reply(frame)
+                task = puts.frame_result(None, payload, body)
+                assert task == puts.result(None, protocol.decode_response(payload))
+                assert task == Task(task_id, Status(status), data)
+                assert type(task) is Task
+    # Any other body is read decoded: a put that found the tube full, extra fields.
+    payload, body = _reply(encode_reply(0, 7, 83, {KEY_DATA: [None]}))
+    with pytest.raises(QueueFull):
+        puts.frame_result(None, payload, body)
+    payload, body = _reply(encode_reply(0, 7, 83, {KEY_DATA: [[1, "r", "d", "extra"]]}))
+    with pytest.raises(ValueError):
+        puts.frame_result(None, payload, body)
+    payload, body = _reply(encode_reply(0, 7, 83, {KEY_DATA: [[1, "?", "d"]]}))
+    with pytest.raises(ValueError):  # no such status: as Task.from_tuple says
+        puts.frame_result(None, payload, body)
+
+
+def test_a_task_made_from_a_reply_has_every_field_of_task() -> None:
+    from dataclasses import fields
+
+    from queuebox.clients.putmany import _task
+
+    # _task sets Task's slots itself: a field added to Task must be added there too.
+    assert [f.name for f in fields(Task)] == ["id", "status", "data"]
+    assert _task(3, Status.READY, [1]) == Task(3, Status.READY, [1])
+    assert repr(_task(3, Status.READY, "d")) == repr(Task(3, Status.READY, "d"))
+
+
+def test_the_keys_of_many_puts_are_made_in_blocks_and_all_differ() -> None:
+    puts = Puts("jobs", {}, True)
+    made = [key for count in (3, 1, 300, 2, 500) for key in puts.keys(count) or []]
+    assert len(made) == len(set(made)) == 806
+    assert all(len(key) == 32 and int(key, 16) >= 0 for key in made)
+    assert sorted(key[12:20] for key in made[:3]) == [key[12:20] for key in made[:3]]

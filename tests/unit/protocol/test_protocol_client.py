@@ -171,3 +171,22 @@ def test_oversize_reply_raises() -> None:
     with pytest.raises(ProtocolError) as info:
         decoder.feed(b"\xce\x00\x00\x10\x00")
     assert info.value.message == "Invalid MsgPack - too big packet size in the header: 4096"
+
+
+def test_a_replys_head_read_from_its_bytes() -> None:
+    from queuebox.protocol import array_at, pack, reply_head, uint_at, value_at
+    from queuebox.protocol.response import encode_reply
+
+    for sync in (0, 1, 127, 128, 255, 256, 2**16, 2**32 - 1, 2**32, 2**64 - 1):
+        for code in (0, 0x80, 0x8000 | 32):
+            frame = encode_reply(code, sync, 83, {0x30: [1]})
+            code_read, sync_read, body = reply_head(frame[5:])
+            assert (code_read, sync_read) == (code, sync)
+            assert value_at(frame[5:], body) == {0x30: [1]}
+    other = pack({1: 5, 0: 0, 5: 1}) + pack({})  # keys in another order
+    assert reply_head(other) == (-1, 0, 0)
+    assert reply_head(b"\x83\x00\xd0") == (-1, 0, 0)  # cut short
+    assert uint_at(b"\xcd\x01\x02", 0) == (0x102, 3) and uint_at(b"\xcd\x01", 0) == (-1, 0)
+    assert uint_at(b"\xff", 0) == (-1, 0) and uint_at(b"", 0) == (-1, 0)
+    assert array_at(b"\x93", 0) == (3, 1) and array_at(b"\xdd\x00\x00\x01\x00", 0) == (256, 5)
+    assert array_at(b"\xdc\x01", 0) == (-1, 0) and array_at(b"\x80", 0) == (-1, 0)

@@ -6,8 +6,8 @@ import pytest
 
 from queuebox.drivers.errors import CODE_NAMES, QueueError, module_error, no_such_engine
 from queuebox.protocol import ErrorCode
-from queuebox.server.runtime.commit import WalFailed
 from queuebox.server.runtime.errors import CallError, error_code_and_message
+from queuebox.server.runtime.outcomes import WalFailed
 
 
 @pytest.mark.parametrize("name", CODE_NAMES)

@@ -22,8 +22,8 @@ from queuebox.server.core.app import App
 from queuebox.server.core.session import Session
 from queuebox.server.core.store import Store
 from queuebox.server.queue.queue_calls import QueueCalls
-from queuebox.server.runtime.commit import WalFailed
 from queuebox.server.runtime.durability import Durability
+from queuebox.server.runtime.outcomes import WalFailed
 from queuebox.server.settings.config import Config
 from queuebox.storage.engine import Engine
 from tests.unit.storage.storage_harness import FaultyFileIO
