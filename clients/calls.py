@@ -214,7 +214,10 @@ class modern:  # noqa: N801 - a namespace of builders, read as `modern.put(...)`
         options = {key: value for key, value in opts.items() if value is not None}
         args = (data, options) if options else (data,)
         keyed = "key" in options
-        wait = options.get("timeout")
+        # The server holds a put only with a `timeout` (a full limfifottl tube):
+        # without one it answers at once, so the call timeout holds (None would
+        # wait forever on a server that stopped answering).
+        wait = options.get("timeout", 0.0)
         return Call(
             modern.method(tube, "put"), args, put_result, wait=wait, repeatable=keyed, keyed=keyed
         )

@@ -91,7 +91,7 @@ class Puts:
         self.tube = tube
         self.options = options
         self.keyed = self.auto or "key" in options
-        self.wait: float | None = options.get("timeout")
+        self.wait: float | None = options.get("timeout", 0.0)  # as modern.put's
         # Before a put's packed data: the call's name and its array's head (data, or
         # data and options); after it: its options (the key's value last, per put).
         array = b"\x92" if options else b"\x91"

@@ -206,13 +206,27 @@ class ClusterConnection(SpreadPuts, Connection):
     async def _keyed(self, call: Call[T], where: Route) -> T:
         """A put by its key's (or utube's) hash: always that shard, so a put sent again
         with its key meets the first. A shard added a moment ago may not have made
-        the tube yet: wait for it (within failover_timeout), never go elsewhere."""
+        the tube yet: wait for it (within failover_timeout), never go elsewhere.
+        This call's own sends after a lost answer go to the shard the first went
+        to, even if the map moved the key's home meanwhile (a shard added,
+        drained or resumed during the failover): that shard answers the task it
+        made; the new home would make a second one."""
         deadline = time.monotonic() + self._opts.failover_timeout
+        home: list[int] = []  # the shard number this call was first sent to
+
+        def pick() -> Shard | None:
+            shard = self.view.shards.get(home[0]) if home else None
+            if shard is None:  # the first send, or its shard gone from the map
+                shard = self._pick(where)
+                sent = shard is not None and shard.number in self._conns  # else not sent
+                home[:] = [shard.number] if sent and shard is not None else []
+            return shard
+
         while True:
             try:
-                return await self._retrying(call, lambda: self._pick(where))
+                return await self._retrying(call, pick)
             except TubeNotFound:
-                shard = self._pick(where)
+                shard = pick()
                 young = shard is not None and time.time() - shard.added < NEW_SHARD_S
                 if not young or time.monotonic() > deadline:
                     raise

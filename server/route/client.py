@@ -110,7 +110,13 @@ class RouterClient(ClientLink):
             raise CallError(protocol.ErrorCode.ER_MISSING_REQUEST_FIELD,
                             "Missing mandatory field 'user name' in request")  # fmt: skip
         self.router.users.authenticate(user, self.salt, req.scramble())
-        self.user = user
-        for up in self._ups.values():
-            up.act_as(user)
+        if user != self.user and any(up.lost is None for up in self._ups.values()):
+            # A shard's connection acting as the old user cannot act as another
+            # (acting, it no longer holds `route`): it would be closed, and what
+            # the client took there would go back behind its back. A node keeps
+            # the session through a new login; a router says it cannot.
+            raise CallError(protocol.ErrorCode.ER_ACCESS_DENIED,
+                            f"a connection through a router keeps its user once it has "
+                            f"called a shard: connect again to log in as '{user}'")  # fmt: skip
+        self.user = user  # the next upstream opened acts as this user
         self.send(protocol.encode_ok(req.sync, SCHEMA))

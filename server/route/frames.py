@@ -4,8 +4,9 @@ Owns: a reply's code and sync read from its header without decoding its body
 (`head_of`), the run of replies at the start of a shard's read that go back to
 the client as they came (`replies_at`), a reply handed on under another sync (`resynced`: a take the
 router made for a client), the length prefix (`framed`), and the errors the
-router answers with: a shard without a primary (may be retried). Must not touch
-sockets or decide where a call goes.
+router answers with: a shard without a primary (may be retried), a call in
+flight when its shard was lost (may have run). Must not touch sockets or
+decide where a call goes.
 """
 
 from __future__ import annotations
@@ -188,6 +189,17 @@ def no_primary(sync: int, shard: str, why: str = "has no primary right now") -> 
     return encode_error(
         sync, SCHEMA, ErrorCode.ER_LOADING,
         f"shard {shard} {why}: the call may be retried",
+    )  # fmt: skip
+
+
+def lost_in_flight(sync: int, shard: str, why: str) -> bytes:
+    """A client's call sent on to a shard whose connection went away before the
+    answer: it may have run there (a put may have made its task), so the client
+    is not told that sending it again is harmless."""
+    return encode_error(
+        sync, SCHEMA, ErrorCode.ER_LOADING,
+        f"shard {shard} {why} with the call in flight: it may have run there "
+        "(a put with a key may be retried: the shard answers the task it made)",
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ piece: frames.replies_at), and the router's own calls
 (a take over every shard, await_ready, statistics) under syncs of the
 router's own (frames.INTERNAL_SYNC and above), answered to a future. When the
 connection is lost, every call still in flight is answered: the client's
-with an error naming the shard (it may be retried), the router's with
+with an error naming the shard (it may have run there), the router's with
 `ShardLost`. Closing it is how a client's taken tasks go back on that shard.
 Must not decide where a call goes (calls.py), nor read a client's frame.
 """
@@ -27,7 +27,15 @@ from queuebox.protocol.client import Response, decode_response
 from queuebox.protocol.constants import RESPONSE_CHUNK
 
 from ..runtime.logs import get_logger
-from .frames import INTERNAL_SYNC, data_count, framed, head_of, no_primary, replies_at
+from .frames import (
+    INTERNAL_SYNC,
+    data_count,
+    framed,
+    head_of,
+    lost_in_flight,
+    no_primary,
+    replies_at,
+)
 from .shardmap import Shard
 
 log = get_logger("queuebox.router")
@@ -171,12 +179,6 @@ class Upstream:
             self._transport.write(b"".join(self._held))
             self._held.clear()
 
-    def act_as(self, user: str) -> None:
-        """The client logged in again: act as its new user from now on."""
-        self.user = user
-        if self._transport is not None and self.ready:
-            self._send_login_call("queuebox.act_as", self._act_as())
-
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -303,8 +305,8 @@ class Upstream:
             return
         self.lost = ShardLost(self.shard.name, why)
         self.ready = False
-        for sync in self.forwarded:
-            self._deliver(no_primary(sync, self.shard.name, why))
+        for sync in self.forwarded:  # sent: each may have run
+            self._deliver(lost_in_flight(sync, self.shard.name, why))
         self._traffic.inflight[self.shard.name] = max(
             0, self._traffic.inflight.get(self.shard.name, 0) - len(self.forwarded)
         )

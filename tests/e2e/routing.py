@@ -24,7 +24,10 @@ from tests.e2e.serverproc import REPO, USERS_TOML, ServerProc, StartServer, clea
 
 ROUTER_PASSWORD = "routepw"
 CLUSTER_TOML = (
-    USERS_TOML + f'\n[users.router]\npassword = "{ROUTER_PASSWORD}"\nrights = ["route"]\n'
+    USERS_TOML
+    + f'\n[users.router]\npassword = "{ROUTER_PASSWORD}"\nrights = ["route"]\n'
+    # a consumer's rights, without `route` (tester's "all" holds it)
+    + '\n[users.worker]\npassword = "workpw"\nrights = ["read", "write"]\n'
 )
 
 

@@ -117,20 +117,23 @@ def test_the_cli_and_the_worker_runner_work_on_the_whole_cluster(
     numbers = {shard_number(n[0]) for n in nodes.values()}
     tube = unique("c")
     assert cli(cluster, etcd, "create-tube", tube, "fifo").returncode == 0
-    put = cli(cluster, etcd, "put", tube, "-", stdin="".join(f"job{i}\n" for i in range(4)))
+    # Each put's fresh key picks its shard by hash: with 24 puts, all on one
+    # shard is a 1 in 8 million chance (with 4 it was 1 in 8).
+    jobs = 24
+    put = cli(cluster, etcd, "put", tube, "-", stdin="".join(f"job{i}\n" for i in range(jobs)))
     assert put.returncode == 0, put.stderr
     ids = [json.loads(line)["id"] for line in put.stdout.splitlines()]
-    assert {i % 1024 for i in ids} == numbers
+    assert len(ids) == jobs and {i % 1024 for i in ids} == numbers
     stats = json.loads(cli(cluster, etcd, "stats", tube).stdout)
-    assert stats["tasks"]["ready"] == 4  # summed over both shards
+    assert stats["tasks"]["ready"] == jobs  # summed over both shards
     worker = WorkerProc(
         tmp_path, 3301, "record", "--tube", tube, "--etcd-endpoints", etcd.endpoints,
         "--etcd-prefix", cluster.prefix,
     )  # fmt: skip
     try:
-        wait_for(lambda: len(ended(worker)) == 4, what="4 tasks worked", timeout=30)
+        wait_for(lambda: len(ended(worker)) == jobs, what=f"{jobs} tasks worked", timeout=30)
         wait_for(
-            lambda: json.loads(cli(cluster, etcd, "stats", tube).stdout)["tasks"]["done"] == 4,
+            lambda: json.loads(cli(cluster, etcd, "stats", tube).stdout)["tasks"]["done"] == jobs,
             what="every task acked",
         )
     finally:

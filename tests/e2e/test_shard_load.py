@@ -18,6 +18,7 @@ import pytest
 
 from queuebox.clients import aio
 from queuebox.clients.errors import QueueboxError
+from tests.e2e.cluster import wait_state
 from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import ServerProc, unique
 from tests.e2e.test_self_routing import shard_number
@@ -106,7 +107,10 @@ def test_a_shard_added_gets_tasks_and_one_drained_and_removed_loses_none(
         wait_for(lambda: len(load.acked) > 20, "tasks acked on shard a", 15)
         (b1,) = cluster.groups["b"].start(1)
         b = shard_number(b1)
-        # Within seconds (a loaded machine's: the suite runs beside other work).
+        # Its election first (as Sharded.start: a loaded machine's start can
+        # take longer than the 20 s below), then the client's puts reach it
+        # within seconds (a loaded machine's: the suite runs beside other work).
+        wait_state(b1, "RUNNING", timeout=60.0)
         served = time.monotonic()
         wait_for(lambda: load.ids_on(b), f"a put on shard b ({load.errors[-3:]})", 20)
         took = time.monotonic() - served
