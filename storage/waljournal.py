@@ -276,6 +276,11 @@ class WalJournal:
         self._written_ts = batch.last_ts
         self._written_lsn = batch.last_lsn
 
+    @property
+    def broken(self) -> str | None:
+        """Why the WAL accepts no write until a restart (wal.py's `broken`), or None."""
+        return self._wal.broken
+
     def cut_unsynced(self) -> str | None:
         """After a failed write or sync, once no sync runs (loop thread): the
         file's tail past the last synced batch goes now (WalWriter.cut_unsynced).

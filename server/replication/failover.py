@@ -99,6 +99,7 @@ class Failover:
 
     def start(self) -> None:
         self.role.automatic = True
+        self.role.on_broken = self._lost.set  # the term ends: _lead gives the key up
         self.state.etcd = True
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -136,7 +137,10 @@ class Failover:
         leader = await self.lease.leader()
         self.state.etcd_error = None
         self.state.leader = None if leader is None else leader.decode()
-        if leader is None:
+        broken = self.role.engine.broken
+        if broken is not None:  # neither leads nor follows: nothing can be written here
+            await self._stand_aside(f"its WAL is broken until a restart ({broken})")
+        elif leader is None:
             await self._elect()
         elif leader.decode() != self.me:
             await self._follow(leader)
@@ -249,7 +253,10 @@ class Failover:
             log.exception("promotion failed")
             return await self._give_up(str(e) or type(e).__name__)
         self.state.promotions += 1
-        await self._lost.wait()  # on_lost has begun the step-down
+        await self._lost.wait()  # on_lost (or a broken WAL) has begun the step-down
+        broken = self.role.engine.broken
+        if broken is not None:  # a replica takes over; this one waits for its restart
+            return await self._hand_over(f"the WAL is broken: {broken}")
         await self._step_down("the leader lease was lost")
 
     def _publisher(self, record: SyncRecord) -> Publisher:
@@ -263,11 +270,15 @@ class Failover:
     async def _give_up(self, why: str) -> None:
         self.state.failed_promotions += 1
         log.error("promotion failed: giving the leader key up", why=why)
+        await self._hand_over(f"the promotion failed: {why}")
+
+    async def _hand_over(self, why: str) -> None:
+        """Give the leader key up (at once, not when its lease lapses), then step down."""
         try:
             await self.lease.resign()
         except LeaderError as e:
             log.warning("could not give up the leader key; it lapses", error=str(e))
-        await self._step_down(f"the promotion failed: {why}")
+        await self._step_down(why)
 
     def _on_lost(self) -> None:
         # Synchronous, before anything else runs: no change is taken from now on,

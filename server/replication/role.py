@@ -38,7 +38,7 @@ failover loop in failover.py drives promote and step_down).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from queuebox.drivers.queue_state import ENDING, INIT, RUNNING, STARTUP, WAITING
@@ -100,6 +100,8 @@ class Role:
         self.sources: tuple[Address, ...] = app.config.replication_source  # whom to follow
         # Set by failover.py: promotion by hand is then refused (etcd decides).
         self.automatic = False
+        # etcd failover: told when the WAL broke, to give the leader key up.
+        self.on_broken: Callable[[], None] | None = None
         # Set by build.py: the applier stopped for good (on_stopped), and while
         # the data directory is being loaded again (rejoining).
         self.on_stopped: OnStopped | None = None
@@ -245,7 +247,20 @@ class Role:
 
     def rolled_back(self) -> None:
         """A WAL write failed and its changes were undone in the spaces: the
-        queue this instance runs (a primary's) rebuilds itself from them."""
+        queue this instance runs (a primary's) rebuilds itself from them. If
+        the WAL is broken (a failed write it could not cut back: wal.py), no
+        write can be kept until a restart: the instance steps down instead
+        (read-only, reads go on; with etcd it gives the leader key up). A
+        rebuild would write (taken tasks go back to ready), fail and roll
+        back again, every loop turn, failing the reads of that turn too."""
+        broken = self.engine.broken
+        if broken is not None:
+            if not self.app.read_only:
+                log.error("the WAL is broken: restart this instance", why=broken)
+                self.step_down(f"the WAL is broken: {broken}")
+                if self.on_broken is not None:
+                    self.on_broken()
+            return
         if self.queue is not None:
             self.queue.reload()
 

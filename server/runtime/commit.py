@@ -70,7 +70,7 @@ from time import perf_counter
 from queuebox.storage.batch import Batch
 from queuebox.storage.engine import Engine
 
-from .outcomes import Outcomes, WalFailed
+from .outcomes import Outcomes
 from .syncs import SyncJob, SyncWorkers
 
 # A batch of at most this many records, with nothing in flight, is alone.
@@ -186,7 +186,7 @@ class GroupCommit(Outcomes):
             self._write_here(batch, done)
             return
         if batch.cancelled:  # stands for changes a rollback undid
-            self._failed(batch, done, WalFailed("an earlier batch failed"))
+            self._failed(batch, done, Exception("an earlier batch failed"))  # _fail wraps it
             return
         if not under_load and self._alone(batch):
             self.written_on_loop += 1

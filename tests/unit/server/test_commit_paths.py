@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from queuebox.server.runtime.commit import ALONE_RECORDS, LOOP_SYNC_MAX_S, GroupCommit, WalFailed
+from queuebox.server.runtime.commit import ALONE_RECORDS, LOOP_SYNC_MAX_S, GroupCommit
+from queuebox.server.runtime.outcomes import WalFailed
 from queuebox.storage.engine import Engine
 from queuebox.storage.indexdef import IndexDef
 from tests.unit.storage.storage_harness import FaultyFileIO

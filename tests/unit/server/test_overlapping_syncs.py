@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from queuebox.server.runtime.commit import GroupCommit, WalFailed
+from queuebox.server.runtime.commit import GroupCommit
+from queuebox.server.runtime.outcomes import WalFailed
 from queuebox.storage.engine import Engine
 from queuebox.storage.indexdef import IndexDef
 from queuebox.storage.space import Space
