@@ -324,6 +324,11 @@ class ConnectionShell(WatchedConnection):
 
     def _finished(self) -> None:
         self.in_flight -= 1
+        if not self.in_flight:
+            # Idle from its last answer, not from when the request came: a take
+            # that waited longer than idle_timeout_s must leave its client time
+            # to send the next one (the watchdog closed it at once).
+            self._last_request = monotonic()
         if self._reading_paused:
             self._update_reading()
 

@@ -63,6 +63,9 @@ def test_an_idle_connection_is_closed_but_a_waiting_take_is_not(
         assert idle.closed_by_peer(timeout=5)
         reply = waiting.recv()  # the take ran out after 1.5 s, 3 idle timeouts
         assert (reply.sync, reply.data) == (sync, [])
+        # Idle counts from the answer, not from the take's start: the next
+        # request has idle_timeout_s (it had the watchdog's next look, 50 ms).
+        time.sleep(0.2)  # a client between two takes; the state checked is the reply below
         assert waiting.roundtrip(PING).error is None
     assert "reason=idle" in proc.log()
 
