@@ -45,7 +45,8 @@ async def run(loop_mode: str, switch: float | None, reads: int) -> str:
         commit.loop_sync_max_s = 0.0  # every batch to a sync worker
         conns = [_open(app, Connection) for _ in range(4)]
         conns[0][0](call(1, "queue.create_tube", ["jobs", "fifo"]))
-        await asyncio.sleep(0.1)  # create_tube's batch, its sync workers started
+        while not conns[0][1].writes:  # create_tube answered: its batch synced on a worker
+            await asyncio.sleep(0.001)
         if switch is not None:
             sys.setswitchinterval(switch)
         writes: list[tuple[int, float]] = []
