@@ -166,13 +166,10 @@ def fresh_keys(count: int) -> list[str]:
     time in milliseconds (12 digits), this process's count of keys (8) and 48
     random bits (12, from one read of urandom for all of them). The server
     keeps a tube's keys in key order, and a key that sorts after the others is
-    appended where a random one is inserted (docs/cluster.md "Measured")."""
-    ms = time.time_ns() // 1_000_000
-    digits = os.urandom(6 * count).hex()
-    return [
-        f"{ms:012x}{next(_made) & 0xFFFFFFFF:08x}{digits[12 * n : 12 * n + 12]}"
-        for n in range(count)
-    ]
+    appended where a random one is inserted (docs/cluster.md "Measured").
+    Made as one block (`fresh_key_block`)."""
+    block = fresh_key_block(count).decode()
+    return [block[n : n + 32] for n in range(0, 32 * count, 32)]
 
 
 def fresh_key_block(count: int) -> bytes:
@@ -184,11 +181,7 @@ def fresh_key_block(count: int) -> bytes:
     # The block's counts taken in one C call: between two calls another thread
     # could take a count the block then counts as its own.
     taken = list(itertools.islice(_made, count))
-    first = taken[0] & 0xFFFFFFFF
-    counts = [(first + n) & 0xFFFFFFFF for n in range(count)] if first + count >> 32 else None
-    numbers = struct.pack(
-        f">{count}I", *(range(first, first + count) if counts is None else counts)
-    )
+    numbers = struct.pack(f">{count}I", *(n & 0xFFFFFFFF for n in taken))
     noise = os.urandom(6 * count)
     block = bytearray(16 * count)  # per key: 6 bytes of time, 4 of count, 6 random
     for n in range(6):

@@ -41,6 +41,7 @@ from .constants import (
 )
 from .errors import MSG_PACKET_BODY, MSG_PACKET_HEADER, ProtocolError
 from .framing import DEFAULT_MAX_FRAME, FrameSplitter
+from .rawmsgpack import container_at, int_at, is_array_head, value_end
 
 __all__ = [
     "Response",
@@ -219,50 +220,28 @@ _OTHER = (-1, 0, 0)
 
 def uint_at(data: bytes, at: int) -> tuple[int, int]:
     """The msgpack unsigned integer at `at` and the index after it; (-1, at) when
-    `data` holds none there."""
+    `data` holds none there (rawmsgpack reads it)."""
     if at >= len(data):
         return -1, at
-    first = data[at]
-    if first < 0x80:
-        return first, at + 1
-    # uint 32 and 64 first: what queuebox sends a sync and a code as (if-tests cost
-    # less than a dict's look-up here: about 5% of put_many's client instructions).
-    if first == 0xCE:
-        return _big_endian(data, at, 4)
-    if first == 0xCF:
-        return _big_endian(data, at, 8)
-    if first == 0xCC:
-        return _big_endian(data, at, 1)
-    if first == 0xCD:
-        return _big_endian(data, at, 2)
-    return -1, at
+    head = data[at]
+    if head > 0x7F and not 0xCC <= head <= 0xCF:
+        return -1, at
+    after = value_end(data, at, len(data))
+    if after < 0:
+        return -1, at
+    return int_at(data, at), after
 
 
 def array_at(data: bytes, at: int) -> tuple[int, int]:
     """The length of the msgpack array that starts at `at` and the index of its
-    first item; (-1, at) when no array starts there."""
-    if at >= len(data):
+    first item; (-1, at) when no whole array head starts there."""
+    if at >= len(data) or not is_array_head(data[at]):
         return -1, at
-    first = data[at]
-    if 0x90 <= first <= 0x9F:
-        return first & 0x0F, at + 1
-    if first == 0xDD:
-        return _big_endian(data, at, 4)
-    if first == 0xDC:
-        return _big_endian(data, at, 2)
-    return -1, at
-
-
-def _big_endian(data: bytes, at: int, width: int) -> tuple[int, int]:
-    """The unsigned big-endian number of `width` bytes after the type byte at `at`,
-    and the index after it; (-1, at) when `data` ends first."""
-    end = at + 1 + width
-    if end > len(data):
+    head = data[at]
+    if at + (0 if head <= 0x9F else 2 if head == 0xDC else 4) >= len(data):
         return -1, at
-    value = 0
-    for n in range(at + 1, end):
-        value = (value << 8) | data[n]
-    return value, end
+    count, first = container_at(data, at)
+    return count, first
 
 
 def value_at(data: bytes, at: int) -> Any:
