@@ -24,10 +24,13 @@ from typing import Any
 
 
 @contextmanager
-def shards_and_node(servers: Path | None) -> Iterator[tuple[str, str, list[Any]]]:
-    """etcd, shards a and b (one node each) and one plain node, of the checkout
-    `servers` (None: the one `tests.e2e` comes from), all stopped at the end:
-    (etcd's endpoints, the cluster's prefix, [shard a, shard b, node])."""
+def shards_and_node(
+    servers: Path | None, lease_ttl: float = 15.0
+) -> Iterator[tuple[str, str, list[Any]]]:
+    """etcd, shards a and b (one node each, `lease_ttl` their etcd lease) and one
+    plain node, of the checkout `servers` (None: the one `tests.e2e` comes from),
+    all stopped at the end: (etcd's endpoints, the cluster's prefix, [shard a,
+    shard b, node])."""
     from tests.e2e import routing, serverproc
     from tests.e2e.etcdproc import EtcdProc
     from tests.e2e.routing import CLUSTER_TOML, Sharded
@@ -47,7 +50,7 @@ def shards_and_node(servers: Path | None) -> Iterator[tuple[str, str, list[Any]]
             return proc
 
         try:
-            cluster = Sharded(start, etcd, Path(tmp), "--etcd-lease-ttl", "15")
+            cluster = Sharded(start, etcd, Path(tmp), "--etcd-lease-ttl", f"{lease_ttl:g}")
             cluster.start()
             start()
             yield etcd.endpoints, cluster.prefix, procs

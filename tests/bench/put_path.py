@@ -5,6 +5,7 @@
     python tests/bench/put_path.py --per-read 1 --uvloop ...       # the sequential put
     python tests/bench/put_path.py --per-read 1 --wal-mode fsync --sync-on thread|loop ...
     python tests/bench/put_path.py --keyed random|ordered --instructions  # a put with a key
+    python tests/bench/put_path.py --shard-number 1 --instructions  # a shard's ids (N*1024+1)
 
 Builds the server `queuebox serve` builds (wal_mode=write, a temporary data
 directory) in this process, opens one IPROTO connection over a fake
@@ -94,7 +95,8 @@ class FakeTransport:
 Feed = Callable[[bytes], None]
 
 
-WAL = {"mode": "write", "sync_on": "loop", "keyed": ""}  # put_path's own flags (main())
+# put_path's own flags (main()); "shard": --shard-number, the ids of a cluster's shard
+WAL = {"mode": "write", "sync_on": "loop", "keyed": "", "shard": ""}
 
 
 @asynccontextmanager
@@ -117,7 +119,11 @@ async def connections(
     from queuebox.server.start.build import build_server
 
     with tempfile.TemporaryDirectory() as data_dir:
-        config = Config(data_dir=data_dir, listen_port=0, wal_mode=WAL["mode"], log_level="error")
+        shard = int(WAL["shard"]) if WAL["shard"] else None
+        config = Config(
+            data_dir=data_dir, listen_port=0, wal_mode=WAL["mode"], log_level="error",
+            shard_number=shard,
+        )  # fmt: skip
         app = App(config)
         server = await build_server(app)
         if WAL["sync_on"] == "thread":
@@ -298,14 +304,16 @@ def print_rounds(work: Coroutine[Any, Any, list[float]], use_uvloop: bool, what:
 
 
 if __name__ == "__main__":
-    # --wal-mode, --sync-on and --keyed are this script's (takeack_path.py shares measure()).
-    for flag, key in (("--wal-mode", "mode"), ("--sync-on", "sync_on"), ("--keyed", "keyed")):
+    # --wal-mode, --sync-on, --keyed and --shard-number are this script's (takeack_path.py
+    # shares measure()).
+    flags = {"--wal-mode": "mode", "--sync-on": "sync_on", "--keyed": "keyed"}
+    for flag, key in (*flags.items(), ("--shard-number", "shard")):
         if flag in sys.argv:
             at = sys.argv.index(flag)
             WAL[key] = sys.argv[at + 1]
             del sys.argv[at : at + 2]
-    if WAL != {"mode": "write", "sync_on": "loop", "keyed": ""}:
-        os.environ["QB_PUT_PATH_WAL"] = f"{WAL['mode']},{WAL['sync_on']},{WAL['keyed']}"
+    if WAL != {"mode": "write", "sync_on": "loop", "keyed": "", "shard": ""}:
+        os.environ["QB_PUT_PATH_WAL"] = ",".join(WAL.values())
     elif "QB_PUT_PATH_WAL" in os.environ:  # the runs under callgrind: the parent's flags
-        WAL["mode"], WAL["sync_on"], WAL["keyed"] = os.environ["QB_PUT_PATH_WAL"].split(",")
+        WAL.update(zip(WAL, os.environ["QB_PUT_PATH_WAL"].split(","), strict=True))
     measure(__file__, __doc__ or "", "put", PUTS_PER_READ, run)
