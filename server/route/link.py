@@ -39,6 +39,7 @@ class Shared(Protocol):
     clients: set[ClientLink]
     turn: int
     name: str
+    silence_s: float  # how long a shard may stay silent with calls in flight (upstream.py)
 
 
 log = get_logger("queuebox.router")
@@ -76,8 +77,9 @@ class ClientLink:
                 up.close()  # its primary moved: what it held there goes back
             login, traffic = self.router.login, self.traffic
             up = Upstream(
-                shard, login, self.user, self.send, traffic, self.session, self.peer, self.loop
-            )
+                shard, login, self.user, self.send, traffic, self.router.silence_s,
+                self.session, self.peer, self.loop,
+            )  # fmt: skip
             self._ups[shard.number] = up
         return up
 

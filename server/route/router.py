@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import math
 import os
 import signal
 import socket
@@ -37,7 +38,7 @@ from .choice import SPREADS, Spread
 from .client import RouterClient
 from .link import ClientLink, close_all
 from .shardmap import RouterMap
-from .upstream import Login, Traffic
+from .upstream import SILENCE_S, Login, Traffic
 
 log = logs.get_logger("queuebox.router")
 PASSWORD_ENV = "QUEUEBOX_ROUTER_PASSWORD"
@@ -55,6 +56,7 @@ class Router:
         self.max_frame = 16 * 1024 * 1024
         self.clients: set[ClientLink] = set()
         self.turn = 0  # takes start one shard further each time (takes.py)
+        self.silence_s: float = args.shard_silence
 
 
 def default_name(listen: str) -> str:
@@ -85,6 +87,18 @@ class RouterCollector:
             samples=dict(sorted(t.own_calls.items())),
         )
         yield gauge("queuebox_router_upstreams", "connections to shards", t.open)
+        yield gauge(
+            "queuebox_router_shard_pings_total",
+            "pings sent to a shard silent while a call waited on it",
+            labels=["shard"],
+            samples=dict(sorted(t.pings.items())),
+        )
+        yield gauge(
+            "queuebox_router_shard_silent_total",
+            "connections to a shard dropped: no byte for --shard-silence with a call in flight",
+            labels=["shard"],
+            samples=dict(sorted(t.silenced.items())),
+        )
         yield gauge("queuebox_router_clients", "client connections", len(r.clients))
         yield gauge(
             "queuebox_router_etcd_ok",
@@ -214,6 +228,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="where a put without utube or key goes (default round-robin)",
     )
     p.add_argument(
+        "--shard-silence",
+        type=_seconds,
+        default=env.get("QUEUEBOX_ROUTER_SHARD_SILENCE", str(SILENCE_S)),  # parsed by type
+        help="seconds a shard may send nothing (pings unanswered) while a call waits "
+        "on it before the router drops its connection and answers the call "
+        "(default %(default)s)",
+    )
+    p.add_argument(
         "--loop",
         choices=("asyncio", "uvloop"),
         default="uvloop",
@@ -226,6 +248,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="log lines for people or as JSON (default console)",
     )
     return p
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
 
 
 def client_users(config: Config, service_user: str) -> Users:

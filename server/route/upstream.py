@@ -10,9 +10,20 @@ piece: frames.replies_at), and the router's own calls
 (a take over every shard, await_ready, statistics) under syncs of the
 router's own (frames.INTERNAL_SYNC and above), answered to a future. When the
 connection is lost, every call still in flight is answered: the client's
-with an error naming the shard (it may have run there), the router's with
-`ShardLost`. Closing it is how a client's taken tasks go back on that shard.
-Must not decide where a call goes (calls.py), nor read a client's frame.
+with an error naming the shard (it may have run there; one never sent, as
+before the login was done: it may be retried), the router's with
+`ShardLost`. A shard that stops answering is lost too: while anything is
+awaited here (a call in flight, the login) and nothing is read, the router
+pings it (it answers pings while takes wait) and drops the connection after
+`silence_s` without a byte (a stopped process, a partition that keeps TCP
+up: no close ever comes). Closing it is how a client's taken tasks go back
+on that shard. Must not decide where a call goes (calls.py), nor read a
+client's frame.
+
+    silence watch (armed while something is awaited, ticks every silence_s / 4):
+      tick ─┬─ read since the last tick ─▶ silent = 0
+            └─ nothing read ─▶ silent += 1 ─┬─ < 4: PING (once logged in)
+                                            └─ = 4: lost, "stopped answering"
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ from .shardmap import Shard
 
 log = get_logger("queuebox.router")
 CONNECT_TIMEOUT_S = 2.0
+SILENCE_S = 5.0  # `queuebox router --shard-silence`'s default
+SILENT_TICKS = 4  # the silence watch's ticks in `silence_s` (see the top)
+STOPPED_ANSWERING = "stopped answering"
 GREETING_SIZE = 128
 _syncs = count(INTERNAL_SYNC)
 
@@ -67,13 +81,15 @@ class Login:
 class Traffic:
     """The router's counts (its /metrics, and the put spread's "two choices")."""
 
-    __slots__ = ("forwarded", "inflight", "open", "own_calls")
+    __slots__ = ("forwarded", "inflight", "open", "own_calls", "pings", "silenced")
 
     def __init__(self) -> None:
         self.forwarded: dict[str, int] = {}  # client frames sent on, per shard
         self.own_calls: dict[str, int] = {}  # the router's own calls, per shard
         self.inflight: dict[str, int] = {}  # forwarded, not answered yet, per shard
         self.open = 0  # upstream connections now
+        self.pings: dict[str, int] = {}  # pings sent to a silent shard, per shard
+        self.silenced: dict[str, int] = {}  # upstreams dropped: the shard stopped answering
 
 
 @final
@@ -89,6 +105,7 @@ class Upstream:
         user: str,
         deliver: Callable[[bytes], None],
         traffic: Traffic,
+        silence_s: float,
         session: bytes | None = None,
         peer: str = "",
         loop: asyncio.AbstractEventLoop | None = None,
@@ -118,6 +135,10 @@ class Upstream:
         self._login_syncs: set[int] = set()
         # takes.py: the one queuebox.await_ready per (tube, fresh) in flight here
         self.waits: dict[tuple[str, bool], asyncio.Future[bytes]] = {}
+        self._silence_s = silence_s
+        self._watch: asyncio.TimerHandle | None = None  # the silence watch's next tick
+        self._heard = False  # a read since the watch's last tick
+        self._silent = 0  # the watch's ticks in a row without a read
         self._loop.create_task(self._connect())
 
     # -- what the client's connection calls --
@@ -173,6 +194,8 @@ class Upstream:
         held.append(frame)
         if self.ready and len(held) == 1:
             self._loop.call_soon(self._flush)
+        if self._watch is None:
+            self._start_watch()
 
     def _flush(self) -> None:
         if self.ready and self._held and self._transport is not None:
@@ -207,8 +230,11 @@ class Upstream:
             transport.close()
             return
         self._transport = transport
+        if self._watch is None:
+            self._start_watch()  # the greeting and the login are awaited
 
     def data_received(self, data: bytes) -> None:
+        self._heard = True
         if len(self._greeting) < GREETING_SIZE:
             self._greeting += data
             if len(self._greeting) < GREETING_SIZE:
@@ -300,13 +326,57 @@ class Upstream:
             self.ready = True
             self._flush()
 
+    # -- the silence watch (see the top) --
+    def _start_watch(self) -> None:
+        self._heard = False
+        self._silent = 0
+        self._watch = self._loop.call_later(self._silence_s / SILENT_TICKS, self._tick)
+
+    def _tick(self) -> None:
+        self._watch = None
+        if self.lost is not None or not self._awaiting():
+            return  # the next call starts the watch again
+        if self._heard:
+            self._heard = False
+            self._silent = 0
+        else:
+            self._silent += 1
+            if self._silent >= SILENT_TICKS:
+                self._went_silent()
+                return
+            if self.ready and self._transport is not None:
+                pings = self._traffic.pings
+                pings[self.shard.name] = pings.get(self.shard.name, 0) + 1
+                self._transport.write(protocol.encode_ping(next(_syncs)))
+        self._watch = self._loop.call_later(self._silence_s / SILENT_TICKS, self._tick)
+
+    def _awaiting(self) -> bool:
+        """Something here waits for the shard: the login, a call, a take, a wait."""
+        return not self.ready or bool(self.forwarded or self.pending or self.taking)
+
+    def _went_silent(self) -> None:
+        name = self.shard.name
+        silenced = self._traffic.silenced
+        silenced[name] = silenced.get(name, 0) + 1
+        log.warning("shard stopped answering: its connection dropped", shard=name,
+                    address=self.address, silence_s=self._silence_s)  # fmt: skip
+        transport = self._transport
+        self._lose(STOPPED_ANSWERING)
+        if transport is not None:
+            transport.abort()  # not close(): writes a stopped shard never reads would hold it
+
     def _lose(self, why: str) -> None:
         if self.lost is not None:
             return
         self.lost = ShardLost(self.shard.name, why)
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        # Before the login was done none of the client's frames went out.
+        answer = lost_in_flight if self.ready else no_primary
         self.ready = False
-        for sync in self.forwarded:  # sent: each may have run
-            self._deliver(lost_in_flight(sync, self.shard.name, why))
+        for sync in self.forwarded:  # once logged in, sent: each may have run
+            self._deliver(answer(sync, self.shard.name, why))
         self._traffic.inflight[self.shard.name] = max(
             0, self._traffic.inflight.get(self.shard.name, 0) - len(self.forwarded)
         )

@@ -132,7 +132,7 @@ class Harness:
         from queuebox.server.route.choice import Spread
         from queuebox.server.route.client import RouterClient
         from queuebox.server.route.shardmap import RouterMap, Shard
-        from queuebox.server.route.upstream import Login, Traffic
+        from queuebox.server.route.upstream import SILENCE_S, Login, Traffic
 
         gc.set_threshold(10_000, 10, 10)  # as `queuebox router` runs (router.py)
         self.loop = asyncio.get_running_loop()
@@ -145,6 +145,7 @@ class Harness:
         router.map, router.traffic = rmap, traffic
         router.spread = Spread("round-robin", traffic)
         router.login = Login("router", "secret", "bench")
+        router.silence_s = SILENCE_S
         router.instance_uuid = uuid.uuid4()
         self.shards = {k + 1: FakeShard(k) for k in range(SHARDS)}
         self._greeting = make_greeting("2.6.0", uuid.uuid4(), new_salt())
