@@ -113,6 +113,13 @@ def metric(port: int, name: str, **labels: str) -> float | None:
     return None
 
 
+def metric_types(port: int) -> dict[str, str]:
+    """Each family of the /metrics served on `port`: its type (counter, gauge, ...)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return {family.name: family.type for family in text_string_to_metric_families(text)}
+
+
 def all_waiting_takes(port: int, user: str = "tester", password: str = "secret") -> int:
     """Takes waiting in either API of the server on `port` (the legacy API's take is
     in no space: the test hook `queuebox.test.waiting_takes` counts it)."""

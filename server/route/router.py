@@ -29,7 +29,7 @@ from queuebox.protocol.etcdflags import add_etcd_arguments
 
 from ..access.users import Users
 from ..runtime import logs
-from ..runtime.families import gauge
+from ..runtime.families import counter, gauge
 from ..runtime.loop import run
 from ..settings.config import Config
 from ..settings.config_load import load_config
@@ -74,26 +74,26 @@ class RouterCollector:
 
     def collect(self) -> Iterator[Metric]:
         r, t = self.router, self.router.traffic
-        yield gauge(
+        yield counter(
             "queuebox_router_forwarded_total",
             "client calls sent on to a shard",
             labels=["shard"],
             samples=dict(sorted(t.forwarded.items())),
         )
-        yield gauge(
+        yield counter(
             "queuebox_router_own_calls_total",
             "the router's own calls to a shard (takes, waits, sums)",
             labels=["shard"],
             samples=dict(sorted(t.own_calls.items())),
         )
         yield gauge("queuebox_router_upstreams", "connections to shards", t.open)
-        yield gauge(
+        yield counter(
             "queuebox_router_shard_pings_total",
             "pings sent to a shard silent while a call waited on it",
             labels=["shard"],
             samples=dict(sorted(t.pings.items())),
         )
-        yield gauge(
+        yield counter(
             "queuebox_router_shard_silent_total",
             "connections to a shard dropped: no byte for --shard-silence with a call in flight",
             labels=["shard"],

@@ -24,7 +24,13 @@ from tests.e2e.cluster import connect as node_conn
 from tests.e2e.cluster import wait_state
 from tests.e2e.routing import Sharded
 from tests.e2e.serverproc import ServerProc, unique
-from tests.waiting import metric, wait_for, wait_for_async, wait_for_waiting_takes_async
+from tests.waiting import (
+    metric,
+    metric_types,
+    wait_for,
+    wait_for_async,
+    wait_for_waiting_takes_async,
+)
 
 
 def shard_number(node: ServerProc) -> int:
@@ -139,6 +145,11 @@ async def test_a_waiting_take_is_woken_by_a_put_on_either_shard_and_a_close_give
         assert (await other.call(f"queue.tube.{tube}:take", [0])).body == []
         assert metric(r2.metrics_port, "queuebox_router_etcd_ok") == 1
         assert metric(r2.metrics_port, "queuebox_router_upstreams") == 2
+        # What only grows is a counter (rate() reads it right), what goes both ways a gauge.
+        types = metric_types(r2.metrics_port)
+        for family in ("forwarded", "own_calls", "shard_pings", "shard_silent"):
+            assert types[f"queuebox_router_{family}"] == "counter", family
+        assert types["queuebox_router_upstreams"] == "gauge"
     finally:
         for conn in (consumer, other, on_a, on_b):
             await conn.disconnect()
