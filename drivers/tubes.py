@@ -22,7 +22,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
-from .keys import WINDOW_OPTION, keys_space
+from .keys import WINDOW_OPTION, keys_space, open_space
 from .keys import check_options as check_key_options
 from .ratelimit import OPTION as RATE_LIMIT
 from .ratelimit import check_option as check_rate_limit
@@ -192,6 +192,7 @@ class TubeRegistry:
         after a failed WAL write), so temporary tubes keep their tasks.
         held: per tube, the taken tasks that stay taken (durable.py)."""
         held = held or {}
+        open_space(self.catalog)
         for row in list(self._space.index("tube_id").iterate()):
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
