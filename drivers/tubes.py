@@ -32,7 +32,7 @@ from .retention import OPTIONS as RETENTION_OPTIONS
 from .retention import check_options as check_retention
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import check_options as check_retry_options
-from .tube import Call, Tube, callback_name
+from .tube import METHODS, Call, Tube, callback_name
 from .tube_hooks import Shared
 
 QUEUE_SPACE = "_queue"
@@ -225,7 +225,7 @@ class TubeRegistry:
                 return tube_not_found(name).message
             call = Call(0, call_name.format(name), [data, opts], now)
             try:
-                answer = tube.run_method(self.tubes, "put", call)
+                answer = tube.run_method(self.tubes, "put", METHODS["put"], call)
             except QueueError as exc:
                 return exc.message
             return (
