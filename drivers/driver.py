@@ -63,7 +63,9 @@ class _Missing:
         return "MISSING"
 
 
-MISSING: Any = _Missing()
+# Final: the compiled build holds it in a static (every put compares its data
+# with it), not a module-dict lookup per use.
+MISSING: Final[Any] = _Missing()
 
 # Final: the compiled build inlines them (no module lookup a use).
 READY: Final = "r"

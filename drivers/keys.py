@@ -94,8 +94,9 @@ def keys_space(catalog: Catalog) -> Space:
 
 
 def open_space(catalog: Catalog) -> None:
-    """At start: a keys space written by an earlier release (an ordered index)
-    laid out as INDEXES says, in memory (storage/catalog.py relayout)."""
+    """At start, before any tube's keys load (tubes.py rebuild): a keys space
+    written by an earlier release (an ordered index) laid out as INDEXES says,
+    in memory (storage/catalog.py relayout)."""
     if KEYS_SPACE in catalog:
         catalog.relayout(KEYS_SPACE, INDEXES)
 
@@ -112,7 +113,6 @@ class Keys:
         self, catalog: Catalog, tube: str, opts: Mapping[Any, Any], deadlines: Deadlines
     ) -> None:
         self.catalog = catalog
-        open_space(catalog)
         self.tube = tube
         self.window_us = window_us(opts)
         self._deadlines = deadlines
@@ -186,10 +186,13 @@ class Keys:
         """Drop the rows whose window ended by `now`; set the next key deadline."""
         space = self.catalog.get(KEYS_SPACE)
         while True:
-            expires, key = self._first()
+            expires, key = first = self._first()
             if expires > now:
                 break
-            self._pop_first()
+            if self.early and self.early[0] == first:  # an equal entry: either goes
+                heappop(self.early)
+            else:
+                self.expiry.popleft()
             row = None if space is None else space.get((self.tube, key))
             if row is None or row[F_EXPIRES] != expires:
                 continue  # replaced by a later put of the key: its own entry prunes it
@@ -248,13 +251,6 @@ class Keys:
         if early and (not expiry or early[0] < expiry[0]):
             return early[0]
         return expiry[0] if expiry else (NEVER, "")
-
-    def _pop_first(self) -> None:
-        expiry, early = self.expiry, self.early
-        if early and (not expiry or early[0] < expiry[0]):
-            heappop(early)
-        else:
-            expiry.popleft()
 
     def _schedule(self) -> None:
         first = self._first()[0]

@@ -203,16 +203,17 @@ class Tube(TubeHooks):
             report["keys"] = {"held": keys.held, "matched": keys.matched}
         return report
 
-    def run_method(self, live: dict[str, Tube], name: str, call: Call) -> Answer:
-        """Run the tube method `name`: ER_NO_SUCH_PROC once this tube is no
-        longer the live one of its name (dropped while a call waited), then
-        move the tube's deadline (a call may have changed its earliest event)."""
+    def run_method(self, live: dict[str, Tube], name: str, method: Method, call: Call) -> Answer:
+        """Run the tube method `name` (`method`: METHODS[name], looked up once,
+        when the name was bound): ER_NO_SUCH_PROC once this tube is no longer
+        the live one of its name (dropped while a call waited), then move the
+        tube's deadline (a call may have changed its earliest event)."""
         if live.get(self.name) is not self:
             raise no_such_proc(call.name)
         self.driver.space.note = name  # the event of the changes it makes (events.py)
         self.now = call.now
         try:
-            return METHODS[name](self, call)
+            return method(self, call)
         finally:
             if self.limits.retention is not None:
                 self.limits.settle(call.now)
@@ -389,7 +390,8 @@ class Tube(TubeHooks):
         return [old]
 
 
-METHODS: dict[str, Callable[[Tube, Call], Answer]] = {
+Method = Callable[[Tube, Call], Answer]
+METHODS: dict[str, Method] = {
     "put": Tube.put,
     "take": Tube.take,
     "touch": Tube.touch,

@@ -22,7 +22,7 @@ from queuebox.storage.space import IndexDef, Space
 from .args import lua_tostring, lua_truthy, options
 from .driver import DRIVERS, TaskStore
 from .errors import QueueError, key_part_type, module_error, no_such_engine, tube_not_found
-from .keys import WINDOW_OPTION, keys_space
+from .keys import WINDOW_OPTION, keys_space, open_space
 from .keys import check_options as check_key_options
 from .ratelimit import OPTION as RATE_LIMIT
 from .ratelimit import check_option as check_rate_limit
@@ -32,7 +32,7 @@ from .retention import OPTIONS as RETENTION_OPTIONS
 from .retention import check_options as check_retention
 from .retries import OPTIONS as RETRY_OPTIONS
 from .retries import check_options as check_retry_options
-from .tube import Call, Tube, callback_name
+from .tube import METHODS, Call, Tube, callback_name
 from .tube_hooks import Shared
 
 QUEUE_SPACE = "_queue"
@@ -192,6 +192,7 @@ class TubeRegistry:
         after a failed WAL write), so temporary tubes keep their tasks.
         held: per tube, the taken tasks that stay taken (durable.py)."""
         held = held or {}
+        open_space(self.catalog)
         for row in list(self._space.index("tube_id").iterate()):
             name, tube_id, space_name, type_, opts = row
             cls = DRIVERS.get(type_)
@@ -224,7 +225,7 @@ class TubeRegistry:
                 return tube_not_found(name).message
             call = Call(0, call_name.format(name), [data, opts], now)
             try:
-                answer = tube.run_method(self.tubes, "put", call)
+                answer = tube.run_method(self.tubes, "put", METHODS["put"], call)
             except QueueError as exc:
                 return exc.message
             return (

@@ -15,6 +15,7 @@ ProtocolError. Modules:
     value      the Request value; rawargs: where an argument sits in its frame
     response   server side: replies as bytes, CALL_16 shaping
     client     client side: request encoders, ResponseDecoder -> Response
+    replyhead  a reply's code and sync read from its bytes (client and router)
 """
 
 from .auth import check_scramble, password_hash2, scramble
@@ -30,7 +31,6 @@ from .client import (
     encode_eval,
     encode_ping,
     encode_request,
-    reply_head,
     uint_at,
     value_at,
 )
@@ -64,6 +64,7 @@ from .constants import (
 from .errors import ProtocolError
 from .framing import DEFAULT_MAX_FRAME
 from .greeting import Greeting, make_greeting, new_salt, parse_greeting
+from .replyhead import reply_head
 from .request import RequestDecoder, sync_of_partial
 from .response import (
     call16_shape,

@@ -2,8 +2,8 @@
 
 Owns what the bundled client and the load generator put on the wire
 (0xce length prefix, header {0: type, 1: sync}, one helper per request they
-send) and the decoding of replies from any IPROTO server, whole or (a reply's
-header, an unsigned int, an array's length, one value: `reply_head`, ...) read
+send) and the decoding of replies from any IPROTO server, whole or (an unsigned int, an
+array's length, one value: `uint_at`, ...; the header: replyhead.py) read
 from its bytes as far as a caller needs. Strings in
 replies keep their raw bytes through surrogateescape; as_bytes() gets them
 back. Must not depend on the server side (request.py, response.py) nor do
@@ -55,7 +55,6 @@ __all__ = [
     "encode_eval",
     "encode_ping",
     "encode_request",
-    "reply_head",
     "uint_at",
     "value_at",
 ]
@@ -214,8 +213,7 @@ def _decode_carefully(payload: bytes) -> Response:
 
 
 # A reply read only as far as its caller needs (put_many's puts: clients.putmany):
-# no dict, list or Response is made for what is skipped.
-_OTHER = (-1, 0, 0)
+# no dict, list or Response is made for what is skipped. Its header: replyhead.py.
 
 
 def uint_at(data: bytes, at: int) -> tuple[int, int]:
@@ -248,24 +246,6 @@ def value_at(data: bytes, at: int) -> Any:
     """The one msgpack value that fills `data` from `at` to its end, decoded as
     decode_response decodes a reply's values; raises when it is not one value."""
     return _unpackb(data[at:], raw=False, unicode_errors="surrogateescape", strict_map_key=False)
-
-
-def reply_head(payload: bytes) -> tuple[int, int, int]:
-    """(code, sync, the index where the body starts) of a reply whose header is the
-    map {0: code, 1: sync, 5: schema_version} of unsigned ints in that order, as
-    queuebox sends it; (-1, 0, 0) for any other header (decode_response reads it)."""
-    if len(payload) < 7 or payload[0] != 0x83 or payload[1] != KEY_REQUEST_TYPE:
-        return _OTHER
-    code, at = uint_at(payload, 2)
-    if code < 0 or at >= len(payload) or payload[at] != KEY_SYNC:
-        return _OTHER
-    sync, at = uint_at(payload, at + 1)
-    if sync < 0 or at >= len(payload) or payload[at] != KEY_SCHEMA_VERSION:
-        return _OTHER
-    schema, at = uint_at(payload, at + 1)
-    if schema < 0:
-        return _OTHER
-    return code, sync, at
 
 
 def decode_response(payload: bytes) -> Response:

@@ -40,8 +40,9 @@ from importlib.util import find_spec
 # their base): every forwarded frame and reply runs through them; every take
 # through takes (docs/cluster.md "Measured").
 # The client's put_many (issue 40: the self-routing client's CPU per put): its
-# codec (protocol.client), the puts encoded in bulk (clients.putmany), the
-# batch (clients.aio.bulk) and the socket's reply loop (clients.aio.wire).
+# codec (protocol.client; protocol.replyhead, which the router reads with too),
+# the puts encoded in bulk (clients.putmany), the batch (clients.aio.bulk) and
+# the socket's reply loop (clients.aio.wire).
 HOT_MODULES: tuple[str, ...] = (
     "queuebox.protocol.request",
     "queuebox.protocol.plainframe",
@@ -129,6 +130,7 @@ HOT_MODULES: tuple[str, ...] = (
     "queuebox.server.route.client",
     "queuebox.server.route.takes",
     "queuebox.protocol.client",
+    "queuebox.protocol.replyhead",
     "queuebox.clients.putmany",
     "queuebox.clients.aio.bulk",
     "queuebox.clients.aio.wire",

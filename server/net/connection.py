@@ -101,7 +101,7 @@ class Connection(ConnectionShell):
             return
         session = self.session
         replies = self.replies
-        table = REQUEST_TABLE
+        table, unknown = REQUEST_TABLE, handle_unknown  # module globals: read once a read
         observe = self.app.observe_request  # metrics: None when off
         in_place = self.app.durability.on_loop
         connlog = self.connlog
@@ -123,7 +123,7 @@ class Connection(ConnectionShell):
                     quiet = False
                 started = perf_counter() if observe is not None else 0.0
                 try:
-                    reply = table.get(item.type, handle_unknown)(item, session)
+                    reply = table.get(item.type, unknown)(item, session)
                 except Exception as exc:
                     reply = error_reply(session, item.sync, exc)
                 if observe is not None:

@@ -1,12 +1,11 @@
 """The few bytes of a frame a router reads, and the replies it makes itself.
 
-Owns: a reply's code and sync read from its header without decoding its body
-(`head_of`), the run of replies at the start of a shard's read that go back to
-the client as they came (`replies_at`), a reply handed on under another sync (`resynced`: a take the
-router made for a client), the length prefix (`framed`), and the errors the
+Owns the run of replies at the start of a shard's read that go back to the
+client as they came (`replies_at`), a reply handed on under another sync
+(`resynced`: a take the router made for a client), the length prefix (`framed`), and the errors the
 router answers with: a shard without a primary (may be retried), a call in
 flight when its shard was lost (may have run). Must not touch sockets or
-decide where a call goes.
+decide where a call goes. A reply's code and sync: protocol.replyhead.
 """
 
 from __future__ import annotations
@@ -24,53 +23,20 @@ from queuebox.protocol import (
     encode_data,
     encode_error,
 )
-from queuebox.protocol.constants import KEY_DATA, KEY_REQUEST_TYPE, KEY_SYNC, RESPONSE_CHUNK
-from queuebox.protocol.rawmsgpack import (
-    container_at,
-    int_at,
-    is_array_head,
-    is_int_head,
-    uint_at,
-    value_end,
-)
+from queuebox.protocol.constants import KEY_DATA, KEY_SYNC, RESPONSE_CHUNK
+from queuebox.protocol.rawmsgpack import container_at, is_array_head, uint_at, value_end
+from queuebox.protocol.replyhead import FIXED_HEADER, fixed_head_at
 
 SCHEMA: Final = 0  # the router's own replies: no schema of its own
 # Syncs the router's own calls to a shard use: far above any client's.
 INTERNAL_SYNC: Final = 1 << 62
-# A shard's reply header, as protocol/response.py always packs it (23 bytes):
-# {0x00: u32 code, 0x01: u64 sync, 0x05: u32 schema}. Read at fixed offsets;
-# any other form is read key by key.
-_CODE_AT: Final = b"\x83\x00\xce"
-_SYNC_AT: Final = b"\x01\xcf"
-_FIXED_HEADER: Final = 23
+# A shard's reply header is in protocol/response.py's fixed 23-byte form
+# (replyhead.fixed_head_at): read at its offsets; any other form key by key.
 _DATA_AT: Final = b"\x81\x30\xdd"  # {DATA: array32}, how a shard packs DATA
 
 
 def framed(payload: bytes) -> bytes:
     return b"\xce" + len(payload).to_bytes(4, "big") + payload
-
-
-def head_of(payload: bytes) -> tuple[int, int]:
-    """(code, sync) of a reply's header; (-1, -1) when it cannot be read so."""
-    if payload.startswith(_CODE_AT) and payload.startswith(_SYNC_AT, 7):
-        return int.from_bytes(payload[3:7], "big"), int.from_bytes(payload[9:17], "big")
-    try:
-        n, pos = container_at(payload, 0)
-        code = sync = -1
-        end = len(payload)
-        for _ in range(n):
-            key = payload[pos]
-            pos += 1
-            if (key in (KEY_SYNC, KEY_REQUEST_TYPE)) and is_int_head(payload[pos]):
-                value = int_at(payload, pos)
-                if key == KEY_SYNC:
-                    sync = value
-                else:
-                    code = value
-            pos = value_end(payload, pos, end)
-        return code, sync
-    except (IndexError, ValueError):
-        return -1, -1
 
 
 def replies_at(data: bytes, taking: dict[int, Any], forwarded: set[int]) -> tuple[int, int]:
@@ -86,9 +52,9 @@ def replies_at(data: bytes, taking: dict[int, Any], forwarded: set[int]) -> tupl
     # Lengths and syncs read byte by byte (uint_at), not with int.from_bytes:
     # in the compiled build that was a Python method call per reply, two per
     # reply about a third of the router's work per forwarded put (route_path.py).
-    while pos + 5 + _FIXED_HEADER <= size and data[pos] == 0xCE:
+    while pos + 5 + FIXED_HEADER <= size and data[pos] == 0xCE:
         stop: i64 = pos + 5 + uint_at(data, pos + 1, 4)
-        if stop > size or not _fixed_at(data, pos + 5) or _is_chunk(data, pos + 5):
+        if stop > size or not fixed_head_at(data, pos + 5) or _is_chunk(data, pos + 5):
             break
         if data[pos + 14] >= 0x40:  # a sync of INTERNAL_SYNC (2**62) or above: the router's
             break
@@ -105,7 +71,7 @@ def replies_at(data: bytes, taking: dict[int, Any], forwarded: set[int]) -> tupl
 def data_count(payload: bytes) -> int:
     """How many items a success reply's DATA holds (a take: 1 or 0), read from
     its bytes; -1 for an error reply or another shape."""
-    if _fixed(payload) and payload.startswith(_DATA_AT, _FIXED_HEADER):
+    if fixed_head_at(payload, 0) and payload.startswith(_DATA_AT, FIXED_HEADER):
         return int.from_bytes(payload[26:30], "big")
     try:
         end = value_end(payload, 0, len(payload))
@@ -121,7 +87,7 @@ def data_count(payload: bytes) -> int:
 def resynced(payload: bytes, sync: int) -> bytes:
     """The reply `payload` (header and body) as a framed reply to `sync`: the
     header's sync value replaced in its bytes, the rest as the shard sent it."""
-    if _fixed(payload):
+    if fixed_head_at(payload, 0):
         return framed(payload[:9] + sync.to_bytes(8, "big") + payload[17:])
     n, pos = container_at(payload, 0)
     end = len(payload)
@@ -141,7 +107,7 @@ def _found_at(data: bytes, at: i64, stop: i64) -> bool:
     more (a take's task); False for an empty DATA or another shape."""
     if not _zero4(data, at + 3):
         return True  # an error: the client gets it as the shard said it
-    body: i64 = at + _FIXED_HEADER
+    body: i64 = at + FIXED_HEADER
     return body + 7 <= stop and data.startswith(_DATA_AT, body) and not _zero4(data, body + 3)
 
 
@@ -163,25 +129,6 @@ def _is_chunk(data: bytes, at: i64) -> bool:
         and data[at + 3] == 0
         and data[at + 4] == 0
         and data[at + 5] == 0
-    )
-
-
-def _fixed(payload: bytes) -> bool:
-    """The header is in the shard's fixed 23-byte form."""
-    return _fixed_at(payload, 0)
-
-
-def _fixed_at(data: bytes, at: i64) -> bool:
-    """{0x00: u32, 0x01: u64, 0x05: u32} at `at`: the 23 bytes a shard packs."""
-    return (
-        len(data) >= at + _FIXED_HEADER
-        and data[at] == 0x83
-        and data[at + 1] == 0x00
-        and data[at + 2] == 0xCE
-        and data[at + 7] == 0x01
-        and data[at + 8] == 0xCF
-        and data[at + 17] == 0x05
-        and data[at + 18] == 0xCE
     )
 
 

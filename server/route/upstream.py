@@ -36,13 +36,13 @@ from typing import Any, cast, final
 from queuebox import protocol
 from queuebox.protocol.client import Response, decode_response
 from queuebox.protocol.constants import RESPONSE_CHUNK
+from queuebox.protocol.replyhead import reply_head
 
 from ..runtime.logs import get_logger
 from .frames import (
     INTERNAL_SYNC,
     data_count,
     framed,
-    head_of,
     lost_in_flight,
     no_primary,
     replies_at,
@@ -295,7 +295,7 @@ class Upstream:
         self._transport.write(protocol.encode_call(sync, name, args))
 
     def _reply(self, payload: bytes) -> None:
-        code, sync = head_of(payload)
+        code, sync, _ = reply_head(payload)
         if sync < INTERNAL_SYNC:
             if self.taking and code != RESPONSE_CHUNK:
                 nothing = self.taking.pop(sync, None)

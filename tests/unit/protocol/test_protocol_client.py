@@ -183,9 +183,12 @@ def test_a_replys_head_read_from_its_bytes() -> None:
             code_read, sync_read, body = reply_head(frame[5:])
             assert (code_read, sync_read) == (code, sync)
             assert value_at(frame[5:], body) == {0x30: [1]}
-    other = pack({1: 5, 0: 0, 5: 1}) + pack({})  # keys in another order
-    assert reply_head(other) == (-1, 0, 0)
-    assert reply_head(b"\x83\x00\xd0") == (-1, 0, 0)  # cut short
+    header = pack({1: 5, 0: 0, 5: 1})  # keys in another order, the shortest forms
+    assert reply_head(header + pack({})) == (0, 5, len(header))
+    assert reply_head(b"\x83\x00\xd0") == (-1, -1, 0)  # cut short
+    assert reply_head(pack({0: 0, 1: -1}) + pack({})) == (-1, -1, 0)  # a sync not a uint
+    assert reply_head(pack({0: 0, 5: 1}) + pack({})) == (-1, -1, 0)  # no sync
+    assert reply_head(pack([0, 1])) == (-1, -1, 0) and reply_head(b"") == (-1, -1, 0)
     assert uint_at(b"\xcd\x01\x02", 0) == (0x102, 3) and uint_at(b"\xcd\x01", 0) == (-1, 0)
     assert uint_at(b"\xff", 0) == (-1, 0) and uint_at(b"", 0) == (-1, 0)
     assert array_at(b"\x93", 0) == (3, 1) and array_at(b"\xdd\x00\x00\x01\x00", 0) == (256, 5)

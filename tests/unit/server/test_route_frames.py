@@ -10,12 +10,11 @@ from typing import Any
 import msgpack
 import pytest
 
-from queuebox.protocol import ErrorCode, encode_data, encode_error
+from queuebox.protocol import ErrorCode, encode_data, encode_error, reply_head
 from queuebox.server.route.frames import (
     INTERNAL_SYNC,
     data_count,
     framed,
-    head_of,
     replies_at,
     resynced,
 )
@@ -44,8 +43,9 @@ def test_a_fixed_header_reads_as_the_key_by_key_read(what: str) -> None:
     fixed = REPLIES[what][5:]
     loose = _loose(fixed)
     assert len(loose) < len(fixed)  # really another form
-    assert head_of(fixed) == head_of(loose)
-    assert head_of(fixed)[1] == SYNC
+    assert reply_head(fixed)[:2] == reply_head(loose)[:2]
+    assert reply_head(fixed)[1] == SYNC
+    assert (reply_head(fixed)[2], reply_head(loose)[2]) == (23, 23 - (len(fixed) - len(loose)))
     assert data_count(fixed) == data_count(loose) == {"a task": 1, "no task": 0}.get(what, -1)
     header, body = _read(resynced(fixed, 7))
     assert header[1] == 7
