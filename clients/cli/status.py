@@ -136,6 +136,9 @@ def _lag(replica: dict[str, Any] | None) -> str:
 
 def _note(status: dict[str, Any], replica: dict[str, Any] | None) -> str:
     notes = []
+    broken = status.get("wal_broken")  # None, or absent from an older server's answer
+    if broken:
+        notes.append(f"WAL broken, restart it: {broken}")
     if status["waiting"]:
         notes.append(f"stands aside: {status['waiting']}")
     if status["etcd_error"]:

@@ -69,6 +69,7 @@ def cluster_view(role: Role, state: ClusterState) -> dict[str, Any]:
         "state": role.app.state,
         "lsn": engine.last_lsn,
         "durable_lsn": engine.durable_lsn,
+        "wal_broken": engine.broken,  # why no write is accepted until a restart, or None
         "primary": _primary(role, state, name),
         "failover": "etcd" if state.etcd else "manual",
         "term": record.term if record is not None else None,

@@ -117,6 +117,9 @@ class GroupCommit(Outcomes):
         # on_loop: who sends replies once this turn's batch is written (shell.py).
         self._after_write: list[Callable[[], None]] = []
         self.written_on_loop = 0  # fsync mode: lone batches the loop wrote itself
+        # WAL writes and syncs that failed (ENOSPC, EIO), each failed one once:
+        # /metrics (a sync failing on several slots at once counts each).
+        self.wal_failures = 0
         self.most_in_flight = 0  # fsync mode: the most syncs that ran at once
         self._may_hang = may_hang
         self._last_sync_s = 0.0  # wall time of the newest write + sync, either thread
@@ -213,6 +216,7 @@ class GroupCommit(Outcomes):
         try:
             ticket = self._journal.append_batch(batch)
         except Exception as error:
+            self.wal_failures += 1
             self._fail_flight(batch, done, error)
             return
         entry = SyncJob(batch, done, ticket, self._free.pop(), False)
@@ -244,8 +248,10 @@ class GroupCommit(Outcomes):
                 self._written(job)
                 continue
             self._free.append(job.slot)
-            if job.error is not None and not job.done.done():  # else failed already
-                self._fail_flight(job.batch, job.done, job.error)
+            if job.error is not None:
+                self.wal_failures += 1
+                if not job.done.done():  # else failed already
+                    self._fail_flight(job.batch, job.done, job.error)
             self._answer()
         self._next()
 
@@ -330,6 +336,7 @@ class GroupCommit(Outcomes):
         try:
             seconds = self._timed_write(batch) if self.on_loop else self._synced(batch)
         except Exception as error:
+            self.wal_failures += 1
             self._failed(batch, done, error)
         else:
             self._succeeded(batch, done, seconds)
@@ -360,6 +367,7 @@ class GroupCommit(Outcomes):
         if job.error is None:
             self._succeeded(job.batch, job.done, job.seconds)
         else:
+            self.wal_failures += 1
             self._failed(job.batch, job.done, job.error)
 
     async def drain(self) -> None:

@@ -373,6 +373,18 @@ class QueueboxCollector:
         yield counter("queuebox_wal_records", "WAL records written", wal.records)
         yield counter("queuebox_wal_bytes", "WAL bytes written", wal.bytes)
         yield counter("queuebox_wal_batches", "WAL writes (group commit batches)", wal.batches)
+        store = self.server.store
+        yield counter(
+            "queuebox_wal_write_failures",
+            "WAL writes and syncs that failed (ENOSPC, EIO: their requests failed)",
+            store.commit.wal_failures,
+        )
+        yield gauge(
+            "queuebox_wal_broken",
+            "1 while the WAL accepts no write until a restart (a failed write it "
+            "could not cut back: the instance stepped down), else 0",
+            int(store.engine.broken is not None),
+        )
         yield _histogram(
             "queuebox_wal_write_duration_seconds",
             "Time of one WAL batch write, fsync included in wal_mode fsync",
@@ -380,7 +392,6 @@ class QueueboxCollector:
             {self.app.config.wal_mode: wal.write_seconds},
             always=True,
         )
-        store = self.server.store
         if store.last_snapshot_time is not None:
             yield gauge(
                 "queuebox_snapshot_age_seconds",
