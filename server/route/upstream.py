@@ -27,12 +27,16 @@ client's frame.
 
 A probe is a second connection, only to be greeted: a shard that stopped
 reading this one (`max_in_flight_per_conn` requests wait on it) answers no
-ping, yet greets a new connection; a stopped one does not.
+ping, yet greets a new connection, and its host took every byte sent here;
+a stopped one does not greet, a dead flow leaves bytes unacknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import sys
+import termios
 from collections.abc import Callable
 from itertools import count
 from typing import Any, cast, final
@@ -342,7 +346,7 @@ class Upstream:
         self._watch = None
         if self.lost is not None or not self._awaiting():
             return  # the next call starts the watch again
-        if self._heard or self._greeted:
+        if self._heard or (self._greeted and self._delivered()):
             self._heard = self._greeted = False
             self._silent = 0
         else:
@@ -376,6 +380,23 @@ class Upstream:
             self._probe = None
             if writer is not None:
                 writer.close()
+
+    def _delivered(self) -> bool:
+        """Every byte written here reached the shard's host: none waits in the
+        transport, none unacknowledged in the kernel (TIOCOUTQ). A flow that
+        died on the way (a firewall or NAT that forgot it: new connections
+        pass) leaves the pings there, however well the probe is greeted."""
+        transport = self._transport
+        if transport is None or transport.get_write_buffer_size():
+            return False
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            unsent = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4))
+        except OSError:
+            return False  # cannot tell: silent
+        return int.from_bytes(unsent, sys.byteorder) == 0
 
     def _awaiting(self) -> bool:
         """Something here waits for the shard: the login, a call, a take, a wait."""
