@@ -12,7 +12,9 @@ LSNs and frames, written by this instance's own group commit), and calls
        └─ backoff ◀─┴───────────────────────────────────────┘ closed link
     refused otherwise (diverged, its LSN gone from the primary's WAL), or a
     record that does not follow or apply: it stops, says so, and tells
-    `on_stopped` (the role re-bootstraps: build.py)
+    `on_stopped` (the role re-bootstraps: build.py); a write that failed on
+    a broken WAL (wal.py: none is kept until a restart): it stops, says so
+    (`diverged`), and nothing re-bootstraps
 
 Must not touch: the queue (a replica runs none; role.py builds it on
 promotion), the WAL format beyond frames and bodies.
@@ -197,6 +199,8 @@ class Applier:
                     if self._link is not None:
                         self._link.close()
                         self._link = None
+                if self.diverged is not None:
+                    return  # the WAL broke (_ack): no other source either
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
 
     async def _follow(self, host: str, port: int) -> None:
@@ -259,6 +263,12 @@ class Applier:
 
     def _ack(self, link: Link, written: asyncio.Future[Any] | None = None) -> None:
         if written is not None and (written.cancelled() or written.exception() is not None):
+            broken = self.engine.broken
+            if broken is not None and self.diverged is None:
+                # No write is kept here until a restart: every feed would fail
+                # the same way. Following ends (_run), with no re-bootstrap.
+                self.diverged = f"the WAL is broken: {broken}"
+                log.error("the WAL is broken: restart this instance; not following", why=broken)
             link.close()  # our write failed: the engine rolled back; resubscribe
             return
         lsn = self.engine.durable_lsn

@@ -21,14 +21,22 @@ on that shard. Must not decide where a call goes (calls.py), nor read a
 client's frame.
 
     silence watch (armed while something is awaited, ticks every silence_s / 4):
-      tick ─┬─ read since the last tick ─▶ silent = 0
-            └─ nothing read ─▶ silent += 1 ─┬─ < 4: PING (once logged in)
+      tick ─┬─ read (or a probe greeted) since the last tick ─▶ silent = 0
+            └─ nothing read ─▶ silent += 1 ─┬─ < 4: PING and a probe (once logged in)
                                             └─ = 4: lost, "stopped answering"
+
+A probe is a second connection, only to be greeted: a shard that stopped
+reading this one (`max_in_flight_per_conn` requests wait on it) answers no
+ping, yet greets a new connection, and its host took every byte sent here;
+a stopped one does not greet, a dead flow leaves bytes unacknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import sys
+import termios
 from collections.abc import Callable
 from itertools import count
 from typing import Any, cast, final
@@ -139,6 +147,8 @@ class Upstream:
         self._watch: asyncio.TimerHandle | None = None  # the silence watch's next tick
         self._heard = False  # a read since the watch's last tick
         self._silent = 0  # the watch's ticks in a row without a read
+        self._probe: asyncio.Task[None] | None = None  # a second connection: does it greet?
+        self._greeted = False  # the probe was greeted since the watch's last tick
         self._loop.create_task(self._connect())
 
     # -- what the client's connection calls --
@@ -336,8 +346,8 @@ class Upstream:
         self._watch = None
         if self.lost is not None or not self._awaiting():
             return  # the next call starts the watch again
-        if self._heard:
-            self._heard = False
+        if self._heard or (self._greeted and self._delivered()):
+            self._heard = self._greeted = False
             self._silent = 0
         else:
             self._silent += 1
@@ -348,7 +358,45 @@ class Upstream:
                 pings = self._traffic.pings
                 pings[self.shard.name] = pings.get(self.shard.name, 0) + 1
                 self._transport.write(protocol.encode_ping(next(_syncs)))
+                if self._probe is None:
+                    self._probe = self._loop.create_task(self._greets())
         self._watch = self._loop.call_later(self._silence_s / SILENT_TICKS, self._tick)
+
+    async def _greets(self) -> None:
+        """Whether the shard greets a new connection within a tick: one that
+        stopped reading this connection (its `max_in_flight_per_conn` requests
+        wait there, readiness waits among them) answers no ping here, yet it
+        runs; a stopped one does not greet (its kernel accepts, nothing more)."""
+        host, _, port = self.address.rpartition(":")
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(self._silence_s / SILENT_TICKS):
+                reader, writer = await asyncio.open_connection(host, int(port))
+                await reader.readexactly(GREETING_SIZE)
+            self._greeted = True
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # not greeted: the watch counts the tick as silent
+        finally:
+            self._probe = None
+            if writer is not None:
+                writer.close()
+
+    def _delivered(self) -> bool:
+        """Every byte written here reached the shard's host: none waits in the
+        transport, none unacknowledged in the kernel (TIOCOUTQ). A flow that
+        died on the way (a firewall or NAT that forgot it: new connections
+        pass) leaves the pings there, however well the probe is greeted."""
+        transport = self._transport
+        if transport is None or transport.get_write_buffer_size():
+            return False
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            unsent = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4))
+        except OSError:
+            return False  # cannot tell: silent
+        return int.from_bytes(unsent, sys.byteorder) == 0
 
     def _awaiting(self) -> bool:
         """Something here waits for the shard: the login, a call, a take, a wait."""
@@ -372,6 +420,8 @@ class Upstream:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        if self._probe is not None:
+            self._probe.cancel()
         # Before the login was done none of the client's frames went out.
         answer = lost_in_flight if self.ready else no_primary
         self.ready = False
