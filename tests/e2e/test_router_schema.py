@@ -9,6 +9,12 @@ asynctnt with its default schema options.
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from tests.e2e.cluster import connect as node_conn
 from tests.e2e.routing import Sharded
@@ -58,6 +64,58 @@ async def test_a_burst_over_both_shards_and_the_router_fetches_the_schema_at_mos
         assert len(ids) == 1 and conn.schema_id > 0, ids
     finally:
         await conn.disconnect()
+
+
+NETBOX = r"""
+local json = require('json')
+local netbox = require('net.box')
+local uri, tube = arg[1], arg[2]
+local conn = netbox.connect(uri, {wait_connected = 10})
+local versions, seen = {}, {}
+local function note()
+    local v = conn.schema_version
+    if not seen[v] then seen[v] = true; table.insert(versions, v) end
+end
+note()
+for i = 1, 30 do  -- puts round robin over a and b, the router's own replies
+    conn:call('queue.tube.' .. tube .. ':put', {i})
+    note()
+    conn:call('queue.statistics', {tube})
+    note()
+    conn:ping()
+    note()
+end
+conn:close()
+print(json.encode({versions = versions}))
+os.exit(0)
+"""
+
+
+def test_netbox_sees_one_schema_id_through_the_router(sharded: Sharded, tmp_path: Path) -> None:
+    for group in sharded.groups.values():
+        group.metrics = True
+    nodes = sharded.start()
+    router = sharded.router()
+    tube = unique("n")
+    with node_conn(nodes["b"][0]) as b:  # b's schema moves on, a's does not
+        b.call("queue.create_tube", [unique("only_b"), "fifo", {}])
+    conn = sharded.login(router)  # closed with the routers
+    conn.call("queue.create_tube", [tube, "fifo", {}])
+    conn.call("queue.statistics", [tube])  # the router hears from both shards
+    script = tmp_path / "schema.lua"
+    script.write_text(NETBOX)
+    binary = shutil.which("tarantool")
+    if binary is None:
+        pytest.skip("the tarantool binary is not installed (tests/run.sh installs it)")
+    before = _selects(sharded)
+    done = subprocess.run(
+        [binary, str(script), f"tester:secret@127.0.0.1:{router.port}", tube],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    versions = json.loads(done.stdout.strip().splitlines()[-1])["versions"]
+    assert len(versions) == 1, versions
+    assert _selects(sharded) - before <= 3  # its one fetch at connect (_vspace, _vindex, ...)
 
 
 async def test_a_schema_change_is_seen_through_the_router(sharded: Sharded) -> None:
