@@ -120,6 +120,7 @@ def stamped(data: bytes, schema: i64) -> bytes:
     form); copied only when one differs. Stops at the first bytes that are
     not a framed reply (the greeting)."""
     out: bytearray | None = None
+    want = int(schema).to_bytes(4, "big")
     pos: i64 = 0
     size: i64 = len(data)
     while pos + 5 + _FIXED_HEADER <= size and data[pos] == 0xCE:
@@ -127,7 +128,7 @@ def stamped(data: bytes, schema: i64) -> bytes:
         if _fixed_at(data, pos + 5) and uint_at(data, at, 4) != schema:
             if out is None:
                 out = bytearray(data)
-            out[at : at + 4] = int(schema).to_bytes(4, "big")
+            out[at : at + 4] = want
         pos += 5 + uint_at(data, pos + 1, 4)
     return data if out is None else bytes(out)
 
