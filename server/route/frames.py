@@ -1,11 +1,14 @@
 """The few bytes of a frame a router reads, and the replies it makes itself.
 
 Owns the run of replies at the start of a shard's read that go back to the
-client as they came (`replies_at`), a reply handed on under another sync
-(`resynced`: a take the router made for a client), the length prefix (`framed`), and the errors the
-router answers with: a shard without a primary (may be retried), a call in
-flight when its shard was lost (may have run). Must not touch sockets or
-decide where a call goes. A reply's code and sync: protocol.replyhead.
+client as they came (`replies_at`), a reply's schema version (`schema_at`), a
+client's outgoing replies with the one schema id the router presents written
+in (`stamped`: docs/cluster.md "One schema id"), a reply handed on under
+another sync (`resynced`: a take the router made for a client), the length
+prefix (`framed`), and the errors the router answers with: a shard without a
+primary (may be retried), a call in flight when its shard was lost (may have
+run). Must not touch sockets or decide where a call goes. A reply's code and
+sync: protocol.replyhead.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from queuebox.protocol.constants import KEY_DATA, KEY_SYNC, RESPONSE_CHUNK
 from queuebox.protocol.rawmsgpack import container_at, is_array_head, uint_at, value_end
 from queuebox.protocol.replyhead import FIXED_HEADER, fixed_head_at
 
-SCHEMA: Final = 0  # the router's own replies: no schema of its own
+# The router's own replies are made with this schema id; ClientLink writes
+# the id it presents into every reply on the way out (`stamped`).
+SCHEMA: Final = 0
 # Syncs the router's own calls to a shard use: far above any client's.
 INTERNAL_SYNC: Final = 1 << 62
 # A shard's reply header is in protocol/response.py's fixed 23-byte form
@@ -66,6 +71,32 @@ def replies_at(data: bytes, taking: dict[int, Any], forwarded: set[int]) -> tupl
         forwarded.discard(sync)
         pos = stop
     return int(pos), int(before - len(forwarded))
+
+
+def schema_at(data: bytes, at: i64) -> i64:
+    """The schema version in the fixed-form reply header at `at`; -1 in another form."""
+    if not fixed_head_at(data, at):
+        return -1
+    return uint_at(data, at + 19, 4)
+
+
+def stamped(data: bytes, schema: i64) -> bytes:
+    """`data`, whole framed replies, with `schema` as every fixed-form header's
+    schema version (the router's own replies and the shards' are all in that
+    form); copied only when one differs. Stops at the first bytes that are
+    not a framed reply (the greeting)."""
+    out: bytearray | None = None
+    want = int(schema).to_bytes(4, "big")
+    pos: i64 = 0
+    size: i64 = len(data)
+    while pos + 5 + FIXED_HEADER <= size and data[pos] == 0xCE:
+        at: i64 = pos + 5 + 19
+        if fixed_head_at(data, pos + 5) and uint_at(data, at, 4) != schema:
+            if out is None:
+                out = bytearray(data)
+            out[at : at + 4] = want
+        pos += 5 + uint_at(data, pos + 1, 4)
+    return data if out is None else bytes(out)
 
 
 def data_count(payload: bytes) -> int:

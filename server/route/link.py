@@ -22,8 +22,9 @@ from queuebox import protocol
 from ..access.users import GUEST, Users
 from ..runtime.logs import get_logger
 from .choice import Spread
+from .frames import stamped
 from .shardmap import RouterMap, Shard
-from .upstream import Login, Traffic, Upstream
+from .upstream import Login, SchemaIds, Traffic, Upstream
 
 
 class Shared(Protocol):
@@ -31,6 +32,7 @@ class Shared(Protocol):
 
     map: RouterMap
     traffic: Traffic
+    schemas: SchemaIds  # the one schema id every reply to a client carries
     spread: Spread
     users: Users
     login: Login
@@ -56,6 +58,7 @@ class ClientLink:
         self.loop = asyncio.get_running_loop()
         self.map = router.map
         self.traffic = router.traffic
+        self.schemas = router.schemas
         self.spread = router.spread
         self.user = GUEST
         self.router_name = router.name
@@ -77,7 +80,7 @@ class ClientLink:
                 up.close()  # its primary moved: what it held there goes back
             login, traffic = self.router.login, self.traffic
             up = Upstream(
-                shard, login, self.user, self.send, traffic, self.router.silence_s,
+                shard, login, self.user, self.send, traffic, self.schemas, self.router.silence_s,
                 self.session, self.peer, self.loop,
             )  # fmt: skip
             self._ups[shard.number] = up
@@ -95,7 +98,7 @@ class ClientLink:
     def _flush(self) -> None:
         out = self._out
         if out and not self.closed and self._transport is not None:
-            self._transport.write(b"".join(out))
+            self._transport.write(stamped(b"".join(out), self.schemas.presented))
         out.clear()
 
     def spawn(self, work: Awaitable[None]) -> None:

@@ -38,7 +38,7 @@ from .choice import SPREADS, Spread
 from .client import RouterClient
 from .link import ClientLink, close_all
 from .shardmap import RouterMap
-from .upstream import SILENCE_S, Login, Traffic
+from .upstream import SILENCE_S, Login, SchemaIds, Traffic
 
 log = logs.get_logger("queuebox.router")
 PASSWORD_ENV = "QUEUEBOX_ROUTER_PASSWORD"
@@ -51,6 +51,7 @@ class Router:
         self.name: str = args.name or default_name(args.listen)
         self.login = Login(args.shard_user, password, self.name)
         self.traffic = Traffic()
+        self.schemas = SchemaIds()
         self.spread = Spread(args.spread, self.traffic)
         self.instance_uuid = uuid.uuid4()
         self.max_frame = 16 * 1024 * 1024

@@ -54,6 +54,7 @@ from .frames import (
     lost_in_flight,
     no_primary,
     replies_at,
+    schema_at,
 )
 from .shardmap import Shard
 
@@ -100,6 +101,24 @@ class Traffic:
         self.silenced: dict[str, int] = {}  # upstreams dropped: the shard stopped answering
 
 
+class SchemaIds:
+    """The one schema id a router's clients see (docs/cluster.md "One schema
+    id"): the sum of the versions the shards last reported, so it moves when
+    a shard's schema moves and stays put while replies from different shards
+    (whose versions differ) and the router's own alternate."""
+
+    __slots__ = ("_by_shard", "presented")
+
+    def __init__(self) -> None:
+        self._by_shard: dict[str, int] = {}
+        self.presented = 0  # until a shard answered (connectors ignore 0)
+
+    def saw(self, shard: str, version: int) -> None:
+        if version >= 0 and self._by_shard.get(shard) != version:
+            self._by_shard[shard] = version
+            self.presented = sum(self._by_shard.values()) & 0xFFFFFFFF
+
+
 @final
 class Upstream:
     """An asyncio protocol by its methods, not by its base: a native class in the
@@ -113,6 +132,7 @@ class Upstream:
         user: str,
         deliver: Callable[[bytes], None],
         traffic: Traffic,
+        schemas: SchemaIds,
         silence_s: float,
         session: bytes | None = None,
         peer: str = "",
@@ -128,6 +148,8 @@ class Upstream:
         self.peer = peer  # the client's address, for the shard's list of connections
         self._deliver = deliver  # the client's transport.write
         self._traffic = traffic
+        self._schemas = schemas
+        self._schema = -1  # the shard's schema version in its last reply
         self._transport: asyncio.Transport | None = None
         self._splitter = protocol.framing.FrameSplitter()
         self._greeting = b""
@@ -256,6 +278,7 @@ class Upstream:
             # The common read: replies to the client's frames, handed on in one piece.
             end, answered = replies_at(data, self.taking, self.forwarded)
             if end:
+                self._saw_schema(data, 5)  # its first reply's: a change is seen by the next read
                 if answered:
                     self._traffic.inflight[self.shard.name] -= answered
                 self._deliver(data if end == len(data) else data[:end])
@@ -304,7 +327,14 @@ class Upstream:
         assert self._transport is not None
         self._transport.write(protocol.encode_call(sync, name, args))
 
+    def _saw_schema(self, data: bytes, at: int) -> None:
+        version = schema_at(data, at)
+        if version != self._schema:
+            self._schema = version
+            self._schemas.saw(self.shard.name, version)
+
     def _reply(self, payload: bytes) -> None:
+        self._saw_schema(payload, 0)
         code, sync, _ = reply_head(payload)
         if sync < INTERNAL_SYNC:
             if self.taking and code != RESPONSE_CHUNK:

@@ -132,7 +132,7 @@ class Harness:
         from queuebox.server.route.choice import Spread
         from queuebox.server.route.client import RouterClient
         from queuebox.server.route.shardmap import RouterMap, Shard
-        from queuebox.server.route.upstream import SILENCE_S, Login, Traffic
+        from queuebox.server.route.upstream import SILENCE_S, Login, SchemaIds, Traffic
 
         gc.set_threshold(10_000, 10, 10)  # as `queuebox router` runs (router.py)
         self.loop = asyncio.get_running_loop()
@@ -143,6 +143,7 @@ class Harness:
         traffic = Traffic()
         self.router = router = _Shared()
         router.map, router.traffic = rmap, traffic
+        router.schemas = SchemaIds()
         router.spread = Spread("round-robin", traffic)
         router.login = Login("router", "secret", "bench")
         router.silence_s = SILENCE_S

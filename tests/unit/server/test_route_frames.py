@@ -17,7 +17,10 @@ from queuebox.server.route.frames import (
     framed,
     replies_at,
     resynced,
+    schema_at,
+    stamped,
 )
+from queuebox.server.route.upstream import SchemaIds
 
 SYNC = INTERNAL_SYNC + 5
 REPLIES = {
@@ -79,3 +82,44 @@ def test_the_replies_a_read_starts_with_go_back_whole_up_to_the_first_other_fram
     assert replies_at(push + mine[1], {}, {1, 2}) == (0, 0)
     assert replies_at(b"", {}, set()) == (0, 0)
     assert data_count(mine[0][5:20]) == -1  # shorter than a fixed header: read by keys
+
+
+def test_every_fixed_reply_goes_out_with_the_presented_schema_id() -> None:
+    mine = encode_data(7, 0, [True])  # the router's own reply
+    forwarded = encode_data(8, 84, [[1, "r", "x"]]) + encode_error(9, 85, 116, "no")
+    out = stamped(mine + forwarded, 169)
+    assert [schema_at(out, at + 5) for at in _starts(out)] == [169, 169, 169]
+    assert [_read(f) for f in _frames(out)] == [
+        [{**h, 5: 169}, body] for h, body in (_read(f) for f in _frames(mine + forwarded))
+    ]
+    same = encode_data(1, 169, [])
+    assert stamped(same, 169) is same  # nothing to write: no copy
+    greeting = b"Tarantool 2.6.0".ljust(128, b" ")
+    assert stamped(greeting, 169) == greeting  # not a framed reply: left as it is
+    assert schema_at(_loose(REPLIES["a task"][5:]), 0) == -1  # another form: not read
+
+
+def test_the_presented_id_moves_with_any_shard_and_only_then() -> None:
+    ids = SchemaIds()
+    assert ids.presented == 0  # no shard heard from
+    ids.saw("a", 84)
+    ids.saw("b", 85)
+    assert ids.presented == 169
+    ids.saw("a", 84)
+    ids.saw("a", -1)  # a reply in another form says nothing
+    assert ids.presented == 169
+    ids.saw("a", 86)  # a tube made on a
+    assert ids.presented == 171
+
+
+def _starts(data: bytes) -> list[int]:
+    starts, at = [], 0
+    while at < len(data):
+        starts.append(at)
+        at += 5 + int.from_bytes(data[at + 1 : at + 5], "big")
+    return starts
+
+
+def _frames(data: bytes) -> list[bytes]:
+    ends = [*_starts(data)[1:], len(data)]
+    return [data[a:b] for a, b in zip(_starts(data), ends, strict=True)]
