@@ -80,13 +80,16 @@ def schema_at(data: bytes, at: i64) -> i64:
     return uint_at(data, at + 19, 4)
 
 
-def stamped(data: bytes, schema: i64) -> bytes:
+def stamped(data: bytes, schema: i64) -> bytes | bytearray:
     """`data`, whole framed replies, with `schema` as every fixed-form header's
     schema version (the router's own replies and the shards' are all in that
-    form); copied only when one differs. Stops at the first bytes that are
-    not a framed reply (the greeting)."""
+    form); copied once when one differs, the copy returned. Stops at the
+    first bytes that are not a framed reply (the greeting)."""
     out: bytearray | None = None
-    want = int(schema).to_bytes(4, "big")
+    b0: i64 = (schema >> 24) & 0xFF
+    b1: i64 = (schema >> 16) & 0xFF
+    b2: i64 = (schema >> 8) & 0xFF
+    b3: i64 = schema & 0xFF
     pos: i64 = 0
     size: i64 = len(data)
     while pos + 5 + FIXED_HEADER <= size and data[pos] == 0xCE:
@@ -94,9 +97,12 @@ def stamped(data: bytes, schema: i64) -> bytes:
         if fixed_head_at(data, pos + 5) and uint_at(data, at, 4) != schema:
             if out is None:
                 out = bytearray(data)
-            out[at : at + 4] = want
+            out[at] = b0
+            out[at + 1] = b1
+            out[at + 2] = b2
+            out[at + 3] = b3
         pos += 5 + uint_at(data, pos + 1, 4)
-    return data if out is None else bytes(out)
+    return data if out is None else out
 
 
 def data_count(payload: bytes) -> int:

@@ -87,7 +87,7 @@ def test_the_replies_a_read_starts_with_go_back_whole_up_to_the_first_other_fram
 def test_every_fixed_reply_goes_out_with_the_presented_schema_id() -> None:
     mine = encode_data(7, 0, [True])  # the router's own reply
     forwarded = encode_data(8, 84, [[1, "r", "x"]]) + encode_error(9, 85, 116, "no")
-    out = stamped(mine + forwarded, 169)
+    out = bytes(stamped(mine + forwarded, 169))  # a bytearray when written into
     assert [schema_at(out, at + 5) for at in _starts(out)] == [169, 169, 169]
     assert [_read(f) for f in _frames(out)] == [
         [{**h, 5: 169}, body] for h, body in (_read(f) for f in _frames(mine + forwarded))
