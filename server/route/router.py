@@ -75,31 +75,17 @@ class RouterCollector:
 
     def collect(self) -> Iterator[Metric]:
         r, t = self.router, self.router.traffic
-        yield counter(
-            "queuebox_router_forwarded_total",
-            "client calls sent on to a shard",
-            labels=["shard"],
-            samples=dict(sorted(t.forwarded.items())),
-        )
-        yield counter(
-            "queuebox_router_own_calls_total",
-            "the router's own calls to a shard (takes, waits, sums)",
-            labels=["shard"],
-            samples=dict(sorted(t.own_calls.items())),
-        )
+        per_shard = (
+            ("forwarded", "client calls sent on to a shard", t.forwarded),
+            ("own_calls", "the router's own calls to a shard (takes, waits, sums)", t.own_calls),
+            ("shard_pings", "pings sent to a shard silent while a call waited on it", t.pings),
+            ("shard_silent", "connections to a shard dropped: no byte for --shard-silence "
+             "with a call in flight", t.silenced),
+        )  # fmt: skip
+        for name, doc, counts in per_shard:
+            samples = dict(sorted(counts.items()))
+            yield counter(f"queuebox_router_{name}_total", doc, labels=["shard"], samples=samples)
         yield gauge("queuebox_router_upstreams", "connections to shards", t.open)
-        yield counter(
-            "queuebox_router_shard_pings_total",
-            "pings sent to a shard silent while a call waited on it",
-            labels=["shard"],
-            samples=dict(sorted(t.pings.items())),
-        )
-        yield counter(
-            "queuebox_router_shard_silent_total",
-            "connections to a shard dropped: no byte for --shard-silence with a call in flight",
-            labels=["shard"],
-            samples=dict(sorted(t.silenced.items())),
-        )
         yield gauge("queuebox_router_clients", "client connections", len(r.clients))
         yield gauge(
             "queuebox_router_etcd_ok",
